@@ -1,0 +1,11 @@
+"""perfgate: a CI performance-regression gate for PyTorch training.
+
+The public API for writing workloads lives here and does not import torch; the
+measuring side (``perfgate.measure``) is the only part that does.
+"""
+
+from perfgate.workload import PHASES, BuildContext, Built, DataSource, Params, Workload
+
+__version__ = "0.1.0"
+
+__all__ = ["PHASES", "BuildContext", "Built", "DataSource", "Params", "Workload", "__version__"]

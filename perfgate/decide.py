@@ -1,0 +1,303 @@
+"""Verdicts: turn estimates into REGRESSION / PASS / INCONCLUSIVE / IMPROVED.
+
+Pure functions over :class:`perfgate.stats.LogRatio`; no torch, no files, no printing.
+The rules are written out in docs/how-perfgate-decides.md.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from perfgate.stats import (
+    DEFAULT_ASSUMED_DAY_SD_LOG,
+    DEFAULT_DAY_PRIOR_DF,
+    DEFAULT_OUTLIER_SD,
+    LogRatio,
+    bh_adjusted,
+    holm_adjusted,
+    min_detectable_slowdown,
+)
+
+__all__ = [
+    "GateConfig",
+    "MemoryDecision",
+    "PhaseFlag",
+    "TimeDecision",
+    "Verdict",
+    "alpha_for_look",
+    "decide_memory",
+    "decide_time",
+    "flag_phases",
+]
+
+
+class Verdict(str, enum.Enum):
+    REGRESSION = "REGRESSION"
+    PASS = "PASS"
+    INCONCLUSIVE = "INCONCLUSIVE"
+    IMPROVED = "IMPROVED"
+    INCOMPARABLE = "INCOMPARABLE"
+    NO_BASELINE = "NO_BASELINE"
+    ERROR = "ERROR"
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """Thresholds of the gate. Every field is validated on construction."""
+
+    alpha: float = 0.01
+    delta: float = 0.03
+    confidence: float = 0.95
+    looks: int = 2
+    second_look_repeats: int | None = None  # None: as many again as the first look
+    power: float = 0.8  # for the smallest detectable slowdown that is reported
+    phase_q: float = 0.10
+    phase_min_share: float = 0.01
+    memory_threshold: float = 0.10
+    assumed_day_sd_log: float = DEFAULT_ASSUMED_DAY_SD_LOG
+    day_prior_df: float = DEFAULT_DAY_PRIOR_DF
+    outlier_sd: float | None = DEFAULT_OUTLIER_SD
+    gate_phases: tuple[str, ...] = ()
+    fail_on_missing_baseline: bool = False
+
+    def __post_init__(self) -> None:
+        def need(ok: bool, field: str, rule: str) -> None:
+            if not ok:
+                raise ValueError(f"GateConfig.{field} {rule}, got {getattr(self, field)!r}")
+
+        def prob(field: str) -> None:
+            v = getattr(self, field)
+            need(_is_number(v) and 0 < v < 1, field, "must be between 0 and 1 (exclusive)")
+
+        for field in ("alpha", "confidence", "power", "phase_q"):
+            prob(field)
+        need(_is_number(self.alpha) and self.alpha <= 0.5, "alpha", "must be at most 0.5")
+        need(_is_number(self.delta) and 0 < self.delta < 1, "delta", "must be between 0 and 1 (0.03 = 3%)")
+        need(self.looks in (1, 2) and not isinstance(self.looks, bool), "looks", "must be 1 or 2")
+        need(
+            self.second_look_repeats is None
+            or (isinstance(self.second_look_repeats, int) and self.second_look_repeats >= 1),
+            "second_look_repeats",
+            "must be None or a positive integer",
+        )
+        need(_is_number(self.phase_min_share) and 0 <= self.phase_min_share < 1,
+             "phase_min_share", "must be in [0, 1)")
+        need(_is_number(self.memory_threshold) and self.memory_threshold > 0,
+             "memory_threshold", "must be > 0 (0.10 = 10%)")
+        need(_is_number(self.assumed_day_sd_log) and self.assumed_day_sd_log >= 0,
+             "assumed_day_sd_log", "must be a finite number >= 0")
+        need(isinstance(self.day_prior_df, (int, float)) and self.day_prior_df >= 0,
+             "day_prior_df", "must be >= 0 (math.inf: the assumed day sd is taken as known)")
+        need(self.outlier_sd is None or (_is_number(self.outlier_sd) and self.outlier_sd > 0),
+             "outlier_sd", "must be None or > 0")
+        if isinstance(self.gate_phases, str) or not all(isinstance(p, str) for p in self.gate_phases):
+            raise ValueError(f"GateConfig.gate_phases must be a tuple of phase names, got {self.gate_phases!r}")
+        object.__setattr__(self, "gate_phases", tuple(self.gate_phases))
+        need(isinstance(self.fail_on_missing_baseline, bool), "fail_on_missing_baseline", "must be True or False")
+
+
+def alpha_for_look(config: GateConfig, look: int) -> float:
+    """One-sided family-wise alpha spent at ``look`` (Bonferroni over the planned looks)."""
+    if not (isinstance(look, int) and 1 <= look <= config.looks):
+        raise ValueError(f"look must be between 1 and {config.looks}, got {look!r}")
+    return config.alpha / config.looks
+
+
+@dataclass(frozen=True)
+class TimeDecision:
+    verdict: Verdict
+    reason: str
+    estimate: LogRatio
+    alpha_used: float  # the look's family-wise alpha
+    mde: float  # smallest slowdown detectable at alpha_used / m with config.power
+    look: int = 1
+    looks: int = 1
+    p_holm_slower: float = 1.0
+    p_holm_faster: float = 1.0
+
+    @property
+    def second_look(self) -> bool:
+        """True when this verdict is INCONCLUSIVE and a second look is still planned."""
+        return self.verdict is Verdict.INCONCLUSIVE and self.look < self.looks
+
+
+def _pct(ratio: float) -> str:
+    return f"{(ratio - 1) * 100:+.1f}"
+
+
+def _p(p: float) -> str:
+    return f"{p:.1e}" if 0 < p < 1e-4 else f"{p:.2g}"
+
+
+def _holm_thresholds(p: np.ndarray, alpha: float) -> np.ndarray:
+    """alpha / (m - rank + 1): the level each p-value is compared with in Holm's steps."""
+    m = p.size
+    ranks = np.empty(m, dtype=int)
+    ranks[np.argsort(p, kind="stable")] = np.arange(m)
+    return alpha / (m - ranks)
+
+
+def decide_time(
+    estimates: Mapping[str, LogRatio],
+    config: GateConfig,
+    look: int,
+    *,
+    already_decided: Collection[str] = (),
+) -> dict[str, TimeDecision]:
+    """Verdicts for the step time of each workload at ``look`` (1-based).
+
+    Holm runs over the whole family: every name in ``estimates`` and in
+    ``already_decided``. Workloads decided at an earlier look enter with p = 1 and get no
+    new decision. Gated phases are decided in the same family by passing them as extra
+    entries (for example ``"resnet18:forward"``).
+    """
+    alpha = alpha_for_look(config, look)
+    decided = set(already_decided)
+    open_names = [n for n in estimates if n not in decided]
+    family = open_names + sorted(decided)
+    m = len(family)
+    if not open_names:
+        return {}
+    p_slow = np.array([estimates[n].p_slower for n in open_names] + [1.0] * len(decided))
+    p_fast = np.array([estimates[n].p_faster for n in open_names] + [1.0] * len(decided))
+    adj_slow, adj_fast = holm_adjusted(p_slow), holm_adjusted(p_fast)
+    thr_slow, thr_fast = _holm_thresholds(p_slow, alpha), _holm_thresholds(p_fast, alpha)
+    up, down = 1.0 + config.delta, 1.0 / (1.0 + config.delta)
+    d = f"δ={config.delta * 100:g}%"
+    where = f"look {look} of {config.looks}"
+    out: dict[str, TimeDecision] = {}
+    for i, name in enumerate(open_names):
+        est = estimates[name]
+        conf = f"{est.confidence * 100:g}% CI"
+        head = f"step {_pct(est.ratio)}% [{_pct(est.ci_low)}, {_pct(est.ci_high)}] ({conf})"
+        slow = adj_slow[i] <= alpha
+        fast = adj_fast[i] <= alpha
+        mde = min_detectable_slowdown(est, alpha / m, config.power)
+        if slow and est.ratio > up:
+            verdict = Verdict.REGRESSION
+            reason = f"{head}, p={_p(est.p_slower)} < {_p(thr_slow[i])} (Holm, {where}), above {d}"
+        elif fast and est.ratio < down:
+            verdict = Verdict.IMPROVED
+            reason = (f"{head}, p={_p(est.p_faster)} < {_p(thr_fast[i])} (Holm, {where}), "
+                      f"faster by more than {d}; consider rebaselining")
+        elif est.ci_high < up:
+            verdict = Verdict.PASS
+            reason = f"{head}: upper bound below {d}"
+            if slow:
+                reason += f"; slower (p={_p(est.p_slower)}, Holm, {where}) but by less than {d}"
+        else:
+            verdict = Verdict.INCONCLUSIVE
+            if slow:
+                why = (f"slower (p={_p(est.p_slower)}, Holm, {where}) but the estimate is not "
+                       f"above {d} and the CI reaches above it")
+            else:
+                why = (f"not significant (p={_p(est.p_slower)}, Holm-adjusted {_p(adj_slow[i])} > "
+                       f"α={_p(alpha)}, {where}) and the CI reaches above {d}")
+            nxt = "second look planned" if look < config.looks else f"undecided after {where}"
+            reason = f"{head}: {why}; this run could detect about {mde * 100:+.1f}%; {nxt}"
+        if est.excluded:
+            reason += f"; {_excluded_text(est)}"
+        out[name] = TimeDecision(verdict, reason, est, alpha, mde, look, config.looks,
+                                 adj_slow[i], adj_fast[i])
+    return out
+
+
+def _excluded_text(est: LogRatio) -> str:
+    parts = [f"current #{i + 1}" for i in est.excluded_current]
+    parts += [f"baseline recording {j + 1} #{i + 1}" for j, i in est.excluded_baseline]
+    n = len(parts)
+    return f"{n} outlier repeat{'s' if n > 1 else ''} set aside ({', '.join(parts)})"
+
+
+@dataclass(frozen=True)
+class PhaseFlag:
+    """One phase of one workload: its estimate, and whether it changed (BH over phases)."""
+
+    phase: str
+    estimate: LogRatio | None
+    tested: bool
+    flagged: bool
+    q_value: float | None
+    share: float | None
+    reason: str
+
+
+def flag_phases(
+    phase_estimates: Mapping[str, LogRatio | None],
+    q: float = 0.10,
+    *,
+    baseline_shares: Mapping[str, float] | None = None,
+    min_share: float = 0.01,
+) -> dict[str, PhaseFlag]:
+    """Flag phases whose time changed, Benjamini-Hochberg at ``q`` on two-sided p-values.
+
+    A phase is not tested (and says why) when its estimate is ``None`` or its baseline
+    share of the step is below ``min_share``. Phases are diagnosis, not the gate.
+    """
+    if not (0 < q < 1):
+        raise ValueError(f"q must be between 0 and 1 (exclusive), got {q!r}")
+    shares = dict(baseline_shares or {})
+    out: dict[str, PhaseFlag] = {}
+    tested: list[str] = []
+    for name, est in phase_estimates.items():
+        share = shares.get(name)
+        if est is None:
+            out[name] = PhaseFlag(name, None, False, False, None, share, "not tested: no estimate for this phase")
+        elif share is not None and share < min_share:
+            out[name] = PhaseFlag(name, est, False, False, None, share,
+                                  f"not tested: {share * 100:.2g}% of the baseline step, "
+                                  f"below the {min_share * 100:g}% floor")
+        else:
+            tested.append(name)
+    qs = bh_adjusted([phase_estimates[n].p_two_sided for n in tested])  # type: ignore[union-attr]
+    for name, qv in zip(tested, qs):
+        est = phase_estimates[name]
+        assert est is not None
+        flagged = qv <= q
+        head = f"{name} {_pct(est.ratio)}% [{_pct(est.ci_low)}, {_pct(est.ci_high)}]"
+        direction = "slower" if est.ratio > 1 else "faster"
+        tail = f"{direction} (BH q={_p(qv)} <= {q:g})" if flagged else f"no change flagged (BH q={_p(qv)})"
+        out[name] = PhaseFlag(name, est, True, flagged, qv, shares.get(name), f"{head}: {tail}")
+    return out
+
+
+@dataclass(frozen=True)
+class MemoryDecision:
+    """Peak memory: REGRESSION or PASS, or ``verdict=None`` when it cannot be compared."""
+
+    verdict: Verdict | None
+    ratio: float | None
+    reason: str
+
+
+def decide_memory(
+    current: Sequence[float] | None,
+    baseline: Sequence[float] | None,
+    threshold: float = 0.10,
+) -> MemoryDecision:
+    """Ratio of median peak memory, current / baseline; growth above ``threshold`` fails."""
+    if not (_is_number(threshold) and threshold > 0):
+        raise ValueError(f"threshold must be > 0, got {threshold!r}")
+    for what, values in (("current run", current), ("baseline", baseline)):
+        if values is None or len(values) == 0:
+            return MemoryDecision(None, None, f"peak memory not compared: not recorded in the {what}")
+        arr = np.asarray(values, dtype=float)
+        if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+            raise ValueError(f"peak memory of the {what} must be finite and >= 0")
+    cur, base = float(np.median(current)), float(np.median(baseline))  # type: ignore[arg-type]
+    if base <= 0:
+        return MemoryDecision(None, None, "peak memory not compared: the baseline recorded 0 bytes")
+    ratio = cur / base
+    head = f"peak memory {_pct(ratio)}% (median of {len(current)} vs {len(baseline)} repeats)"  # type: ignore[arg-type]
+    if ratio > 1 + threshold:
+        return MemoryDecision(Verdict.REGRESSION, ratio, f"{head}, above the {threshold * 100:g}% threshold")
+    return MemoryDecision(Verdict.PASS, ratio, f"{head}, within the {threshold * 100:g}% threshold")

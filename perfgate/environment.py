@@ -1,0 +1,80 @@
+"""The environment fingerprint and the key that says which results are comparable.
+
+Collecting the fingerprint needs torch (``perfgate.measure.fingerprint``); this module only
+holds the data and derives the key, so the comparing side can use it without torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+KEY_FIELDS = (
+    "device",
+    "gpu_name",
+    "cuda",
+    "cudnn",
+    "torch",
+    "torchvision",
+    "python",
+    "cpu_model",
+    "cpu_count",
+)
+"""Fields that change what a measurement means. The GPU driver, the OS and the commit are
+recorded but left out of the key: a driver update or a new commit must still be compared
+with the old baseline (that is the point of the gate)."""
+
+
+@dataclass(frozen=True)
+class Environment:
+    device: str
+    torch: str
+    python: str
+    cpu_model: str
+    cpu_count: int
+    os: str
+    gpu_name: str | None = None
+    gpu_driver: str | None = None
+    cuda: str | None = None
+    cudnn: str | None = None
+    torchvision: str | None = None
+    git_commit: str | None = None
+    git_dirty: bool | None = None
+
+    def comparable_fields(self) -> dict[str, Any]:
+        values = {name: getattr(self, name) for name in KEY_FIELDS}
+        # Patch releases of Python do not change training speed; minor releases may.
+        values["python"] = ".".join(self.python.split(".")[:2])
+        if self.device == "cpu":
+            # A CPU run never touches the GPU: a card in the box must not split the key.
+            values["gpu_name"] = values["cuda"] = values["cudnn"] = None
+        return values
+
+    def key(self) -> str:
+        """A short, stable, filesystem-safe key, e.g. ``cuda-tesla-t4-torch2.14.1-1a2b3c4d``."""
+        fields = self.comparable_fields()
+        digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:8]
+        hardware = self.gpu_name if self.device == "cuda" and self.gpu_name else self.cpu_model
+        slug = re.sub(r"[^a-z0-9]+", "-", hardware.lower()).strip("-")[:32].strip("-") or "unknown"
+        torch_version = self.torch.split("+")[0]
+        return f"{self.device}-{slug}-torch{torch_version}-{digest}"
+
+    def differences(self, other: Environment) -> dict[str, tuple[Any, Any]]:
+        """Comparable fields that differ, as ``{field: (self, other)}``."""
+        mine, theirs = self.comparable_fields(), other.comparable_fields()
+        return {k: (mine[k], theirs[k]) for k in KEY_FIELDS if mine[k] != theirs[k]}
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["key"] = self.key()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Environment:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})

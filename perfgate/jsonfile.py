@@ -1,0 +1,67 @@
+"""Strict reading and atomic writing of perfgate's JSON files.
+
+Results and baselines are read with the same rules: an empty, truncated or non-JSON
+file, or one holding NaN or Infinity, is a :class:`FileFormatError` naming the file.
+Writes go to a temporary file in the same directory and are renamed into place, so an
+interrupted write leaves the previous file intact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from perfgate.errors import FileFormatError
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"non-finite number {name}")
+
+
+def read_json(path: Path, what: str) -> Any:
+    """Load ``path`` as JSON; ``what`` names the kind of file in error messages."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FileFormatError(f"{path}: {what} file not found") from None
+    except IsADirectoryError:
+        raise FileFormatError(f"{path}: expected a {what} file, found a directory") from None
+    except UnicodeDecodeError:
+        raise FileFormatError(f"{path}: {what} file is not UTF-8 text") from None
+    except OSError as exc:
+        raise FileFormatError(f"{path}: cannot read {what} file: {exc.strerror}") from None
+    if not text.strip():
+        raise FileFormatError(f"{path}: {what} file is empty")
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except ValueError as exc:
+        if "non-finite" in str(exc):
+            raise FileFormatError(f"{path}: {what} file holds a {exc}") from None
+        raise FileFormatError(f"{path}: {what} file is not valid JSON (truncated?): {exc}") from None
+
+
+def dumps(data: Any) -> str:
+    """The canonical, reviewable form: sorted keys, indent 2, trailing newline."""
+    return json.dumps(data, sort_keys=True, indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write ``data`` to ``path`` atomically (temporary file, fsync, rename)."""
+    text = dumps(data)  # serialise first: a value error must not leave a partial file
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        try:
+            os.unlink(tmp_name)
+        except FileNotFoundError:
+            pass
+        raise

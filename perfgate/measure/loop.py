@@ -1,0 +1,296 @@
+"""One repeat, in the current process: build, warm up, measure a synchronised window.
+
+This is the only place the training step is run. The step is the same function during
+warmup and during the window; only the clock differs (a no-op clock for warmup). Inside
+the window nothing synchronises: the loss stays on the device and is read after the
+window, together with the CUDA events.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import random
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from perfgate.errors import PerfgateError, WorkloadError
+from perfgate.measure.clock import DeviceClock, HostClock, PhaseClock, WindowTimes
+from perfgate.result import RepeatResult
+from perfgate.workload import BuildContext, Built, DataSource, Params, Workload
+
+
+class _NoClock:
+    """Warmup: the same step, no bookkeeping."""
+
+    timing = "none"
+
+    def _noop(self) -> None:
+        return None
+
+    start_window = begin_step = after_data = after_h2d = _noop
+    after_forward = after_backward = after_optimizer = end_window = _noop
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def apply_torch_settings(params: Params, device: str) -> dict[str, Any]:
+    """Set every torch switch that changes speed explicitly, and report what is in effect."""
+    if params.deterministic and device == "cuda":
+        # cuBLAS needs this before its first call to be deterministic.
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.set_num_threads(params.num_threads or available_cores())
+    torch.backends.cudnn.benchmark = params.cudnn_benchmark
+    torch.backends.cudnn.deterministic = params.deterministic
+    torch.use_deterministic_algorithms(params.deterministic)
+    torch.backends.cuda.matmul.allow_tf32 = params.allow_tf32
+    torch.backends.cudnn.allow_tf32 = params.allow_tf32
+    random.seed(params.seed)
+    np.random.seed(params.seed)
+    torch.manual_seed(params.seed)
+    return {
+        "num_threads": torch.get_num_threads(),
+        "num_interop_threads": torch.get_num_interop_threads(),
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+        "cudnn_deterministic": torch.backends.cudnn.deterministic,
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "seed": params.seed,
+    }
+
+
+class _PeakMemory:
+    """Peak allocated CUDA memory, or the peak RSS of this process on the CPU."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self.kind = "cuda_max_allocated" if device == "cuda" else "cpu_peak_rss"
+
+    def reset(self) -> None:
+        if self.device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+            return
+        try:
+            # Linux: "5" resets the high-water mark to the current RSS, so the peak is
+            # the window's, not the build's.
+            with open("/proc/self/clear_refs", "w") as handle:
+                handle.write("5")
+        except OSError:
+            self.kind = "cpu_peak_rss_since_start"
+
+    def read(self) -> int | None:
+        if self.device == "cuda":
+            return int(torch.cuda.max_memory_allocated())
+        try:
+            with open("/proc/self/status") as handle:
+                for line in handle:
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        try:
+            import resource
+
+            self.kind = "cpu_peak_rss_since_start"
+            return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+        except (ImportError, OSError):
+            return None
+
+
+def _check_built(built: object, name: str) -> Built:
+    if not isinstance(built, Built):
+        raise WorkloadError(f"{name}: the builder must return perfgate.Built, got {type(built).__name__}")
+    if not isinstance(built.model, torch.nn.Module):
+        raise WorkloadError(f"{name}: Built.model must be a torch.nn.Module, got {type(built.model).__name__}")
+    if not callable(getattr(built.optimizer, "step", None)) or not callable(getattr(built.optimizer, "zero_grad", None)):
+        raise WorkloadError(f"{name}: Built.optimizer must have step() and zero_grad()")
+    if not isinstance(built.data, DataSource):
+        raise WorkloadError(f"{name}: Built.data must be a perfgate.DataSource")
+    return built
+
+
+@dataclass
+class _Step:
+    """The training step, shared by warmup and the measured window."""
+
+    built: Built
+    device: torch.device
+    params: Params
+    loader_restarts: int = 0
+
+    def __post_init__(self) -> None:
+        self.model = self.built.model
+        self.optimizer = self.built.optimizer
+        self.loss_fn = self.built.loss_fn
+        self.iterator: Iterator[Any] = iter(self.built.loader)
+        self.non_blocking = self.device.type == "cuda" and self.params.pin_memory
+        self.channels_last = self.params.memory_format == "channels_last"
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.params.precision)
+        self.autocast: Callable[[], Any] = (
+            (lambda: torch.autocast(device_type=self.device.type, dtype=dtype))
+            if dtype is not None
+            else contextlib.nullcontext
+        )
+        self.scaler = torch.amp.GradScaler(self.device.type) if self.params.precision == "fp16" else None
+
+    def _next_batch(self) -> Any:
+        try:
+            return next(self.iterator)
+        except StopIteration:
+            # A loader shorter than the run: restart it, and say so in the result.
+            self.loader_restarts += 1
+            self.iterator = iter(self.built.loader)
+            return next(self.iterator)
+
+    def _move(self, value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            if self.channels_last and value.dim() == 4:
+                return value.to(self.device, non_blocking=self.non_blocking, memory_format=torch.channels_last)
+            return value.to(self.device, non_blocking=self.non_blocking)
+        if isinstance(value, (list, tuple)):
+            return type(value)(self._move(v) for v in value)
+        if isinstance(value, dict):
+            return {k: self._move(v) for k, v in value.items()}
+        return value
+
+    def __call__(self, clock: PhaseClock) -> torch.Tensor:
+        clock.begin_step()
+        batch = self._next_batch()
+        clock.after_data()
+        inputs, targets = self._move(batch)
+        clock.after_h2d()
+        with self.autocast():
+            loss = self.loss_fn(self.model(inputs), targets)
+        clock.after_forward()
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+        else:
+            loss.backward()
+        clock.after_backward()
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        clock.after_optimizer()
+        return loss
+
+
+def _fail(name: str, stage: str, exc: BaseException) -> WorkloadError:
+    if isinstance(exc, PerfgateError):
+        return WorkloadError(f"{name}: {exc.message}", detail=exc.detail)
+    first_line = (str(exc).strip().splitlines() or [""])[0]
+    return WorkloadError(
+        f"{name}: {stage} failed: {type(exc).__name__}: {first_line}",
+        detail="".join(traceback.format_exception(exc)),
+    )
+
+
+def _first_non_finite(values: list[float]) -> int | None:
+    for i, v in enumerate(values):
+        if not math.isfinite(v):
+            return i
+    return None
+
+
+def run_repeat(
+    workload: Workload,
+    params: Params,
+    device: str,
+    *,
+    data_root: Path | None,
+    cache_dir: Path,
+    index: int,
+) -> tuple[RepeatResult, DataSource]:
+    """Build ``workload`` and measure one repeat on ``device``; raises WorkloadError."""
+    name = workload.name
+    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    settings = apply_torch_settings(params, device)
+    ctx = BuildContext(params=params, device=device, data_root=data_root, cache_dir=cache_dir, workload=name)
+    try:
+        built = _check_built(workload.build(ctx), name)
+    except WorkloadError:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - any failure of user code is reported, not raised raw
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise _fail(name, "building the workload", exc) from None
+
+    torch_device = torch.device(device)
+    memory_format = torch.channels_last if params.memory_format == "channels_last" else torch.contiguous_format
+    sync: Callable[[], None] = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    peak = _PeakMemory(device)
+    try:
+        built.model.to(torch_device, memory_format=memory_format)
+        built.model.train()
+        step = _Step(built, torch_device, params)
+        warmup = _NoClock()
+        for i in range(params.warmup_steps):
+            value = float(step(warmup).detach().float().item())  # a sync is fine outside the window
+            if not math.isfinite(value):
+                raise WorkloadError(f"loss is non-finite ({value}) at warmup step {i}")
+
+        clock: PhaseClock
+        if device == "cuda":
+            clock = DeviceClock(params.steps, lambda: torch.cuda.Event(enable_timing=True))
+        else:
+            clock = HostClock(params.steps)
+        losses: list[torch.Tensor] = []
+        keep = losses.append
+        sync()
+        peak.reset()
+        clock.start_window()
+        for _ in range(params.steps):
+            keep(step(clock).detach())
+        sync()
+        clock.end_window()
+        times: WindowTimes = clock.finish()
+        peak_bytes = peak.read()
+        loss_values = torch.stack(losses).float().cpu().tolist()
+    except BaseException as exc:  # noqa: BLE001
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise _fail(name, "the training step", exc) from None
+
+    bad = _first_non_finite(loss_values)
+    if bad is not None:
+        raise WorkloadError(f"{name}: loss is non-finite ({loss_values[bad]}) at measured step {bad}")
+    samples_per_s = params.steps * params.batch_size / times.window_s
+    repeat = RepeatResult(
+        index=index,
+        started_at=started_at,
+        timing=clock.timing,
+        window_s=times.window_s,
+        phases_ms={k: tuple(v) for k, v in times.series_ms.items()},
+        samples_per_s=samples_per_s,
+        peak_memory_bytes=peak_bytes,
+        peak_memory_kind=peak.kind,
+        first_loss=loss_values[0],
+        last_loss=loss_values[-1],
+        torch_settings=settings,
+        loader_settings=_loader_settings(built.loader),
+        loader_restarts=step.loader_restarts,
+    )
+    return repeat, built.data
+
+
+def _loader_settings(loader: object) -> dict[str, Any]:
+    """The DataLoader settings actually in effect, read back from the loader."""
+    keys = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "drop_last")
+    return {k: getattr(loader, k) for k in keys if hasattr(loader, k)}

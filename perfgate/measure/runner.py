@@ -1,0 +1,204 @@
+"""Orchestrating repeats: one fresh process per repeat, workloads interleaved.
+
+Consecutive repeats are independent samples of run-to-run noise only if each one pays
+its own start-up (imports, allocator, cuDNN autotuning, DataLoader workers), so each runs
+in a new Python process. Workloads are interleaved round-robin (A1 B1 A2 B2 ...), so a
+burst of load on a shared machine spreads over all of them rather than hitting one.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+from perfgate import __version__
+from perfgate.environment import Environment
+from perfgate.errors import DeviceError, PerfgateError, WorkloadError
+from perfgate.jsonfile import dumps
+from perfgate.result import RepeatResult, RunResult, repeat_from_dict, result_path, save_result
+from perfgate.workload import Params, Workload
+
+
+def resolve_device(requested: str) -> str:
+    """``auto`` becomes ``cuda`` when a CUDA device is usable, else ``cpu``."""
+    if requested not in ("auto", "cpu", "cuda"):
+        raise DeviceError(f"unknown device {requested!r}; use auto, cpu or cuda")
+    if requested == "cpu":
+        return "cpu"
+    import torch
+
+    available = torch.cuda.is_available()
+    if requested == "cuda" and not available:
+        built_with = torch.version.cuda or "no CUDA"
+        raise DeviceError(
+            f"--device cuda: no usable CUDA device (torch {torch.__version__}, built with {built_with}); use --device cpu"
+        )
+    return "cuda" if available else "cpu"
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("PERFGATE_CACHE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "perfgate"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One workload to measure, with its parameters already resolved and validated."""
+
+    workload: Workload
+    params: Params
+    overrides: Mapping[str, Any]
+    data_root: Path | None = None
+
+
+@dataclass(frozen=True)
+class Progress:
+    workload: str
+    repeat: int
+    repeats: int
+    status: str
+    """``"start"``, ``"done"`` or ``"failed"``."""
+    seconds: float = 0.0
+    step_median_ms: float | None = None
+    message: str = ""
+
+
+@dataclass
+class RunOutcome:
+    results: dict[str, RunResult] = field(default_factory=dict)
+    errors: dict[str, PerfgateError] = field(default_factory=dict)
+
+
+def _run_one(job: Job, device: str, index: int, cache_dir: Path, git: tuple[str | None, bool | None],
+             timeout_s: float) -> dict[str, Any]:
+    request = {
+        "workload": job.workload.name,
+        "source": job.workload.source,
+        "device": device,
+        "params": job.params.to_dict(),
+        "data_root": str(job.data_root) if job.data_root else None,
+        "cache_dir": str(cache_dir),
+        "index": index,
+        "git_commit": git[0],
+        "git_dirty": git[1],
+    }
+    with tempfile.TemporaryDirectory(prefix="perfgate-repeat-") as tmp:
+        req, resp, log = Path(tmp, "request.json"), Path(tmp, "response.json"), Path(tmp, "output.log")
+        req.write_text(dumps(request))
+        with open(log, "w") as out:
+            try:
+                proc = subprocess.run(
+                    [sys.executable, "-m", "perfgate.measure.worker", str(req), str(resp)],
+                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, timeout=timeout_s,
+                )
+            except subprocess.TimeoutExpired:
+                raise WorkloadError(f"{job.workload.name}: repeat {index + 1} did not finish within {timeout_s:.0f} s") from None
+        output = log.read_text(errors="replace")
+        if not resp.exists():
+            tail = "\n".join(output.strip().splitlines()[-1:])
+            raise WorkloadError(
+                f"{job.workload.name}: repeat {index + 1} process died (exit status {proc.returncode}){': ' + tail if tail else ''}",
+                detail=output,
+            )
+        import json
+
+        response = json.loads(resp.read_text())
+    if not response["ok"]:
+        error = response["error"]
+        raise WorkloadError(error["message"], detail=(error.get("detail") or "") + ("\n" + output if output else ""))
+    return response
+
+
+def measure(
+    jobs: Sequence[Job],
+    *,
+    device: str,
+    repeats: int,
+    cache_dir: Path,
+    out_dir: Path | None,
+    progress: Callable[[Progress], None] = lambda p: None,
+    timeout_s: float = 3600.0,
+    project_dir: Path | None = None,
+) -> RunOutcome:
+    """Measure every job ``repeats`` times; write one result file per successful workload.
+
+    A workload whose repeat fails is dropped from later rounds, reported in
+    ``RunOutcome.errors`` and gets no result file (a stale one from an earlier run is
+    removed first, so nothing incomplete can be mistaken for this run's result).
+    """
+    from perfgate.measure.fingerprint import git_revision
+
+    if repeats < 1:
+        raise ValueError("repeats must be at least 1")
+    git = git_revision(project_dir or Path.cwd())
+    outcome = RunOutcome()
+    collected: dict[str, list[dict[str, Any]]] = {job.workload.name: [] for job in jobs}
+    if out_dir is not None:
+        for job in jobs:
+            result_path(out_dir, job.workload.name).unlink(missing_ok=True)
+    for index in range(repeats):
+        for job in jobs:
+            name = job.workload.name
+            if name in outcome.errors:
+                continue
+            progress(Progress(name, index + 1, repeats, "start"))
+            began = time.perf_counter()
+            try:
+                response = _run_one(job, device, index, cache_dir, git, timeout_s)
+            except PerfgateError as exc:
+                outcome.errors[name] = exc
+                progress(Progress(name, index + 1, repeats, "failed", time.perf_counter() - began, message=exc.message))
+                continue
+            collected[name].append(response)
+            steps = response["repeat"]["phases_ms"]["step"]
+            progress(Progress(name, index + 1, repeats, "done", time.perf_counter() - began, median(steps)))
+    for job in jobs:
+        name = job.workload.name
+        if name in outcome.errors:
+            continue
+        try:
+            result = _assemble(job, device, collected[name])
+        except PerfgateError as exc:
+            outcome.errors[name] = exc
+            continue
+        if out_dir is not None:
+            save_result(result, result_path(out_dir, name))
+        outcome.results[name] = result
+    return outcome
+
+
+def _assemble(job: Job, device: str, responses: list[dict[str, Any]]) -> RunResult:
+    name = job.workload.name
+    environments = [Environment.from_dict(r["environment"]) for r in responses]
+    keys = {e.key() for e in environments}
+    if len(keys) != 1:
+        raise WorkloadError(f"{name}: the environment changed between repeats ({', '.join(sorted(keys))})")
+    hashes = {r["data"]["content_hash"] for r in responses}
+    if len(hashes) != 1:
+        raise WorkloadError(f"{name}: the data changed between repeats ({len(hashes)} different content hashes)")
+    repeats: list[RepeatResult] = [repeat_from_dict(r["repeat"], f"repeat {i}") for i, r in enumerate(responses)]
+    return RunResult(
+        workload=name,
+        workload_version=job.workload.version,
+        workload_source=job.workload.source,
+        device=device,
+        params=job.params.to_dict(),
+        overrides=dict(job.overrides),
+        environment=environments[0],
+        data=responses[0]["data"],
+        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        perfgate_version=__version__,
+        repeats=tuple(repeats),
+    )

@@ -1,0 +1,64 @@
+"""The process of one repeat: ``python -m perfgate.measure.worker REQUEST RESPONSE``.
+
+The runner starts one of these per repeat, so every repeat pays the same start-up and
+run-to-run variation is sampled rather than hidden. The request names the workload by
+its source and carries the resolved parameters; the response is either the repeat's
+measurements or the error, as JSON. Exit status 0 means a measurement was written.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from perfgate.discovery import load_source
+from perfgate.errors import PerfgateError, WorkloadError
+from perfgate.jsonfile import write_json_atomic
+from perfgate.workload import Params
+
+
+def _measure(request: dict[str, Any]) -> dict[str, Any]:
+    # Imported here so that a broken torch install is reported as an error response.
+    from perfgate.measure.fingerprint import collect
+    from perfgate.measure.loop import run_repeat
+
+    name = request["workload"]
+    matches = [w for w in load_source(request["source"]) if w.name == name]
+    if not matches:
+        raise WorkloadError(f"{name}: not found in {request['source']}")
+    params = Params.from_dict(request["params"])
+    data_root = Path(request["data_root"]) if request.get("data_root") else None
+    repeat, data = run_repeat(
+        matches[0],
+        params,
+        request["device"],
+        data_root=data_root,
+        cache_dir=Path(request["cache_dir"]),
+        index=request["index"],
+    )
+    environment = collect(request["device"], git_commit=request.get("git_commit"), git_dirty=request.get("git_dirty"))
+    return {"ok": True, "repeat": repeat.to_dict(), "data": data.to_dict(), "environment": environment.to_dict()}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m perfgate.measure.worker REQUEST.json RESPONSE.json", file=sys.stderr)
+        return 2
+    request_path, response_path = Path(argv[0]), Path(argv[1])
+    try:
+        response = _measure(json.loads(request_path.read_text()))
+    except PerfgateError as exc:
+        response = {"ok": False, "error": {"type": type(exc).__name__, "message": exc.message,
+                                           "detail": exc.detail or traceback.format_exc()}}
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
+        response = {"ok": False, "error": {"type": type(exc).__name__, "message": f"{type(exc).__name__}: {exc}",
+                                           "detail": traceback.format_exc()}}
+    write_json_atomic(response_path, response)
+    return 0 if response["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,1 @@
+"""Renderers: functions that return strings (terminal tables, markdown, JSON). Adapters print."""

@@ -1,0 +1,276 @@
+"""Run results: the raw per-step measurements of every repeat, schema-versioned.
+
+A result file holds one workload measured on one device: the resolved parameters, the
+overrides the user gave, the environment fingerprint, where the data came from, and for
+every repeat every raw per-step phase value. Summaries are derived from these values by
+``perfgate.summary``; they are never stored instead of them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfgate.environment import Environment
+from perfgate.errors import FileFormatError
+from perfgate.jsonfile import read_json, write_json_atomic
+from perfgate.workload import PHASES
+
+RESULT_KIND = "perfgate.run-result"
+RESULT_SCHEMA_VERSION = 1
+SERIES = (*PHASES, "step")
+"""Per-step series every repeat holds; CUDA runs add ``device_busy``."""
+
+
+@dataclass(frozen=True)
+class RepeatResult:
+    """One repeat: one fresh process, a warmup, then a synchronised window of N steps."""
+
+    index: int
+    started_at: str
+    timing: str
+    """``"perf_counter"`` (CPU) or ``"cuda_events"`` (device phases from CUDA events)."""
+    window_s: float
+    """Wall time of the measured window, between the two synchronisations."""
+    phases_ms: Mapping[str, tuple[float, ...]]
+    samples_per_s: float
+    peak_memory_bytes: int | None
+    peak_memory_kind: str
+    first_loss: float
+    last_loss: float
+    torch_settings: Mapping[str, Any]
+    loader_settings: Mapping[str, Any]
+    loader_restarts: int = 0
+    """Times the DataLoader ran out inside the window and was restarted (0 when pinned right)."""
+
+    @property
+    def steps(self) -> int:
+        return len(self.phases_ms["step"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "started_at": self.started_at,
+            "timing": self.timing,
+            "window_s": self.window_s,
+            "phases_ms": {k: list(v) for k, v in self.phases_ms.items()},
+            "samples_per_s": self.samples_per_s,
+            "peak_memory_bytes": self.peak_memory_bytes,
+            "peak_memory_kind": self.peak_memory_kind,
+            "first_loss": self.first_loss,
+            "last_loss": self.last_loss,
+            "torch_settings": dict(self.torch_settings),
+            "loader_settings": dict(self.loader_settings),
+            "loader_restarts": self.loader_restarts,
+        }
+
+
+@dataclass(frozen=True)
+class RunResult:
+    workload: str
+    workload_version: int
+    workload_source: str
+    device: str
+    params: Mapping[str, Any]
+    overrides: Mapping[str, Any]
+    environment: Environment
+    data: Mapping[str, Any]
+    created_at: str
+    perfgate_version: str
+    repeats: tuple[RepeatResult, ...]
+    schema_version: int = field(default=RESULT_SCHEMA_VERSION)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": RESULT_KIND,
+            "schema_version": RESULT_SCHEMA_VERSION,
+            "perfgate_version": self.perfgate_version,
+            "workload": self.workload,
+            "workload_version": self.workload_version,
+            "workload_source": self.workload_source,
+            "device": self.device,
+            "params": dict(self.params),
+            "overrides": dict(self.overrides),
+            "environment": self.environment.to_dict(),
+            "data": dict(self.data),
+            "created_at": self.created_at,
+            "repeats": [r.to_dict() for r in self.repeats],
+        }
+
+
+class _Fields:
+    """Typed access to a JSON object with the path of each value in error messages."""
+
+    def __init__(self, data: object, where: str) -> None:
+        if not isinstance(data, dict):
+            raise ValueError(f"{where or 'top level'}: expected an object, got {type(data).__name__}")
+        self.data = data
+        self.where = where
+
+    def _path(self, key: str) -> str:
+        return f"{self.where}.{key}" if self.where else key
+
+    def get(self, key: str, kinds: type | tuple[type, ...], *, optional: bool = False) -> Any:
+        if key not in self.data:
+            if optional:
+                return None
+            raise ValueError(f"missing field {self._path(key)!r}")
+        value = self.data[key]
+        if value is None and optional:
+            return None
+        if isinstance(value, bool) and bool not in (kinds if isinstance(kinds, tuple) else (kinds,)):
+            raise ValueError(f"{self._path(key)}: expected {_names(kinds)}, got a boolean")
+        if not isinstance(value, kinds):
+            raise ValueError(f"{self._path(key)}: expected {_names(kinds)}, got {type(value).__name__}")
+        return value
+
+    def number(self, key: str, *, optional: bool = False, positive: bool = False) -> float | None:
+        value = self.get(key, (int, float), optional=optional)
+        if value is None:
+            return None
+        if not math.isfinite(value):
+            raise ValueError(f"{self._path(key)}: non-finite number")
+        if positive and value <= 0:
+            raise ValueError(f"{self._path(key)}: expected a positive number, got {value}")
+        return float(value)
+
+    def sub(self, key: str) -> _Fields:
+        return _Fields(self.get(key, dict), self._path(key))
+
+
+def _names(kinds: type | tuple[type, ...]) -> str:
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    return " or ".join({int: "an integer", float: "a number", str: "a string", dict: "an object",
+                        list: "a list", bool: "a boolean"}.get(k, k.__name__) for k in kinds)
+
+
+def number_series(values: object, where: str, *, allow_negative: bool = False) -> tuple[float, ...]:
+    if not isinstance(values, list) or not values:
+        raise ValueError(f"{where}: expected a non-empty list of numbers")
+    out = []
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError(f"{where}[{i}]: expected a number, got {type(v).__name__}")
+        if not math.isfinite(v):
+            raise ValueError(f"{where}[{i}]: non-finite number")
+        if v < 0 and not allow_negative:
+            raise ValueError(f"{where}[{i}]: negative duration {v}")
+        out.append(float(v))
+    return tuple(out)
+
+
+def repeat_from_dict(data: object, where: str) -> RepeatResult:
+    f = _Fields(data, where)
+    phases = f.sub("phases_ms")
+    series: dict[str, tuple[float, ...]] = {}
+    for name in SERIES:
+        series[name] = number_series(phases.get(name, list), f"{phases.where}.{name}")
+    for name, values in phases.data.items():
+        if name not in series:
+            series[name] = number_series(values, f"{phases.where}.{name}")
+    lengths = {len(v) for v in series.values()}
+    if len(lengths) != 1:
+        raise ValueError(f"{phases.where}: series have different lengths {sorted(lengths)}")
+    peak = f.get("peak_memory_bytes", int, optional=True)
+    return RepeatResult(
+        index=f.get("index", int),
+        started_at=f.get("started_at", str),
+        timing=f.get("timing", str),
+        window_s=f.number("window_s", positive=True),  # type: ignore[arg-type]
+        phases_ms=series,
+        samples_per_s=f.number("samples_per_s", positive=True),  # type: ignore[arg-type]
+        peak_memory_bytes=peak,
+        peak_memory_kind=f.get("peak_memory_kind", str),
+        first_loss=f.number("first_loss"),  # type: ignore[arg-type]
+        last_loss=f.number("last_loss"),  # type: ignore[arg-type]
+        torch_settings=f.get("torch_settings", dict),
+        loader_settings=f.get("loader_settings", dict),
+        loader_restarts=f.get("loader_restarts", int, optional=True) or 0,
+    )
+
+
+# Each migration takes a document of version N and returns one of version N + 1.
+RESULT_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+def migrate(data: dict[str, Any], kind: str, current: int, migrations: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]]) -> dict[str, Any]:
+    """Check the kind and version of a document and upgrade an older one in memory."""
+    if data.get("kind") != kind:
+        raise ValueError(f"not a {kind} file (kind is {data.get('kind')!r})")
+    version = data.get("schema_version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ValueError(f"schema_version must be a positive integer, got {version!r}")
+    if version > current:
+        raise ValueError(
+            f"schema version {version} is newer than this perfgate understands ({current}); upgrade perfgate"
+        )
+    while version < current:
+        data = migrations[version](data)
+        version += 1
+        data["schema_version"] = version
+    return data
+
+
+def result_from_dict(data: object) -> RunResult:
+    if not isinstance(data, dict):
+        raise ValueError(f"expected a JSON object at the top level, got {type(data).__name__}")
+    data = migrate(dict(data), RESULT_KIND, RESULT_SCHEMA_VERSION, RESULT_MIGRATIONS)
+    f = _Fields(data, "")
+    env = f.sub("environment")
+    repeats = f.get("repeats", list)
+    if not repeats:
+        raise ValueError("repeats: a result holds at least one repeat")
+    try:
+        environment = Environment.from_dict(env.data)
+    except TypeError as exc:
+        raise ValueError(f"environment: {exc}") from None
+    return RunResult(
+        workload=f.get("workload", str),
+        workload_version=f.get("workload_version", int),
+        workload_source=f.get("workload_source", str),
+        device=f.get("device", str),
+        params=f.get("params", dict),
+        overrides=f.get("overrides", dict),
+        environment=environment,
+        data=f.get("data", dict),
+        created_at=f.get("created_at", str),
+        perfgate_version=f.get("perfgate_version", str),
+        repeats=tuple(repeat_from_dict(r, f"repeats[{i}]") for i, r in enumerate(repeats)),
+    )
+
+
+def load_result(path: Path) -> RunResult:
+    data = read_json(path, "result")
+    try:
+        return result_from_dict(data)
+    except ValueError as exc:
+        raise FileFormatError(f"{path}: {exc}") from None
+
+
+def save_result(result: RunResult, path: Path) -> None:
+    write_json_atomic(path, result.to_dict())
+
+
+def result_path(out_dir: Path, workload: str) -> Path:
+    return out_dir / f"{workload}.json"
+
+
+def load_results(directory: Path) -> list[RunResult]:
+    """Every result file in ``directory`` (sorted by name); other JSON there is an error."""
+    if not directory.is_dir():
+        raise FileFormatError(f"{directory}: results directory not found")
+    files = sorted(p for p in directory.glob("*.json") if not p.name.startswith("."))
+    return [load_result(p) for p in files]
+
+
+def merge_repeats(results: Sequence[RunResult]) -> RunResult:
+    """One result holding the repeats of several runs of the same workload (a second look)."""
+    first = results[0]
+    repeats: list[RepeatResult] = []
+    for r in results:
+        for rep in r.repeats:
+            repeats.append(RepeatResult(**{**rep.__dict__, "index": len(repeats)}))
+    return RunResult(**{**first.__dict__, "repeats": tuple(repeats)})

@@ -1,0 +1,435 @@
+"""Pure statistics for the gate: effect sizes on the log scale and multiplicity corrections.
+
+The unit of analysis is the *repeat*: one fresh process, summarised by the median of its
+measured steps, giving one positive number (milliseconds) per repeat. Everything here
+works on the natural log of those summaries, so effects are ratios and noise is relative.
+
+No torch, no files, no printing. Cross-checked against scipy in ``tests/test_stats.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import special, stats
+
+__all__ = [
+    "DEFAULT_ASSUMED_DAY_SD_LOG",
+    "DEFAULT_DAY_PRIOR_DF",
+    "DEFAULT_OUTLIER_SD",
+    "LogRatio",
+    "VarianceComponents",
+    "benjamini_hochberg",
+    "bh_adjusted",
+    "holm",
+    "holm_adjusted",
+    "log_ratio",
+    "min_detectable_slowdown",
+    "repeats_needed",
+    "variance_components",
+]
+
+#: Day-to-day (job-to-job) sd of the log step time assumed when the baseline history
+#: cannot show it. 1% is the drift the simulation models; without it a single-recording
+#: baseline raises false alarms well above alpha (see docs/how-perfgate-decides.md).
+DEFAULT_ASSUMED_DAY_SD_LOG = 0.01
+
+#: How many degrees of freedom the assumed day sd is worth when the baseline has several
+#: recordings. The method-of-moments estimate from k recordings has only k - 1; pooling
+#: it with the prior keeps three recordings from producing a t quantile of 6 or more.
+DEFAULT_DAY_PRIOR_DF = 6.0
+
+#: A repeat is set aside (and reported) when it lies further than this many robust sds
+#: from the median of its own recording.
+DEFAULT_OUTLIER_SD = 6.0
+
+# sd of |X - Y| for X, Y iid normal is sqrt(2); its median is sqrt(2) * Phi^-1(0.75).
+_PAIR_MEDIAN_TO_SD = math.sqrt(2.0) * 0.6744897501960817
+
+
+@dataclass(frozen=True)
+class LogRatio:
+    """Current / baseline step time as a ratio, estimated on the log scale.
+
+    ``n_current`` and ``n_baseline`` count the repeats that entered the estimate; repeats
+    set aside as outliers are listed in ``excluded_current`` (indices into the current
+    run) and ``excluded_baseline`` (``(recording, repeat)`` pairs) and are not counted.
+    """
+
+    ratio: float
+    ci_low: float
+    ci_high: float
+    p_slower: float
+    p_faster: float
+    p_two_sided: float
+    se_log: float
+    df: float
+    n_current: int
+    n_baseline: int
+    recordings: int
+    within_sd_log: float
+    between_sd_log: float
+    confidence: float
+    current_sd_log: float = math.nan
+    baseline_sd_log: float = math.nan
+    between_sd_log_data: float | None = None
+    excluded_current: tuple[int, ...] = ()
+    excluded_baseline: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def change(self) -> float:
+        """Relative change, ``ratio - 1`` (0.061 for a 6.1% slowdown)."""
+        return self.ratio - 1.0
+
+    @property
+    def excluded(self) -> int:
+        return len(self.excluded_current) + len(self.excluded_baseline)
+
+
+@dataclass(frozen=True)
+class VarianceComponents:
+    """Run-to-run (within recording) and day-to-day (between recordings) sd of log."""
+
+    within_sd_log: float
+    between_sd_log: float
+    within_df: int
+    recordings: int
+
+
+def _log_values(values: Sequence[float], what: str) -> np.ndarray:
+    try:
+        arr = np.asarray(values, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what}: values must be numbers ({exc})") from None
+    if arr.ndim != 1:
+        raise ValueError(f"{what}: expected a flat list of per-repeat summaries")
+    if arr.size < 2:
+        raise ValueError(
+            f"{what}: {arr.size} repeat(s); at least 2 are needed to estimate run-to-run "
+            "variation, so a run this short cannot be judged"
+        )
+    if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+        raise ValueError(f"{what}: every per-repeat summary must be finite and > 0")
+    return np.log(arr)
+
+
+def _check_probability(value: float, name: str) -> None:
+    if not (isinstance(value, (int, float)) and 0.0 < value < 1.0):
+        raise ValueError(f"{name} must be between 0 and 1 (exclusive), got {value!r}")
+
+
+def _check_sd(value: float, name: str) -> None:
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+
+
+def _robust_sd(groups: Sequence[np.ndarray]) -> float:
+    """Pooled scale from within-group pairwise differences.
+
+    Pairwise differences do not see group (day) means, and one outlier in a group of five
+    touches only 4 of its 10 pairs, so the median stays near the clean value.
+    """
+    diffs = [np.abs(g[:, None] - g[None, :])[np.triu_indices(g.size, 1)] for g in groups]
+    return float(np.median(np.concatenate(diffs))) / _PAIR_MEDIAN_TO_SD
+
+
+def _outlier_masks(groups: Sequence[np.ndarray], limit_sd: float | None) -> list[np.ndarray]:
+    """Keep-masks: at most one repeat in five per group is set aside, none below five."""
+    masks = [np.ones(g.size, dtype=bool) for g in groups]
+    if limit_sd is None:
+        return masks
+    scale = _robust_sd(groups)
+    if scale <= 0.0:
+        return masks  # ties everywhere: no scale to judge by
+    for g, keep in zip(groups, masks):
+        cap = g.size // 5
+        if cap == 0:
+            continue
+        dev = np.abs(g - np.median(g))
+        order = np.argsort(-dev, kind="stable")[:cap]
+        keep[order[dev[order] > limit_sd * scale]] = False
+    return masks
+
+
+def _anova(groups: Sequence[np.ndarray]) -> tuple[float, int, float, float]:
+    """(MSW, within df, MSB, n0) of a one-way layout; MSB is nan with one group."""
+    sizes = np.array([g.size for g in groups], dtype=float)
+    k = len(groups)
+    means = np.array([g.mean() for g in groups])
+    ssw = float(sum(((g - g.mean()) ** 2).sum() for g in groups))
+    dfw = int(sizes.sum()) - k
+    msw = ssw / dfw
+    if k < 2:
+        return msw, dfw, math.nan, math.nan
+    total = sizes.sum()
+    grand = float((sizes * means).sum() / total)
+    msb = float((sizes * (means - grand) ** 2).sum() / (k - 1))
+    n0 = float((total - (sizes**2).sum() / total) / (k - 1))
+    return msw, dfw, msb, n0
+
+
+def variance_components(recordings: Sequence[Sequence[float]]) -> VarianceComponents:
+    """Run-to-run and day-to-day sd of log from A/A recordings (method of moments).
+
+    Each recording is one job's per-repeat summaries. The between-recording variance is
+    ``(MSB - MSW) / n0`` floored at 0; with one recording it is reported as 0.
+    """
+    groups = [_log_values(r, f"recording {j}") for j, r in enumerate(recordings)]
+    if not groups:
+        raise ValueError("at least one recording is needed")
+    msw, dfw, msb, n0 = _anova(groups)
+    tau2 = max(0.0, (msb - msw) / n0) if len(groups) > 1 else 0.0
+    return VarianceComponents(math.sqrt(msw), math.sqrt(tau2), dfw, len(groups))
+
+
+def log_ratio(
+    current: Sequence[float],
+    baseline: Sequence[Sequence[float]],
+    *,
+    confidence: float = 0.95,
+    assumed_day_sd_log: float = DEFAULT_ASSUMED_DAY_SD_LOG,
+    day_prior_df: float = DEFAULT_DAY_PRIOR_DF,
+    outlier_sd: float | None = DEFAULT_OUTLIER_SD,
+) -> LogRatio:
+    """Welch comparison of mean log summaries with a random day-to-day component.
+
+    ``baseline`` is a list of recordings, each a list of per-repeat summaries (at least
+    two per recording, and at least two in ``current``; a one-repeat run raises
+    ``ValueError`` because its run-to-run variation is unknown).
+
+    Variance of the log difference: ``s_c^2/n_c`` (current), ``MSW * mean(1/n_j)/k``
+    (baseline grand mean, the unweighted mean of the k recording means) and
+    ``tau^2 (1 + 1/k)`` because the current run is a new day and the baseline mean
+    carries ``tau^2/k``. ``tau^2`` pools the assumed day variance (worth ``day_prior_df``
+    degrees of freedom) with the method-of-moments estimate from the recordings
+    (``k - 1`` degrees of freedom, floored at 0); with one recording it is the assumed
+    value alone, treated as known. Degrees of freedom by Satterthwaite over the estimated
+    mean squares. With ``assumed_day_sd_log=0``, one recording and ``outlier_sd=None`` this
+    is exactly Welch's t-test on the logs.
+
+    Repeats further than ``outlier_sd`` robust sds from their recording's median are set
+    aside (at most one in five per recording; none from recordings under five repeats)
+    and listed in the result. ``outlier_sd=None`` keeps every repeat.
+    """
+    _check_probability(confidence, "confidence")
+    _check_sd(assumed_day_sd_log, "assumed_day_sd_log")
+    if not (day_prior_df >= 0):
+        raise ValueError(f"day_prior_df must be >= 0 (math.inf: prior taken as known), got {day_prior_df!r}")
+    if outlier_sd is not None and not (math.isfinite(outlier_sd) and outlier_sd > 0):
+        raise ValueError(f"outlier_sd must be > 0 or None, got {outlier_sd!r}")
+    if isinstance(baseline, (str, bytes)) or len(baseline) == 0:
+        raise ValueError("baseline: at least one recording is needed")
+    if np.ndim(baseline[0]) == 0:
+        raise ValueError("baseline: expected a list of recordings, each a list of repeats")
+
+    cur_all = _log_values(current, "current")
+    base_all = [_log_values(r, f"baseline recording {j}") for j, r in enumerate(baseline)]
+    masks = _outlier_masks([cur_all, *base_all], outlier_sd)
+    cur = cur_all[masks[0]]
+    base = [b[m] for b, m in zip(base_all, masks[1:])]
+    k = len(base)
+    n_c = cur.size
+    sizes = np.array([b.size for b in base], dtype=float)
+
+    s2_c = float(cur.var(ddof=1))
+    msw, dfw, msb, n0 = _anova(base)
+    h = float((1.0 / sizes).sum()) / k**2  # Var(baseline mean) = tau^2/k + sigma^2 * h
+    day = 1.0 + 1.0 / k
+
+    # V = const + sum(coef_i * meansquare_i); the mean squares are independent.
+    terms: list[tuple[float, float, float]] = [(1.0 / n_c, s2_c, n_c - 1.0), (h, msw, float(dfw))]
+    tau2_prior = assumed_day_sd_log**2
+    tau2_data: float | None = None
+    if k == 1:
+        weight = 0.0
+    else:
+        tau2_data = max(0.0, (msb - msw) / n0)
+        weight = (k - 1) / (day_prior_df + k - 1) if math.isfinite(day_prior_df) else 0.0
+        if weight > 0.0 and msb > msw:
+            c = day * weight / n0
+            terms.append((c, msb, k - 1.0))
+            terms[1] = (h - c, msw, float(dfw))
+    tau2 = (1.0 - weight) * tau2_prior + weight * (tau2_data or 0.0)
+    var = day * (1.0 - weight) * tau2_prior + sum(c * m for c, m, _ in terms)
+    var = max(var, 0.0)
+    denom = sum((c * m) ** 2 / d for c, m, d in terms if d > 0)
+    df = var**2 / denom if denom > 0 else math.inf
+
+    diff = float(cur.mean() - np.mean([b.mean() for b in base]))
+    se = math.sqrt(var)
+    if se > 0:
+        t = diff / se
+        p_faster = float(special.stdtr(df, t))
+        p_slower = float(special.stdtr(df, -t))
+        half = se * float(special.stdtrit(df, 0.5 + confidence / 2.0))
+    else:  # no noise at all: the sign of the difference is certain
+        p_slower = 0.0 if diff > 0 else 1.0
+        p_faster = 0.0 if diff < 0 else 1.0
+        half = 0.0
+    pooled_w = (s2_c * (n_c - 1) + msw * dfw) / (n_c - 1 + dfw)
+    excluded_c = tuple(int(i) for i in np.flatnonzero(~masks[0]))
+    excluded_b = tuple((j, int(i)) for j, m in enumerate(masks[1:]) for i in np.flatnonzero(~m))
+    return LogRatio(
+        ratio=math.exp(diff),
+        ci_low=_exp(diff - half),
+        ci_high=_exp(diff + half),
+        p_slower=p_slower,
+        p_faster=p_faster,
+        p_two_sided=min(1.0, 2.0 * min(p_slower, p_faster)),
+        se_log=se,
+        df=df,
+        n_current=n_c,
+        n_baseline=int(sizes.sum()),
+        recordings=k,
+        within_sd_log=math.sqrt(pooled_w),
+        between_sd_log=math.sqrt(tau2),
+        confidence=confidence,
+        current_sd_log=math.sqrt(s2_c),
+        baseline_sd_log=math.sqrt(msw),
+        between_sd_log_data=None if tau2_data is None else math.sqrt(tau2_data),
+        excluded_current=excluded_c,
+        excluded_baseline=excluded_b,
+    )
+
+
+def _exp(x: float) -> float:
+    return math.exp(x) if x < 700 else math.inf  # a handful of df can make t enormous
+
+
+def min_detectable_slowdown(est: LogRatio, alpha: float, power: float = 0.8) -> float:
+    """Smallest slowdown (ratio - 1) a one-sided test at ``alpha`` finds with ``power``.
+
+    Uses the estimate's standard error and degrees of freedom with the usual t
+    approximation ``log(1 + mde) = se * (t[1-alpha] + t[power])``.
+    """
+    _check_probability(alpha, "alpha")
+    _check_probability(power, "power")
+    q = float(special.stdtrit(est.df, 1.0 - alpha) + special.stdtrit(est.df, power))
+    x = est.se_log * q
+    return _exp(x) - 1.0
+
+
+def _power(n: float, sd: float, delta_log: float, alpha: float, day_var: float, n_b: float | None) -> float:
+    nb = n if n_b is None else n_b
+    sampled = sd**2 / n + sd**2 / nb
+    var = sampled + day_var
+    if var == 0:
+        return 1.0
+    denom = (sd**2 / n) ** 2 / (n - 1) + (sd**2 / nb) ** 2 / (nb - 1)
+    df = var**2 / denom if denom > 0 else math.inf
+    crit = float(special.stdtrit(df, 1.0 - alpha))
+    ncp = delta_log / math.sqrt(var)
+    if not math.isfinite(df):
+        return float(stats.norm.sf(crit - ncp))
+    return float(stats.nct.sf(crit, df, ncp))
+
+
+def repeats_needed(
+    sd_log: float,
+    delta: float,
+    alpha: float,
+    power: float = 0.8,
+    *,
+    day_sd_log: float = 0.0,
+    baseline_repeats: int | None = None,
+    baseline_recordings: int = 1,
+) -> int:
+    """Repeats per side so that a true slowdown of ``delta`` is significant (one-sided
+    ``alpha``) with probability ``power``.
+
+    ``sd_log`` is the run-to-run sd of log summaries, ``day_sd_log`` the day-to-day sd
+    (counted once for the current run and ``1/baseline_recordings`` times for the
+    baseline). With ``baseline_repeats`` the baseline size is fixed and only the current
+    side grows. Power is the noncentral t with Welch-Satterthwaite degrees of freedom.
+
+    The gate also requires the estimate to exceed ``delta``, which a true slowdown of
+    exactly ``delta`` does only half of the time; size for the slowdown you must catch.
+    """
+    _check_sd(sd_log, "sd_log")
+    _check_sd(day_sd_log, "day_sd_log")
+    _check_probability(alpha, "alpha")
+    _check_probability(power, "power")
+    if not (delta > 0 and math.isfinite(delta)):
+        raise ValueError(f"delta must be > 0, got {delta!r}")
+    if baseline_repeats is not None and baseline_repeats < 2:
+        raise ValueError(f"baseline_repeats must be >= 2, got {baseline_repeats!r}")
+    if baseline_recordings < 1:
+        raise ValueError(f"baseline_recordings must be >= 1, got {baseline_recordings!r}")
+    delta_log = math.log1p(delta)
+    day_var = day_sd_log**2 * (1.0 + 1.0 / baseline_recordings)
+    n_max = 1_000_000
+
+    def pw(n: float) -> float:
+        return _power(n, sd_log, delta_log, alpha, day_var, baseline_repeats)
+
+    if pw(2) >= power:
+        return 2
+    if pw(n_max) < power:
+        limit = math.sqrt(day_var + (sd_log**2 / baseline_repeats if baseline_repeats else 0.0))
+        raise ValueError(
+            f"a {delta:.1%} slowdown cannot be detected with power {power:.0%} at alpha={alpha:g} "
+            f"by adding repeats: the day-to-day sd ({day_sd_log:.2%})"
+            + (f" and the fixed baseline of {baseline_repeats} repeats" if baseline_repeats else "")
+            + f" alone leave a standard error of {limit:.2%}; record more baselines, "
+            "compare in the same job, or raise delta"
+        )
+    # power grows with n; bisect on integers
+    lo, hi = 2, n_max
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if pw(mid) >= power:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _check_pvalues(pvalues: Sequence[float]) -> np.ndarray:
+    p = np.asarray(pvalues, dtype=float)
+    if p.ndim != 1:
+        raise ValueError("p-values must be a flat sequence")
+    if np.any(~np.isfinite(p)) or np.any((p < 0) | (p > 1)):
+        raise ValueError("p-values must lie in [0, 1]")
+    return p
+
+
+def holm_adjusted(pvalues: Sequence[float]) -> list[float]:
+    """Holm step-down adjusted p-values (reject at level a where adjusted <= a)."""
+    p = _check_pvalues(pvalues)
+    m = p.size
+    if m == 0:
+        return []
+    order = np.argsort(p, kind="stable")
+    stepped = np.maximum.accumulate((m - np.arange(m)) * p[order])
+    adj = np.empty(m)
+    adj[order] = np.minimum(stepped, 1.0)
+    return adj.tolist()
+
+
+def holm(pvalues: Sequence[float], alpha: float) -> list[bool]:
+    """Holm's step-down procedure: which hypotheses are rejected at family-wise ``alpha``."""
+    _check_probability(alpha, "alpha")
+    return [a <= alpha for a in holm_adjusted(pvalues)]
+
+
+def bh_adjusted(pvalues: Sequence[float]) -> list[float]:
+    """Benjamini-Hochberg adjusted p-values (q-values)."""
+    p = _check_pvalues(pvalues)
+    m = p.size
+    if m == 0:
+        return []
+    order = np.argsort(p, kind="stable")
+    scaled = p[order] * m / np.arange(1, m + 1)
+    stepped = np.minimum.accumulate(scaled[::-1])[::-1]
+    adj = np.empty(m)
+    adj[order] = np.minimum(stepped, 1.0)
+    return adj.tolist()
+
+
+def benjamini_hochberg(pvalues: Sequence[float], q: float) -> list[bool]:
+    """Which hypotheses are discoveries at false discovery rate ``q``."""
+    _check_probability(q, "q")
+    return [a <= q for a in bh_adjusted(pvalues)]

@@ -1,0 +1,76 @@
+"""ResNet-18 on CIFAR-10: the small-image reference workload.
+
+torchvision's resnet18 with ten classes, adapted for 32x32 inputs the usual way (a 3x3
+stride-1 first convolution and no max-pool), SGD with momentum, the standard CIFAR
+augmentation (random crop 32 with padding 4, horizontal flip, normalisation) and
+cross-entropy. Data: torchvision's CIFAR10 reader on ``--data-root`` when given, else a
+deterministic synthetic copy in the same file format, read by the same reader.
+"""
+
+from __future__ import annotations
+
+from perfgate import Built, BuildContext, Params, Workload
+
+CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
+CIFAR_STD = (0.2470, 0.2435, 0.2616)
+
+
+def build(ctx: BuildContext) -> Built:
+    import torch
+    import torchvision
+    from torchvision import transforms as T
+
+    from perfgate.measure.datasets import cifar10, with_sample_delay
+    from perfgate.measure.loader import make_loader
+
+    p = ctx.params
+    transform = T.Compose([
+        T.RandomCrop(p.input_size, padding=4),
+        T.RandomHorizontalFlip(),
+        T.ToTensor(),
+        T.Normalize(CIFAR_MEAN, CIFAR_STD),
+    ])
+    dataset, source = cifar10(ctx, transform)
+    dataset = with_sample_delay(dataset, float(p.extra["sample_delay_ms"]))
+    model = torchvision.models.resnet18(num_classes=10)
+    model.conv1 = torch.nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)
+    model.maxpool = torch.nn.Identity()
+    optimizer = torch.optim.SGD(
+        model.parameters(), lr=float(p.extra["lr"]), momentum=0.9, weight_decay=5e-4
+    )
+    return Built(model, optimizer, torch.nn.CrossEntropyLoss(), make_loader(dataset, ctx), source)
+
+
+RESNET18_CIFAR10 = Workload(
+    name="resnet18-cifar10",
+    version=1,
+    description="torchvision resnet18 (CIFAR stem), CIFAR-10 32x32, SGD momentum, batch 128",
+    build=build,
+    params=Params(
+        batch_size=128,
+        input_size=32,
+        warmup_steps=20,
+        steps=100,
+        seed=0,
+        precision="fp32",
+        memory_format="contiguous",
+        num_workers=4,
+        pin_memory=True,
+        prefetch_factor=2,
+        persistent_workers=True,
+        cudnn_benchmark=True,
+        deterministic=False,
+        allow_tf32=False,
+        num_threads=0,
+        extra={"lr": 0.1, "sample_delay_ms": 0.0},
+    ),
+    profiles={
+        "cuda": {},
+        # 2 CPU cores: about 0.35 s a step at batch 16, so a repeat (start-up included)
+        # stays near 15 s. Loading stays in the main process: a worker would compete
+        # with the two compute threads for the same cores.
+        "cpu": {"batch_size": 16, "warmup_steps": 3, "steps": 20, "num_workers": 0,
+                "pin_memory": False, "prefetch_factor": None, "persistent_workers": False,
+                "cudnn_benchmark": False},
+    },
+)
