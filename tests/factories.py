@@ -1,0 +1,50 @@
+"""Builders of well-formed results for tests that do not need a real run."""
+
+from __future__ import annotations
+
+import math
+import random
+
+from perfgate.environment import Environment
+from perfgate.result import RepeatResult, RunResult
+
+ENV = Environment(device="cpu", torch="2.14.1", python="3.11.7", cpu_model="Test CPU", cpu_count=2,
+                  os="Linux", torchvision="0.29.1", git_commit="0123abcd", git_dirty=False)
+
+BASE_PHASES = {"data_wait": 2.0, "h2d": 0.5, "forward": 30.0, "backward": 60.0, "optimizer": 7.0}
+
+
+def make_repeat(index: int, *, scale: float = 1.0, phase_scale: dict[str, float] | None = None,
+                steps: int = 10, seed: int = 0, jitter: float = 0.01, peak: int | None = 1_000_000) -> RepeatResult:
+    rng = random.Random(seed * 1000 + index)
+    series: dict[str, list[float]] = {p: [] for p in (*BASE_PHASES, "step")}
+    for _ in range(steps):
+        total = 0.0
+        for phase, value in BASE_PHASES.items():
+            v = value * scale * (phase_scale or {}).get(phase, 1.0) * math.exp(rng.gauss(0, jitter))
+            series[phase].append(v)
+            total += v
+        series["step"].append(total + 0.2)
+    window_s = sum(series["step"]) / 1e3
+    return RepeatResult(
+        index=index, started_at="2026-11-30T00:00:00+00:00", timing="perf_counter", window_s=window_s,
+        phases_ms={k: tuple(v) for k, v in series.items()}, samples_per_s=steps * 8 / window_s,
+        peak_memory_bytes=peak, peak_memory_kind="cpu_peak_rss", first_loss=2.3, last_loss=2.1,
+        torch_settings={"num_threads": 2}, loader_settings={"batch_size": 8, "num_workers": 0},
+    )
+
+
+def make_result(workload: str = "tiny", *, repeats: int = 5, scale: float = 1.0, seed: int = 0,
+                phase_scale: dict[str, float] | None = None, env: Environment = ENV,
+                params: dict | None = None, version: int = 1, jitter: float = 0.01,
+                repeat_scales: list[float] | None = None, peak: int | None = 1_000_000) -> RunResult:
+    scales = repeat_scales or [scale] * repeats
+    return RunResult(
+        workload=workload, workload_version=version, workload_source="file:/tmp/tiny.py", device=env.device,
+        params=params or {"batch_size": 8, "steps": 10}, overrides={}, environment=env,
+        data={"kind": "synthetic", "path": "memory", "content_hash": "0" * 64, "hash_method": "none",
+              "num_samples": 256, "description": ""},
+        created_at="2026-11-30T00:00:00+00:00", perfgate_version="0.1.0",
+        repeats=tuple(make_repeat(i, scale=s, phase_scale=phase_scale, seed=seed, jitter=jitter, peak=peak)
+                      for i, s in enumerate(scales)),
+    )

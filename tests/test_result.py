@@ -1,0 +1,87 @@
+"""Result files: round trip, and every way a file can be bad gives one clear error."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from factories import make_result
+
+from perfgate.errors import FileFormatError
+from perfgate.result import RESULT_SCHEMA_VERSION, load_result, load_results, merge_repeats, save_result
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    result = make_result()
+    path = tmp_path / "tiny.json"
+    save_result(result, path)
+    loaded = load_result(path)
+    assert loaded == result
+    text = path.read_text()
+    assert text.endswith("}\n") and '  "kind": "perfgate.run-result"' in text
+    data = json.loads(text)
+    assert data["schema_version"] == RESULT_SCHEMA_VERSION
+    assert len(data["repeats"][0]["phases_ms"]["forward"]) == 10  # every raw per-step value
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "r.json"
+    path.write_text(text)
+    return path
+
+
+def valid(tmp_path: Path) -> dict:
+    path = tmp_path / "valid.json"
+    save_result(make_result(), path)
+    return json.loads(path.read_text())
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: "", "file is empty"),
+        (lambda d: json.dumps(d)[:200], "not valid JSON"),
+        (lambda d: "hello", "not valid JSON"),
+        (lambda d: "[1, 2]", "expected a JSON object"),
+        (lambda d: json.dumps({**d, "kind": "something-else"}), "not a perfgate.run-result file"),
+        (lambda d: json.dumps({**d, "schema_version": 99}), "schema version 99 is newer.*upgrade perfgate"),
+        (lambda d: json.dumps({**d, "schema_version": "1"}), "schema_version must be a positive integer"),
+        (lambda d: json.dumps(d).replace('"first_loss": 2.3', '"first_loss": NaN'), "non-finite number NaN"),
+        (lambda d: json.dumps({**d, "repeats": []}), "at least one repeat"),
+        (lambda d: json.dumps({k: v for k, v in d.items() if k != "environment"}), "missing field 'environment'"),
+    ],
+)
+def test_bad_result_files_are_refused_with_the_file_named(tmp_path: Path, mutate, message: str) -> None:
+    path = write(tmp_path, mutate(valid(tmp_path)))
+    with pytest.raises(FileFormatError, match=message) as info:
+        load_result(path)
+    assert str(path) in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_a_bad_series_is_named_precisely(tmp_path: Path) -> None:
+    data = valid(tmp_path)
+    data["repeats"][1]["phases_ms"]["forward"][3] = "fast"
+    with pytest.raises(FileFormatError, match=r"repeats\[1\]\.phases_ms\.forward\[3\]: expected a number"):
+        load_result(write(tmp_path, json.dumps(data)))
+    data = valid(tmp_path)
+    data["repeats"][0]["phases_ms"]["h2d"] = data["repeats"][0]["phases_ms"]["h2d"][:5]
+    with pytest.raises(FileFormatError, match="different lengths"):
+        load_result(write(tmp_path, json.dumps(data)))
+    data = valid(tmp_path)
+    data["repeats"][0]["phases_ms"]["step"][0] = -1.0
+    with pytest.raises(FileFormatError, match="negative duration"):
+        load_result(write(tmp_path, json.dumps(data)))
+
+
+def test_missing_file_and_directory(tmp_path: Path) -> None:
+    with pytest.raises(FileFormatError, match="not found"):
+        load_result(tmp_path / "absent.json")
+    with pytest.raises(FileFormatError, match="results directory not found"):
+        load_results(tmp_path / "absent")
+
+
+def test_merge_repeats_renumbers() -> None:
+    merged = merge_repeats([make_result(repeats=3), make_result(repeats=2, seed=1)])
+    assert [r.index for r in merged.repeats] == [0, 1, 2, 3, 4]
