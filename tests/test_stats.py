@@ -1,0 +1,334 @@
+"""perfgate.stats, cross-checked against scipy and against hand-computed answers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as st
+
+from perfgate.stats import (
+    LogRatio,
+    benjamini_hochberg,
+    bh_adjusted,
+    holm,
+    holm_adjusted,
+    log_ratio,
+    min_detectable_slowdown,
+    repeats_needed,
+    variance_components,
+)
+
+PLAIN = dict(assumed_day_sd_log=0.0, outlier_sd=None)  # plain Welch on logs
+
+
+def lognormal(rng: np.random.Generator, n: int, sd: float, shift: float = 0.0) -> np.ndarray:
+    return np.exp(math.log(100.0) + shift + rng.normal(0.0, sd, n))
+
+
+# --- Welch on logs equals scipy -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed, n_c, n_b, shift", [(0, 5, 5, 0.02), (1, 5, 8, -0.01), (2, 10, 5, 0.0), (3, 3, 12, 0.05)])
+def test_one_recording_without_prior_is_welch_on_logs(seed: int, n_c: int, n_b: int, shift: float) -> None:
+    rng = np.random.default_rng(seed)
+    c = lognormal(rng, n_c, 0.02, shift)
+    b = lognormal(rng, n_b, 0.03)
+    est = log_ratio(c, [b], **PLAIN)
+    lc, lb = np.log(c), np.log(b)
+    greater = st.ttest_ind(lc, lb, equal_var=False, alternative="greater")
+    less = st.ttest_ind(lc, lb, equal_var=False, alternative="less")
+    two = st.ttest_ind(lc, lb, equal_var=False)
+    assert est.p_slower == pytest.approx(greater.pvalue, rel=1e-9)
+    assert est.p_faster == pytest.approx(less.pvalue, rel=1e-9)
+    assert est.p_two_sided == pytest.approx(two.pvalue, rel=1e-9)
+    assert est.df == pytest.approx(two.df, rel=1e-12)
+    assert est.ratio == pytest.approx(math.exp(lc.mean() - lb.mean()), rel=1e-12)
+    low, high = np.exp(two.confidence_interval(0.95))
+    assert (est.ci_low, est.ci_high) == (pytest.approx(low, rel=1e-9), pytest.approx(high, rel=1e-9))
+    est90 = log_ratio(c, [b], confidence=0.90, **PLAIN)
+    low, high = np.exp(two.confidence_interval(0.90))
+    assert (est90.ci_low, est90.ci_high) == (pytest.approx(low, rel=1e-9), pytest.approx(high, rel=1e-9))
+    assert est.n_current == n_c and est.n_baseline == n_b and est.recordings == 1
+
+
+def test_outlier_screen_leaves_clean_data_alone() -> None:
+    rng = np.random.default_rng(4)
+    c, b = lognormal(rng, 5, 0.02), lognormal(rng, 5, 0.02)
+    default = log_ratio(c, [b], assumed_day_sd_log=0.0)
+    assert default.excluded == 0
+    assert default == log_ratio(c, [b], **PLAIN)
+
+
+def test_assumed_day_sd_widens_one_recording_as_a_known_variance() -> None:
+    rng = np.random.default_rng(5)
+    c, b = lognormal(rng, 5, 0.02, 0.03), lognormal(rng, 5, 0.02)
+    plain = log_ratio(c, [b], **PLAIN)
+    wide = log_ratio(c, [b], assumed_day_sd_log=0.01, outlier_sd=None)
+    # the current run is a new day and the single baseline recording is one day: 2 tau^2
+    assert wide.se_log**2 == pytest.approx(plain.se_log**2 + 2 * 0.01**2, rel=1e-12)
+    assert wide.between_sd_log == pytest.approx(0.01)
+    assert wide.between_sd_log_data is None
+    assert wide.df > plain.df  # a known component adds no estimation noise
+    assert wide.p_slower > plain.p_slower
+
+
+# --- random effects over several recordings -------------------------------------------------
+
+
+def _constructed() -> tuple[list[float], list[list[float]]]:
+    """Three recordings of three; deviations (-a, 0, a), recording means (-d, 0, d).
+
+    MSW = a^2, MSB = 3 * 2 d^2 / 2 = 3 d^2, tau^2 = (MSB - MSW) / 3 = d^2 - a^2 / 3.
+    With a = 0.03 and d = 0.02: MSW = 9e-4 and tau^2 = 1e-4 exactly.
+    """
+    a, d = 0.03, 0.02
+    base = [[math.exp(m + e) for e in (-a, 0.0, a)] for m in (-d, 0.0, d)]
+    cur = [math.exp(0.05 + e) for e in (-0.02, -0.02, 0.02, 0.02)]  # s_c^2 = 4 * 4e-4 / 3
+    return cur, base
+
+
+def test_between_recording_variance_has_the_textbook_value() -> None:
+    cur, base = _constructed()
+    vc = variance_components(base)
+    assert vc.within_sd_log == pytest.approx(0.03, rel=1e-9)
+    assert vc.between_sd_log == pytest.approx(0.01, rel=1e-6)
+    assert vc.within_df == 6 and vc.recordings == 3
+
+    est = log_ratio(cur, base, day_prior_df=0.0, outlier_sd=None)  # the data alone
+    s2c, msw, msb, n0, k = 16e-4 / 3, 9e-4, 12e-4, 3.0, 3
+    tau2 = (msb - msw) / n0
+    h = (3 * (1 / 3)) / k**2
+    c_b = (1 + 1 / k) / n0
+    var = s2c / 4 + msw * h + (1 + 1 / k) * tau2
+    assert est.between_sd_log_data == pytest.approx(0.01, rel=1e-6)
+    assert est.between_sd_log == pytest.approx(0.01, rel=1e-6)
+    assert est.se_log**2 == pytest.approx(var, rel=1e-9)
+    # Satterthwaite over the independent mean squares s_c^2 (3 df), MSW (6 df), MSB (2 df)
+    df = var**2 / ((s2c / 4) ** 2 / 3 + ((h - c_b) * msw) ** 2 / 6 + (c_b * msb) ** 2 / 2)
+    assert est.df == pytest.approx(df, rel=1e-9)
+    assert est.ratio == pytest.approx(math.exp(0.05), rel=1e-12)
+    t = 0.05 / math.sqrt(var)
+    assert est.p_slower == pytest.approx(st.t.sf(t, df), rel=1e-9)
+
+
+def test_prior_is_pooled_with_the_estimate_by_degrees_of_freedom() -> None:
+    cur, base = _constructed()
+    est = log_ratio(cur, base, assumed_day_sd_log=0.02, day_prior_df=6.0, outlier_sd=None)
+    assert est.between_sd_log**2 == pytest.approx((6 * 0.02**2 + 2 * 0.01**2) / 8, rel=1e-9)
+    known = log_ratio(cur, base, assumed_day_sd_log=0.02, day_prior_df=math.inf, outlier_sd=None)
+    assert known.between_sd_log == pytest.approx(0.02)
+
+
+def test_between_recording_variance_is_floored_at_zero() -> None:
+    a = 0.03
+    base = [[math.exp(m + e) for e in (-a, 0.0, a)] for m in (-0.001, 0.0, 0.001)]
+    assert variance_components(base).between_sd_log == 0.0
+    est = log_ratio([99.0, 101.0, 100.0], base, day_prior_df=0.0, outlier_sd=None)
+    assert est.between_sd_log == 0.0
+    assert est.se_log**2 == pytest.approx(np.log([99.0, 101.0, 100.0]).var(ddof=1) / 3 + a**2 / 9, rel=1e-9)
+
+
+def test_unequal_recordings_use_the_anova_n0() -> None:
+    rng = np.random.default_rng(6)
+    groups = [np.log(lognormal(rng, n, 0.02, s)) for n, s in ((3, 0.0), (5, 0.04), (8, -0.03))]
+    sizes = np.array([3, 5, 8])
+    n, k = sizes.sum(), 3
+    means = np.array([g.mean() for g in groups])
+    grand = np.concatenate(groups).mean()
+    msb = (sizes * (means - grand) ** 2).sum() / (k - 1)
+    msw = sum(((g - g.mean()) ** 2).sum() for g in groups) / (n - k)
+    n0 = (n - (sizes**2).sum() / n) / (k - 1)
+    vc = variance_components([np.exp(g) for g in groups])
+    assert vc.between_sd_log**2 == pytest.approx(max(0.0, (msb - msw) / n0), rel=1e-9)
+    # one-way ANOVA F from scipy uses the same mean squares
+    assert st.f_oneway(*groups).statistic == pytest.approx(msb / msw, rel=1e-9)
+
+
+# --- outliers -----------------------------------------------------------------------------
+
+
+def test_a_thirty_percent_repeat_is_set_aside_and_reported() -> None:
+    rng = np.random.default_rng(7)
+    c = lognormal(rng, 5, 0.01)
+    b = lognormal(rng, 5, 0.01)
+    b[2] *= 1.3
+    est = log_ratio(c, [b], assumed_day_sd_log=0.0)
+    assert est.excluded_baseline == ((0, 2),)
+    assert est.excluded_current == ()
+    assert est.n_baseline == 4
+    same = log_ratio(c, [np.delete(b, 2)], **PLAIN)
+    assert (est.ratio, est.p_slower, est.df) == (same.ratio, same.p_slower, same.df)
+    kept = log_ratio(c, [b], **PLAIN)
+    assert kept.n_baseline == 5 and kept.ratio < est.ratio
+
+
+def test_no_repeat_is_set_aside_below_five_per_recording() -> None:
+    c = [100.0, 101.0, 99.0, 100.5]
+    b = [100.0, 100.2, 99.8, 130.0]
+    assert log_ratio(c, [b]).excluded == 0
+
+
+# --- errors -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "current, baseline, match",
+    [
+        ([100.0], [[100.0, 101.0]], "at least 2"),
+        ([100.0, 101.0], [[100.0]], "at least 2"),
+        ([100.0, -1.0], [[100.0, 101.0]], "finite and > 0"),
+        ([100.0, 0.0], [[100.0, 101.0]], "finite and > 0"),
+        ([100.0, math.nan], [[100.0, 101.0]], "finite and > 0"),
+        ([100.0, math.inf], [[100.0, 101.0]], "finite and > 0"),
+        ([100.0, 101.0], [], "at least one recording"),
+        ([100.0, 101.0], [100.0, 101.0], "list of recordings"),
+        ([100.0, 101.0], [[100.0, "x"]], "numbers"),
+    ],
+)
+def test_bad_input_is_a_clear_error(current: list, baseline: list, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        log_ratio(current, baseline)
+
+
+@pytest.mark.parametrize("kwargs", [dict(confidence=1.0), dict(assumed_day_sd_log=-0.01), dict(outlier_sd=0.0), dict(day_prior_df=-1.0)])
+def test_bad_options_are_refused(kwargs: dict) -> None:
+    with pytest.raises(ValueError, match=next(iter(kwargs))):
+        log_ratio([100.0, 101.0], [[100.0, 101.0]], **kwargs)
+
+
+def test_no_noise_at_all_gives_a_certain_sign() -> None:
+    est = log_ratio([110.0, 110.0, 110.0], [[100.0, 100.0, 100.0]], **PLAIN)
+    assert est.se_log == 0 and est.p_slower == 0 and est.p_faster == 1
+    assert est.ci_low == est.ci_high == pytest.approx(1.1)
+
+
+# --- smallest detectable slowdown and repeats needed ---------------------------------------
+
+
+def test_min_detectable_slowdown_is_the_t_formula() -> None:
+    rng = np.random.default_rng(8)
+    est = log_ratio(lognormal(rng, 5, 0.02), [lognormal(rng, 5, 0.02)])
+    q = st.t.ppf(1 - 0.005, est.df) + st.t.ppf(0.8, est.df)
+    assert min_detectable_slowdown(est, 0.005) == pytest.approx(math.expm1(est.se_log * q), rel=1e-9)
+    assert min_detectable_slowdown(est, 0.001) > min_detectable_slowdown(est, 0.01)
+    assert min_detectable_slowdown(est, 0.005, power=0.9) > min_detectable_slowdown(est, 0.005)
+
+
+def _welch_power(n: int, sd: float, delta: float, alpha: float, reps: int, seed: int) -> float:
+    rng = np.random.default_rng(seed)
+    c = rng.normal(math.log1p(delta), sd, (reps, n))
+    b = rng.normal(0.0, sd, (reps, n))
+    p = st.ttest_ind(c, b, axis=1, equal_var=False, alternative="greater").pvalue
+    return float(np.mean(p < alpha))
+
+
+def test_repeats_needed_matches_simulated_power() -> None:
+    n = repeats_needed(0.02, 0.05, 0.01, 0.8)
+    assert 4 < n < 12
+    assert _welch_power(n, 0.02, 0.05, 0.01, 40_000, 1) >= 0.795
+    assert _welch_power(n - 1, 0.02, 0.05, 0.01, 40_000, 2) < 0.80
+
+
+def test_repeats_needed_is_t_based_not_z_based() -> None:
+    z = st.norm.isf(0.01) + st.norm.isf(0.2)
+    n_z = math.ceil(2 * (0.03 * z / math.log1p(0.05)) ** 2)
+    assert repeats_needed(0.03, 0.05, 0.01) > n_z
+
+
+def test_repeats_needed_with_day_variation_matches_the_gate_statistic() -> None:
+    sd, day, delta, alpha = 0.02, 0.005, 0.05, 0.01
+    n = repeats_needed(sd, delta, alpha, day_sd_log=day)
+    assert repeats_needed(sd, delta, alpha, day_sd_log=0.008) > n
+
+    def power(n: int, seed: int) -> float:
+        rng = np.random.default_rng(seed)
+        hits = []
+        for _ in range(4000):
+            c = np.exp(math.log1p(delta) + rng.normal(0, day) + rng.normal(0, sd, n))
+            b = np.exp(rng.normal(0, day) + rng.normal(0, sd, n))
+            hits.append(log_ratio(c, [b], assumed_day_sd_log=day, outlier_sd=None).p_slower < alpha)
+        return float(np.mean(hits))
+
+    assert power(n, 9) >= 0.785
+    assert power(n - 1, 10) < 0.80
+
+
+def test_more_baseline_recordings_need_fewer_repeats() -> None:
+    one = repeats_needed(0.01, 0.05, 0.01, day_sd_log=0.01)
+    assert repeats_needed(0.01, 0.05, 0.01, day_sd_log=0.01, baseline_recordings=4) < one
+
+
+def test_repeats_needed_refuses_what_day_variation_makes_impossible() -> None:
+    with pytest.raises(ValueError, match="day-to-day"):
+        repeats_needed(0.01, 0.02, 0.005, day_sd_log=0.01)
+    with pytest.raises(ValueError, match="fixed baseline of 3 repeats"):
+        repeats_needed(0.05, 0.02, 0.005, baseline_repeats=3)
+    assert repeats_needed(0.0, 0.02, 0.005) == 2
+
+
+@pytest.mark.parametrize("args", [(-0.01, 0.05, 0.01), (0.01, 0.0, 0.01), (0.01, 0.05, 1.5)])
+def test_repeats_needed_validates(args: tuple) -> None:
+    with pytest.raises(ValueError):
+        repeats_needed(*args)
+
+
+# --- multiplicity -------------------------------------------------------------------------
+
+
+def _holm_reference(p: list[float], alpha: float) -> list[bool]:
+    """Holm (1979) step-down, written as the textbook states it."""
+    m = len(p)
+    reject = [False] * m
+    for step, i in enumerate(sorted(range(m), key=lambda j: p[j])):
+        if p[i] > alpha / (m - step):
+            break
+        reject[i] = True
+    return reject
+
+
+def test_holm_textbook_example() -> None:
+    # R: p.adjust(c(0.01, 0.02, 0.03, 0.04, 0.05), "holm") -> 0.05 0.08 0.09 0.09 0.09
+    assert holm_adjusted([0.01, 0.02, 0.03, 0.04, 0.05]) == pytest.approx([0.05, 0.08, 0.09, 0.09, 0.09])
+    assert holm_adjusted([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([0.01, 0.04, 0.03, 0.005], 0.05) == [True, False, False, True]
+    assert holm([0.004], 0.005) == [True]
+    assert holm([0.004, 0.5, 0.5, 0.5], 0.005) == [False, False, False, False]
+    assert holm_adjusted([]) == [] and holm_adjusted([0.3, 0.9]) == [0.6, 0.9]
+
+
+def test_holm_agrees_with_the_reference_on_random_families() -> None:
+    rng = np.random.default_rng(10)
+    for _ in range(300):
+        m = int(rng.integers(1, 12))
+        p = (rng.random(m) ** 3).tolist()
+        alpha = float(rng.choice([0.01, 0.05, 0.1]))
+        assert holm(p, alpha) == _holm_reference(p, alpha)
+
+
+def test_bh_equals_scipy() -> None:
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        m = int(rng.integers(1, 15))
+        p = rng.random(m) ** 2
+        if m > 2:
+            p[1] = p[0]  # ties
+        expected = st.false_discovery_control(p, method="bh")
+        assert bh_adjusted(p.tolist()) == pytest.approx(expected.tolist(), rel=1e-12)
+        assert benjamini_hochberg(p.tolist(), 0.1) == (expected <= 0.1).tolist()
+
+
+@pytest.mark.parametrize("bad", [[0.1, 1.2], [-0.1], [math.nan]])
+def test_pvalues_must_be_probabilities(bad: list[float]) -> None:
+    with pytest.raises(ValueError):
+        holm_adjusted(bad)
+    with pytest.raises(ValueError):
+        bh_adjusted(bad)
+
+
+def test_log_ratio_is_frozen() -> None:
+    est = log_ratio([100.0, 101.0], [[100.0, 101.0]])
+    assert isinstance(est, LogRatio)
+    with pytest.raises(AttributeError):
+        est.ratio = 2.0  # type: ignore[misc]
