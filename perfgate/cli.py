@@ -8,14 +8,27 @@ adds the traceback or the worker's output.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from perfgate import __version__
+from perfgate.baseline import baseline_path, load_baseline, save_baseline, updated_baseline
+from perfgate.calibrate import calibration_report
+from perfgate.compare import GateOutcome, compare
+from perfgate.config import Settings, load_settings
 from perfgate.discovery import Registry, discover
 from perfgate.errors import EXIT_ERROR, EXIT_OK, DataError, PerfgateError, UsageError
-from perfgate.workload import parse_assignments
+from perfgate.gating import entries_for, run_gate
+from perfgate.jsonfile import write_json_atomic
+from perfgate.measure.runner import Job, Progress, RunOutcome, default_cache_dir, measure, resolve_device
+from perfgate.report.json_report import outcome_to_dict
+from perfgate.report.markdown import render_markdown
+from perfgate.report.terminal import gate_table, run_table
+from perfgate.result import load_results
+from perfgate.summary import summarise
+from perfgate.workload import PHASES, parse_assignments
 
 
 def _err(message: str) -> None:
@@ -44,8 +57,6 @@ def _data_roots(items: Sequence[str], registry: Registry) -> tuple[Path | None, 
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from perfgate.measure.runner import resolve_device
-
     registry = _registry(args)
     device = resolve_device(args.device)
     for workload in registry.select(args.workloads):
@@ -61,9 +72,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _progress_printer(quiet: bool):  # type: ignore[no-untyped-def]
-    from perfgate.measure.runner import Progress
-
+def _progress_printer(quiet: bool) -> Callable[[Progress], None]:
     def show(event: Progress) -> None:
         if quiet:
             return
@@ -79,63 +88,193 @@ def _progress_printer(quiet: bool):  # type: ignore[no-untyped-def]
     return show
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from perfgate.measure.runner import Job, default_cache_dir, measure, resolve_device
-    from perfgate.report.terminal import run_table
-    from perfgate.summary import summarise
-
-    if args.repeats < 1:
+def _settings(args: argparse.Namespace) -> Settings:
+    if getattr(args, "repeats", None) is not None and args.repeats < 1:
         raise UsageError("--repeats must be at least 1")
-    registry = _registry(args)
-    workloads = registry.select(args.workloads)
+    cli: dict[str, object] = {
+        "repeats": getattr(args, "repeats", None),
+        "baselines": getattr(args, "baselines", None),
+        "alpha": getattr(args, "alpha", None),
+        "delta": getattr(args, "delta", None),
+        "looks": getattr(args, "looks", None),
+        "second_look_repeats": getattr(args, "second_look_repeats", None),
+        "memory_threshold": getattr(args, "memory_threshold", None),
+        "phase_q": getattr(args, "phase_q", None),
+        "gate_phases": getattr(args, "gate_phase", None) or None,
+        "fail_on_missing_baseline": True if getattr(args, "fail_on_missing_baseline", False) else None,
+    }
+    return load_settings(Path(args.config), cli)
+
+
+def _jobs(args: argparse.Namespace, settings: Settings, device: str) -> list[Job]:
+    registry = discover([Path(p) for p in (*settings.workloads_path, *args.workloads_path)])
+    workloads = registry.select(args.workloads or list(settings.workloads))
     assignments: dict[str, object] = dict(parse_assignments(args.set))
     if args.steps is not None:
         assignments["steps"] = str(args.steps)
     if args.warmup is not None:
         assignments["warmup_steps"] = str(args.warmup)
     shared_root, roots = _data_roots(args.data_root, registry)
-    device = resolve_device(args.device)
     jobs = []
     for workload in workloads:
         params = workload.resolve(device, assignments)
         resolved = params.to_dict()
         jobs.append(Job(workload, params, {k: resolved[k] for k in assignments},
                         roots.get(workload.name, shared_root)))
-    out_dir = Path(args.out)
+    return jobs
+
+
+def _measure(args: argparse.Namespace, settings: Settings, repeats: int) -> tuple[list[Job], RunOutcome, str]:
+    device = resolve_device(args.device)
+    jobs = _jobs(args, settings, device)
     outcome = measure(
         jobs,
         device=device,
-        repeats=args.repeats,
+        repeats=repeats,
         cache_dir=Path(args.cache_dir) if args.cache_dir else default_cache_dir(),
-        out_dir=out_dir,
+        out_dir=Path(args.out),
         progress=_progress_printer(args.quiet),
         timeout_s=args.timeout,
     )
-    for job in jobs:
-        name = job.workload.name
-        if name in outcome.results:
-            result = outcome.results[name]
-            print(run_table(result, summarise(result)))
-    if outcome.results:
-        print(f"results written to {out_dir}/ ({', '.join(f'{n}.json' for n in outcome.results)})")
-    for name, exc in outcome.errors.items():
+    return jobs, outcome, device
+
+
+def _report_errors(args: argparse.Namespace, errors: dict[str, PerfgateError]) -> None:
+    for exc in errors.values():
         _err(exc.message)
         if args.verbose and exc.detail:
             print(exc.detail, file=sys.stderr)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    jobs, outcome, _ = _measure(args, settings, settings.repeats)
+    for job in jobs:
+        result = outcome.results.get(job.workload.name)
+        if result is not None:
+            print(run_table(result, summarise(result)))
+    if outcome.results:
+        print(f"results written to {args.out}/ ({', '.join(f'{n}.json' for n in outcome.results)})")
+    _report_errors(args, outcome.errors)
     return EXIT_ERROR if outcome.errors else EXIT_OK
+
+
+def cmd_rebaseline(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    reason = args.reason.strip()
+    if not reason:
+        raise UsageError("--reason must say why the baseline changes")
+    errors: dict[str, PerfgateError] = {}
+    if args.from_results:
+        results = {r.workload: r for r in load_results(Path(args.from_results))}
+        if args.workloads:
+            missing = [w for w in args.workloads if w not in results]
+            if missing:
+                raise UsageError(f"no result for {', '.join(missing)} in {args.from_results}")
+            results = {w: results[w] for w in args.workloads}
+        if not results:
+            raise UsageError(f"{args.from_results}: no result files")
+    else:
+        if settings.repeats < 2:
+            raise UsageError("a baseline needs at least 2 repeats to know its run-to-run noise")
+        _, outcome, _ = _measure(args, settings, settings.repeats)
+        results, errors = outcome.results, outcome.errors
+    written = []
+    for name, result in results.items():
+        if len(result.repeats) < 2:
+            raise UsageError(f"{name}: a baseline needs at least 2 repeats, the result has {len(result.repeats)}")
+        path = baseline_path(settings.baselines, result.environment.key(), name)
+        existing = load_baseline(path) if path.exists() else None
+        baseline = updated_baseline(existing, result, reason, append=args.append, max_recordings=args.max_recordings)
+        save_baseline(baseline, settings.baselines)
+        kept = len(baseline.recordings)
+        what = "appended to" if args.append and existing else ("replaced" if existing else "created")
+        print(f"{what} {path}: {kept} recording(s), {len(result.repeats)} repeats, "
+              f"step median {summarise(result).median_ms['step']:.2f} ms")
+        written.append(path)
+    _report_errors(args, errors)
+    return EXIT_ERROR if errors else EXIT_OK
+
+
+def _publish(args: argparse.Namespace, outcome: GateOutcome) -> None:
+    print(gate_table(outcome), end="")
+    if args.markdown:
+        path = Path(args.markdown)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(render_markdown(outcome), encoding="utf-8")
+    if args.json:
+        write_json_atomic(Path(args.json), outcome_to_dict(outcome))
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    results = {r.workload: r for r in load_results(Path(args.results))}
+    names = list(args.workloads) or sorted(results)
+    missing = [n for n in names if n not in results]
+    if missing:
+        raise UsageError(f"no result for {', '.join(missing)} in {args.results}")
+    if not names:
+        raise UsageError(f"{args.results}: no result files to compare")
+    # Results on disk are judged in a single look, at the full alpha.
+    config = dataclasses.replace(settings.gate, looks=1)
+    per_workload = {k: dataclasses.replace(v, looks=1) for k, v in settings.per_workload.items()}
+    outcome = compare(entries_for(results, {}, names, settings.baselines), config, look=1,
+                      per_workload=per_workload)
+    _publish(args, outcome)
+    return outcome.exit_code
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    if settings.repeats < 2:
+        raise UsageError("a gate needs at least 2 repeats to know its run-to-run noise")
+    device = resolve_device(args.device)
+    jobs = _jobs(args, settings, device)
+    gate = run_gate(
+        jobs,
+        settings=settings,
+        device=device,
+        repeats=settings.repeats,
+        cache_dir=Path(args.cache_dir) if args.cache_dir else default_cache_dir(),
+        out_dir=Path(args.out),
+        progress=_progress_printer(args.quiet),
+        timeout_s=args.timeout,
+        announce=lambda message: print(f"perfgate: {message}", file=sys.stderr),
+    )
+    _publish(args, gate.outcome)
+    return gate.outcome.exit_code
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    if len(args.workloads) != 1:
+        raise UsageError("calibrate takes exactly one workload")
+    repeats = args.repeats or 10
+    if repeats < 4:
+        raise UsageError("calibrate needs at least 4 repeats (two A/A halves of 2)")
+    _, outcome, _ = _measure(args, settings, repeats)
+    _report_errors(args, outcome.errors)
+    if outcome.errors:
+        return EXIT_ERROR
+    result = next(iter(outcome.results.values()))
+    print(calibration_report(result, settings.for_workload(result.workload), power=args.power))
+    return EXIT_OK
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks and worker output on errors")
     parser.add_argument("--workloads-path", action="append", default=[], metavar="PATH",
                         help="extra workload file or directory (repeatable); ./workloads/ is always searched")
+    parser.add_argument("--config", default="pyproject.toml", metavar="PYPROJECT",
+                        help="where [tool.perfgate] is read from (default: ./pyproject.toml)")
 
 
-def _add_run_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("workloads", nargs="*", metavar="WORKLOAD", help="workloads to run (default: all)")
+def _add_run_options(parser: argparse.ArgumentParser, *, repeats_help: str) -> None:
+    parser.add_argument("workloads", nargs="*", metavar="WORKLOAD",
+                        help="workloads (default: [tool.perfgate] workloads, else all)")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                         help="where to measure (default: auto = cuda when available)")
-    parser.add_argument("--repeats", type=int, default=5, help="fresh processes per workload (default: 5)")
+    parser.add_argument("--repeats", type=int, help=repeats_help)
     parser.add_argument("--steps", type=int, help="measured steps per repeat (same as --set steps=N)")
     parser.add_argument("--warmup", type=int, help="warmup steps per repeat (same as --set warmup_steps=N)")
     parser.add_argument("--set", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
@@ -151,24 +290,73 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
 
+def _add_gate_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--baselines", metavar="DIR", help="baseline store (default: [tool.perfgate] baselines, else baselines/)")
+    parser.add_argument("--markdown", metavar="FILE", help="write the markdown report here")
+    parser.add_argument("--json", metavar="FILE", help="write the JSON report here")
+    parser.add_argument("--alpha", type=float, help="family-wise false-alarm rate, one-sided (default 0.01)")
+    parser.add_argument("--delta", type=float, help="smallest slowdown that fails, as a fraction (default 0.03)")
+    parser.add_argument("--memory-threshold", type=float, help="peak-memory growth that fails (default 0.10)")
+    parser.add_argument("--phase-q", type=float, help="false-discovery rate for flagging phases (default 0.10)")
+    parser.add_argument("--gate-phase", action="append", choices=list(PHASES), metavar="PHASE",
+                        help="also fail the gate on this phase (repeatable; default: phases only diagnose)")
+    parser.add_argument("--fail-on-missing-baseline", action="store_true",
+                        help="a workload without a baseline fails the gate (exit 2) instead of a loud notice")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="perfgate",
         description="A CI performance-regression gate for PyTorch training.",
+        epilog="exit codes: 0 pass, 1 regression, 2 error or bad input, 3 inconclusive",
     )
     parser.add_argument("--version", action="version", version=f"perfgate {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p_list = sub.add_parser("list", help="list workloads and their parameters for the current device")
-    p_list.add_argument("workloads", nargs="*", metavar="WORKLOAD")
-    p_list.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    _add_common(p_list)
-    p_list.set_defaults(func=cmd_list)
+    p = sub.add_parser("list", help="list workloads and their parameters for the current device")
+    p.add_argument("workloads", nargs="*", metavar="WORKLOAD")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    _add_common(p)
+    p.set_defaults(func=cmd_list)
 
-    p_run = sub.add_parser("run", help="measure workloads and write one result file per workload")
-    _add_run_options(p_run)
-    _add_common(p_run)
-    p_run.set_defaults(func=cmd_run)
+    p = sub.add_parser("run", help="measure workloads and write one result file per workload")
+    _add_run_options(p, repeats_help="fresh processes per workload (default: [tool.perfgate] repeats, else 5)")
+    _add_common(p)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("rebaseline", help="record baselines for the current environment")
+    _add_run_options(p, repeats_help="repeats to record (default: [tool.perfgate] repeats, else 5)")
+    p.add_argument("--reason", required=True, help="why the baseline changes (recorded in its provenance)")
+    p.add_argument("--append", action="store_true",
+                   help="add a recording to the existing baseline (day-to-day noise) instead of replacing it")
+    p.add_argument("--max-recordings", type=int, default=10, help="recordings kept with --append (default 10)")
+    p.add_argument("--from-results", metavar="DIR", help="record from result files already on disk, without measuring")
+    p.add_argument("--baselines", metavar="DIR", help="baseline store (default: [tool.perfgate] baselines, else baselines/)")
+    _add_common(p)
+    p.set_defaults(func=cmd_rebaseline)
+
+    p = sub.add_parser("compare", help="compare result files on disk with the baselines (one look, full alpha)")
+    p.add_argument("workloads", nargs="*", metavar="WORKLOAD", help="workloads to compare (default: all results)")
+    p.add_argument("--results", required=True, metavar="DIR", help="directory of result files (perfgate run --out)")
+    _add_gate_options(p)
+    _add_common(p)
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("gate", help="run the workloads and compare them with the baselines (two planned looks)")
+    _add_run_options(p, repeats_help="repeats per workload at the first look (default: [tool.perfgate] repeats, else 5)")
+    _add_gate_options(p)
+    p.add_argument("--looks", type=int, choices=[1, 2], help="planned looks (default 2: one second look when undecided)")
+    p.add_argument("--second-look-repeats", type=int, help="repeats added at the second look (default: as many again)")
+    _add_common(p)
+    p.set_defaults(func=cmd_gate)
+
+    p = sub.add_parser("calibrate", help="A/A repeats: this machine's run-to-run noise and the repeats a gate needs")
+    _add_run_options(p, repeats_help="A/A repeats (default 10)")
+    p.add_argument("--alpha", type=float, help="family-wise alpha to size for (default 0.01)")
+    p.add_argument("--delta", type=float, help="slowdown to detect, as a fraction (default 0.03)")
+    p.add_argument("--power", type=float, default=0.8, help="probability of detecting it (default 0.8)")
+    _add_common(p)
+    p.set_defaults(func=cmd_calibrate)
     return parser
 
 

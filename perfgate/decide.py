@@ -287,17 +287,20 @@ def decide_memory(
     """Ratio of median peak memory, current / baseline; growth above ``threshold`` fails."""
     if not (_is_number(threshold) and threshold > 0):
         raise ValueError(f"threshold must be > 0, got {threshold!r}")
+    sides: list[np.ndarray] = []
     for what, values in (("current run", current), ("baseline", baseline)):
         if values is None or len(values) == 0:
             return MemoryDecision(None, None, f"peak memory not compared: not recorded in the {what}")
         arr = np.asarray(values, dtype=float)
         if not np.all(np.isfinite(arr)) or np.any(arr < 0):
             raise ValueError(f"peak memory of the {what} must be finite and >= 0")
-    cur, base = float(np.median(current)), float(np.median(baseline))  # type: ignore[arg-type]
+        sides.append(arr)
+    cur, base = (float(np.median(a)) for a in sides)
     if base <= 0:
         return MemoryDecision(None, None, "peak memory not compared: the baseline recorded 0 bytes")
     ratio = cur / base
-    head = f"peak memory {_pct(ratio)}% (median of {len(current)} vs {len(baseline)} repeats)"  # type: ignore[arg-type]
+    head = f"peak memory {_pct(ratio)}% (median of {sides[0].size} vs {sides[1].size} repeats)"
+    limit = f"the {threshold * 100:g}% threshold"
     if ratio > 1 + threshold:
-        return MemoryDecision(Verdict.REGRESSION, ratio, f"{head}, above the {threshold * 100:g}% threshold")
-    return MemoryDecision(Verdict.PASS, ratio, f"{head}, within the {threshold * 100:g}% threshold")
+        return MemoryDecision(Verdict.REGRESSION, ratio, f"{head}, above {limit}")
+    return MemoryDecision(Verdict.PASS, ratio, f"{head}, within {limit}")

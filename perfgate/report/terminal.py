@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from perfgate.report.units import ms, percent, size, table
+from perfgate.compare import GateOutcome
+from perfgate.report.units import change_ci, ms, percent, size, table
 from perfgate.result import RunResult
 from perfgate.summary import ROWS, WorkloadSummary
 
@@ -35,3 +36,35 @@ def run_table(result: RunResult, summary: WorkloadSummary) -> str:
     data = result.data
     footer.append(f"data {data.get('kind')} {data.get('hash_method')}:{str(data.get('content_hash'))[:12]}")
     return "\n".join([header, body, "   ".join(footer[:3]), "   ".join(footer[3:])]).rstrip() + "\n"
+
+
+def gate_table(outcome: GateOutcome) -> str:
+    """The gate's verdicts and, per judged workload, the phase table, as plain text."""
+    lines = [outcome.headline, ""]
+    for c in outcome.comparisons:
+        lines.append(f"{c.workload}: {c.verdict.value} - {c.reason}")
+    for c in outcome.comparisons:
+        if c.time is None:
+            continue
+        rows = []
+        for row in c.phases:
+            flag = row.flag
+            if row.phase == "step":
+                est = c.time.estimate
+                change, mark = change_ci(est.ratio, est.ci_low, est.ci_high), c.time.verdict.value
+            elif flag is not None and flag.estimate is not None:
+                est = flag.estimate
+                change = change_ci(est.ratio, est.ci_low, est.ci_high)
+                mark = ("MOVED" if flag.flagged else "") if flag.tested else "(not tested)"
+            else:
+                change, mark = "—", ""
+            rows.append([row.phase, ms(row.baseline_ms), ms(row.current_ms), change, percent(row.share), mark])
+        lines += ["", f"{c.workload} ({c.verdict.value})",
+                  table(["phase", "baseline ms", "current ms", "change (95% CI)", "share", "flag"], rows, "lrrrrl")]
+        est = c.time.estimate
+        lines.append(f"noise: run-to-run {percent(est.current_sd_log)} now, {percent(est.baseline_sd_log)} in the "
+                     f"baseline, day-to-day {percent(est.between_sd_log)}; smallest detectable slowdown "
+                     f"{percent(c.time.mde, signed=True)}")
+        if c.memory is not None:
+            lines.append(f"memory: {c.memory.reason}")
+    return "\n".join(lines) + "\n"

@@ -39,3 +39,8 @@ def table(headers: list[str], rows: list[list[str]], align: str) -> str:
         return "  ".join(c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(cells, widths, align)).rstrip()
 
     return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)])
+
+
+def change_ci(ratio: float, low: float, high: float) -> str:
+    """``+6.1% [+3.2, +9.0]``: a ratio and its interval as percent changes."""
+    return f"{(ratio - 1) * 100:+.1f}% [{(low - 1) * 100:+.1f}, {(high - 1) * 100:+.1f}]"

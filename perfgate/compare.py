@@ -1,0 +1,281 @@
+"""Comparing current results with baselines: from summaries to one verdict per workload.
+
+Pure: it takes results and baselines already loaded and returns a :class:`GateOutcome`;
+no torch, no files, no printing. Before any statistics, a workload must be comparable
+with its baseline (same workload version, same parameters, same environment key);
+otherwise it is INCOMPARABLE and the outcome names exactly what differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Any
+
+from perfgate.baseline import Baseline, Lookup, Provenance, param_differences
+from perfgate.decide import (
+    GateConfig,
+    MemoryDecision,
+    PhaseFlag,
+    TimeDecision,
+    Verdict,
+    decide_memory,
+    decide_time,
+    flag_phases,
+)
+from perfgate.errors import EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION
+from perfgate.result import RunResult
+from perfgate.stats import LogRatio, log_ratio
+from perfgate.summary import ROWS, WorkloadSummary, summarise
+from perfgate.workload import PHASES
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One workload of a gate: its current result (or the error that prevented one)."""
+
+    workload: str
+    result: RunResult | None
+    lookup: Lookup | None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class PhaseRow:
+    phase: str
+    baseline_ms: float | None
+    current_ms: float | None
+    share: float | None
+    """Share of the current step (time-weighted over the window)."""
+    flag: PhaseFlag | None
+
+
+@dataclass(frozen=True)
+class WorkloadComparison:
+    workload: str
+    verdict: Verdict
+    reason: str
+    time: TimeDecision | None = None
+    phases: tuple[PhaseRow, ...] = ()
+    memory: MemoryDecision | None = None
+    gated: Mapping[str, TimeDecision] = field(default_factory=dict)
+    differences: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
+    """What makes the result incomparable with the closest baseline: ``{field: (baseline, current)}``."""
+    current: WorkloadSummary | None = None
+    baseline: Baseline | None = None
+    baseline_path: str | None = None
+    environment_key: str | None = None
+    device: str | None = None
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def provenance(self) -> Provenance | None:
+        return self.baseline.recordings[-1].provenance if self.baseline else None
+
+    @property
+    def second_look(self) -> bool:
+        """Undecided on time with a second look still planned (and not already failed)."""
+        return self.verdict is Verdict.INCONCLUSIVE and self.time is not None and self.time.look < self.time.looks
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    comparisons: tuple[WorkloadComparison, ...]
+    config: GateConfig
+    look: int
+
+    def by_verdict(self, verdict: Verdict) -> list[WorkloadComparison]:
+        return [c for c in self.comparisons if c.verdict is verdict]
+
+    @property
+    def exit_code(self) -> int:
+        """1 on any regression; else 2 when something could not be judged; else 3 when
+        something stays undecided; else 0."""
+        verdicts = {c.verdict for c in self.comparisons}
+        if Verdict.REGRESSION in verdicts:
+            return EXIT_REGRESSION
+        if verdicts & {Verdict.ERROR, Verdict.INCOMPARABLE}:
+            return EXIT_ERROR
+        if Verdict.NO_BASELINE in verdicts and self.config.fail_on_missing_baseline:
+            return EXIT_ERROR
+        if Verdict.INCONCLUSIVE in verdicts:
+            return EXIT_INCONCLUSIVE
+        return EXIT_OK
+
+    @property
+    def headline(self) -> str:
+        counts: dict[str, int] = {}
+        for c in self.comparisons:
+            counts[c.verdict.value] = counts.get(c.verdict.value, 0) + 1
+        order = [v.value for v in Verdict]
+        parts = [f"{counts[v]} {v}" for v in order if v in counts]
+        status = {EXIT_OK: "pass", EXIT_REGRESSION: "REGRESSION", EXIT_ERROR: "error",
+                  EXIT_INCONCLUSIVE: "inconclusive"}[self.exit_code]
+        return f"perfgate: {status} ({', '.join(parts) or 'no workloads'})"
+
+
+def _estimate(current: Sequence[float], baseline: Baseline, row: str, config: GateConfig) -> LogRatio:
+    return log_ratio(
+        current,
+        baseline.recording_medians(row),
+        confidence=config.confidence,
+        assumed_day_sd_log=config.assumed_day_sd_log,
+        day_prior_df=config.day_prior_df,
+        outlier_sd=config.outlier_sd,
+    )
+
+
+def incomparable(result: RunResult, baseline: Baseline) -> dict[str, tuple[Any, Any]]:
+    """Everything that must match before two runs are compared: ``{what: (baseline, current)}``."""
+    diffs: dict[str, tuple[Any, Any]] = {}
+    if baseline.workload_version != result.workload_version:
+        diffs["workload version"] = (baseline.workload_version, result.workload_version)
+    if baseline.device != result.device:
+        diffs["device"] = (baseline.device, result.device)
+    for key, pair in param_differences(baseline.params, result.params).items():
+        diffs[f"param {key}"] = pair
+    env = baseline.recordings[-1].environment
+    for key, pair in env.differences(result.environment).items():
+        diffs[f"environment {key}"] = pair
+    if not diffs and baseline.environment_key != result.environment.key():
+        diffs["environment key"] = (baseline.environment_key, result.environment.key())
+    return diffs
+
+
+def _closest(result: RunResult, others: Sequence[Baseline]) -> tuple[Baseline, dict[str, tuple[Any, Any]]]:
+    scored = [(len(d), i, o, d) for i, o in enumerate(others) for d in [incomparable(result, o)]]
+    _, _, best, diffs = min(scored, key=lambda t: (t[0], t[1]))
+    return best, diffs
+
+
+def _describe(diffs: Mapping[str, tuple[Any, Any]]) -> str:
+    return "; ".join(f"{k}: baseline {a!r}, current {b!r}" for k, (a, b) in diffs.items())
+
+
+def _phase_rows(summary: WorkloadSummary, baseline: Baseline, config: GateConfig) -> tuple[PhaseRow, ...]:
+    estimates: dict[str, LogRatio | None] = {}
+    base_shares: dict[str, float] = {}
+    for phase in PHASES:
+        base_shares[phase] = median(r.shares[phase] for rec in baseline.recordings for r in rec.repeats)
+        try:
+            estimates[phase] = _estimate(summary.per_repeat(phase), baseline, phase, config)
+        except ValueError:
+            estimates[phase] = None  # a phase that is zero in some repeat has no log ratio
+    flags = flag_phases(estimates, config.phase_q, baseline_shares=base_shares, min_share=config.phase_min_share)
+    rows = []
+    for row in ROWS:
+        base_values = [v for rec in baseline.recordings for v in rec.medians(row)]
+        rows.append(PhaseRow(
+            phase=row,
+            baseline_ms=median(base_values),
+            current_ms=summary.median_ms[row],
+            share=summary.share[row],
+            flag=flags.get(row),
+        ))
+    return tuple(rows)
+
+
+def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
+            already_decided: Collection[str] = (),
+            per_workload: Mapping[str, GateConfig] | None = None) -> GateOutcome:
+    """Verdicts for every entry; Holm runs over the workloads (and gated phases) judged here.
+
+    ``already_decided`` names workloads settled at an earlier look: they stay in the Holm
+    family with p = 1 (see ``decide_time``). ``per_workload`` holds workload-specific
+    thresholds (δ, memory, gated phases, phase flags); α, the looks and the estimation
+    settings always come from ``config``, the whole run's.
+    """
+    per_workload = per_workload or {}
+
+    def cfg(name: str) -> GateConfig:
+        return per_workload.get(name, config)
+
+    settled: dict[str, WorkloadComparison] = {}
+    judged: dict[str, tuple[RunResult, WorkloadSummary, Baseline, Lookup]] = {}
+    estimates: dict[str, LogRatio] = {}
+    for entry in entries:
+        name = entry.workload
+        if entry.error is not None or entry.result is None:
+            settled[name] = WorkloadComparison(name, Verdict.ERROR, entry.error or "no result")
+            continue
+        result, lookup = entry.result, entry.lookup
+        summary = summarise(result)
+        common: dict[str, Any] = {"current": summary, "environment_key": result.environment.key(),
+                                  "device": result.device, "overrides": dict(result.overrides)}
+        if lookup is None or lookup.baseline is None:
+            if lookup is not None and lookup.other_environments:
+                closest, diffs = _closest(result, lookup.other_environments)
+                settled[name] = WorkloadComparison(
+                    name, Verdict.INCOMPARABLE,
+                    f"no baseline for environment {result.environment.key()}; the closest one "
+                    f"({closest.environment_key}) differs: {_describe(diffs)}",
+                    differences=diffs, baseline=closest, **common)
+            else:
+                settled[name] = WorkloadComparison(
+                    name, Verdict.NO_BASELINE,
+                    f"no baseline for {name} in environment {result.environment.key()}",
+                    baseline_path=str(lookup.path) if lookup else None, **common)
+            continue
+        baseline = lookup.baseline
+        diffs = incomparable(result, baseline)
+        if diffs:
+            settled[name] = WorkloadComparison(
+                name, Verdict.INCOMPARABLE, f"baseline {lookup.path} differs: {_describe(diffs)}",
+                differences=diffs, baseline=baseline, baseline_path=str(lookup.path), **common)
+            continue
+        try:
+            estimates[name] = _estimate(summary.per_repeat("step"), baseline, "step", config)
+            for phase in cfg(name).gate_phases:
+                estimates[f"{name}:{phase}"] = _estimate(summary.per_repeat(phase), baseline, phase, config)
+        except ValueError as exc:
+            settled[name] = WorkloadComparison(name, Verdict.ERROR, f"cannot compare: {exc}",
+                                               baseline=baseline, baseline_path=str(lookup.path), **common)
+            estimates = {k: v for k, v in estimates.items() if k != name and not k.startswith(f"{name}:")}
+            continue
+        judged[name] = (result, summary, baseline, lookup)
+
+    decided_family = [d for d in already_decided if d not in estimates]
+    for name in already_decided:
+        decided_family += [f"{name}:{p}" for p in cfg(name).gate_phases if f"{name}:{p}" not in estimates]
+    # Holm's adjusted p-values depend only on the family; δ only on the workload. So each
+    # distinct configuration decides the whole family and its own workloads read from it.
+    decisions: dict[str, TimeDecision] = {}
+    by_config: dict[GateConfig, dict[str, TimeDecision]] = {}
+    for name in judged:
+        c = cfg(name)
+        if c not in by_config:
+            by_config[c] = decide_time(estimates, c, look, already_decided=decided_family)
+        keys = [name, *(f"{name}:{p}" for p in c.gate_phases)]
+        decisions.update({k: by_config[c][k] for k in keys})
+
+    out: dict[str, WorkloadComparison] = dict(settled)
+    for name, (result, summary, baseline, lookup) in judged.items():
+        wcfg = cfg(name)
+        time = decisions[name]
+        gated = {p: decisions[f"{name}:{p}"] for p in wcfg.gate_phases}
+        memory = decide_memory(
+            [float(r.peak_memory_bytes) for r in result.repeats if r.peak_memory_bytes is not None] or None,
+            baseline.peak_memory() or None,
+            wcfg.memory_threshold,
+        )
+        verdict, reason = time.verdict, time.reason
+        failed_phases = [p for p, d in gated.items() if d.verdict is Verdict.REGRESSION]
+        open_phases = [p for p, d in gated.items() if d.verdict is Verdict.INCONCLUSIVE]
+        if failed_phases:
+            verdict = Verdict.REGRESSION
+            reason = "; ".join(f"gated phase {p}: {gated[p].reason}" for p in failed_phases) + f" (step: {time.reason})"
+        elif memory.verdict is Verdict.REGRESSION:
+            verdict = Verdict.REGRESSION
+            reason = f"memory: {memory.reason} (time: {time.verdict.value}, {time.reason})"
+        elif open_phases and verdict in (Verdict.PASS, Verdict.IMPROVED):
+            verdict = Verdict.INCONCLUSIVE
+            reason = f"gated phase {open_phases[0]}: {gated[open_phases[0]].reason}"
+        out[name] = WorkloadComparison(
+            workload=name, verdict=verdict, reason=reason, time=time,
+            phases=_phase_rows(summary, baseline, wcfg), memory=memory, gated=gated,
+            current=summary, baseline=baseline, baseline_path=str(lookup.path),
+            environment_key=result.environment.key(), device=result.device, overrides=dict(result.overrides),
+        )
+    ordered = tuple(out[e.workload] for e in entries)
+    return GateOutcome(ordered, config, look)

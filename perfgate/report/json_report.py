@@ -1,0 +1,79 @@
+"""The gate's outcome as JSON: the same content as the markdown, for machines."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from perfgate import __version__
+from perfgate.compare import GateOutcome, WorkloadComparison
+from perfgate.stats import LogRatio
+
+REPORT_KIND = "perfgate.gate-report"
+REPORT_SCHEMA_VERSION = 1
+
+
+def _estimate(est: LogRatio | None) -> dict[str, Any] | None:
+    if est is None:
+        return None
+    data = dataclasses.asdict(est)
+    data["excluded_current"] = list(est.excluded_current)
+    data["excluded_baseline"] = [list(p) for p in est.excluded_baseline]
+    return data
+
+
+def _workload(c: WorkloadComparison) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "workload": c.workload,
+        "verdict": c.verdict.value,
+        "reason": c.reason,
+        "device": c.device,
+        "environment_key": c.environment_key,
+        "baseline_path": c.baseline_path,
+        "overrides": dict(c.overrides),
+        "differences": {k: list(v) for k, v in c.differences.items()},
+    }
+    if c.time is not None:
+        out["step"] = {
+            "verdict": c.time.verdict.value,
+            "reason": c.time.reason,
+            "estimate": _estimate(c.time.estimate),
+            "alpha_used": c.time.alpha_used,
+            "min_detectable_slowdown": c.time.mde,
+            "look": c.time.look,
+            "looks": c.time.looks,
+        }
+        out["gated_phases"] = {p: {"verdict": d.verdict.value, "reason": d.reason, "estimate": _estimate(d.estimate)}
+                               for p, d in c.gated.items()}
+        out["phases"] = [
+            {
+                "phase": row.phase,
+                "baseline_median_ms": row.baseline_ms,
+                "current_median_ms": row.current_ms,
+                "share": row.share,
+                "tested": row.flag.tested if row.flag else False,
+                "flagged": row.flag.flagged if row.flag else False,
+                "q_value": row.flag.q_value if row.flag else None,
+                "estimate": _estimate(row.flag.estimate) if row.flag else None,
+            }
+            for row in c.phases
+        ]
+    if c.memory is not None:
+        out["memory"] = {"verdict": c.memory.verdict.value if c.memory.verdict else None,
+                         "ratio": c.memory.ratio, "reason": c.memory.reason}
+    if c.current is not None:
+        out["current_step_medians_ms"] = c.current.per_repeat("step")
+    return out
+
+
+def outcome_to_dict(outcome: GateOutcome) -> dict[str, Any]:
+    return {
+        "kind": REPORT_KIND,
+        "schema_version": REPORT_SCHEMA_VERSION,
+        "perfgate_version": __version__,
+        "headline": outcome.headline,
+        "exit_code": outcome.exit_code,
+        "look": outcome.look,
+        "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(outcome.config).items()},
+        "workloads": [_workload(c) for c in outcome.comparisons],
+    }

@@ -1,0 +1,233 @@
+"""The markdown report the CI check and the pytest plugin publish.
+
+One line per workload at the top, then per workload a phase table (baseline and current
+medians, the change with its confidence interval, the share of the step and the flag),
+memory, the noise the run saw and the smallest slowdown it could have detected, what
+differs when a baseline is incomparable, and the commands to reproduce and to rebaseline.
+Long details are folded in ``<details>``. The whole report stays under GitHub's comment
+limit however many workloads there are: details are dropped first, then the tables of
+passing workloads, and as a last resort the report is cut with a note saying so.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+
+from perfgate import __version__
+from perfgate.compare import GateOutcome, PhaseRow, WorkloadComparison
+from perfgate.decide import Verdict
+from perfgate.report.units import change_ci, ms, percent, size
+
+MARKER = "<!-- perfgate-report -->"
+GITHUB_COMMENT_LIMIT = 65_536
+ICON = {
+    Verdict.REGRESSION: "❌",
+    Verdict.PASS: "✅",
+    Verdict.IMPROVED: "🚀",
+    Verdict.INCONCLUSIVE: "❔",
+    Verdict.INCOMPARABLE: "⛔",
+    Verdict.NO_BASELINE: "⚠️",
+    Verdict.ERROR: "💥",
+}
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def reproduce_command(c: WorkloadComparison) -> str:
+    device = f" --device {c.device}" if c.device else ""
+    sets = "".join(f" {shlex.quote(f'{k}={v}')}" for k, v in sorted(c.overrides.items()))
+    return f"perfgate gate {c.workload}{device}" + (f" --set{sets}" if sets else "")
+
+
+def rebaseline_command(c: WorkloadComparison) -> str:
+    device = f" --device {c.device}" if c.device else ""
+    return f'perfgate rebaseline {c.workload}{device} --reason "<why this change is intended>"'
+
+
+def _verdict_line(c: WorkloadComparison) -> str:
+    return f"- {ICON[c.verdict]} **{c.workload}** — **{c.verdict.value}**: {_escape(c.reason)}"
+
+
+def _phase_cell(row: PhaseRow) -> tuple[str, str]:
+    flag = row.flag
+    if flag is None or flag.estimate is None:
+        return "—", ""
+    est = flag.estimate
+    text = change_ci(est.ratio, est.ci_low, est.ci_high)
+    if not flag.tested:
+        return text, "not tested (too small a share)"
+    if flag.flagged:
+        direction = "slower" if est.ratio > 1 else "faster"
+        return f"**{text}**", f"⚠️ {direction} (q={flag.q_value:.2g})"
+    return text, ""
+
+
+def _phase_table(c: WorkloadComparison) -> list[str]:
+    lines = [
+        "| phase | baseline ms | current ms | change (95% CI) | share | flag |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for row in c.phases:
+        if row.phase == "step":
+            continue
+        if row.phase == "residual":
+            lines.append(f"| residual | {ms(row.baseline_ms)} | {ms(row.current_ms)} | — | "
+                         f"{percent(row.share)} | not attributed to a phase |")
+            continue
+        change, flag = _phase_cell(row)
+        gated = c.gated.get(row.phase)
+        if gated is not None:
+            flag = (flag + "; " if flag else "") + f"gated: {gated.verdict.value}"
+        lines.append(f"| {row.phase} | {ms(row.baseline_ms)} | {ms(row.current_ms)} | {change} | "
+                     f"{percent(row.share)} | {flag} |")
+    step = next(r for r in c.phases if r.phase == "step")
+    assert c.time is not None
+    est = c.time.estimate
+    lines.append(f"| **step** | **{ms(step.baseline_ms)}** | **{ms(step.current_ms)}** | "
+                 f"**{change_ci(est.ratio, est.ci_low, est.ci_high)}** | 100% | {c.time.verdict.value} |")
+    return lines
+
+
+def _noise_line(c: WorkloadComparison, power: float) -> str:
+    assert c.time is not None
+    est = c.time.estimate
+    if est.recordings > 1:
+        day_source = f"{est.recordings} recordings"
+        if est.between_sd_log_data is not None:
+            day_source += f", {percent(est.between_sd_log_data)} seen between them"
+    else:
+        day_source = "assumed: the baseline has one recording"
+    return (
+        f"Noise: run-to-run variation {percent(est.current_sd_log)} in this run "
+        f"({est.n_current} repeats), {percent(est.baseline_sd_log)} in the baseline "
+        f"({est.n_baseline} repeats); day-to-day {percent(est.between_sd_log)} ({day_source}). "
+        f"Smallest slowdown this run could detect: about {percent(c.time.mde, signed=True)} "
+        f"(look {c.time.look} of {c.time.looks}, power {power * 100:g}%)."
+    )
+
+
+def _memory_line(c: WorkloadComparison) -> str | None:
+    if c.memory is None:
+        return None
+    if c.memory.ratio is None or c.current is None or c.baseline is None:
+        return f"Memory: {c.memory.reason}."
+    base = sorted(c.baseline.peak_memory())
+    before = int(base[len(base) // 2]) if base else None
+    return (f"Memory ({c.current.peak_memory_kind}): {size(before)} → {size(c.current.peak_memory_bytes)}; "
+            f"{c.memory.reason}.")
+
+
+def _differences_table(c: WorkloadComparison) -> list[str]:
+    lines = ["| what differs | baseline | current |", "|---|---|---|"]
+    for key, (a, b) in c.differences.items():
+        lines.append(f"| {_escape(key)} | `{_escape(str(a))}` | `{_escape(str(b))}` |")
+    return lines
+
+
+def _details(c: WorkloadComparison) -> list[str]:
+    lines = ["<details><summary>Details: per-repeat step medians, baseline provenance, environment</summary>", ""]
+    if c.current is not None:
+        values = ", ".join(ms(v) for v in c.current.per_repeat("step"))
+        lines.append(f"- current step medians (ms): {values}")
+    if c.baseline is not None:
+        for i, rec in enumerate(c.baseline.recordings, 1):
+            p = rec.provenance
+            commit = (p.commit or "no commit")[:12]
+            values = ", ".join(ms(v) for v in rec.medians("step"))
+            lines.append(f"- baseline recording {i} ({p.date}, {commit}, perfgate {p.perfgate_version}, "
+                         f"reason: {_escape(p.reason)}): {values}")
+    if c.time is not None and c.time.estimate.excluded:
+        est = c.time.estimate
+        parts = [f"current repeat {i + 1}" for i in est.excluded_current]
+        parts += [f"baseline recording {j + 1} repeat {i + 1}" for j, i in est.excluded_baseline]
+        lines.append(f"- set aside as outliers (more than the configured robust sds from their run's median): "
+                     f"{', '.join(parts)}")
+    if c.environment_key:
+        lines.append(f"- environment key: `{c.environment_key}`")
+    if c.baseline_path:
+        lines.append(f"- baseline file: `{c.baseline_path}`")
+    lines += ["", "</details>"]
+    return lines
+
+
+def _section(c: WorkloadComparison, power: float, *, details: bool, table: bool) -> list[str]:
+    lines = [f"### {ICON[c.verdict]} {c.workload}: {c.verdict.value}", ""]
+    if c.verdict is Verdict.NO_BASELINE:
+        lines += [
+            "No baseline in this environment, so nothing was judged. Create one with:",
+            "",
+            f"    {rebaseline_command(c)}",
+        ]
+    elif c.verdict is Verdict.INCOMPARABLE:
+        lines += [_escape(c.reason), "", *_differences_table(c), "",
+                  "Rebaseline if the change is intended:", "", f"    {rebaseline_command(c)}"]
+    elif c.verdict is Verdict.ERROR:
+        lines += [f"The workload could not be measured or compared: {_escape(c.reason)}"]
+    else:
+        lines.append(_escape(c.reason))
+        if table:
+            lines += ["", *_phase_table(c)]
+        lines += ["", _noise_line(c, power)]
+        memory = _memory_line(c)
+        if memory:
+            lines += ["", memory]
+        if c.verdict is Verdict.IMPROVED:
+            lines += ["", "Faster beyond the threshold: consider recording a new baseline:", "",
+                      f"    {rebaseline_command(c)}"]
+        if details:
+            lines += ["", *_details(c)]
+    return lines + [""]
+
+
+def _footer(outcome: GateOutcome, comparisons: Sequence[WorkloadComparison]) -> list[str]:
+    cfg = outcome.config
+    lines = ["---", ""]
+    judged = [c for c in comparisons if c.device]
+    if judged:
+        lines.append("Reproduce locally:")
+        lines.append("")
+        lines += [f"    {reproduce_command(c)}" for c in judged]
+        lines.append("")
+        lines.append("After an intended change, rebaseline:")
+        lines.append("")
+        lines += [f"    {rebaseline_command(c)}" for c in judged]
+        lines.append("")
+    judged_count = sum(1 for c in comparisons if c.time is not None)
+    lines.append(
+        f"<sub>perfgate {__version__} · α={cfg.alpha:g} one-sided, Holm over {judged_count} judged workload(s), "
+        f"split over {cfg.looks} look(s) · δ={cfg.delta * 100:g}% · phases flagged by Benjamini–Hochberg at "
+        f"q={cfg.phase_q:g} · memory threshold {cfg.memory_threshold * 100:g}%</sub>"
+    )
+    return lines
+
+
+def _render(outcome: GateOutcome, *, details: bool, passing_tables: bool) -> str:
+    comparisons = outcome.comparisons
+    lines = [MARKER, f"## {outcome.headline}", ""]
+    lines += [_verdict_line(c) for c in comparisons]
+    lines.append("")
+    missing = outcome.by_verdict(Verdict.NO_BASELINE)
+    if missing:
+        consequence = ("this fails the gate (fail_on_missing_baseline)" if outcome.config.fail_on_missing_baseline
+                       else "they were NOT judged and do not fail the gate")
+        names = ", ".join(f"`{c.workload}`" for c in missing)
+        lines += [f"> [!WARNING]", f"> **No baseline for {names}**: {consequence}. "
+                  "Record one with `perfgate rebaseline`.", ""]
+    for c in comparisons:
+        show_table = passing_tables or c.verdict is not Verdict.PASS
+        lines += _section(c, outcome.config.power, details=details, table=show_table)
+    lines += _footer(outcome, comparisons)
+    return "\n".join(lines) + "\n"
+
+
+def render_markdown(outcome: GateOutcome, *, limit: int = GITHUB_COMMENT_LIMIT) -> str:
+    """The report, at most ``limit`` characters."""
+    for details, passing_tables in ((True, True), (False, True), (False, False)):
+        text = _render(outcome, details=details, passing_tables=passing_tables)
+        if len(text) <= limit:
+            return text
+    note = "\n\n**Report cut to fit the comment limit; the full report is in the job's artifacts.**\n"
+    return text[: limit - len(note)].rsplit("\n", 1)[0] + note
