@@ -1,0 +1,82 @@
+"""Real runs of a tiny CPU workload through the gate.
+
+The same code measured twice, interleaved so that load on the shared machine hits both
+alike, must never be called a REGRESSION; the same workload slowed by about 30% in its
+forward phase must be, and the markdown must flag that phase.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from statistics import median
+
+import pytest
+
+from perfgate.baseline import find_baseline, save_baseline, updated_baseline
+from perfgate.compare import Entry, compare
+from perfgate.config import Settings
+from perfgate.decide import GateConfig, Verdict
+from perfgate.discovery import discover
+from perfgate.gating import run_gate
+from perfgate.measure.runner import Job, measure
+from perfgate.report.markdown import render_markdown
+from perfgate.result import merge_repeats
+
+pytestmark = pytest.mark.slow
+# Heavier than the default tiny workload so a step is a few ms, not dominated by jitter.
+SETTINGS = {"width": "32", "input_size": "32", "batch_size": "16", "steps": "16"}
+
+
+def measure_interleaved(tiny_path: Path, tmp: Path, rounds: int, env_by_arm: list[dict[str, str]]):
+    workload = discover([tiny_path], project_dir=tmp).get("tiny")
+    params = workload.resolve("cpu", SETTINGS)
+    job = Job(workload, params, {})
+    arms: list[list] = [[] for _ in env_by_arm]
+    for _ in range(rounds):
+        for arm, env in enumerate(env_by_arm):
+            saved = {k: os.environ.get(k) for k in env}
+            os.environ.update(env)
+            try:
+                outcome = measure([job], device="cpu", repeats=1, cache_dir=tmp / "cache", out_dir=None,
+                                  project_dir=tmp)
+            finally:
+                for k, v in saved.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
+            assert not outcome.errors, {k: e.message for k, e in outcome.errors.items()}
+            arms[arm].append(outcome.results["tiny"])
+    return [merge_repeats(results) for results in arms]
+
+
+def test_aa_is_never_a_regression_and_a_slow_forward_is(tiny_path: Path, tmp_path: Path) -> None:
+    base, same = measure_interleaved(tiny_path, tmp_path, 6, [{}, {}])
+    store = tmp_path / "baselines"
+    baseline = updated_baseline(None, base, "A/A test", append=False, now=datetime.now(timezone.utc))
+    save_baseline(baseline, store)
+    lookup = find_baseline(store, base.environment.key(), "tiny")
+    aa = compare([Entry("tiny", same, lookup)], GateConfig()).comparisons[0]
+    assert aa.verdict in (Verdict.PASS, Verdict.INCONCLUSIVE), aa.reason
+
+    # The regressed code, judged by the real procedure (with its planned second look).
+    step_ms = median(v for r in base.repeats for v in r.phases_ms["step"])
+    os.environ["TINY_FORWARD_DELAY_MS"] = f"{0.3 * step_ms:.4f}"
+    try:
+        workload = discover([tiny_path], project_dir=tmp_path).get("tiny")
+        run = run_gate([Job(workload, workload.resolve("cpu", SETTINGS), {})],
+                       settings=Settings(baselines=store), device="cpu", repeats=5,
+                       cache_dir=tmp_path / "cache", out_dir=tmp_path / "out", progress=lambda p: None,
+                       timeout_s=600)
+    finally:
+        del os.environ["TINY_FORWARD_DELAY_MS"]
+    ab = run.outcome.comparisons[0]
+    assert ab.verdict is Verdict.REGRESSION, ab.reason
+    assert run.outcome.exit_code == 1
+    flags = {row.phase: row.flag for row in ab.phases if row.flag is not None}
+    assert flags["forward"].flagged and flags["forward"].estimate.ratio > 1.3
+    text = render_markdown(run.outcome)
+    forward_line = next(line for line in text.splitlines() if line.startswith("| forward"))
+    assert "⚠️ slower" in forward_line
