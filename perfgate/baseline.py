@@ -221,11 +221,14 @@ def _repeat_from_dict(data: object, where: str) -> BaselineRepeat:
         if row != "residual" and value is not None and value < 0:
             raise ValueError(f"{medians.where}.{row}: negative duration {value}")
         medians_ms[row] = value
+    peak = f.get("peak_memory_bytes", int, optional=True)
+    if peak is not None and peak < 0:
+        raise ValueError(f"{where}.peak_memory_bytes: negative peak memory {peak}")
     return BaselineRepeat(
         medians_ms=medians_ms,  # type: ignore[arg-type]
         shares={row: shares.number(row) for row in ROWS},  # type: ignore[misc]
         samples_per_s=f.number("samples_per_s", positive=True),  # type: ignore[arg-type]
-        peak_memory_bytes=f.get("peak_memory_bytes", int, optional=True),
+        peak_memory_bytes=peak,
         raw_ms={k: _raw_series(v, f"{raw.where}.{k}") for k, v in raw.data.items()},
     )
 

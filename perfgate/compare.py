@@ -8,6 +8,7 @@ otherwise it is INCOMPARABLE and the outcome names exactly what differs.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import median
@@ -29,6 +30,11 @@ from perfgate.result import RunResult
 from perfgate.stats import LogRatio, log_ratio
 from perfgate.summary import ROWS, WorkloadSummary, summarise
 from perfgate.workload import PHASES
+
+
+WORKLOAD_FIELDS = ("delta", "memory_threshold", "gate_phases", "phase_q", "phase_min_share")
+"""The fields of a per-workload :class:`GateConfig` that ``compare`` uses; the others (α,
+the looks, the estimation settings) are the whole run's and come from its own config."""
 
 
 @dataclass(frozen=True)
@@ -189,7 +195,10 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
     per_workload = per_workload or {}
 
     def cfg(name: str) -> GateConfig:
-        return per_workload.get(name, config)
+        own = per_workload.get(name)
+        if own is None:
+            return config
+        return dataclasses.replace(config, **{k: getattr(own, k) for k in WORKLOAD_FIELDS})
 
     settled: dict[str, WorkloadComparison] = {}
     judged: dict[str, tuple[RunResult, WorkloadSummary, Baseline, Lookup]] = {}
@@ -224,12 +233,14 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
                 name, Verdict.INCOMPARABLE, f"baseline {lookup.path} differs: {_describe(diffs)}",
                 differences=diffs, baseline=baseline, baseline_path=str(lookup.path), **common)
             continue
+        row = "step"
         try:
-            estimates[name] = _estimate(summary.per_repeat("step"), baseline, "step", config)
-            for phase in cfg(name).gate_phases:
-                estimates[f"{name}:{phase}"] = _estimate(summary.per_repeat(phase), baseline, phase, config)
+            estimates[name] = _estimate(summary.per_repeat(row), baseline, row, config)
+            for row in cfg(name).gate_phases:
+                estimates[f"{name}:{row}"] = _estimate(summary.per_repeat(row), baseline, row, config)
         except ValueError as exc:
-            settled[name] = WorkloadComparison(name, Verdict.ERROR, f"cannot compare: {exc}",
+            what = "" if row == "step" else f" gated phase {row}"
+            settled[name] = WorkloadComparison(name, Verdict.ERROR, f"cannot compare{what}: {exc}",
                                                baseline=baseline, baseline_path=str(lookup.path), **common)
             estimates = {k: v for k, v in estimates.items() if k != name and not k.startswith(f"{name}:")}
             continue

@@ -68,9 +68,12 @@ def load_settings(pyproject: Path | None, cli: Mapping[str, Any] | None = None) 
     if pyproject is not None and pyproject.is_file():
         try:
             with open(pyproject, "rb") as handle:
-                table = tomllib.load(handle).get("tool", {}).get("perfgate", {})
+                tool = tomllib.load(handle).get("tool", {})
         except tomllib.TOMLDecodeError as exc:
             raise UsageError(f"{pyproject}: not valid TOML: {exc}") from None
+        if not isinstance(tool, dict):
+            raise UsageError(f"{pyproject}: [tool] must be a table")
+        table = tool.get("perfgate", {})
         if not isinstance(table, dict):
             raise UsageError(f"{pyproject}: [tool.perfgate] must be a table")
         if table:

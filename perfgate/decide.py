@@ -1,7 +1,7 @@
 """Verdicts: turn estimates into REGRESSION / PASS / INCONCLUSIVE / IMPROVED.
 
 Pure functions over :class:`perfgate.stats.LogRatio`; no torch, no files, no printing.
-The rules are written out in docs/how-perfgate-decides.md.
+The rules are written out in the README, "How perfgate decides".
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ __all__ = [
 
 #: Day-to-day (job-to-job) sd of the log step time assumed when the baseline history
 #: cannot show it. 1% is the drift the simulation models; without it a single-recording
-#: baseline raises false alarms well above alpha (see docs/how-perfgate-decides.md).
+#: baseline raises false alarms well above alpha (see "How perfgate decides" in the README).
 DEFAULT_ASSUMED_DAY_SD_LOG = 0.01
 
 #: How many degrees of freedom the assumed day sd is worth when the baseline has several
