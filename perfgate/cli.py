@@ -217,9 +217,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.results}: no result files to compare")
     # Results on disk are judged in a single look, at the full alpha.
     config = dataclasses.replace(settings.gate, looks=1)
-    per_workload = {k: dataclasses.replace(v, looks=1) for k, v in settings.per_workload.items()}
     outcome = compare(entries_for(results, {}, names, settings.baselines), config, look=1,
-                      per_workload=per_workload)
+                      per_workload=settings.per_workload)
     _publish(args, outcome)
     return outcome.exit_code
 

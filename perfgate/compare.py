@@ -141,6 +141,10 @@ def incomparable(result: RunResult, baseline: Baseline) -> dict[str, tuple[Any, 
         diffs["device"] = (baseline.device, result.device)
     for key, pair in param_differences(baseline.params, result.params).items():
         diffs[f"param {key}"] = pair
+    recorded = baseline.recordings[-1].data
+    for key in ("kind", "content_hash"):
+        if recorded.get(key) != result.data.get(key):
+            diffs[f"data {key}"] = (recorded.get(key), result.data.get(key))
     env = baseline.recordings[-1].environment
     for key, pair in env.differences(result.environment).items():
         diffs[f"environment {key}"] = pair
@@ -264,7 +268,10 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
     for name, (result, summary, baseline, lookup) in judged.items():
         wcfg = cfg(name)
         time = decisions[name]
-        gated = {p: decisions[f"{name}:{p}"] for p in wcfg.gate_phases}
+        # decide_time words every reason as the step's; a gated phase's is that phase's.
+        gated = {p: dataclasses.replace(decisions[f"{name}:{p}"],
+                                        reason=decisions[f"{name}:{p}"].reason.replace("step ", f"{p} ", 1))
+                 for p in wcfg.gate_phases}
         memory = decide_memory(
             [float(r.peak_memory_bytes) for r in result.repeats if r.peak_memory_bytes is not None] or None,
             baseline.peak_memory() or None,

@@ -71,6 +71,8 @@ def load_settings(pyproject: Path | None, cli: Mapping[str, Any] | None = None) 
                 tool = tomllib.load(handle).get("tool", {})
         except tomllib.TOMLDecodeError as exc:
             raise UsageError(f"{pyproject}: not valid TOML: {exc}") from None
+        except UnicodeDecodeError:
+            raise UsageError(f"{pyproject}: not valid TOML: not UTF-8 text") from None
         if not isinstance(tool, dict):
             raise UsageError(f"{pyproject}: [tool] must be a table")
         table = tool.get("perfgate", {})
@@ -113,13 +115,19 @@ def load_settings(pyproject: Path | None, cli: Mapping[str, Any] | None = None) 
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise UsageError(f"{where}: repeats must be an integer >= 1, got {repeats!r}")
     paths = run_value("workloads_path", ())
+    paths = (paths,) if isinstance(paths, str) else tuple(paths)
+    # Paths written in pyproject.toml are relative to it; the command line's to the cwd.
+    here = pyproject.parent if pyproject is not None and pyproject.is_file() else Path(".")
+    baselines = Path(cli["baselines"]) if "baselines" in cli else here / table.get("baselines", "baselines")
+    if "workloads_path" not in cli:
+        paths = tuple(str(here / p) for p in paths)
     return Settings(
         gate=gate,
         per_workload=per_workload,
-        baselines=Path(run_value("baselines", "baselines")),
+        baselines=baselines,
         workloads=tuple(workloads),
         repeats=repeats,
         device=run_value("device", "auto"),
-        workloads_path=tuple(paths) if not isinstance(paths, str) else (paths,),
+        workloads_path=paths,
         source=source,
     )

@@ -122,6 +122,13 @@ def test_a_baseline_recorded_elsewhere_is_never_compared_silently() -> None:
     assert dict(c.differences) == {"environment gpu_name": ("Tesla T4", "NVIDIA A10G")}
 
 
+def test_other_data_is_incomparable() -> None:
+    real = dataclasses.replace(current(), data={**current().data, "kind": "real", "content_hash": "ab" * 32})
+    c = one(real, days())
+    assert c.verdict is Verdict.INCOMPARABLE
+    assert dict(c.differences) == {"data kind": ("synthetic", "real"), "data content_hash": ("0" * 64, "ab" * 32)}
+
+
 def test_commit_driver_and_python_patch_release_do_not_block_the_comparison() -> None:
     moved = dataclasses.replace(T4, git_commit="feedbeef", gpu_driver="560.1", python="3.11.9", os="Linux 6.8")
     c = one(current(env=moved, scale=1.2), days(env=T4))
@@ -353,7 +360,7 @@ def test_a_gated_phase_fails_the_gate_when_the_step_does_not_move_beyond_delta()
 
     gated = one(result, days(), GateConfig(gate_phases=("forward",)))
     assert gated.verdict is Verdict.REGRESSION
-    assert gated.reason.startswith("gated phase forward: ")
+    assert gated.reason.startswith("gated phase forward: forward +6.")  # the phase's change, not the step's
     assert gated.gated["forward"].verdict is Verdict.REGRESSION
     assert gated.gated["forward"].estimate.ratio == pytest.approx(1.06, abs=0.01)
     assert gated.time is not None and gated.time.verdict is ungated.verdict

@@ -47,7 +47,8 @@ def test_no_pyproject_gives_the_defaults(tmp_path: Path) -> None:
 
 def test_a_pyproject_without_a_perfgate_table_gives_the_defaults(tmp_path: Path) -> None:
     settings = load_settings(pyproject(tmp_path, "[tool.ruff]\nline-length = 100\n"))
-    assert settings == Settings()
+    # the default store sits beside the pyproject it was configured by
+    assert settings == Settings(baselines=tmp_path / "baselines")
 
 
 # --- reading the tables ---------------------------------------------------------------------
@@ -74,10 +75,11 @@ workloads_path = "perf/workloads"
     assert gate.gate_phases == ("forward", "backward")
     assert gate.fail_on_missing_baseline is True
     assert gate.phase_q == GateConfig().phase_q  # not set: the default
-    assert settings.baselines == Path("perf/baselines")
+    # paths written in pyproject.toml are relative to it, not to the working directory
+    assert settings.baselines == tmp_path / "perf/baselines"
     assert settings.workloads == ("resnet18_cifar10", "tiny")
     assert settings.repeats == 7 and settings.device == "cuda"
-    assert settings.workloads_path == ("perf/workloads",)
+    assert settings.workloads_path == (str(tmp_path / "perf/workloads"),)
     assert str(path) in settings.source and "[tool.perfgate]" in settings.source
 
 
@@ -171,6 +173,13 @@ def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
     path = pyproject(tmp_path, "[tool.perfgate]\ndelta = \n")
     message = usage_error(path)
     assert str(path) in message and "not valid TOML" in message
+
+
+def test_a_pyproject_that_is_not_utf8_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "pyproject.toml"
+    path.write_bytes(b"[tool.perfgate]\ndelta = 0.05  # \xff\xfe\n")
+    message = usage_error(path)
+    assert str(path) in message and "not valid TOML" in message and "UTF-8" in message
 
 
 @pytest.mark.parametrize(("line", "field"), [
