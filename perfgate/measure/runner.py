@@ -8,6 +8,7 @@ burst of load on a shared machine spreads over all of them rather than hitting o
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -112,8 +113,6 @@ def _run_one(job: Job, device: str, index: int, cache_dir: Path, git: tuple[str 
                 f"{job.workload.name}: repeat {index + 1} process died (exit status {proc.returncode}){': ' + tail if tail else ''}",
                 detail=output,
             )
-        import json
-
         response = json.loads(resp.read_text())
     if not response["ok"]:
         error = response["error"]

@@ -73,6 +73,8 @@ def _phase_table(c: WorkloadComparison) -> list[str]:
     for row in c.phases:
         if row.phase == "step":
             continue
+        if row.baseline_ms == 0 and row.current_ms == 0:
+            continue  # a phase this kind of measurement does not have
         if row.phase == "residual":
             lines.append(f"| residual | {ms(row.baseline_ms)} | {ms(row.current_ms)} | — | "
                          f"{percent(row.share)} | not attributed to a phase |")
@@ -214,7 +216,7 @@ def _render(outcome: GateOutcome, *, details: bool, passing_tables: bool) -> str
         consequence = ("this fails the gate (fail_on_missing_baseline)" if outcome.config.fail_on_missing_baseline
                        else "they were NOT judged and do not fail the gate")
         names = ", ".join(f"`{c.workload}`" for c in missing)
-        lines += [f"> [!WARNING]", f"> **No baseline for {names}**: {consequence}. "
+        lines += ["> [!WARNING]", f"> **No baseline for {names}**: {consequence}. "
                   "Record one with `perfgate rebaseline`.", ""]
     for c in comparisons:
         show_table = passing_tables or c.verdict is not Verdict.PASS
@@ -231,3 +233,11 @@ def render_markdown(outcome: GateOutcome, *, limit: int = GITHUB_COMMENT_LIMIT) 
             return text
     note = "\n\n**Report cut to fit the comment limit; the full report is in the job's artifacts.**\n"
     return text[: limit - len(note)].rsplit("\n", 1)[0] + note
+
+
+def render_workload(outcome: GateOutcome, workload: str) -> str:
+    """One workload's section (verdict, phase table, noise, memory), e.g. for a test failure."""
+    for c in outcome.comparisons:
+        if c.workload == workload:
+            return "\n".join(_section(c, outcome.config.power, details=False, table=True))
+    raise KeyError(workload)
