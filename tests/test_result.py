@@ -85,3 +85,19 @@ def test_missing_file_and_directory(tmp_path: Path) -> None:
 def test_merge_repeats_renumbers() -> None:
     merged = merge_repeats([make_result(repeats=3), make_result(repeats=2, seed=1)])
     assert [r.index for r in merged.repeats] == [0, 1, 2, 3, 4]
+
+
+def test_an_older_schema_is_upgraded_in_memory_by_the_migration_chain() -> None:
+    from perfgate.schema import migrate
+
+    def v1_to_v2(doc: dict) -> dict:
+        return {**doc, "renamed": doc.pop("old")}
+
+    def v2_to_v3(doc: dict) -> dict:
+        return {**doc, "added": True}
+
+    doc = {"kind": "k", "schema_version": 1, "old": 5}
+    upgraded = migrate(dict(doc), "k", 3, {1: v1_to_v2, 2: v2_to_v3})
+    assert upgraded == {"kind": "k", "schema_version": 3, "renamed": 5, "added": True}
+    with pytest.raises(ValueError, match="newer than this perfgate understands"):
+        migrate({"kind": "k", "schema_version": 4}, "k", 3, {})
