@@ -91,7 +91,8 @@ def test_an_older_schema_is_upgraded_in_memory_by_the_migration_chain() -> None:
     from perfgate.schema import migrate
 
     def v1_to_v2(doc: dict) -> dict:
-        return {**doc, "renamed": doc.pop("old")}
+        old = doc.pop("old")
+        return {**doc, "renamed": old}
 
     def v2_to_v3(doc: dict) -> dict:
         return {**doc, "added": True}
