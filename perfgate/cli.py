@@ -125,6 +125,10 @@ def _jobs(args: argparse.Namespace, settings: Settings, device: str) -> list[Job
     return jobs
 
 
+def _cache_dir(args: argparse.Namespace) -> Path:
+    return Path(args.cache_dir) if args.cache_dir else default_cache_dir()
+
+
 def _measure(args: argparse.Namespace, settings: Settings, repeats: int) -> tuple[list[Job], RunOutcome, str]:
     device = resolve_device(args.device)
     jobs = _jobs(args, settings, device)
@@ -132,7 +136,7 @@ def _measure(args: argparse.Namespace, settings: Settings, repeats: int) -> tupl
         jobs,
         device=device,
         repeats=repeats,
-        cache_dir=Path(args.cache_dir) if args.cache_dir else default_cache_dir(),
+        cache_dir=_cache_dir(args),
         out_dir=Path(args.out),
         progress=_progress_printer(args.quiet),
         timeout_s=args.timeout,
@@ -235,7 +239,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
         settings=settings,
         device=device,
         repeats=settings.repeats,
-        cache_dir=Path(args.cache_dir) if args.cache_dir else default_cache_dir(),
+        cache_dir=_cache_dir(args),
         out_dir=Path(args.out),
         progress=_progress_printer(args.quiet),
         timeout_s=args.timeout,
