@@ -28,6 +28,7 @@ from perfgate.jsonfile import read_json, write_json_atomic
 from perfgate.result import RunResult
 from perfgate.schema import Fields, migrate, number_series
 from perfgate.summary import ROWS, summarise
+from perfgate.workload import PHASES
 
 BASELINE_KIND = "perfgate.baseline"
 BASELINE_SCHEMA_VERSION = 1
@@ -130,6 +131,9 @@ def ci_provenance() -> tuple[str | None, str | None]:
 def recording_from_result(result: RunResult, reason: str, *, now: datetime | None = None) -> Recording:
     summary = summarise(result)
     run_id, url = ci_provenance()
+    # A measurement without phases (a pytest-benchmark micro-benchmark) stores its phases
+    # as zeros; writing thousands of zeros per phase would only bloat the baseline.
+    phase_free = all(v == 0 for rep in result.repeats for p in PHASES for v in rep.phases_ms[p])
     repeats = []
     for rep, rep_summary in zip(result.repeats, summary.repeats):
         repeats.append(BaselineRepeat(
@@ -137,7 +141,7 @@ def recording_from_result(result: RunResult, reason: str, *, now: datetime | Non
             shares=dict(rep_summary.shares),
             samples_per_s=rep.samples_per_s,
             peak_memory_bytes=rep.peak_memory_bytes,
-            raw_ms={k: tuple(v) for k, v in rep.phases_ms.items()},
+            raw_ms={k: tuple(v) for k, v in rep.phases_ms.items() if not (phase_free and k in PHASES)},
         ))
     return Recording(
         provenance=Provenance(

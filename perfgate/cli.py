@@ -27,7 +27,9 @@ from perfgate.measure.runner import Job, Progress, RunOutcome, default_cache_dir
 from perfgate.report.json_report import outcome_to_dict
 from perfgate.report.markdown import render_markdown
 from perfgate.report.terminal import gate_table, run_table
-from perfgate.result import load_results
+from perfgate.benchmark_json import STATISTICS_SUMMARY, load_benchmark_files, load_results_dir
+from perfgate.report.units import ms
+from perfgate.result import RunResult
 from perfgate.summary import summarise
 from perfgate.workload import PHASES, parse_assignments
 
@@ -140,6 +142,7 @@ def _measure(args: argparse.Namespace, settings: Settings, repeats: int) -> tupl
         out_dir=Path(args.out),
         progress=_progress_printer(args.quiet),
         timeout_s=args.timeout,
+        telemetry=not args.no_telemetry,
     )
     return jobs, outcome, device
 
@@ -171,7 +174,7 @@ def cmd_rebaseline(args: argparse.Namespace) -> int:
         raise UsageError("--reason must say why the baseline changes")
     errors: dict[str, PerfgateError] = {}
     if args.from_results:
-        results = {r.workload: r for r in load_results(Path(args.from_results))}
+        results = {r.workload: r for r in load_results_dir(Path(args.from_results))}
         if args.workloads:
             missing = [w for w in args.workloads if w not in results]
             if missing:
@@ -186,7 +189,9 @@ def cmd_rebaseline(args: argparse.Namespace) -> int:
         results, errors = outcome.results, outcome.errors
     written = []
     for name, result in results.items():
-        if len(result.repeats) < 2:
+        # A pytest-benchmark file without several runs is judged from its summary
+        # statistics (mean, sd, rounds), so one "repeat" is all it can have.
+        if len(result.repeats) < 2 and result.data.get("statistics") != STATISTICS_SUMMARY:
             raise UsageError(f"{name}: a baseline needs at least 2 repeats, the result has {len(result.repeats)}")
         path = baseline_path(settings.baselines, result.environment.key(), name)
         existing = load_baseline(path) if path.exists() else None
@@ -195,7 +200,7 @@ def cmd_rebaseline(args: argparse.Namespace) -> int:
         kept = len(baseline.recordings)
         what = "appended to" if args.append and existing else ("replaced" if existing else "created")
         print(f"{what} {path}: {kept} recording(s), {len(result.repeats)} repeats, "
-              f"step median {summarise(result).median_ms['step']:.2f} ms")
+              f"step median {ms(summarise(result).median_ms['step'])} ms")
         written.append(path)
     _report_errors(args, errors)
     return EXIT_ERROR if errors else EXIT_OK
@@ -213,11 +218,19 @@ def _publish(args: argparse.Namespace, outcome: GateOutcome) -> None:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    results = {r.workload: r for r in load_results(Path(args.results))}
+    if not args.results and not args.benchmark_json:
+        raise UsageError("compare needs --results DIR and/or --benchmark-json FILE")
+    loaded = load_results_dir(Path(args.results)) if args.results else []
+    loaded += load_benchmark_files([Path(p) for p in args.benchmark_json])
+    results: dict[str, RunResult] = {}
+    for result in loaded:
+        if result.workload in results:
+            raise UsageError(f"{result.workload}: given twice (in --results and --benchmark-json)")
+        results[result.workload] = result
     names = list(args.workloads) or sorted(results)
     missing = [n for n in names if n not in results]
     if missing:
-        raise UsageError(f"no result for {', '.join(missing)} in {args.results}")
+        raise UsageError(f"no result for {', '.join(missing)} in {args.results or 'the files given'}")
     if not names:
         raise UsageError(f"{args.results}: no result files to compare")
     # Results on disk are judged in a single look, at the full alpha.
@@ -244,6 +257,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
         progress=_progress_printer(args.quiet),
         timeout_s=args.timeout,
         announce=lambda message: print(f"perfgate: {message}", file=sys.stderr),
+        telemetry=not args.no_telemetry,
     )
     _publish(args, gate.outcome)
     return gate.outcome.exit_code
@@ -291,6 +305,8 @@ def _add_run_options(parser: argparse.ArgumentParser, *, repeats_help: str) -> N
                         help="synthetic data cache (default: $PERFGATE_CACHE_DIR or ~/.cache/perfgate)")
     parser.add_argument("--timeout", type=float, default=3600.0, metavar="SECONDS",
                         help="give up on a repeat after this long (default: 3600)")
+    parser.add_argument("--no-telemetry", action="store_true",
+                        help="do not sample NVML/psutil telemetry in a background thread during the window")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
 
@@ -341,7 +357,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("compare", help="compare result files on disk with the baselines (one look, full alpha)")
     p.add_argument("workloads", nargs="*", metavar="WORKLOAD", help="workloads to compare (default: all results)")
-    p.add_argument("--results", required=True, metavar="DIR", help="directory of result files (perfgate run --out)")
+    p.add_argument("--results", metavar="DIR",
+                   help="directory of result files (perfgate run --out; pytest-benchmark JSON files are read too)")
+    p.add_argument("--benchmark-json", action="append", default=[], metavar="FILE",
+                   help="a pytest-benchmark JSON file (--benchmark-json output; repeatable: one file per run)")
     _add_gate_options(p)
     _add_common(p)
     p.set_defaults(func=cmd_compare)

@@ -4,6 +4,12 @@ Pure: it takes results and baselines already loaded and returns a :class:`GateOu
 no torch, no files, no printing. Before any statistics, a workload must be comparable
 with its baseline (same workload version, same parameters, same environment key);
 otherwise it is INCOMPARABLE and the outcome names exactly what differs.
+
+Results read from pytest-benchmark JSON (``perfgate.benchmark_json``) say in their
+``data`` which statistics fit them: several runs are judged like perfgate's own repeats;
+a single run by the medians of blocks of its rounds, or from its summary statistics when
+the raw rounds are missing. The verdict's reason names the statistics used. They have no
+phases, so only the step is shown and gated phases do not apply.
 """
 
 from __future__ import annotations
@@ -14,7 +20,9 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
 
-from perfgate.baseline import Baseline, Lookup, Provenance, param_differences
+from perfgate.baseline import Baseline, Lookup, Provenance, Recording, param_differences
+from perfgate.benchmark_json import KIND as BENCHMARK_KIND
+from perfgate.benchmark_json import STATISTICS_BLOCKS, STATISTICS_PROCESSES, STATISTICS_SUMMARY
 from perfgate.decide import (
     GateConfig,
     MemoryDecision,
@@ -27,7 +35,7 @@ from perfgate.decide import (
 )
 from perfgate.errors import EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION
 from perfgate.result import RunResult
-from perfgate.stats import LogRatio, log_ratio
+from perfgate.stats import LogRatio, SampleSummary, log_ratio, log_ratio_from_summaries
 from perfgate.summary import ROWS, WorkloadSummary, summarise
 from perfgate.workload import PHASES
 
@@ -145,12 +153,74 @@ def incomparable(result: RunResult, baseline: Baseline) -> dict[str, tuple[Any, 
     for key in ("kind", "content_hash"):
         if recorded.get(key) != result.data.get(key):
             diffs[f"data {key}"] = (recorded.get(key), result.data.get(key))
+    if result.data.get("kind") == BENCHMARK_KIND and "data kind" not in diffs:
+        # A repeat is a whole run on one side and a block of one run's rounds on the other.
+        base_runs, cur_runs = _runs_per_side(recorded), _runs_per_side(result.data)
+        if (base_runs == "one run") != (cur_runs == "one run"):
+            diffs["data pytest-benchmark runs"] = (base_runs, cur_runs)
     env = baseline.recordings[-1].environment
     for key, pair in env.differences(result.environment).items():
         diffs[f"environment {key}"] = pair
     if not diffs and baseline.environment_key != result.environment.key():
         diffs["environment key"] = (baseline.environment_key, result.environment.key())
     return diffs
+
+
+def _runs_per_side(data: Mapping[str, Any]) -> str:
+    if data.get("statistics") == STATISTICS_PROCESSES:
+        return f"{data.get('processes')} runs"
+    return "one run"
+
+
+def _summary_of(data: Mapping[str, Any], what: str) -> SampleSummary:
+    """The (mean, sd, rounds) of a single pytest-benchmark run, from its ``data``."""
+    sources = data.get("sources")
+    if not (isinstance(sources, list) and len(sources) == 1 and isinstance(sources[0], dict)):
+        raise ValueError(f"{what}: expected the summary of exactly one pytest-benchmark run")
+    src = sources[0]
+    mean, sd, n = src.get("mean_ms"), src.get("stddev_ms"), src.get("rounds")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (mean, sd, n)) or n != int(n):
+        raise ValueError(f"{what}: the run's summary (mean_ms, stddev_ms, rounds) is missing or not numbers")
+    return SampleSummary(float(mean), float(sd), int(n))
+
+
+def _step_estimate(result: RunResult, summary: WorkloadSummary, baseline: Baseline,
+                   config: GateConfig) -> tuple[LogRatio, str | None]:
+    """The step's estimate and, for a pytest-benchmark result, which statistics gave it."""
+    if result.data.get("kind") != BENCHMARK_KIND:
+        return _estimate(summary.per_repeat("step"), baseline, "step", config), None
+    recordings: Sequence[Recording] = baseline.recordings
+    modes = {result.data.get("statistics"), *(rec.data.get("statistics") for rec in recordings)}
+    origin = f"pytest-benchmark {result.data.get('benchmark', result.workload)}"
+    assumed = f"{config.assumed_day_sd_log * 100:.1f}%"
+    if modes == {STATISTICS_PROCESSES}:
+        est = _estimate(summary.per_repeat("step"), baseline, "step", config)
+        return est, (f"statistics: Welch on the per-run medians of {est.n_current} vs {est.n_baseline} "
+                     f"{origin} runs, one process each")
+    if modes == {STATISTICS_BLOCKS}:
+        est = _estimate(summary.per_repeat("step"), baseline, "step", config)
+        return est, (f"statistics: one {origin} run per side, Welch on the medians of {est.n_current} vs "
+                     f"{est.n_baseline} contiguous blocks of its rounds; run-to-run variation is not "
+                     f"measured, assumed {assumed}")
+    if modes <= {STATISTICS_BLOCKS, STATISTICS_SUMMARY}:
+        est = log_ratio_from_summaries(
+            _summary_of(result.data, "current"),
+            [_summary_of(rec.data, f"baseline recording {j + 1}") for j, rec in enumerate(recordings)],
+            confidence=config.confidence,
+            assumed_day_sd_log=config.assumed_day_sd_log,
+        )
+        return est, (f"statistics: one {origin} run per side, summary statistics only (no raw rounds, or "
+                     f"too few for blocks), Welch on the log mean of {est.n_current} vs {est.n_baseline} "
+                     f"rounds taken as independent (delta method); run-to-run variation is not measured, "
+                     f"assumed {assumed}")
+    raise ValueError(f"the current run and the baseline recordings mix single runs and several runs "
+                     f"({', '.join(sorted(str(m) for m in modes))}); rebaseline without --append")
+
+
+def _has_phases(summary: WorkloadSummary, baseline: Baseline) -> bool:
+    """False for a measurement without phases (a micro-benchmark): all five are 0 everywhere."""
+    return any(summary.median_ms[p] != 0 for p in PHASES) or any(
+        v != 0 for rec in baseline.recordings for p in PHASES for v in rec.medians(p))
 
 
 def _closest(result: RunResult, others: Sequence[Baseline]) -> tuple[Baseline, dict[str, tuple[Any, Any]]]:
@@ -164,6 +234,10 @@ def _describe(diffs: Mapping[str, tuple[Any, Any]]) -> str:
 
 
 def _phase_rows(summary: WorkloadSummary, baseline: Baseline, config: GateConfig) -> tuple[PhaseRow, ...]:
+    if not _has_phases(summary, baseline):
+        # The residual would be the whole step: show the step alone.
+        base_steps = [v for rec in baseline.recordings for v in rec.medians("step")]
+        return (PhaseRow("step", median(base_steps), summary.median_ms["step"], 1.0, None),)
     estimates: dict[str, LogRatio | None] = {}
     base_shares: dict[str, float] = {}
     for phase in PHASES:
@@ -197,16 +271,17 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
     settings always come from ``config``, the whole run's.
     """
     per_workload = per_workload or {}
+    phase_free: set[str] = set()  # workloads without phases: gated phases do not apply
 
     def cfg(name: str) -> GateConfig:
         own = per_workload.get(name)
-        if own is None:
-            return config
-        return dataclasses.replace(config, **{k: getattr(own, k) for k in WORKLOAD_FIELDS})
+        c = config if own is None else dataclasses.replace(config, **{k: getattr(own, k) for k in WORKLOAD_FIELDS})
+        return dataclasses.replace(c, gate_phases=()) if name in phase_free and c.gate_phases else c
 
     settled: dict[str, WorkloadComparison] = {}
     judged: dict[str, tuple[RunResult, WorkloadSummary, Baseline, Lookup]] = {}
     estimates: dict[str, LogRatio] = {}
+    notes: dict[str, str] = {}
     for entry in entries:
         name = entry.workload
         if entry.error is not None or entry.result is None:
@@ -237,9 +312,13 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
                 name, Verdict.INCOMPARABLE, f"baseline {lookup.path} differs: {_describe(diffs)}",
                 differences=diffs, baseline=baseline, baseline_path=str(lookup.path), **common)
             continue
+        if not _has_phases(summary, baseline):
+            phase_free.add(name)
         row = "step"
         try:
-            estimates[name] = _estimate(summary.per_repeat(row), baseline, row, config)
+            estimates[name], note = _step_estimate(result, summary, baseline, config)
+            if note:
+                notes[name] = note
             for row in cfg(name).gate_phases:
                 estimates[f"{name}:{row}"] = _estimate(summary.per_repeat(row), baseline, row, config)
         except ValueError as exc:
@@ -268,6 +347,8 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
     for name, (result, summary, baseline, lookup) in judged.items():
         wcfg = cfg(name)
         time = decisions[name]
+        if name in notes:
+            time = dataclasses.replace(time, reason=f"{time.reason}; {notes[name]}")
         # decide_time words every reason as the step's; a gated phase's is that phase's.
         gated = {p: dataclasses.replace(decisions[f"{name}:{p}"],
                                         reason=decisions[f"{name}:{p}"].reason.replace("step ", f"{p} ", 1))

@@ -50,11 +50,12 @@ def run_gate(
     progress: Callable[[Progress], None],
     timeout_s: float,
     announce: Callable[[str], None] = lambda message: None,
+    telemetry: bool = True,
 ) -> GateRun:
     """Measure ``jobs``, compare, and look a second time at the undecided ones if planned."""
     names = [job.workload.name for job in jobs]
     first = measure(jobs, device=device, repeats=repeats, cache_dir=cache_dir, out_dir=out_dir,
-                    progress=progress, timeout_s=timeout_s)
+                    progress=progress, timeout_s=timeout_s, telemetry=telemetry)
     errors = {n: e.message for n, e in first.errors.items()}
     config = settings.gate
     outcome = compare(entries_for(first.results, errors, names, settings.baselines), config, look=1,
@@ -66,7 +67,7 @@ def run_gate(
     announce(f"second look: {', '.join(again)} undecided; measuring {extra} more repeat(s) each")
     second_jobs = [job for job in jobs if job.workload.name in again]
     second = measure(second_jobs, device=device, repeats=extra, cache_dir=cache_dir,
-                     out_dir=None, progress=progress, timeout_s=timeout_s)
+                     out_dir=None, progress=progress, timeout_s=timeout_s, telemetry=telemetry)
     results = dict(first.results)
     for name in again:
         if name in second.errors:

@@ -45,6 +45,14 @@ class RepeatResult:
     loader_settings: Mapping[str, Any]
     loader_restarts: int = 0
     """Times the DataLoader ran out inside the window and was restarted (0 when pinned right)."""
+    telemetry: Mapping[str, Any] | None = None
+    """Summary of the background samples taken during the window (None: not sampled)."""
+
+    @property
+    def throttled(self) -> bool:
+        """True when NVML reported a clock slowdown (power, thermal) during the window."""
+        gpu = (self.telemetry or {}).get("gpu") or {}
+        return gpu.get("throttled") is True
 
     @property
     def steps(self) -> int:
@@ -65,6 +73,7 @@ class RepeatResult:
             "torch_settings": dict(self.torch_settings),
             "loader_settings": dict(self.loader_settings),
             "loader_restarts": self.loader_restarts,
+            "telemetry": dict(self.telemetry) if self.telemetry is not None else None,
         }
 
 
@@ -128,6 +137,7 @@ def repeat_from_dict(data: object, where: str) -> RepeatResult:
         torch_settings=f.get("torch_settings", dict),
         loader_settings=f.get("loader_settings", dict),
         loader_restarts=f.get("loader_restarts", int, optional=True) or 0,
+        telemetry=f.get("telemetry", dict, optional=True),
     )
 
 

@@ -101,7 +101,7 @@ def test_no_baseline_is_loud_and_optionally_fatal(capsys, tmp_path: Path) -> Non
         ("", "result file is empty"),
         ('{"kind": "perfgate.run-result", "schema_version": 1, "repea', "not valid JSON"),
         ('{"kind": "perfgate.run-result", "schema_version": 7}', "newer than this perfgate understands"),
-        ("[]", "expected a JSON object"),
+        ("[]", "neither a perfgate result"),
     ],
 )
 def test_bad_result_files(capsys, tmp_path: Path, content: str, message: str) -> None:
@@ -154,3 +154,23 @@ def test_rebaseline_needs_a_reason_and_two_repeats(capsys, tmp_path: Path) -> No
 def test_missing_results_directory(capsys, tmp_path: Path) -> None:
     code, _, err = cli(capsys, "compare", "--results", str(tmp_path / "nope"), *no_config(tmp_path))
     assert code == 2 and "results directory not found" in err
+
+
+def test_pytest_benchmark_files_through_the_cli(capsys, tmp_path: Path) -> None:
+    fixtures = Path(__file__).parent / "fixtures" / "pytest_benchmark"
+    base = tmp_path / "base"
+    base.mkdir()
+    for i in range(1, 6):
+        (base / f"run-{i}.json").write_bytes((fixtures / f"base-{i}-raw.json").read_bytes())
+    store = tmp_path / "baselines"
+    code, out, err = cli(capsys, "rebaseline", "--from-results", str(base), "--reason", "micro-benchmarks",
+                         "--baselines", str(store), *no_config(tmp_path))
+    assert code == 0, err
+    assert "5 repeats" in out
+    slower = [arg for i in range(1, 6) for arg in ("--benchmark-json", str(fixtures / f"slower-{i}-raw.json"))]
+    md = tmp_path / "r.md"
+    code, out, _ = cli(capsys, "compare", *slower, "--baselines", str(store), "--markdown", str(md),
+                       *no_config(tmp_path))
+    assert code == 1
+    assert "REGRESSION" in out and "test_sort" in out
+    assert "| forward" not in md.read_text()  # a micro-benchmark has a step and no phases

@@ -24,6 +24,7 @@ import torch
 
 from perfgate.errors import PerfgateError, WorkloadError
 from perfgate.measure.clock import DeviceClock, HostClock, PhaseClock, WindowTimes
+from perfgate.measure.telemetry import TelemetrySampler
 from perfgate.result import RepeatResult
 from perfgate.workload import BuildContext, Built, DataSource, Params, Workload
 
@@ -217,6 +218,7 @@ def run_repeat(
     data_root: Path | None,
     cache_dir: Path,
     index: int,
+    telemetry: bool = True,
 ) -> tuple[RepeatResult, DataSource]:
     """Build ``workload`` and measure one repeat on ``device``; raises WorkloadError."""
     name = workload.name
@@ -253,13 +255,18 @@ def run_repeat(
             clock = HostClock(params.steps)
         losses: list[torch.Tensor] = []
         keep = losses.append
+        sampler = TelemetrySampler(device) if telemetry else None
         sync()
         peak.reset()
+        if sampler is not None:
+            sampler.start()
         clock.start_window()
         for _ in range(params.steps):
             keep(step(clock).detach())
         sync()
         clock.end_window()
+        if sampler is not None:
+            sampler.stop()
         times: WindowTimes = clock.finish()
         peak_bytes = peak.read()
         loss_values = torch.stack(losses).float().cpu().tolist()
@@ -286,6 +293,7 @@ def run_repeat(
         torch_settings=settings,
         loader_settings=_loader_settings(built.loader),
         loader_restarts=step.loader_restarts,
+        telemetry=sampler.summary() if sampler is not None else None,
     )
     return repeat, built.data
 

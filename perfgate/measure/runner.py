@@ -83,7 +83,7 @@ class RunOutcome:
 
 
 def _run_one(job: Job, device: str, index: int, cache_dir: Path, git: tuple[str | None, bool | None],
-             timeout_s: float) -> dict[str, Any]:
+             timeout_s: float, telemetry: bool) -> dict[str, Any]:
     request = {
         "workload": job.workload.name,
         "source": job.workload.source,
@@ -94,6 +94,7 @@ def _run_one(job: Job, device: str, index: int, cache_dir: Path, git: tuple[str 
         "index": index,
         "git_commit": git[0],
         "git_dirty": git[1],
+        "telemetry": telemetry,
     }
     with tempfile.TemporaryDirectory(prefix="perfgate-repeat-") as tmp:
         req, resp, log = Path(tmp, "request.json"), Path(tmp, "response.json"), Path(tmp, "output.log")
@@ -130,6 +131,7 @@ def measure(
     progress: Callable[[Progress], None] = lambda p: None,
     timeout_s: float = 3600.0,
     project_dir: Path | None = None,
+    telemetry: bool = True,
 ) -> RunOutcome:
     """Measure every job ``repeats`` times; write one result file per successful workload.
 
@@ -155,7 +157,7 @@ def measure(
             progress(Progress(name, index + 1, repeats, "start"))
             began = time.perf_counter()
             try:
-                response = _run_one(job, device, index, cache_dir, git, timeout_s)
+                response = _run_one(job, device, index, cache_dir, git, timeout_s, telemetry)
             except PerfgateError as exc:
                 outcome.errors[name] = exc
                 progress(Progress(name, index + 1, repeats, "failed", time.perf_counter() - began, message=exc.message))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from statistics import median
+
 from perfgate.compare import GateOutcome
+from perfgate.diagnose import diagnose
 from perfgate.report.units import change_ci, ms, percent, size, table
 from perfgate.result import RunResult
 from perfgate.summary import ROWS, WorkloadSummary
@@ -35,7 +38,38 @@ def run_table(result: RunResult, summary: WorkloadSummary) -> str:
         footer.append("overrides " + " ".join(f"{k}={v}" for k, v in sorted(result.overrides.items())))
     data = result.data
     footer.append(f"data {data.get('kind')} {data.get('hash_method')}:{str(data.get('content_hash'))[:12]}")
-    return "\n".join([header, body, "   ".join(footer[:3]), "   ".join(footer[3:])]).rstrip() + "\n"
+    lines = [header, body, "   ".join(footer[:3]), "   ".join(footer[3:])]
+    lines += [f"{label.name} ({label.severity}): {label.evidence}" for label in diagnose(result)]
+    lines += telemetry_lines(result)
+    return "\n".join(line for line in lines if line).rstrip() + "\n"
+
+
+def telemetry_lines(result: RunResult) -> list[str]:
+    """What the background sampler saw, summarised over the repeats; missing signals say so."""
+    summaries = [r.telemetry for r in result.repeats if r.telemetry is not None]
+    if not summaries:
+        return ["telemetry: not sampled"]
+    lines = []
+    cpu = [t["cpu"] for t in summaries if t.get("cpu")]
+    proc = [c["process_percent"]["mean"] for c in cpu if c["process_percent"]["mean"] is not None]
+    system = [c["system_percent"]["mean"] for c in cpu if c["system_percent"]["mean"] is not None]
+    if proc:
+        lines.append(f"telemetry cpu: this process {median(proc):.0f}% (median of repeat means), "
+                     f"machine {median(system):.0f}%")
+    gpu = [t["gpu"] for t in summaries if t.get("gpu")]
+    util = [g["util_percent"]["mean"] for g in gpu if g["util_percent"]["mean"] is not None]
+    if util:
+        clocks = [g["sm_clock_mhz"]["median"] for g in gpu if g["sm_clock_mhz"]["median"] is not None]
+        throttled = sum(1 for r in result.repeats if r.throttled)
+        lines.append(f"telemetry gpu: NVML utilisation {median(util):.0f}%, SM clock {median(clocks):.0f} MHz, "
+                     f"throttled in {throttled} of {len(result.repeats)} repeat(s)")
+    missing = sorted({f"{k} ({v})" for t in summaries for k, v in t.get("unavailable", {}).items()})
+    errors = sorted({e for t in summaries for e in t.get("errors", [])})
+    if missing:
+        lines.append("telemetry unavailable: " + "; ".join(missing))
+    if errors:
+        lines.append("telemetry stopped: " + "; ".join(errors))
+    return lines
 
 
 def gate_table(outcome: GateOutcome) -> str:
