@@ -13,6 +13,7 @@ Files are written atomically and only by ``rebaseline``; reading never modifies 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Mapping
@@ -43,9 +44,12 @@ class BaselineRepeat:
     samples_per_s: float
     peak_memory_bytes: int | None
     raw_ms: Mapping[str, tuple[float, ...]]
+    throttled: bool = False
+    """NVML reported a clock slowdown during this repeat; the gate leaves it out."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "throttled": self.throttled,
             "medians_ms": dict(self.medians_ms),
             "shares": dict(self.shares),
             "samples_per_s": self.samples_per_s,
@@ -113,6 +117,17 @@ class Baseline:
     def recording_medians(self, row: str) -> list[list[float]]:
         return [rec.medians(row) for rec in self.recordings]
 
+    def without_throttled(self) -> tuple[Baseline, int]:
+        """The baseline less its throttled repeats (a recording left empty is dropped)."""
+        recordings = []
+        dropped = 0
+        for rec in self.recordings:
+            kept = tuple(r for r in rec.repeats if not r.throttled)
+            dropped += len(rec.repeats) - len(kept)
+            if kept:
+                recordings.append(dataclasses.replace(rec, repeats=kept))
+        return dataclasses.replace(self, recordings=tuple(recordings)), dropped
+
     def peak_memory(self) -> list[float]:
         return [float(r.peak_memory_bytes) for rec in self.recordings for r in rec.repeats
                 if r.peak_memory_bytes is not None]
@@ -142,6 +157,7 @@ def recording_from_result(result: RunResult, reason: str, *, now: datetime | Non
             samples_per_s=rep.samples_per_s,
             peak_memory_bytes=rep.peak_memory_bytes,
             raw_ms={k: tuple(v) for k, v in rep.phases_ms.items() if not (phase_free and k in PHASES)},
+            throttled=rep.throttled,
         ))
     return Recording(
         provenance=Provenance(
@@ -234,6 +250,7 @@ def _repeat_from_dict(data: object, where: str) -> BaselineRepeat:
         samples_per_s=f.number("samples_per_s", positive=True),  # type: ignore[arg-type]
         peak_memory_bytes=peak,
         raw_ms={k: _raw_series(v, f"{raw.where}.{k}") for k, v in raw.data.items()},
+        throttled=bool(f.get("throttled", bool, optional=True)),
     )
 
 

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from perfgate import __version__
+from perfgate import __version__, ci, scaffold
 from perfgate.baseline import baseline_path, load_baseline, save_baseline, updated_baseline
 from perfgate.calibrate import calibration_report
 from perfgate.compare import GateOutcome, compare
@@ -380,6 +380,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--power", type=float, default=0.8, help="probability of detecting it (default 0.8)")
     _add_common(p)
     p.set_defaults(func=cmd_calibrate)
+
+    ci.add_parser(sub)
+    scaffold.add_parser(sub)
     return parser
 
 

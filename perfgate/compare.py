@@ -33,6 +33,7 @@ from perfgate.decide import (
     decide_time,
     flag_phases,
 )
+from perfgate.diagnose import Label, diagnose
 from perfgate.errors import EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION
 from perfgate.result import RunResult
 from perfgate.stats import LogRatio, SampleSummary, log_ratio, log_ratio_from_summaries
@@ -82,6 +83,10 @@ class WorkloadComparison:
     environment_key: str | None = None
     device: str | None = None
     overrides: Mapping[str, Any] = field(default_factory=dict)
+    labels: tuple[Label, ...] = ()
+    """What bounds the current run's step (INPUT-BOUND, ...), with evidence."""
+    left_out: tuple[str, ...] = ()
+    """Repeats the gate did not use, each with its reason (a throttled GPU)."""
 
     @property
     def provenance(self) -> Provenance | None:
@@ -288,9 +293,22 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
             settled[name] = WorkloadComparison(name, Verdict.ERROR, entry.error or "no result")
             continue
         result, lookup = entry.result, entry.lookup
+        labels = tuple(diagnose(result))
+        throttled = [r for r in result.repeats if r.throttled]
+        left_out: list[str] = []
+        if throttled:
+            reasons = sorted({x for r in throttled for x in ((r.telemetry or {}).get("gpu") or {}).get("throttle_reasons") or []})
+            left_out.append(f"{len(throttled)} of {len(result.repeats)} current repeat(s) left out: the GPU "
+                            f"throttled during the window ({', '.join(reasons)})")
+            result = dataclasses.replace(result, repeats=tuple(r for r in result.repeats if not r.throttled))
+        if not result.repeats:
+            settled[name] = WorkloadComparison(name, Verdict.ERROR, f"cannot compare: {left_out[0]}, none is left",
+                                               labels=labels, left_out=tuple(left_out))
+            continue
         summary = summarise(result)
         common: dict[str, Any] = {"current": summary, "environment_key": result.environment.key(),
-                                  "device": result.device, "overrides": dict(result.overrides)}
+                                  "device": result.device, "overrides": dict(result.overrides),
+                                  "labels": labels, "left_out": tuple(left_out)}
         if lookup is None or lookup.baseline is None:
             if lookup is not None and lookup.other_environments:
                 closest, diffs = _closest(result, lookup.other_environments)
@@ -305,7 +323,14 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
                     f"no baseline for {name} in environment {result.environment.key()}",
                     baseline_path=str(lookup.path) if lookup else None, **common)
             continue
-        baseline = lookup.baseline
+        baseline, dropped = lookup.baseline.without_throttled()
+        if dropped:
+            left_out.append(f"{dropped} baseline repeat(s) left out: the GPU throttled while they were recorded")
+            common["left_out"] = tuple(left_out)
+        if not baseline.recordings:
+            settled[name] = WorkloadComparison(name, Verdict.ERROR, "cannot compare: every baseline repeat was "
+                                               "recorded while the GPU throttled; rebaseline", **common)
+            continue
         diffs = incomparable(result, baseline)
         if diffs:
             settled[name] = WorkloadComparison(
@@ -375,6 +400,7 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
             phases=_phase_rows(summary, baseline, wcfg), memory=memory, gated=gated,
             current=summary, baseline=baseline, baseline_path=str(lookup.path),
             environment_key=result.environment.key(), device=result.device, overrides=dict(result.overrides),
+            labels=labels, left_out=tuple(left_out),
         )
     ordered = tuple(out[e.workload] for e in entries)
     return GateOutcome(ordered, config, look)
