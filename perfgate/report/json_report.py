@@ -32,6 +32,8 @@ def _workload(c: WorkloadComparison) -> dict[str, Any]:
         "baseline_path": c.baseline_path,
         "overrides": dict(c.overrides),
         "differences": {k: list(v) for k, v in c.differences.items()},
+        "labels": [label.to_dict() for label in c.labels],
+        "left_out": list(c.left_out),
     }
     if c.time is not None:
         out["step"] = {

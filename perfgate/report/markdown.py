@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from perfgate import __version__
 from perfgate.compare import GateOutcome, PhaseRow, WorkloadComparison
 from perfgate.decide import Verdict
+from perfgate.diagnose import PHASE_HINTS
 from perfgate.report.units import change_ci, ms, percent, size
 
 MARKER = "<!-- perfgate-report -->"
@@ -155,8 +156,14 @@ def _details(c: WorkloadComparison) -> list[str]:
     return lines
 
 
+def _diagnosis(c: WorkloadComparison) -> list[str]:
+    lines = [f"**{label.name}** ({label.severity}): {_escape(label.evidence)}" for label in c.labels]
+    lines += [f"Left out: {_escape(note)}." for note in c.left_out]
+    return ["Diagnosis: " + "; ".join(lines[:1]), *lines[1:], ""] if lines else []
+
+
 def _section(c: WorkloadComparison, power: float, *, details: bool, table: bool) -> list[str]:
-    lines = [f"### {ICON[c.verdict]} {c.workload}: {c.verdict.value}", ""]
+    lines = [f"### {ICON[c.verdict]} {c.workload}: {c.verdict.value}", "", *_diagnosis(c)]
     if c.verdict is Verdict.NO_BASELINE:
         lines += [
             "No baseline in this environment, so nothing was judged. Create one with:",
@@ -172,6 +179,10 @@ def _section(c: WorkloadComparison, power: float, *, details: bool, table: bool)
         lines.append(_escape(c.reason))
         if table:
             lines += ["", *_phase_table(c)]
+        hints = [PHASE_HINTS[r.phase] for r in c.phases
+                 if r.flag is not None and r.flag.flagged and r.phase in PHASE_HINTS]
+        if hints:
+            lines += ["", *(f"- ⚠️ {h}" for h in hints)]
         lines += ["", _noise_line(c, power)]
         memory = _memory_line(c)
         if memory:

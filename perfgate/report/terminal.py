@@ -77,6 +77,8 @@ def gate_table(outcome: GateOutcome) -> str:
     lines = [outcome.headline, ""]
     for c in outcome.comparisons:
         lines.append(f"{c.workload}: {c.verdict.value} - {c.reason}")
+        lines += [f"  {label.name} ({label.severity}): {label.evidence}" for label in c.labels]
+        lines += [f"  left out: {note}" for note in c.left_out]
     for c in outcome.comparisons:
         if c.time is None:
             continue
