@@ -16,6 +16,7 @@ import itertools
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -23,6 +24,7 @@ import torch
 from perfgate.discovery import discover
 from perfgate.measure.clock import HostClock
 from perfgate.measure.loop import _Step, apply_torch_settings
+from perfgate.measure.telemetry import TelemetrySampler
 from perfgate.workload import BuildContext, Built, DataSource, Params
 
 
@@ -51,22 +53,35 @@ def instrumented_block(step: _Step, n: int) -> float:
     return times.window_s / n
 
 
-def compare(label: str, step: _Step, blocks: int, steps_per_block: int) -> None:
+def sampled_block(step: _Step, n: int) -> float:
+    """The measured step with the telemetry sampler running, as in a real repeat."""
+    sampler = TelemetrySampler("cpu")
+    sampler.start()
+    try:
+        return instrumented_block(step, n)
+    finally:
+        sampler.stop()
+
+
+def compare(label: str, step: _Step, blocks: int, steps_per_block: int,
+            base: Callable[[_Step, int], float] = plain_block,
+            other: Callable[[_Step, int], float] = instrumented_block,
+            names: tuple[str, str] = ("plain loop", "perfgate measured")) -> None:
     plain: list[float] = []
     instrumented: list[float] = []
     for b in range(blocks):
-        order = (plain_block, instrumented_block) if b % 2 == 0 else (instrumented_block, plain_block)
+        order = (base, other) if b % 2 == 0 else (other, base)
         for fn in order:
-            (plain if fn is plain_block else instrumented).append(fn(step, steps_per_block))
+            (plain if fn is base else instrumented).append(fn(step, steps_per_block))
     p, i = statistics.median(plain), statistics.median(instrumented)
     # Paired by block: each block's instrumented time against its neighbour plain time.
     diffs = sorted((b - a) * 1e6 for a, b in zip(plain, instrumented))
     print(f"{label}: {blocks} blocks x {steps_per_block} steps per loop, interleaved")
-    print(f"  plain loop         median {p * 1e6:10.1f} us/step")
-    print(f"  perfgate measured  median {i * 1e6:10.1f} us/step")
+    print(f"  {names[0]:<26} median {p * 1e6:10.1f} us/step")
+    print(f"  {names[1]:<26} median {i * 1e6:10.1f} us/step")
     print(f"  difference (paired median) {statistics.median(diffs):+8.1f} us/step"
           f"   [quartiles {diffs[len(diffs) // 4]:+.1f}, {diffs[3 * len(diffs) // 4]:+.1f}]")
-    print(f"  ratio perfgate/plain        {i / p:.4f}")
+    print(f"  ratio                       {i / p:.4f}")
 
 
 def bookkeeping_only(n: int = 200_000) -> tuple[float, float]:
@@ -123,6 +138,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--blocks", type=int, default=40, help="interleaved blocks per loop for the tiny model")
     parser.add_argument("--resnet-blocks", type=int, default=12, help="interleaved blocks for resnet18-cifar10")
+    parser.add_argument("--telemetry", action="store_true", help="also measure the telemetry sampler's cost")
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; command: {' '.join(sys.argv)}")
     per_step, finish = bookkeeping_only()
@@ -131,6 +147,10 @@ def main() -> int:
     step = tiny_step()
     plain_block(step, 200)
     compare("tiny MLP (16-16-4, batch 4, in-memory batches)", step, args.blocks, 500)
+    if args.telemetry:
+        # blocks of ~1 s so each holds about ten samples of the 100 ms sampler
+        compare("tiny MLP, telemetry sampler on vs off", step, args.blocks // 2, 4000,
+                base=instrumented_block, other=sampled_block, names=("measured, no sampler", "measured, sampler on"))
     steps_per_block = 4
     step = workload_step("resnet18-cifar10", 3 + 2 * args.resnet_blocks * steps_per_block + 8)
     compare("resnet18-cifar10, CPU profile (batch 16)", step, args.resnet_blocks, steps_per_block)
