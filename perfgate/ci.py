@@ -330,7 +330,7 @@ def judge(args: argparse.Namespace,
     settings = settings_for({"repeats": args.repeats})
     if settings.repeats < 2:
         raise UsageError("a gate needs at least 2 repeats to know its run-to-run noise")
-    device = resolve_device(args.device)
+    device = resolve_device(args.device or settings.device)
     jobs = cli._jobs(args, settings, device)
     gate = run_gate(
         jobs, settings=settings, device=device, repeats=settings.repeats,

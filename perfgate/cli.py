@@ -132,7 +132,7 @@ def _cache_dir(args: argparse.Namespace) -> Path:
 
 
 def _measure(args: argparse.Namespace, settings: Settings, repeats: int) -> tuple[list[Job], RunOutcome, str]:
-    device = resolve_device(args.device)
+    device = resolve_device(args.device or settings.device)
     jobs = _jobs(args, settings, device)
     outcome = measure(
         jobs,
@@ -245,7 +245,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if settings.repeats < 2:
         raise UsageError("a gate needs at least 2 repeats to know its run-to-run noise")
-    device = resolve_device(args.device)
+    device = resolve_device(args.device or settings.device)
     jobs = _jobs(args, settings, device)
     gate = run_gate(
         jobs,
@@ -290,8 +290,8 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 def _add_run_options(parser: argparse.ArgumentParser, *, repeats_help: str) -> None:
     parser.add_argument("workloads", nargs="*", metavar="WORKLOAD",
                         help="workloads (default: [tool.perfgate] workloads, else all)")
-    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
-                        help="where to measure (default: auto = cuda when available)")
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"],
+                        help="where to measure (default: [tool.perfgate] device, else auto = cuda when available)")
     parser.add_argument("--repeats", type=int, help=repeats_help)
     parser.add_argument("--steps", type=int, help="measured steps per repeat (same as --set steps=N)")
     parser.add_argument("--warmup", type=int, help="warmup steps per repeat (same as --set warmup_steps=N)")

@@ -284,7 +284,7 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
         return dataclasses.replace(c, gate_phases=()) if name in phase_free and c.gate_phases else c
 
     settled: dict[str, WorkloadComparison] = {}
-    judged: dict[str, tuple[RunResult, WorkloadSummary, Baseline, Lookup]] = {}
+    judged: dict[str, tuple[RunResult, WorkloadSummary, Baseline, Lookup, tuple[Label, ...], tuple[str, ...]]] = {}
     estimates: dict[str, LogRatio] = {}
     notes: dict[str, str] = {}
     for entry in entries:
@@ -352,7 +352,7 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
                                                baseline=baseline, baseline_path=str(lookup.path), **common)
             estimates = {k: v for k, v in estimates.items() if k != name and not k.startswith(f"{name}:")}
             continue
-        judged[name] = (result, summary, baseline, lookup)
+        judged[name] = (result, summary, baseline, lookup, labels, tuple(left_out))
 
     decided_family = [d for d in already_decided if d not in estimates]
     for name in already_decided:
@@ -369,7 +369,7 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
         decisions.update({k: by_config[c][k] for k in keys})
 
     out: dict[str, WorkloadComparison] = dict(settled)
-    for name, (result, summary, baseline, lookup) in judged.items():
+    for name, (result, summary, baseline, lookup, labels, left_out) in judged.items():
         wcfg = cfg(name)
         time = decisions[name]
         if name in notes:
@@ -400,7 +400,7 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
             phases=_phase_rows(summary, baseline, wcfg), memory=memory, gated=gated,
             current=summary, baseline=baseline, baseline_path=str(lookup.path),
             environment_key=result.environment.key(), device=result.device, overrides=dict(result.overrides),
-            labels=labels, left_out=tuple(left_out),
+            labels=labels, left_out=left_out,
         )
     ordered = tuple(out[e.workload] for e in entries)
     return GateOutcome(ordered, config, look)

@@ -84,3 +84,15 @@ def test_throttled_repeats_are_left_out_with_the_reason() -> None:
     everything = throttle(make_result(seed=3), set(range(5)))
     (e,) = compare([Entry("tiny", everything, Lookup(baseline, Path("b.json")))], GateConfig()).comparisons
     assert e.verdict is Verdict.ERROR and "none is left" in e.reason
+
+
+def test_each_workload_keeps_its_own_labels_in_a_gate() -> None:
+    now = datetime(2026, 11, 30, tzinfo=timezone.utc)
+    entries = []
+    for name, scale in (("slow-input", {"data_wait": 20}), ("plain", None)):
+        result = dataclasses.replace(make_result(seed=5, phase_scale=scale), workload=name)
+        base = updated_baseline(None, dataclasses.replace(make_result(seed=6, phase_scale=scale), workload=name),
+                                "r", append=False, now=now)
+        entries.append(Entry(name, result, Lookup(base, Path(f"{name}.json"))))
+    by_name = {c.workload: [label.name for label in c.labels] for c in compare(entries, GateConfig()).comparisons}
+    assert by_name == {"slow-input": ["INPUT-BOUND"], "plain": ["COMPUTE-BOUND"]}

@@ -24,6 +24,7 @@ from typing import Any
 from perfgate import __version__
 from perfgate.environment import Environment
 from perfgate.errors import DeviceError, PerfgateError, WorkloadError
+from perfgate.gitinfo import git_revision
 from perfgate.jsonfile import dumps
 from perfgate.result import RepeatResult, RunResult, repeat_from_dict, result_path, save_result
 from perfgate.workload import Params, Workload
@@ -139,8 +140,6 @@ def measure(
     ``RunOutcome.errors`` and gets no result file (a stale one from an earlier run is
     removed first, so nothing incomplete can be mistaken for this run's result).
     """
-    from perfgate.measure.fingerprint import git_revision
-
     if repeats < 1:
         raise ValueError("repeats must be at least 1")
     git = git_revision(project_dir or Path.cwd())

@@ -37,15 +37,19 @@ def _escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def reproduce_command(c: WorkloadComparison) -> str:
+def _run_args(c: WorkloadComparison) -> str:
     device = f" --device {c.device}" if c.device else ""
     sets = "".join(f" {shlex.quote(f'{k}={v}')}" for k, v in sorted(c.overrides.items()))
-    return f"perfgate gate {c.workload}{device}" + (f" --set{sets}" if sets else "")
+    return device + (f" --set{sets}" if sets else "")
+
+
+def reproduce_command(c: WorkloadComparison) -> str:
+    return f"perfgate gate {c.workload}{_run_args(c)}"
 
 
 def rebaseline_command(c: WorkloadComparison) -> str:
-    device = f" --device {c.device}" if c.device else ""
-    return f'perfgate rebaseline {c.workload}{device} --reason "<why this change is intended>"'
+    # the same parameters as the run, or the new baseline would not be comparable
+    return f'perfgate rebaseline {c.workload}{_run_args(c)} --reason "<why this change is intended>"'
 
 
 def _verdict_line(c: WorkloadComparison) -> str:
