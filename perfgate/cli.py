@@ -24,6 +24,7 @@ from perfgate.errors import EXIT_ERROR, EXIT_OK, DataError, PerfgateError, Usage
 from perfgate.gating import entries_for, run_gate
 from perfgate.jsonfile import write_json_atomic
 from perfgate.measure.runner import Job, Progress, RunOutcome, default_cache_dir, measure, resolve_device
+from perfgate.report.html import write_html
 from perfgate.report.json_report import outcome_to_dict
 from perfgate.report.markdown import render_markdown
 from perfgate.report.terminal import gate_table, run_table
@@ -214,9 +215,12 @@ def _publish(args: argparse.Namespace, outcome: GateOutcome) -> None:
         path.write_text(render_markdown(outcome), encoding="utf-8")
     if args.json:
         write_json_atomic(Path(args.json), outcome_to_dict(outcome))
+    if args.html:
+        print(f"perfgate: wrote {write_html(outcome, Path(args.html))}", file=sys.stderr)
 
 
-def cmd_compare(args: argparse.Namespace) -> int:
+def _compare_on_disk(args: argparse.Namespace) -> GateOutcome:
+    """Judge result files already on disk: a single look at the full alpha."""
     settings = _settings(args)
     if not args.results and not args.benchmark_json:
         raise UsageError("compare needs --results DIR and/or --benchmark-json FILE")
@@ -233,12 +237,24 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise UsageError(f"no result for {', '.join(missing)} in {args.results or 'the files given'}")
     if not names:
         raise UsageError(f"{args.results}: no result files to compare")
-    # Results on disk are judged in a single look, at the full alpha.
     config = dataclasses.replace(settings.gate, looks=1)
-    outcome = compare(entries_for(results, {}, names, settings.baselines), config, look=1,
-                      per_workload=settings.per_workload)
+    return compare(entries_for(results, {}, names, settings.baselines), config, look=1,
+                   per_workload=settings.per_workload)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    outcome = _compare_on_disk(args)
     _publish(args, outcome)
     return outcome.exit_code
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Only the HTML page: bad input is exit 2, any verdict is 0 (the gate decides, not this)."""
+    if not args.html:
+        raise UsageError("report needs --html DIR")
+    outcome = _compare_on_disk(args)
+    print(f"perfgate: wrote {write_html(outcome, Path(args.html))}", file=sys.stderr)
+    return EXIT_OK
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
@@ -314,6 +330,7 @@ def _add_gate_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baselines", metavar="DIR", help="baseline store (default: [tool.perfgate] baselines, else baselines/)")
     parser.add_argument("--markdown", metavar="FILE", help="write the markdown report here")
     parser.add_argument("--json", metavar="FILE", help="write the JSON report here")
+    parser.add_argument("--html", metavar="DIR", help="write a self-contained HTML report with plots (DIR/index.html)")
     parser.add_argument("--alpha", type=float, help="family-wise false-alarm rate, one-sided (default 0.01)")
     parser.add_argument("--delta", type=float, help="smallest slowdown that fails, as a fraction (default 0.03)")
     parser.add_argument("--memory-threshold", type=float, help="peak-memory growth that fails (default 0.10)")
@@ -364,6 +381,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_gate_options(p)
     _add_common(p)
     p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("report", help="write the HTML report (plots and tables) for result files on disk")
+    p.add_argument("workloads", nargs="*", metavar="WORKLOAD", help="workloads (default: all results)")
+    p.add_argument("--results", metavar="DIR", help="directory of result files")
+    p.add_argument("--benchmark-json", action="append", default=[], metavar="FILE", help="a pytest-benchmark JSON file")
+    _add_gate_options(p)
+    _add_common(p)
+    p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("gate", help="run the workloads and compare them with the baselines (two planned looks)")
     _add_run_options(p, repeats_help="repeats per workload at the first look (default: [tool.perfgate] repeats, else 5)")

@@ -174,3 +174,17 @@ def test_pytest_benchmark_files_through_the_cli(capsys, tmp_path: Path) -> None:
     assert code == 1
     assert "REGRESSION" in out and "test_sort" in out
     assert "| forward" not in md.read_text()  # a micro-benchmark has a step and no phases
+
+
+def test_html_report_from_results_on_disk(capsys, tmp_path: Path) -> None:
+    store = tmp_path / "baselines"
+    cli(capsys, "rebaseline", "--from-results", str(results_dir(tmp_path, "base", seed=1)), "--reason", "r",
+        "--baselines", str(store), *no_config(tmp_path))
+    slow = results_dir(tmp_path, "slow", seed=2, phase_scale={"forward": 1.4})
+    code, _, err = cli(capsys, "report", "--results", str(slow), "--baselines", str(store), "--html",
+                       str(tmp_path / "html"), *no_config(tmp_path))
+    assert code == 0, err  # the page is written whatever the verdict; the gate decides, not the report
+    page = (tmp_path / "html" / "index.html").read_text()
+    assert "tiny" in page and "REGRESSION" in page and "data:image/png;base64," in page
+    code, _, err = cli(capsys, "report", "--results", str(slow), *no_config(tmp_path))
+    assert code == 2 and "report needs --html DIR" in err
