@@ -37,6 +37,7 @@ from perfgate.jsonfile import write_json_atomic
 from perfgate.report.json_report import outcome_to_dict
 from perfgate.report.markdown import GITHUB_COMMENT_LIMIT, MARKER, render_markdown
 from perfgate.report.terminal import gate_table
+from perfgate.tracing import TraceOutcome
 from perfgate.benchmark_json import load_results_dir
 
 VERDICT_WORD = {EXIT_OK: "pass", EXIT_REGRESSION: "regression", EXIT_ERROR: "error",
@@ -303,8 +304,12 @@ MEASURING_OPTIONS = (("repeats", "--repeats"), ("steps", "--steps"), ("warmup", 
 
 
 def judge(args: argparse.Namespace,
-          settings_for: Callable[[Mapping[str, Any]], Settings]) -> tuple[GateOutcome, Settings]:
-    """Measure (or load) the pull request's results and compare them with the base's baselines."""
+          settings_for: Callable[[Mapping[str, Any]], Settings]) -> tuple[GateOutcome, Settings, dict[str, TraceOutcome]]:
+    """Measure (or load) the pull request's results and compare them with the base's baselines.
+
+    With ``--trace-on-fail``, each regressed workload also gets a profiler trace (a separate
+    run that never feeds the verdict) in ``<artifacts>/traces``.
+    """
     from perfgate import cli  # the same job assembly and progress lines as `perfgate gate`
     from perfgate.measure.runner import resolve_device
 
@@ -324,7 +329,7 @@ def judge(args: argparse.Namespace,
         config = dataclasses.replace(settings.gate, looks=1)  # results on disk: one look, full α
         outcome = compare(entries_for(results, {}, names, settings.baselines), config, look=1,
                           per_workload=settings.per_workload)
-        return outcome, settings
+        return outcome, settings, {}
     if args.repeats is not None and args.repeats < 1:
         raise UsageError("--repeats must be at least 1")
     settings = settings_for({"repeats": args.repeats})
@@ -339,7 +344,15 @@ def judge(args: argparse.Namespace,
         telemetry=not args.no_telemetry,
         announce=lambda message: print(f"perfgate: {message}", file=sys.stderr),
     )
-    return gate.outcome, settings
+    traces: dict[str, TraceOutcome] = {}
+    if args.trace_on_fail:
+        from perfgate.measure.trace import trace_job
+
+        for job in jobs:
+            if gate.outcome_for(job.workload.name).verdict is Verdict.REGRESSION:
+                traces[job.workload.name] = trace_job(job, device, cli._cache_dir(args),
+                                                      Path(args.artifacts) / "traces", timeout_s=args.timeout)
+    return gate.outcome, settings, traces
 
 
 def _base_commit(base_dir: Path) -> str | None:
@@ -401,7 +414,8 @@ def _write_report(markdown: str, artifacts: Path, summary: Path | None, pr: Pull
 
 
 def _compose(outcome: GateOutcome, pr: PullRequest, changes: InputChanges, base_commit: str | None,
-             clocks: str | None, environ: Mapping[str, str]) -> str:
+             clocks: str | None, environ: Mapping[str, str],
+             traces: Mapping[str, TraceOutcome] | None = None, artifacts: Path | None = None) -> str:
     context = (f"Judged against the baselines and `[tool.perfgate]` of the base branch `{pr.base_ref}` "
                f"(`{pr.base_sha[:12]}`{'' if base_commit else ', base checkout not verified as a git commit'}); "
                f"pull request #{pr.number} at `{pr.head_sha[:12]}`.")
@@ -413,7 +427,8 @@ def _compose(outcome: GateOutcome, pr: PullRequest, changes: InputChanges, base_
         context += f" Results and traces: the artifacts of [run {run_id}]({server}/{repo}/actions/runs/{run_id})."
     extra = ["", CHECK_LINE[outcome.exit_code], "", *notice_markdown(changes, pr), f"<sub>{context}</sub>"]
     extra_text = "\n".join(extra)
-    report = render_markdown(outcome, limit=GITHUB_COMMENT_LIMIT - len(extra_text) - 2)
+    report = render_markdown(outcome, limit=GITHUB_COMMENT_LIMIT - len(extra_text) - 2, traces=traces,
+                             relative_to=artifacts.resolve() if artifacts is not None else None)
     head, _, rest = report.partition("\n")
     title, _, rest = rest.partition("\n")
     if head != MARKER or not title.startswith("## "):
@@ -462,9 +477,10 @@ def run_ci(args: argparse.Namespace, environ: Mapping[str, str] | None = None,
         done.changes = changes = input_changes(Path.cwd(), base_dir, settings_now)
         for command in notice_commands(changes):
             print(command, file=out)
-        outcome, _ = judge(args, lambda cli: ci_settings(base_dir, cli))
+        outcome, _, traces = judge(args, lambda cli: ci_settings(base_dir, cli))
         print(gate_table(outcome), end="", file=out)
-        markdown = _compose(outcome, pr, changes, base_commit, _clock_outcome(artifacts), environ)
+        markdown = _compose(outcome, pr, changes, base_commit, _clock_outcome(artifacts), environ,
+                            traces, artifacts)
         done.markdown = _write_report(markdown, artifacts, summary, pr)
         write_json_atomic(artifacts / "report.json", outcome_to_dict(outcome))
         for command in _annotations(outcome):
@@ -527,6 +543,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                                          "[tool.perfgate] repeats, else 5)")
     p.add_argument("--base-dir", required=True, metavar="DIR",
                    help="a checkout of the pull request's base commit: baselines and [tool.perfgate] come from here")
+    p.add_argument("--trace-on-fail", action="store_true",
+                   help="after a REGRESSION, take a profiler trace of that workload into <artifacts>/traces")
     p.add_argument("--artifacts", default="perfgate-artifacts", metavar="DIR",
                    help="where report.md, report.json and comment/ go (default: perfgate-artifacts)")
     p.add_argument("--results", metavar="DIR",

@@ -24,6 +24,8 @@ from perfgate.errors import EXIT_ERROR, EXIT_OK, DataError, PerfgateError, Usage
 from perfgate.gating import entries_for, run_gate
 from perfgate.jsonfile import write_json_atomic
 from perfgate.measure.runner import Job, Progress, RunOutcome, default_cache_dir, measure, resolve_device
+from perfgate.decide import Verdict
+from perfgate.measure.trace import check_trace_dir, trace_job
 from perfgate.report.html import write_html
 from perfgate.report.json_report import outcome_to_dict
 from perfgate.report.markdown import render_markdown
@@ -32,6 +34,7 @@ from perfgate.benchmark_json import STATISTICS_SUMMARY, load_benchmark_files, lo
 from perfgate.report.units import ms
 from perfgate.result import RunResult
 from perfgate.summary import summarise
+from perfgate.tracing import TraceOutcome, TraceSchedule, render_operator_table
 from perfgate.workload import PHASES, parse_assignments
 
 
@@ -207,12 +210,14 @@ def cmd_rebaseline(args: argparse.Namespace) -> int:
     return EXIT_ERROR if errors else EXIT_OK
 
 
-def _publish(args: argparse.Namespace, outcome: GateOutcome) -> None:
+def _publish(args: argparse.Namespace, outcome: GateOutcome,
+             traces: dict[str, TraceOutcome] | None = None) -> None:
     print(gate_table(outcome), end="")
     if args.markdown:
         path = Path(args.markdown)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(render_markdown(outcome), encoding="utf-8")
+        path.write_text(render_markdown(outcome, traces=traces, relative_to=path.parent.resolve()),
+                        encoding="utf-8")
     if args.json:
         write_json_atomic(Path(args.json), outcome_to_dict(outcome))
     if args.html:
@@ -275,8 +280,38 @@ def cmd_gate(args: argparse.Namespace) -> int:
         announce=lambda message: print(f"perfgate: {message}", file=sys.stderr),
         telemetry=not args.no_telemetry,
     )
-    _publish(args, gate.outcome)
+    traces: dict[str, TraceOutcome] = {}
+    if args.trace_on_fail:
+        for job in jobs:
+            if gate.outcome_for(job.workload.name).verdict is Verdict.REGRESSION:
+                print(f"perfgate: tracing {job.workload.name} (a separate run, not part of the verdict)",
+                      file=sys.stderr)
+                traces[job.workload.name] = trace_job(job, device, _cache_dir(args), Path(args.trace_dir),
+                                                      timeout_s=args.timeout)
+                if not traces[job.workload.name].ok:
+                    _err(f"trace of {job.workload.name} failed: {traces[job.workload.name].error}")
+    _publish(args, gate.outcome, traces)
     return gate.outcome.exit_code
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    device = resolve_device(args.device or settings.device)
+    jobs = _jobs(args, settings, device)
+    check_trace_dir(Path(args.trace_dir))
+    schedule = TraceSchedule(wait=args.profile_wait, warmup=args.profile_warmup, active=args.profile_active)
+    failed = False
+    for job in jobs:
+        outcome = trace_job(job, device, _cache_dir(args), Path(args.trace_dir), schedule=schedule,
+                            row_limit=args.top, timeout_s=args.timeout)
+        if outcome.result is None:
+            failed = True
+            _err(f"{job.workload.name}: {outcome.error}")
+            continue
+        print(render_operator_table(outcome.result.table, limit=args.top))
+        print(f"{job.workload.name}: traces {', '.join(str(p) for p in outcome.result.traces)}; "
+              f"operators {outcome.result.operators_json} (open the traces in https://ui.perfetto.dev)")
+    return EXIT_ERROR if failed else EXIT_OK
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
@@ -395,6 +430,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_gate_options(p)
     p.add_argument("--looks", type=int, choices=[1, 2], help="planned looks (default 2: one second look when undecided)")
     p.add_argument("--second-look-repeats", type=int, help="repeats added at the second look (default: as many again)")
+    p.add_argument("--trace-on-fail", action="store_true",
+                   help="after a REGRESSION, take a profiler trace of that workload (a separate run) and link it")
+    p.add_argument("--trace-dir", default="perfgate-artifacts/traces", metavar="DIR",
+                   help="where traces go (default: perfgate-artifacts/traces)")
     _add_common(p)
     p.set_defaults(func=cmd_gate)
 
@@ -405,6 +444,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--power", type=float, default=0.8, help="probability of detecting it (default 0.8)")
     _add_common(p)
     p.set_defaults(func=cmd_calibrate)
+
+    p = sub.add_parser("trace", help="a short torch.profiler run with phase labels: Chrome traces and operator tables")
+    _add_run_options(p, repeats_help=argparse.SUPPRESS)
+    p.add_argument("--trace-dir", default="perfgate-artifacts/traces", metavar="DIR",
+                   help="where traces go (default: perfgate-artifacts/traces)")
+    p.add_argument("--profile-wait", type=int, default=1, help="profiler schedule: steps skipped (default 1)")
+    p.add_argument("--profile-warmup", type=int, default=1, help="profiler schedule: warmup steps (default 1)")
+    p.add_argument("--profile-active", type=int, default=3, help="profiler schedule: recorded steps (default 3)")
+    p.add_argument("--top", type=int, default=15, help="operators listed per phase (default 15)")
+    _add_common(p)
+    p.set_defaults(func=cmd_trace)
 
     ci.add_parser(sub)
     scaffold.add_parser(sub)

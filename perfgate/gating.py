@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfgate.baseline import find_baseline
-from perfgate.compare import Entry, GateOutcome, compare
+from perfgate.compare import Entry, GateOutcome, WorkloadComparison, compare
 from perfgate.config import Settings
 from perfgate.measure.runner import Job, Progress, measure
 from perfgate.result import RunResult, merge_repeats, result_path, save_result
@@ -37,6 +37,9 @@ class GateRun:
     outcome: GateOutcome
     first_look: GateOutcome
     second_look_workloads: tuple[str, ...]
+
+    def outcome_for(self, workload: str) -> WorkloadComparison:
+        return next(c for c in self.outcome.comparisons if c.workload == workload)
 
 
 def run_gate(

@@ -123,3 +123,25 @@ def test_terminal_and_json_carry_the_same_verdicts() -> None:
     forward = next(p for p in slow["phases"] if p["phase"] == "forward")
     assert forward["flagged"] is True and forward["estimate"]["ratio"] > 1.2
     assert slow["step"]["min_detectable_slowdown"] > 0
+
+
+def test_a_failed_trace_is_reported_not_hidden() -> None:
+    from perfgate.tracing import TraceError, TraceOutcome
+
+    outcome = scenario()
+    failed = TraceOutcome("resnet-slow", None, TraceError("cannot write trace artifacts to /x: Permission denied"))
+    text = render_markdown(outcome, traces={"resnet-slow": failed})
+    section = text.split("### ❌ resnet-slow")[1].split("###")[0]
+    assert "Profiler trace: not taken (cannot write trace artifacts to /x: Permission denied)." in section
+    assert "Profiler trace" not in render_markdown(outcome)
+
+
+def test_files_are_written_readable(tmp_path: Path) -> None:
+    from perfgate.jsonfile import write_json_atomic
+
+    old = os.umask(0o022)
+    try:
+        write_json_atomic(tmp_path / "a.json", {"x": 1})
+    finally:
+        os.umask(old)
+    assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o644

@@ -12,13 +12,16 @@ passing workloads, and as a last resort the report is cut with a note saying so.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from perfgate import __version__
 from perfgate.compare import GateOutcome, PhaseRow, WorkloadComparison
 from perfgate.decide import Verdict
 from perfgate.diagnose import PHASE_HINTS
 from perfgate.report.units import change_ci, ms, percent, size
+from perfgate.tracing import TraceOutcome, regressed_phase_markdown
+from perfgate.workload import PHASES
 
 MARKER = "<!-- perfgate-report -->"
 GITHUB_COMMENT_LIMIT = 65_536
@@ -166,7 +169,22 @@ def _diagnosis(c: WorkloadComparison) -> list[str]:
     return ["Diagnosis: " + "; ".join(lines[:1]), *lines[1:], ""] if lines else []
 
 
-def _section(c: WorkloadComparison, power: float, *, details: bool, table: bool) -> list[str]:
+def _trace_lines(c: WorkloadComparison, trace: TraceOutcome, relative_to: Path | None) -> list[str]:
+    """Links to the profiler trace of a regressed workload and the top operators of its moved phases."""
+    if trace.result is None:
+        message = trace.error.message if trace.error is not None else "no trace"
+        return [f"Profiler trace: not taken ({_escape(message)})."]
+    grew = sorted(((r.current_ms or 0.0) - (r.baseline_ms or 0.0), r.phase) for r in c.phases if r.phase in PHASES)
+    flagged = {r.phase for r in c.phases if r.flag is not None and r.flag.flagged
+               and r.flag.estimate is not None and r.flag.estimate.ratio > 1}
+    moved = [phase for _, phase in reversed(grew) if phase in flagged]  # the largest increase first
+    if not moved and grew:
+        moved = [grew[-1][1]]  # nothing flagged: the phase that grew the most
+    return regressed_phase_markdown(trace.result, moved, relative_to=relative_to)
+
+
+def _section(c: WorkloadComparison, power: float, *, details: bool, table: bool,
+             trace: TraceOutcome | None = None, relative_to: Path | None = None) -> list[str]:
     lines = [f"### {ICON[c.verdict]} {c.workload}: {c.verdict.value}", "", *_diagnosis(c)]
     if c.verdict is Verdict.NO_BASELINE:
         lines += [
@@ -191,6 +209,8 @@ def _section(c: WorkloadComparison, power: float, *, details: bool, table: bool)
         memory = _memory_line(c)
         if memory:
             lines += ["", memory]
+        if trace is not None:
+            lines += ["", *_trace_lines(c, trace, relative_to)]
         if c.verdict is Verdict.IMPROVED:
             lines += ["", "Faster beyond the threshold: consider recording a new baseline:", "",
                       f"    {rebaseline_command(c)}"]
@@ -221,7 +241,8 @@ def _footer(outcome: GateOutcome, comparisons: Sequence[WorkloadComparison]) -> 
     return lines
 
 
-def _render(outcome: GateOutcome, *, details: bool, passing_tables: bool) -> str:
+def _render(outcome: GateOutcome, *, details: bool, passing_tables: bool,
+            traces: Mapping[str, TraceOutcome], relative_to: Path | None) -> str:
     comparisons = outcome.comparisons
     lines = [MARKER, f"## {outcome.headline}", ""]
     lines += [_verdict_line(c) for c in comparisons]
@@ -235,15 +256,22 @@ def _render(outcome: GateOutcome, *, details: bool, passing_tables: bool) -> str
                   "Record one with `perfgate rebaseline`.", ""]
     for c in comparisons:
         show_table = passing_tables or c.verdict is not Verdict.PASS
-        lines += _section(c, outcome.config.power, details=details, table=show_table)
+        lines += _section(c, outcome.config.power, details=details, table=show_table,
+                          trace=traces.get(c.workload), relative_to=relative_to)
     lines += _footer(outcome, comparisons)
     return "\n".join(lines) + "\n"
 
 
-def render_markdown(outcome: GateOutcome, *, limit: int = GITHUB_COMMENT_LIMIT) -> str:
-    """The report, at most ``limit`` characters."""
+def render_markdown(outcome: GateOutcome, *, limit: int = GITHUB_COMMENT_LIMIT,
+                    traces: Mapping[str, TraceOutcome] | None = None, relative_to: Path | None = None) -> str:
+    """The report, at most ``limit`` characters.
+
+    ``traces`` holds the profiler traces taken of regressed workloads (``gate
+    --trace-on-fail``); links are made relative to ``relative_to``, the report's directory.
+    """
     for details, passing_tables in ((True, True), (False, True), (False, False)):
-        text = _render(outcome, details=details, passing_tables=passing_tables)
+        text = _render(outcome, details=details, passing_tables=passing_tables, traces=traces or {},
+                       relative_to=relative_to)
         if len(text) <= limit:
             return text
     note = "\n\n**Report cut to fit the comment limit; the full report is in the job's artifacts.**\n"

@@ -1,0 +1,568 @@
+"""A traced run: a short, separate run of a workload under ``torch.profiler``.
+
+The measured repeats explain *how much* slower a step got and in which phase; a trace
+explains *why*. It is a run of its own (the seeds' rule: profile separately from
+measuring): the workload is built with the same seed and torch settings as a repeat, its
+warmup steps run unprofiled, then a profiler schedule (idle, warmup and active steps)
+runs the very same training step (``loop._Step``) with each phase of the step inside a
+``record_function`` range named after the phase. It writes into
+``<artifacts>/<workload>/``:
+
+- ``trace-N.json``: one Chrome trace per profiler cycle (Perfetto, chrome://tracing);
+- ``operators.json``: per phase, the top operators by self CPU time and, on CUDA, by
+  the device time of the kernels they launched (``perfgate.tracing.OperatorTable``);
+- ``operators.md``: the same as small markdown tables.
+
+Nothing here writes results: the profiler costs 10-30% and a traced step is never a
+measurement. :func:`trace_workload` runs in this process; :func:`trace_job` runs it in a
+fresh one (``python -m perfgate.measure.trace REQUEST RESPONSE``), like a repeat, and
+returns failures as values so a gate that asks for a trace after failing keeps its verdict.
+
+Phase attribution. The profiler's events form one tree per thread (a child's time range
+lies inside its parent's). The five phase ranges are children of ``ProfilerStep#N`` on
+the step's thread; every event below a phase range is that phase's. The autograd engine
+runs CUDA backward work on its own device threads while the step's thread waits inside
+``backward``: the roots of a thread that runs autograd (``autograd::engine::...``) are
+attributed to the phase range that contains their start time. Roots on any other thread
+(a pin-memory thread) are kept apart as ``other_threads``. Kernels count toward the CPU
+operator that launched them (``self_device_time_total``), so device time is attributed by
+launch, even when the kernel runs after the phase ended on the host.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Protocol
+
+from perfgate import __version__
+from perfgate.errors import DataError, DeviceError, PerfgateError, UsageError, WorkloadError
+from perfgate.jsonfile import dumps, write_json_atomic
+from perfgate.measure.runner import Job
+from perfgate.tracing import (
+    OPERATORS_JSON,
+    OPERATORS_MD,
+    OTHER_THREADS,
+    TRACE_GLOB,
+    OperatorRow,
+    OperatorTable,
+    PhaseOperators,
+    TraceError,
+    TraceOutcome,
+    TraceResult,
+    TraceSchedule,
+    render_operator_table,
+    save_operator_table,
+)
+from perfgate.workload import PHASES, BuildContext, Params, Workload
+
+DEFAULT_ROW_LIMIT = 15
+_STEP_RANGE = "ProfilerStep"
+_AUTOGRAD_PREFIX = "autograd::engine::"
+
+
+# --- the artifacts directory -----------------------------------------------------------
+
+
+def _writable(directory: Path, then: Callable[[], None] = lambda: None) -> Path:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".perfgate-write-check-", dir=directory)
+        os.close(fd)
+        os.unlink(probe)
+        then()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(directory) else ""
+        raise TraceError(f"cannot write trace artifacts to {directory}: {reason}{where}") from None
+    return directory
+
+
+def check_trace_dir(artifacts_dir: Path) -> Path:
+    """Create ``artifacts_dir`` if needed and check it is writable; touches no trace in it.
+
+    For a command to fail fast (before measuring) on a bad ``--trace-dir``. Raises
+    :class:`TraceError` (exit code 2) with one line naming the directory.
+    """
+    return _writable(Path(artifacts_dir))
+
+
+def prepare_trace_dir(artifacts_dir: Path, workload: str) -> Path:
+    """Create ``<artifacts>/<workload>``, check it is writable, remove a previous trace's files.
+
+    Raises :class:`TraceError` (exit code 2) with one line naming the directory.
+    """
+    directory = Path(artifacts_dir) / workload
+    # Stale files of an earlier trace must not pass for this one's.
+    return _writable(directory, lambda: _clear_strict(directory))
+
+
+def _remove(paths: Iterable[Path]) -> None:
+    for path in paths:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+def _leftovers(directory: Path) -> list[Path]:
+    """A trace's files in ``directory``, temporary ones included."""
+    return [*directory.glob(TRACE_GLOB), directory / OPERATORS_MD, directory / OPERATORS_JSON,
+            *directory.glob(".trace-*.tmp"), *directory.glob(f".{OPERATORS_MD}.tmp"),
+            *directory.glob(f".{OPERATORS_JSON}.*.tmp")]
+
+
+def _clear(directory: Path) -> None:
+    """Remove whatever an unfinished trace left in ``directory`` (best effort)."""
+    _remove(_leftovers(directory))
+
+
+def _clear_strict(directory: Path) -> None:
+    for path in _leftovers(directory):
+        path.unlink(missing_ok=True)
+
+
+# --- phase attribution (pure: works on anything shaped like torch's FunctionEvent) -----
+
+
+class _TimeRange(Protocol):
+    start: float
+    end: float
+
+
+class HostEvent(Protocol):
+    """The parts of ``torch.autograd.profiler_util.FunctionEvent`` the attribution reads."""
+
+    name: str
+    thread: int
+    node_id: int
+    time_range: _TimeRange
+    cpu_parent: Any
+    cpu_children: list[Any]
+    cpu_time_total: float
+    self_cpu_time_total: float
+    self_device_time_total: float
+
+
+class _Bucket:
+    """Running sums for one phase (or for the other threads), over every profiled cycle."""
+
+    def __init__(self) -> None:
+        self.ranges = 0
+        self.wall_us = 0.0
+        self.outside_us = 0.0
+        # per range (profiled step): [wall, operator self cpu]
+        self.per_range: list[list[float]] = []
+        # name -> [calls, self cpu, cpu total (outermost call of a name only), self device]
+        self.ops: dict[str, list[float]] = {}
+
+    def add_range(self, event: HostEvent) -> int:
+        """Count one phase range; returns its index for work on other threads."""
+        self.ranges += 1
+        self.wall_us += event.cpu_time_total
+        self.outside_us += event.self_cpu_time_total
+        self.per_range.append([event.cpu_time_total, 0.0])
+        for child in event.cpu_children:
+            self.add_tree(child, len(self.per_range) - 1)
+        return len(self.per_range) - 1
+
+    def add_tree(self, root: HostEvent, index: int | None = None) -> None:
+        stack: list[tuple[HostEvent, frozenset[str]]] = [(root, frozenset())]
+        ops = self.ops
+        self_cpu = 0.0
+        while stack:
+            event, above = stack.pop()
+            row = ops.get(event.name)
+            if row is None:
+                row = ops[event.name] = [0, 0.0, 0.0, 0.0]
+            row[0] += 1
+            row[1] += event.self_cpu_time_total
+            self_cpu += event.self_cpu_time_total
+            if event.name not in above:
+                row[2] += event.cpu_time_total
+            row[3] += event.self_device_time_total
+            below = above | {event.name}
+            stack.extend((child, below) for child in event.cpu_children)
+        if index is not None:
+            self.per_range[index][1] += self_cpu
+
+    def finish(self, phase: str, row_limit: int, device: bool) -> PhaseOperators:
+        rows = [
+            OperatorRow(name, int(c), round(s, 3), round(t, 3), round(d, 3) if device else None)
+            for name, (c, s, t, d) in self.ops.items()
+        ]
+        by_cpu = sorted(rows, key=lambda r: (-r.self_cpu_us, r.name))[:row_limit]
+        by_device = sorted((r for r in rows if (r.self_device_us or 0) > 0),
+                           key=lambda r: (-(r.self_device_us or 0.0), r.name))[:row_limit] if device else []
+        return PhaseOperators(
+            phase=phase,
+            ranges=self.ranges,
+            wall_us=round(self.wall_us, 3),
+            operator_self_cpu_us=round(sum(v[1] for v in self.ops.values()), 3),
+            outside_operators_us=round(self.outside_us, 3),
+            operators=len(rows),
+            wall_us_per_step=tuple(round(w, 3) for w, _ in self.per_range),
+            operator_self_cpu_us_per_step=tuple(round(o, 3) for _, o in self.per_range),
+            by_self_cpu=tuple(by_cpu),
+            device_us=round(sum(v[3] for v in self.ops.values()), 3) if device else None,
+            by_device=tuple(by_device),
+        )
+
+
+class PhaseAttribution:
+    """Sums the host events of profiler cycles into one bucket per phase."""
+
+    def __init__(self, phases: Sequence[str] = PHASES) -> None:
+        self.phases = tuple(phases)
+        self.buckets = {p: _Bucket() for p in self.phases}
+        self.other = _Bucket()
+
+    def _is_phase_range(self, event: HostEvent) -> bool:
+        parent = event.cpu_parent
+        # A workload's own record_function("forward") lies deeper and stays an operator row.
+        return event.name in self.buckets and (parent is None or parent.name.startswith(_STEP_RANGE))
+
+    def add(self, events: Iterable[HostEvent]) -> int:
+        """Attribute one cycle's host (CPU, synchronous) events; returns phase ranges found."""
+        events = list(events)
+        ranges = [e for e in events if self._is_phase_range(e)]
+        step_threads = {(e.thread, e.node_id) for e in ranges}
+        # (start, end, phase, index of the range in its phase), in time order
+        spans: list[tuple[float, float, str, int]] = []
+        for e in sorted(ranges, key=lambda e: e.time_range.start):
+            spans.append((e.time_range.start, e.time_range.end, e.name, self.buckets[e.name].add_range(e)))
+        starts = [s[0] for s in spans]
+        roots = [e for e in events if e.cpu_parent is None and (e.thread, e.node_id) not in step_threads]
+        autograd_threads = {(e.thread, e.node_id) for e in roots if e.name.startswith(_AUTOGRAD_PREFIX)}
+        for root in roots:
+            if (root.thread, root.node_id) in autograd_threads:
+                i = bisect.bisect_right(starts, root.time_range.start) - 1
+                if i >= 0 and root.time_range.start < spans[i][1]:
+                    self.buckets[spans[i][2]].add_tree(root, spans[i][3])
+                    continue
+            self.other.add_tree(root)
+        return len(ranges)
+
+    def finish(self, row_limit: int, device: bool) -> tuple[dict[str, PhaseOperators], PhaseOperators | None]:
+        phases = {p: b.finish(p, row_limit, device) for p, b in self.buckets.items()}
+        other = self.other.finish(OTHER_THREADS, row_limit, device) if self.other.ops else None
+        return phases, other
+
+
+# --- the traced run, in this process ---------------------------------------------------
+
+
+class _PhaseRanges:
+    """A phase clock whose marks open and close one ``record_function`` range per phase."""
+
+    timing = "profiler"
+
+    def __init__(self, record_function: Callable[[str], Any]) -> None:
+        self._record_function = record_function
+        self._open: Any = None
+
+    def _enter(self, name: str | None) -> None:
+        if self._open is not None:
+            self._open.__exit__(None, None, None)
+            self._open = None
+        if name is not None:
+            scope = self._record_function(name)
+            scope.__enter__()
+            self._open = scope
+
+    def begin_step(self) -> None:
+        self._enter("data_wait")
+
+    def after_data(self) -> None:
+        self._enter("h2d")
+
+    def after_h2d(self) -> None:
+        self._enter("forward")
+
+    def after_forward(self) -> None:
+        self._enter("backward")
+
+    def after_backward(self) -> None:
+        self._enter("optimizer")
+
+    def after_optimizer(self) -> None:
+        self._enter(None)
+
+    def close(self) -> None:
+        self._enter(None)
+
+
+class _Collector:
+    """``on_trace_ready``: write the cycle's Chrome trace and attribute its events."""
+
+    def __init__(self, directory: Path, attribution: PhaseAttribution, host_events: Callable[[Any], list[Any]]) -> None:
+        self.directory = directory
+        self.attribution = attribution
+        self.host_events = host_events
+        self.traces: list[Path] = []
+        self.ranges = 0
+
+    def __call__(self, prof: Any) -> None:
+        path = self.directory / f"trace-{len(self.traces) + 1}.json"
+        tmp = path.with_name(f".{path.name}.tmp")
+        self.traces.append(path)
+        try:
+            prof.export_chrome_trace(str(tmp))
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        self.ranges += self.attribution.add(self.host_events(prof))
+
+
+def trace_workload(
+    workload: Workload,
+    params: Params,
+    device: str,
+    *,
+    cache_dir: Path,
+    artifacts_dir: Path,
+    data_root: Path | None = None,
+    schedule: TraceSchedule = TraceSchedule(),
+    row_limit: int = DEFAULT_ROW_LIMIT,
+    record_shapes: bool = False,
+) -> TraceResult:
+    """Trace one short run of ``workload`` here; raises TraceError or WorkloadError.
+
+    ``params`` are the job's resolved parameters: the same seed and settings as a repeat.
+    Only ``steps`` is changed, to size the DataLoader to warmup plus the profiled steps.
+    """
+    if row_limit < 1:
+        raise UsageError(f"row_limit must be at least 1, got {row_limit}")
+    began = time.perf_counter()
+    name = workload.name
+    directory = prepare_trace_dir(artifacts_dir, name)
+
+    import torch
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile, record_function
+    from torch.profiler import schedule as profiler_schedule
+
+    from perfgate.measure.loop import _check_built, _fail, _NoClock, _Step, apply_torch_settings
+
+    run_params = dataclasses.replace(params, steps=max(2, schedule.steps))
+    apply_torch_settings(run_params, device)
+    ctx = BuildContext(params=run_params, device=device, data_root=data_root, cache_dir=cache_dir, workload=name)
+    try:
+        built = _check_built(workload.build(ctx), name)
+    except PerfgateError:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - user code: reported, not raised raw
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise _fail(name, "building the workload", exc) from None
+
+    cuda = device == "cuda"
+    sync: Callable[[], None] = torch.cuda.synchronize if cuda else (lambda: None)
+    attribution = PhaseAttribution()
+
+    def host_events(prof: Any) -> list[Any]:
+        return [e for e in prof.events() if e.device_type == DeviceType.CPU and not e.is_async]
+
+    collector = _Collector(directory, attribution, host_events)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    cycle = schedule.wait + schedule.warmup + schedule.active
+    try:
+        memory_format = torch.channels_last if params.memory_format == "channels_last" else torch.contiguous_format
+        built.model.to(torch.device(device), memory_format=memory_format)
+        built.model.train()
+        step = _Step(built, torch.device(device), run_params)
+        for _ in range(params.warmup_steps):
+            step(_NoClock())
+        sync()
+        clock = _PhaseRanges(record_function)
+        with profile(
+            activities=activities,
+            schedule=profiler_schedule(wait=schedule.wait, warmup=schedule.warmup, active=schedule.active,
+                                       repeat=schedule.repeat),
+            on_trace_ready=collector,
+            record_shapes=record_shapes,
+        ) as prof:
+            for i in range(schedule.steps):
+                try:
+                    step(clock)
+                finally:
+                    clock.close()
+                if (i + 1) % cycle == 0:
+                    # The edge of a cycle: let the device finish so the trace holds every kernel.
+                    sync()
+                prof.step()
+        if len(collector.traces) != schedule.repeat:
+            raise TraceError(f"{name}: the profiler produced {len(collector.traces)} trace(s), "
+                             f"expected {schedule.repeat}")
+        if collector.ranges == 0:
+            raise TraceError(f"{name}: no phase ranges ({', '.join(PHASES)}) in the profile")
+        phases, other = attribution.finish(row_limit, cuda)
+        table = OperatorTable(
+            workload=name,
+            device=device,
+            schedule=schedule,
+            unprofiled_warmup_steps=params.warmup_steps,
+            profiled_steps=schedule.active_steps,
+            row_limit=row_limit,
+            traces=tuple(p.name for p in collector.traces),
+            phases=phases,
+            other_threads=other,
+            params=run_params.to_dict(),
+            torch_version=str(torch.__version__),
+            perfgate_version=__version__,
+            created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            seconds=round(time.perf_counter() - began, 3),
+        )
+        md = directory / OPERATORS_MD
+        tmp = md.with_name(f".{md.name}.tmp")
+        tmp.write_text(render_operator_table(table), encoding="utf-8")
+        os.replace(tmp, md)
+        # operators.json last: its presence says the trace is complete.
+        save_operator_table(table, directory / OPERATORS_JSON)
+    except BaseException as exc:  # noqa: BLE001 - nothing half-written may pass for a trace
+        _clear(directory)
+        if isinstance(exc, (KeyboardInterrupt, PerfgateError)):
+            raise
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        raise TraceError(f"{name}: the traced run failed: {type(exc).__name__}: {first_line}",
+                         detail="".join(traceback.format_exception(exc))) from None
+    return TraceResult(name, directory, tuple(collector.traces), directory / OPERATORS_JSON,
+                       directory / OPERATORS_MD, table)
+
+
+# --- the traced run, in a fresh process ------------------------------------------------
+
+_ERRORS: dict[str, type[PerfgateError]] = {
+    cls.__name__: cls for cls in (TraceError, WorkloadError, DataError, DeviceError, UsageError)
+}
+
+
+def _error(kind: str, message: str, detail: str | None) -> PerfgateError:
+    return _ERRORS.get(kind, TraceError)(message, detail=detail)
+
+
+def trace_job(
+    job: Job,
+    device: str,
+    cache_dir: Path,
+    artifacts_dir: Path,
+    *,
+    schedule: TraceSchedule = TraceSchedule(),
+    row_limit: int = DEFAULT_ROW_LIMIT,
+    record_shapes: bool = False,
+    timeout_s: float = 1800.0,
+) -> TraceOutcome:
+    """Trace ``job`` in a fresh process; never raises a PerfgateError, returns it instead.
+
+    An unwritable ``artifacts_dir`` is found before the process starts (a TraceError, exit
+    code 2, in ``TraceOutcome.error``); whatever fails in the child (build, profiler,
+    timeout, a crash) comes back the same way, with ``result`` None.
+    """
+    name = job.workload.name
+    began = time.perf_counter()
+
+    def failed(error: PerfgateError) -> TraceOutcome:
+        return TraceOutcome(name, None, error, round(time.perf_counter() - began, 3))
+
+    try:
+        directory = prepare_trace_dir(artifacts_dir, name)
+        request = {
+            "workload": name,
+            "source": job.workload.source,
+            "device": device,
+            "params": job.params.to_dict(),
+            "data_root": str(job.data_root) if job.data_root else None,
+            "cache_dir": str(cache_dir),
+            "artifacts_dir": str(artifacts_dir),
+            "schedule": schedule.to_dict(),
+            "row_limit": row_limit,
+            "record_shapes": record_shapes,
+        }
+        with tempfile.TemporaryDirectory(prefix="perfgate-trace-") as tmp:
+            req, resp, log = Path(tmp, "request.json"), Path(tmp, "response.json"), Path(tmp, "output.log")
+            req.write_text(dumps(request))
+            with open(log, "w") as out:
+                try:
+                    proc = subprocess.run(
+                        [sys.executable, "-m", "perfgate.measure.trace", str(req), str(resp)],
+                        stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, timeout=timeout_s,
+                    )
+                except subprocess.TimeoutExpired:
+                    _clear(directory)
+                    return failed(TraceError(f"{name}: the traced run did not finish within {timeout_s:g} s"))
+            output = log.read_text(errors="replace")
+            if not resp.exists():
+                _clear(directory)
+                tail = (output.strip().splitlines() or [""])[-1]
+                return failed(TraceError(
+                    f"{name}: the traced run's process died (exit status {proc.returncode})"
+                    + (f": {tail}" if tail else ""), detail=output))
+            response = json.loads(resp.read_text())
+        if not response["ok"]:
+            error = response["error"]
+            return failed(_error(error["type"], error["message"], (error.get("detail") or "") + "\n" + output))
+        result = TraceResult.from_directory(Path(response["directory"]))
+    except PerfgateError as exc:
+        return failed(exc)
+    except Exception as exc:  # noqa: BLE001 - a trace must never take the gate down with it
+        return failed(TraceError(f"{name}: tracing failed: {type(exc).__name__}: {exc}",
+                                 detail=traceback.format_exc()))
+    return TraceOutcome(name, result, None, round(time.perf_counter() - began, 3))
+
+
+def trace_jobs(jobs: Sequence[Job], device: str, cache_dir: Path, artifacts_dir: Path,
+               **options: Any) -> dict[str, TraceOutcome]:
+    """:func:`trace_job` for each job in turn (one process each), keyed by workload name."""
+    return {job.workload.name: trace_job(job, device, cache_dir, artifacts_dir, **options) for job in jobs}
+
+
+def _child(request: dict[str, Any]) -> dict[str, Any]:
+    from perfgate.discovery import load_source
+
+    name = request["workload"]
+    matches = [w for w in load_source(request["source"]) if w.name == name]
+    if not matches:
+        raise WorkloadError(f"{name}: not found in {request['source']}")
+    result = trace_workload(
+        matches[0],
+        Params.from_dict(request["params"]),
+        request["device"],
+        cache_dir=Path(request["cache_dir"]),
+        artifacts_dir=Path(request["artifacts_dir"]),
+        data_root=Path(request["data_root"]) if request.get("data_root") else None,
+        schedule=TraceSchedule.from_dict(request["schedule"]),
+        row_limit=request["row_limit"],
+        record_shapes=request["record_shapes"],
+    )
+    return {"ok": True, "directory": str(result.directory)}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m perfgate.measure.trace REQUEST.json RESPONSE.json", file=sys.stderr)
+        return 2
+    request_path, response_path = Path(argv[0]), Path(argv[1])
+    try:
+        response = _child(json.loads(request_path.read_text()))
+    except PerfgateError as exc:
+        response = {"ok": False, "error": {"type": type(exc).__name__, "message": exc.message,
+                                           "detail": exc.detail or traceback.format_exc()}}
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
+        response = {"ok": False, "error": {"type": type(exc).__name__, "message": f"{type(exc).__name__}: {exc}",
+                                           "detail": traceback.format_exc()}}
+    write_json_atomic(response_path, response)
+    return 0 if response["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
