@@ -299,11 +299,15 @@ def cmd_trace(args: argparse.Namespace) -> int:
     device = resolve_device(args.device or settings.device)
     jobs = _jobs(args, settings, device)
     check_trace_dir(Path(args.trace_dir))
-    schedule = TraceSchedule(wait=args.profile_wait, warmup=args.profile_warmup, active=args.profile_active)
+    try:
+        schedule = TraceSchedule(wait=args.profile_wait, warmup=args.profile_warmup, active=args.profile_active,
+                                 repeat=args.profile_repeat)
+    except ValueError as exc:
+        raise UsageError(f"bad profiler schedule: {exc}") from None
     failed = False
     for job in jobs:
         outcome = trace_job(job, device, _cache_dir(args), Path(args.trace_dir), schedule=schedule,
-                            row_limit=args.top, timeout_s=args.timeout)
+                            row_limit=args.top, record_shapes=args.record_shapes, timeout_s=args.timeout)
         if outcome.result is None:
             failed = True
             _err(f"{job.workload.name}: {outcome.error}")
@@ -452,6 +456,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile-wait", type=int, default=1, help="profiler schedule: steps skipped (default 1)")
     p.add_argument("--profile-warmup", type=int, default=1, help="profiler schedule: warmup steps (default 1)")
     p.add_argument("--profile-active", type=int, default=3, help="profiler schedule: recorded steps (default 3)")
+    p.add_argument("--profile-repeat", type=int, default=1, help="profiler schedule: cycles, one trace each (default 1)")
+    p.add_argument("--record-shapes", action="store_true", help="record operator input shapes (costs more)")
     p.add_argument("--top", type=int, default=15, help="operators listed per phase (default 15)")
     _add_common(p)
     p.set_defaults(func=cmd_trace)
