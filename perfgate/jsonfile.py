@@ -50,7 +50,11 @@ def dumps(data: Any) -> str:
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write ``data`` to ``path`` atomically (temporary file, fsync, rename)."""
-    text = dumps(data)  # serialise first: a value error must not leave a partial file
+    write_text_atomic(path, dumps(data))  # serialised first: a value error must not leave a partial file
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically: an interruption leaves the old file intact."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

@@ -17,6 +17,7 @@ import pytest
 from factories import make_result
 from test_reports import scenario
 
+from perfgate import jsonfile
 from perfgate.baseline import Lookup, updated_baseline
 from perfgate.compare import Entry, GateOutcome, compare
 from perfgate.decide import GateConfig
@@ -312,7 +313,7 @@ def test_write_html_writes_index_html_atomically(outcome: GateOutcome, tmp_path:
     def refuse(src: str, dst: str) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(report.os, "replace", refuse)
+    monkeypatch.setattr(jsonfile.os, "replace", refuse)  # the atomic writer html shares
     with pytest.raises(OSError, match="No space left"):
         report.write_html(small, target)
     assert path.read_text(encoding="utf-8") == "the previous report"

@@ -8,11 +8,8 @@ burst of load on a shared machine spreads over all of them rather than hitting o
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +22,7 @@ from perfgate import __version__
 from perfgate.environment import Environment
 from perfgate.errors import DeviceError, PerfgateError, WorkloadError
 from perfgate.gitinfo import git_revision
-from perfgate.jsonfile import dumps
+from perfgate.measure.child import call
 from perfgate.result import RepeatResult, RunResult, repeat_from_dict, result_path, save_result
 from perfgate.workload import Params, Workload
 
@@ -97,27 +94,16 @@ def _run_one(job: Job, device: str, index: int, cache_dir: Path, git: tuple[str 
         "git_dirty": git[1],
         "telemetry": telemetry,
     }
-    with tempfile.TemporaryDirectory(prefix="perfgate-repeat-") as tmp:
-        req, resp, log = Path(tmp, "request.json"), Path(tmp, "response.json"), Path(tmp, "output.log")
-        req.write_text(dumps(request))
-        with open(log, "w") as out:
-            try:
-                proc = subprocess.run(
-                    [sys.executable, "-m", "perfgate.measure.worker", str(req), str(resp)],
-                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, timeout=timeout_s,
-                )
-            except subprocess.TimeoutExpired:
-                raise WorkloadError(f"{job.workload.name}: repeat {index + 1} did not finish within {timeout_s:.0f} s") from None
-        output = log.read_text(errors="replace")
-        if not resp.exists():
-            tail = "\n".join(output.strip().splitlines()[-1:])
-            raise WorkloadError(
-                f"{job.workload.name}: repeat {index + 1} process died (exit status {proc.returncode}){': ' + tail if tail else ''}",
-                detail=output,
-            )
-        response = json.loads(resp.read_text())
+    try:
+        run = call("perfgate.measure.worker", request, timeout_s)
+    except subprocess.TimeoutExpired:
+        raise WorkloadError(f"{job.workload.name}: repeat {index + 1} did not finish within {timeout_s:.0f} s") from None
+    response = run.response
+    if response is None:
+        raise WorkloadError(f"{job.workload.name}: {run.died(f'repeat {index + 1}')}", detail=run.output)
     if not response["ok"]:
         error = response["error"]
+        output = run.output
         raise WorkloadError(error["message"], detail=(error.get("detail") or "") + ("\n" + output if output else ""))
     return response
 

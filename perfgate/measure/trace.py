@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import json
 import os
 import subprocess
 import sys
@@ -47,7 +46,7 @@ from typing import Any, Protocol
 
 from perfgate import __version__
 from perfgate.errors import DataError, DeviceError, PerfgateError, UsageError, WorkloadError
-from perfgate.jsonfile import dumps, write_json_atomic
+from perfgate.measure.child import call, serve
 from perfgate.measure.runner import Job
 from perfgate.tracing import (
     OPERATORS_JSON,
@@ -488,29 +487,18 @@ def trace_job(
             "row_limit": row_limit,
             "record_shapes": record_shapes,
         }
-        with tempfile.TemporaryDirectory(prefix="perfgate-trace-") as tmp:
-            req, resp, log = Path(tmp, "request.json"), Path(tmp, "response.json"), Path(tmp, "output.log")
-            req.write_text(dumps(request))
-            with open(log, "w") as out:
-                try:
-                    proc = subprocess.run(
-                        [sys.executable, "-m", "perfgate.measure.trace", str(req), str(resp)],
-                        stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, timeout=timeout_s,
-                    )
-                except subprocess.TimeoutExpired:
-                    _clear(directory)
-                    return failed(TraceError(f"{name}: the traced run did not finish within {timeout_s:g} s"))
-            output = log.read_text(errors="replace")
-            if not resp.exists():
-                _clear(directory)
-                tail = (output.strip().splitlines() or [""])[-1]
-                return failed(TraceError(
-                    f"{name}: the traced run's process died (exit status {proc.returncode})"
-                    + (f": {tail}" if tail else ""), detail=output))
-            response = json.loads(resp.read_text())
+        try:
+            run = call("perfgate.measure.trace", request, timeout_s)
+        except subprocess.TimeoutExpired:
+            _clear(directory)
+            return failed(TraceError(f"{name}: the traced run did not finish within {timeout_s:g} s"))
+        response = run.response
+        if response is None:
+            _clear(directory)
+            return failed(TraceError(f"{name}: " + run.died("the traced run's"), detail=run.output))
         if not response["ok"]:
             error = response["error"]
-            return failed(_error(error["type"], error["message"], (error.get("detail") or "") + "\n" + output))
+            return failed(_error(error["type"], error["message"], (error.get("detail") or "") + "\n" + run.output))
         result = TraceResult.from_directory(Path(response["directory"]))
     except PerfgateError as exc:
         return failed(exc)
@@ -548,20 +536,7 @@ def _child(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print("usage: python -m perfgate.measure.trace REQUEST.json RESPONSE.json", file=sys.stderr)
-        return 2
-    request_path, response_path = Path(argv[0]), Path(argv[1])
-    try:
-        response = _child(json.loads(request_path.read_text()))
-    except PerfgateError as exc:
-        response = {"ok": False, "error": {"type": type(exc).__name__, "message": exc.message,
-                                           "detail": exc.detail or traceback.format_exc()}}
-    except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
-        response = {"ok": False, "error": {"type": type(exc).__name__, "message": f"{type(exc).__name__}: {exc}",
-                                           "detail": traceback.format_exc()}}
-    write_json_atomic(response_path, response)
-    return 0 if response["ok"] else 1
+    return serve(argv, "perfgate.measure.trace", _child)
 
 
 if __name__ == "__main__":

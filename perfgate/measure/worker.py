@@ -8,15 +8,13 @@ measurements or the error, as JSON. Exit status 0 means a measurement was writte
 
 from __future__ import annotations
 
-import json
 import sys
-import traceback
 from pathlib import Path
 from typing import Any
 
 from perfgate.discovery import load_source
-from perfgate.errors import PerfgateError, WorkloadError
-from perfgate.jsonfile import write_json_atomic
+from perfgate.errors import WorkloadError
+from perfgate.measure.child import serve
 from perfgate.workload import Params
 
 
@@ -45,20 +43,7 @@ def _measure(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print("usage: python -m perfgate.measure.worker REQUEST.json RESPONSE.json", file=sys.stderr)
-        return 2
-    request_path, response_path = Path(argv[0]), Path(argv[1])
-    try:
-        response = _measure(json.loads(request_path.read_text()))
-    except PerfgateError as exc:
-        response = {"ok": False, "error": {"type": type(exc).__name__, "message": exc.message,
-                                           "detail": exc.detail or traceback.format_exc()}}
-    except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
-        response = {"ok": False, "error": {"type": type(exc).__name__, "message": f"{type(exc).__name__}: {exc}",
-                                           "detail": traceback.format_exc()}}
-    write_json_atomic(response_path, response)
-    return 0 if response["ok"] else 1
+    return serve(argv, "perfgate.measure.worker", _measure)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,6 @@ import base64
 import html
 import io
 import math
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +30,7 @@ from typing import TYPE_CHECKING
 from perfgate import __version__
 from perfgate.compare import GateOutcome, PhaseRow, WorkloadComparison
 from perfgate.decide import Verdict
+from perfgate.jsonfile import write_text_atomic
 from perfgate.report.markdown import _memory_line, _noise_line, rebaseline_command, reproduce_command
 from perfgate.report.units import change_ci, ms, percent
 from perfgate.summary import ROWS
@@ -491,20 +490,6 @@ def render_html(outcome: GateOutcome) -> str:
 def write_html(outcome: GateOutcome, directory: Path) -> Path:
     """Write ``directory/index.html`` atomically (rendered first, then a temporary file renamed into place)."""
     text = render_html(outcome)  # a rendering error must not leave a partial page
-    directory.mkdir(parents=True, exist_ok=True)
     path = directory / INDEX
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{INDEX}.", suffix=".tmp", dir=directory)
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide the page from a web server serving the artifacts
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        try:
-            os.unlink(tmp_name)
-        except FileNotFoundError:
-            pass
-        raise
+    write_text_atomic(path, text)
     return path

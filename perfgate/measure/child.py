@@ -1,0 +1,70 @@
+"""The protocol of perfgate's child processes (a measured repeat, a traced run).
+
+The parent writes a JSON request to a file and runs ``python -m MODULE REQUEST RESPONSE``;
+the child answers ``{"ok": true, ...}`` or ``{"ok": false, "error": {type, message,
+detail}}`` in the response file, and exits 0 only when it measured. Keeping each run in
+its own process is what makes repeats independent samples; keeping the protocol in one
+place is what keeps the two kinds of child alike.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfgate.errors import PerfgateError
+from perfgate.jsonfile import dumps, write_json_atomic
+
+
+@dataclass(frozen=True)
+class ChildRun:
+    """What came back: the response (None when the process died before answering)."""
+
+    response: dict[str, Any] | None
+    output: str
+    returncode: int
+
+    def died(self, what: str) -> str:
+        """One line for a child that gave no answer, with the last line it printed."""
+        tail = (self.output.strip().splitlines() or [""])[-1]
+        return f"{what} process died (exit status {self.returncode})" + (f": {tail}" if tail else "")
+
+
+def call(module: str, request: dict[str, Any], timeout_s: float) -> ChildRun:
+    """Run ``python -m module`` on ``request``; raises ``subprocess.TimeoutExpired``."""
+    with tempfile.TemporaryDirectory(prefix="perfgate-child-") as tmp:
+        req, resp, log = Path(tmp, "request.json"), Path(tmp, "response.json"), Path(tmp, "output.log")
+        req.write_text(dumps(request))
+        with open(log, "w") as out:
+            proc = subprocess.run(
+                [sys.executable, "-m", module, str(req), str(resp)],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, timeout=timeout_s,
+            )
+        output = log.read_text(errors="replace")
+        response = json.loads(resp.read_text()) if resp.exists() else None
+    return ChildRun(response, output, proc.returncode)
+
+
+def serve(argv: list[str], module: str, handle: Callable[[dict[str, Any]], dict[str, Any]]) -> int:
+    """The child's side: read the request, answer it or the error, exit 0 only on success."""
+    if len(argv) != 2:
+        print(f"usage: python -m {module} REQUEST.json RESPONSE.json", file=sys.stderr)
+        return 2
+    request_path, response_path = Path(argv[0]), Path(argv[1])
+    try:
+        response = handle(json.loads(request_path.read_text()))
+    except PerfgateError as exc:
+        response = {"ok": False, "error": {"type": type(exc).__name__, "message": exc.message,
+                                           "detail": exc.detail or traceback.format_exc()}}
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which decides
+        response = {"ok": False, "error": {"type": type(exc).__name__, "message": f"{type(exc).__name__}: {exc}",
+                                           "detail": traceback.format_exc()}}
+    write_json_atomic(response_path, response)
+    return 0 if response["ok"] else 1
