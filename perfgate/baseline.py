@@ -25,7 +25,7 @@ from typing import Any
 from perfgate import __version__
 from perfgate.environment import Environment
 from perfgate.errors import FileFormatError, UsageError
-from perfgate.jsonfile import read_json, write_json_atomic
+from perfgate.jsonfile import write_json_atomic, load_document
 from perfgate.result import RunResult
 from perfgate.schema import Fields, migrate, number_series
 from perfgate.summary import ROWS, summarise
@@ -300,11 +300,7 @@ def baseline_from_dict(data: object) -> Baseline:
 
 
 def load_baseline(path: Path) -> Baseline:
-    data = read_json(path, "baseline")
-    try:
-        baseline = baseline_from_dict(data)
-    except ValueError as exc:
-        raise FileFormatError(f"{path}: {exc}") from None
+    baseline = load_document(path, "baseline", baseline_from_dict)
     if not all(math.isfinite(v) for rec in baseline.recordings for r in rec.repeats for v in r.medians_ms.values()):
         raise FileFormatError(f"{path}: baseline file holds a non-finite median")
     return baseline

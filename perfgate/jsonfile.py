@@ -12,9 +12,12 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from perfgate.errors import FileFormatError
+
+T = TypeVar("T")
 
 
 def _reject_constant(name: str) -> float:
@@ -41,6 +44,16 @@ def read_json(path: Path, what: str) -> Any:
         if "non-finite" in str(exc):
             raise FileFormatError(f"{path}: {what} file holds a {exc}") from None
         raise FileFormatError(f"{path}: {what} file is not valid JSON (truncated?): {exc}") from None
+
+
+def load_document(path: Path, what: str, parse: Callable[[Any], T]) -> T:
+    """Read ``path`` and turn it into a typed document; a ValueError from ``parse`` (a
+    wrong shape, a newer schema) becomes one FileFormatError line naming the file."""
+    data = read_json(path, what)
+    try:
+        return parse(data)
+    except ValueError as exc:
+        raise FileFormatError(f"{path}: {exc}") from None
 
 
 def dumps(data: Any) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 from perfgate.environment import Environment
 from perfgate.errors import FileFormatError
-from perfgate.jsonfile import read_json, write_json_atomic
+from perfgate.jsonfile import write_json_atomic, load_document
 from perfgate.schema import Fields, migrate, number_series
 from perfgate.workload import PHASES
 
@@ -174,11 +174,7 @@ def result_from_dict(data: object) -> RunResult:
 
 
 def load_result(path: Path) -> RunResult:
-    data = read_json(path, "result")
-    try:
-        return result_from_dict(data)
-    except ValueError as exc:
-        raise FileFormatError(f"{path}: {exc}") from None
+    return load_document(path, "result", result_from_dict)
 
 
 def save_result(result: RunResult, path: Path) -> None:

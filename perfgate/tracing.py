@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfgate.errors import FileFormatError, PerfgateError
-from perfgate.jsonfile import read_json, write_json_atomic
+from perfgate.errors import PerfgateError
+from perfgate.jsonfile import write_json_atomic, load_document
 from perfgate.schema import Fields, migrate, number_series
 from perfgate.workload import PHASES
 
@@ -254,11 +254,7 @@ def save_operator_table(table: OperatorTable, path: Path) -> None:
 
 def load_operator_table(path: Path) -> OperatorTable:
     """Read ``operators.json``; a missing, truncated or foreign file is a FileFormatError."""
-    data = read_json(path, "operator table")
-    try:
-        return OperatorTable.from_dict(data)
-    except ValueError as exc:
-        raise FileFormatError(f"{path}: {exc}") from None
+    return load_document(path, "operator table", OperatorTable.from_dict)
 
 
 @dataclass(frozen=True)

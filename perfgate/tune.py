@@ -57,7 +57,7 @@ from scipy import special
 
 from perfgate.errors import PerfgateError, WorkloadError
 from perfgate.report.units import change_ci, table
-from perfgate.stats import log_ratio
+from perfgate.stats import DEFAULT_OUTLIER_SD, log_ratio
 from perfgate.workload import Params, Workload, apply_overrides
 
 __all__ = [
@@ -311,6 +311,8 @@ class SettingResult:
     skipped: str | None = None
     """Why it was not measured or not judged (None: measured)."""
     is_current: bool = False
+    rounds: tuple[int, ...] = ()
+    """The round of each repeat (optional): two settings are compared directly in the rounds they share."""
 
 
 @dataclass(frozen=True)
@@ -328,6 +330,9 @@ class Comparison:
     faster: bool
     n: int
     n_current: int
+    """Repeats that entered the estimate (of the setting, of the current in the same rounds)."""
+    set_aside: int = 0
+    """Repeats set aside as outliers (the gate's rule: > 6 robust sds, only from 5 or more repeats)."""
 
 
 @dataclass(frozen=True)
@@ -358,14 +363,24 @@ def _interval(c: Comparison) -> str:
 def _compare(s: SettingResult, reference: Sequence[float], m: int, alpha: float, margin: float) -> Comparison:
     confidence = 1.0 - 2.0 * alpha / m
     est = log_ratio(list(s.samples_per_s), [list(reference)], confidence=confidence,
-                    assumed_day_sd_log=0.0, outlier_sd=None)
+                    assumed_day_sd_log=0.0, outlier_sd=DEFAULT_OUTLIER_SD)
     shift = math.log(est.ratio) - math.log1p(margin)
     if est.se_log > 0:
         p = float(special.stdtr(est.df, -shift / est.se_log))
     else:
         p = 0.0 if shift > 0 else 1.0
     return Comparison(dict(s.setting), est.ratio, est.ci_low, est.ci_high, confidence, p,
-                      est.ci_low > 1.0 + margin, len(s.samples_per_s), len(reference))
+                      est.ci_low > 1.0 + margin, est.n_current, est.n_baseline, est.excluded)
+
+
+def _shared(a: SettingResult, b: SettingResult) -> tuple[list[float], list[float]]:
+    """``a``'s and ``b``'s samples/s in the rounds both were measured in."""
+    if not a.rounds or not b.rounds:
+        return [], []
+    mine = dict(zip(a.rounds, a.samples_per_s))
+    theirs = dict(zip(b.rounds, b.samples_per_s))
+    common = sorted(set(mine) & set(theirs))
+    return [mine[r] for r in common], [theirs[r] for r in common]
 
 
 def recommend(results: Sequence[SettingResult], *, alpha: float = DEFAULT_ALPHA, margin: float = DEFAULT_MARGIN,
@@ -376,7 +391,15 @@ def recommend(results: Sequence[SettingResult], *, alpha: float = DEFAULT_ALPHA,
     repeats (and as many of the current's in their rounds) are compared; with m of them,
     a candidate is faster when the one-sided Welch test of ``ratio > 1 + margin`` on log
     throughput rejects at ``alpha / m``, i.e. the lower end of its ``1 - 2 alpha / m``
-    interval is above ``1 + margin``. The fastest of those (by estimate) is recommended.
+    interval is above ``1 + margin``. Bonferroni bounds the chance that any setting called
+    faster is not, whichever of them is then recommended.
+
+    Which of those is recommended: among the ones that change the fewest settings, the
+    one with the highest estimate (P). A faster-looking setting that changes more (a
+    stage-2 variant of P, say ``prefetch_factor=4`` on top of ``num_workers=2``) replaces P
+    only if it is faster than P itself beyond the noise, by the same test at ``alpha / m``
+    on the rounds both were measured in (``SettingResult.rounds``); an estimate that is
+    higher by noise does not add a setting to the recommendation.
     """
     if not (0 < alpha < 0.5):
         raise ValueError(f"alpha must be between 0 and 0.5, got {alpha!r}")
@@ -407,28 +430,57 @@ def recommend(results: Sequence[SettingResult], *, alpha: float = DEFAULT_ALPHA,
     rule = (f"{level * 100:.1f}% intervals (Bonferroni over {m} setting(s) compared); a setting is faster beyond "
             f"the noise when the lower end is above +{margin * 100:g}% (one-sided test at {alpha:g} family-wise)")
     top = max(comparisons, key=lambda c: c.ratio)
-    winners = [c for c in comparisons if c.faster]
     cur = current.setting
+    winners = [(c, r) for c, (r, _) in zip(comparisons, judged) if c.faster]
     if not winners:
         if top.ratio > 1.0:
             best_text = f"the best estimate, {describe(top.setting, cur)}, is {_interval(top)}"
         else:
-            best_text = f"no setting's estimate beats the current one (best: {describe(top.setting, cur)} {_interval(top)})"
+            best_text = ("no setting's estimate beats the current one "
+                         f"(best: {describe(top.setting, cur)} {_interval(top)})")
         return Recommendation(
             NONE_HELPS,
             f"none of them helps: no setting is faster than the current one ({describe(cur)}) by more than "
             f"{margin * 100:g}% beyond the noise; {best_text}. {rule}.",
             comparisons=comparisons, **common)
-    best = max(winners, key=lambda c: c.ratio)
+
+    def changes(c: Comparison) -> int:
+        return len(_changed(c.setting, cur))
+
+    fewest = min(changes(c) for c, _ in winners)
+    best, best_result = max(((c, r) for c, r in winners if changes(c) == fewest), key=lambda cr: cr[0].ratio)
+    held_back: list[str] = []
+    for c, r in sorted(winners, key=lambda cr: -cr[0].ratio):
+        if c.ratio <= best.ratio or changes(c) <= changes(best):
+            continue
+        mine, theirs = _shared(r, best_result)
+        if len(mine) < MIN_REPEATS:
+            held_back.append(f"{describe(c.setting, cur)} ({_interval(c)}) was not measured beside "
+                             f"{describe(best.setting, cur)} often enough to tell them apart")
+            continue
+        direct = _compare(SettingResult(r.setting, samples_per_s=tuple(mine)), theirs, m, alpha, margin)
+        if direct.faster:
+            best, best_result = c, r
+            held_back = [f"it is also faster than the simpler change it builds on, by {_interval(direct)} "
+                         "in the rounds both were measured in"]
+            break
+        held_back.append(f"{describe(c.setting, cur)} has a higher estimate ({_interval(c)}) but is not faster "
+                         f"than {describe(best.setting, cur)} beyond the noise ({_interval(direct)} "
+                         "in the rounds both were measured in)")
     line = set_line(best.setting, cur, overrides)
     text = (f"use {describe(best.setting, cur)}: {best.ratio:.2f}x the throughput of the current setting "
             f"({describe(cur)}), {_interval(best)}")
-    if top is not best:
+    if held_back:
+        text += "; " + "; ".join(held_back)
+    if top is not best and not any(c is top for c, _ in winners):
         text += (f"; {describe(top.setting, cur)} has a higher estimate ({_interval(top)}) but is not "
-                 "faster beyond the noise")
-    others = [c for c in winners if c is not best]
+                 "faster than the current one beyond the noise")
+    others = [c for c, _ in winners if c is not best]
     if others:
-        text += "; also faster beyond the noise: " + ", ".join(describe(c.setting, cur) for c in others)
+        text += "; also faster beyond the noise than the current one: " + ", ".join(
+            describe(c.setting, cur) for c in others)
+    if best.set_aside:
+        text += f" ({best.set_aside} outlier repeat(s) set aside in this comparison)"
     return Recommendation(RECOMMEND, f"{text}. {rule}.", best=dict(best.setting), ratio=best.ratio,
                           ci_low=best.ci_low, ci_high=best.ci_high, set_line=line,
                           comparisons=comparisons, **common)
@@ -474,9 +526,12 @@ def render_tune_table(results: Sequence[SettingResult], recommendation: Recommen
         else:
             label = describe(r.setting, current)
             vs = _interval(c) if c is not None else "not judged"
-            flag = ""
+            flags = []
             if c is not None and c.faster:
-                flag = "faster (recommended)" if _raw(r.setting) == best_key else "faster"
+                flags.append("faster (recommended)" if _raw(r.setting) == best_key else "faster")
+            if c is not None and c.set_aside:
+                flags.append(f"{c.set_aside} outlier repeat(s) set aside")
+            flag = "; ".join(flags)
         share = f"{r.data_wait_share * 100:.1f}%" if r.data_wait_share is not None else "—"
         rows.append([label, str(r.stage), str(len(r.samples_per_s)), _throughput(r.samples_per_s), share, vs, flag])
     lines = [title] if title else []
@@ -525,7 +580,8 @@ class Failure:
 
 
 MeasureOne = Callable[[Setting, int, int], "Sample | Failure"]
-"""``measure_one(setting, round, rounds)``: one repeat of the workload with ``setting``."""
+"""``measure_one(setting, round, rounds)``: one repeat of the workload with ``setting``; ``round``
+of ``rounds`` is its place in the stage (for progress; round 1 shows the most rounds planned)."""
 
 
 @dataclass(frozen=True)
@@ -606,9 +662,10 @@ class _Tuning:
         return True
 
     # one repeat ------------------------------------------------------------
-    def _one(self, setting: Setting, rounds: int) -> bool:
+    def _one(self, setting: Setting, shown: int, rounds: int) -> bool:
+        """One repeat of ``setting`` in the current round (``shown`` of ``rounds`` in its stage, for progress)."""
         key = _raw(setting)
-        outcome = self.measure_one(setting, self.round, rounds)
+        outcome = self.measure_one(setting, shown, rounds)
         self.spent += outcome.seconds
         if isinstance(outcome, Failure):
             if key == self.cur:
@@ -659,7 +716,7 @@ class _Tuning:
             self.round += 1
             order = alive if self.round % 2 == 1 else list(reversed(alive))
             for s in order:
-                self._one(s, last)
+                self._one(s, r, last)
 
     # stages ----------------------------------------------------------------
     def stage1(self) -> list[Setting]:
@@ -677,7 +734,7 @@ class _Tuning:
                     self.skipped[_raw(s)] = (f"not measured: over the budget ({self.budget_s:.0f} s; "
                                              f"a repeat takes about {self._typical_s():.0f} s)")
                     continue
-            if self._one(s, self.repeats):
+            if self._one(s, 1, self.repeats):
                 measured.append(s)
         others = [s for s in measured if _raw(s) != self.cur]
         # the mean repeat time of the round: rounds x settings x mean is the round's sum
@@ -702,7 +759,9 @@ class _Tuning:
         measured = [s for s in self._alive(kept1) if len(self.samples.get(_raw(s), [])) >= self.min_repeats]
         if not measured:
             return
-        best = max(measured, key=lambda s: _geo_interval([x.samples_per_s for x in self.samples[_raw(s)]])[0])
+        # the direction to search in: the highest median throughput (a median, so one slow
+        # repeat of three does not send stage 2 around the wrong setting)
+        best = max(measured, key=lambda s: median(x.samples_per_s for x in self.samples[_raw(s)]))
         restarted = any(x.loader_restarts > 0 for xs in self.samples.values() for x in xs)
         variants = []
         for s in candidate_settings(self.params, self.device, self.cores, around=best):
@@ -717,16 +776,23 @@ class _Tuning:
                 variants.append(s)
         if not variants:
             return
+        # The fastest of stage 1 is measured again beside its variants: it gets more repeats,
+        # and the variants meet it in the same rounds.
+        fixed = [self.current] if _raw(best) == self.cur else [self.current, best]
         remaining = self.budget_s - self.spent
         # a variant is expected to take as long as the setting it varies; the current its own time
         repeat_s = (self._repeat_s(self.current) + self._repeat_s(best)) / 2
-        plan = plan_stage(remaining, repeat_s, len(variants), fixed=1,
+        plan = plan_stage(remaining, repeat_s, len(variants), fixed=len(fixed),
                           repeats=self.stage1_rounds, min_repeats=self.min_repeats)
+        if plan.rounds == 0 and len(fixed) == 2:
+            fixed = [self.current]
+            plan = plan_stage(remaining, repeat_s, len(variants), fixed=1,
+                              repeats=self.stage1_rounds, min_repeats=self.min_repeats)
         for s in variants[plan.kept:]:
             self.skipped[_raw(s)] = (f"not measured: over the budget ({max(remaining, 0):.0f} s left after "
-                                     f"stage 1, a repeat takes about {self._typical_s():.0f} s)")
+                                     f"stage 1, a repeat takes about {repeat_s:.0f} s)")
         if plan.rounds:
-            self._rounds([self.current, *variants[:plan.kept]], 1, plan.rounds)
+            self._rounds([*fixed, *variants[:plan.kept]], 1, plan.rounds)
 
     # results ---------------------------------------------------------------
     def results(self) -> list[SettingResult]:
@@ -746,6 +812,7 @@ class _Tuning:
                 data_wait_share=median(shares) if shares else None,
                 skipped=self.skipped.get(key),
                 is_current=key == self.cur,
+                rounds=tuple(self.rounds_of.get(key, [])) if key not in self.skipped else (),
             ))
         return out
 
