@@ -35,6 +35,7 @@ from perfgate.report.units import ms
 from perfgate.result import RunResult
 from perfgate.summary import summarise
 from perfgate.tracing import TraceOutcome, TraceSchedule, render_operator_table
+from perfgate.tune import DEFAULT_REPEATS, MIN_REPEATS, tune_loader
 from perfgate.workload import PHASES, parse_assignments
 
 
@@ -318,6 +319,24 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return EXIT_ERROR if failed else EXIT_OK
 
 
+def cmd_tune_loader(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    if len(args.workloads) != 1:
+        raise UsageError("tune-loader takes exactly one workload")
+    if not (args.budget > 0):
+        raise UsageError("--budget must be a positive number of minutes")
+    repeats = args.repeats or DEFAULT_REPEATS
+    if repeats < MIN_REPEATS:
+        raise UsageError(f"tune-loader needs at least {MIN_REPEATS} repeats per setting")
+    device = resolve_device(args.device or settings.device)
+    (job,) = _jobs(args, settings, device)
+    result = tune_loader(job.workload, job.params, device, budget_s=args.budget * 60.0, cache_dir=_cache_dir(args),
+                         progress=_progress_printer(args.quiet), data_root=job.data_root,
+                         overrides=job.overrides, repeats=repeats, timeout_s=args.timeout)
+    print(result.render(), end="")
+    return result.exit_code
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if len(args.workloads) != 1:
@@ -461,6 +480,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=15, help="operators listed per phase (default 15)")
     _add_common(p)
     p.set_defaults(func=cmd_trace)
+
+    p = sub.add_parser("tune-loader", help="measure DataLoader settings of one workload; recommend one only when "
+                                            "it is faster than the current setting beyond the noise")
+    _add_run_options(p, repeats_help=f"repeats per setting (default {DEFAULT_REPEATS}, at least {MIN_REPEATS})")
+    p.add_argument("--budget", type=float, default=10.0, metavar="MINUTES",
+                   help="bound on the estimated time of all repeats, start-up included (default 10)")
+    _add_common(p)
+    p.set_defaults(func=cmd_tune_loader)
 
     ci.add_parser(sub)
     scaffold.add_parser(sub)

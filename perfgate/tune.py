@@ -6,11 +6,12 @@ than the current setting by more than the machine's noise. It works in two stage
 
 1. **num_workers sweep.** The current setting and the worker counts from 0 up to the core
    count (all of them up to 8 cores, a ladder above), everything else as it is now.
-2. **Around the fastest of stage 1**: ``pin_memory`` toggled (CUDA only: pinned memory
-   speeds up host-to-GPU copies and nothing else, so on the CPU it is skipped rather than
-   measured as noise), ``prefetch_factor`` 2 or 4, and ``persistent_workers`` toggled (it
-   only keeps workers alive between epochs; it is skipped when the measured window never
-   restarted the loader, because it cannot change what is measured then).
+2. **Around the fastest of stage 1** (highest median throughput): ``pin_memory`` toggled
+   (CUDA only: pinned memory speeds up host-to-GPU copies and nothing else, so on the CPU
+   it is skipped rather than measured as noise), ``prefetch_factor`` 2 or 4, and
+   ``persistent_workers`` toggled (it only keeps workers alive between epochs; it is
+   skipped when the measured window never restarted the loader, because it cannot change
+   what is measured then). The fastest of stage 1 is measured again beside its variants.
 
 A setting the DataLoader refuses (``prefetch_factor`` or ``persistent_workers`` with
 ``num_workers=0``) is skipped with the reason; a setting that fails when measured, or
@@ -34,9 +35,12 @@ job, so no day-to-day term). S is **faster beyond the noise** when the one-sided
 compared), that is when the lower end of its two-sided ``1 - 2 alpha / m`` interval is
 above ``1 + margin``. Bonferroni holds whatever the dependence between candidates and
 however the recommendation is then picked among them: the chance that *any* setting
-called faster is not truly faster by the margin is at most ``alpha``. Among those faster
-beyond the noise, the one with the highest estimate is recommended; when there is none,
-the answer is "none of them helps".
+called faster is not truly faster by the margin is at most ``alpha``. Outlying repeats
+are set aside by the gate's rule (and named). Among those faster beyond the noise, the
+highest estimate among the ones that change the fewest settings is recommended; one that
+changes more replaces it only when it is faster than it beyond the noise, in the rounds
+both ran in. When no setting is faster beyond the noise, the answer is "none of them
+helps".
 
 Everything here but :func:`tune_loader` is pure (no torch, no I/O); :func:`tune_loader`
 measures through :func:`perfgate.measure.runner.measure`, imported inside it.
@@ -544,7 +548,8 @@ def render_tune_table(results: Sequence[SettingResult], recommendation: Recommen
         lines += [f"  {describe(r.setting, current) if current else describe(r.setting)}: {r.skipped}" for r in skipped]
     lines += ["", f"decision: {recommendation.decision}"]
     if recommendation.kind == RECOMMEND:
-        lines.append(f"to use it: {recommendation.set_line}" if recommendation.set_line else "")
+        if recommendation.set_line:
+            lines.append(f"to use it: {recommendation.set_line}")
         if recommendation.best is not None:
             best = recommendation.best
             kwargs = ", ".join(f"{k}={best[k]!r}" for k in LOADER_KEYS
@@ -552,7 +557,7 @@ def render_tune_table(results: Sequence[SettingResult], recommendation: Recommen
                                or (int(best["num_workers"]) > 0 and best[k] is not None))
             lines.append(f"in your own training code: DataLoader(..., {kwargs})")
     lines += [f"note: {n}" for n in notes]
-    return "\n".join(line for line in lines if line is not None).rstrip() + "\n"
+    return "\n".join(lines).rstrip() + "\n"
 
 
 # --------------------------------------------------------------------------- orchestration

@@ -116,3 +116,17 @@ def test_a_non_finite_loss_in_warmup(capsys, tiny_path: Path, tmp_path: Path) ->
                            "--repeats", "1", "--set", "nan_at_call=1", "--out", str(tmp_path / "out"))
     assert code == 2
     assert "tiny: loss is non-finite (nan) at warmup step 0" in one_error_line(err)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["tune-loader", "resnet18-cifar10", "resnet18-imagenette"], "tune-loader takes exactly one workload"),
+        (["tune-loader", "resnet18-cifar10", "--budget", "0"], "--budget must be a positive number of minutes"),
+        (["tune-loader", "resnet18-cifar10", "--repeats", "1"], "tune-loader needs at least"),
+    ],
+)
+def test_tune_loader_bad_input(capsys, argv: list[str], message: str) -> None:
+    code, _, err = run_cli(capsys, *argv, "--device", "cpu")
+    assert code == 2
+    assert message in one_error_line(err)
