@@ -91,6 +91,11 @@ class LogRatio:
     def excluded(self) -> int:
         return len(self.excluded_current) + len(self.excluded_baseline)
 
+    def excluded_names(self) -> list[str]:
+        """The repeats set aside as outliers, named for a report ("baseline recording 1 repeat 4")."""
+        return ([f"current repeat {i + 1}" for i in self.excluded_current]
+                + [f"baseline recording {j + 1} repeat {i + 1}" for j, i in self.excluded_baseline])
+
 
 @dataclass(frozen=True)
 class VarianceComponents:

@@ -385,11 +385,9 @@ def _details(c: WorkloadComparison) -> list[str]:
         current.append(("peak memory kind", c.current.peak_memory_kind))
     lines += ["<h3>This run</h3>", *_kv(current)]
     if c.time is not None and c.time.estimate.excluded:
-        est = c.time.estimate
-        parts = [f"current repeat {i + 1}" for i in est.excluded_current]
-        parts += [f"baseline recording {j + 1} repeat {i + 1}" for j, i in est.excluded_baseline]
+        names = ", ".join(c.time.estimate.excluded_names())
         lines.append(f"<p>Set aside as outliers (more than the configured robust sds from their run's median): "
-                     f"{_e(', '.join(parts))}</p>")
+                     f"{_e(names)}</p>")
     if c.baseline is not None:
         title = "Baseline" if c.time is not None else "Closest baseline (not comparable)"
         lines += [f"<h3>{title}</h3>", *_kv([("file", c.baseline_path), ("environment key", c.baseline.environment_key),

@@ -150,11 +150,8 @@ def _details(c: WorkloadComparison) -> list[str]:
             lines.append(f"- baseline recording {i} ({p.date}, {commit}, perfgate {p.perfgate_version}, "
                          f"reason: {_escape(p.reason)}): {values}")
     if c.time is not None and c.time.estimate.excluded:
-        est = c.time.estimate
-        parts = [f"current repeat {i + 1}" for i in est.excluded_current]
-        parts += [f"baseline recording {j + 1} repeat {i + 1}" for j, i in est.excluded_baseline]
-        lines.append(f"- set aside as outliers (more than the configured robust sds from their run's median): "
-                     f"{', '.join(parts)}")
+        names = ", ".join(c.time.estimate.excluded_names())
+        lines.append(f"- set aside as outliers (more than the configured robust sds from their run's median): {names}")
     if c.environment_key:
         lines.append(f"- environment key: `{c.environment_key}`")
     if c.baseline_path:
