@@ -11,11 +11,12 @@ import pytest
 from perfgate.cli import main
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+pytest_plugins = ["pytester"]
 
 
-def example() -> str:
+def example(first_line: str = "# workloads/my_model.py") -> str:
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
-    matches = [b for b in blocks if b.startswith("# workloads/my_model.py")]
+    matches = [b for b in blocks if b.startswith(first_line)]
     assert len(matches) == 1
     return matches[0]
 
@@ -37,3 +38,15 @@ def test_the_workload_example_runs(tmp_path: Path, capsys: pytest.CaptureFixture
     data = json.loads((out / "my-model.json").read_text())
     assert data["params"]["batch_size"] == 32 and data["params"]["width"] == 4
     assert data["data"]["hash_method"] == "generator-seed"
+
+
+@pytest.mark.slow
+def test_the_pytest_example_runs(pytester: pytest.Pytester) -> None:
+    # The README's `pytest --perfgate` example, as a user's test file: with no baseline yet,
+    # its gated workload is measured and the marked test is skipped with the command to record one.
+    pytester.makepyfile(test_perf=example("# tests/test_perf.py"))
+    result = pytester.runpytest_subprocess("-rs", "--perfgate", "--perfgate-device", "cpu", "--perfgate-repeats", "2",
+                                           "--perfgate-workloads", "mlp", "--perfgate-baselines", "baselines",
+                                           "--perfgate-cache-dir", "cache", "-p", "no:cacheprovider")
+    result.assert_outcomes(skipped=2)  # the gate item perfgate::mlp and the marked test
+    result.stdout.fnmatch_lines(["*NO_BASELINE*", "*perfgate rebaseline mlp*"])
