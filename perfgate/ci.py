@@ -311,7 +311,6 @@ def judge(args: argparse.Namespace,
     run that never feeds the verdict) in ``<artifacts>/traces``.
     """
     from perfgate import cli  # the same job assembly and progress lines as `perfgate gate`
-    from perfgate.measure.runner import resolve_device
 
     if args.results:
         given = [flag for name, flag in MEASURING_OPTIONS if getattr(args, name)]
@@ -335,8 +334,7 @@ def judge(args: argparse.Namespace,
     settings = settings_for({"repeats": args.repeats})
     if settings.repeats < 2:
         raise UsageError("a gate needs at least 2 repeats to know its run-to-run noise")
-    device = resolve_device(args.device or settings.device)
-    jobs = cli._jobs(args, settings, device)
+    device, jobs = cli._jobs(args, settings)
     gate = run_gate(
         jobs, settings=settings, device=device, repeats=settings.repeats,
         cache_dir=cli._cache_dir(args),

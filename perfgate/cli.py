@@ -114,7 +114,9 @@ def _settings(args: argparse.Namespace) -> Settings:
     return load_settings(Path(args.config), cli)
 
 
-def _jobs(args: argparse.Namespace, settings: Settings, device: str) -> list[Job]:
+def _jobs(args: argparse.Namespace, settings: Settings) -> tuple[str, list[Job]]:
+    """The device (``--device``, else ``[tool.perfgate] device``) and a job per selected workload."""
+    device = resolve_device(args.device or settings.device)
     registry = discover([Path(p) for p in (*settings.workloads_path, *args.workloads_path)])
     workloads = registry.select(args.workloads or list(settings.workloads))
     assignments: dict[str, object] = dict(parse_assignments(args.set))
@@ -129,7 +131,7 @@ def _jobs(args: argparse.Namespace, settings: Settings, device: str) -> list[Job
         resolved = params.to_dict()
         jobs.append(Job(workload, params, {k: resolved[k] for k in assignments},
                         roots.get(workload.name, shared_root)))
-    return jobs
+    return device, jobs
 
 
 def _cache_dir(args: argparse.Namespace) -> Path:
@@ -137,8 +139,7 @@ def _cache_dir(args: argparse.Namespace) -> Path:
 
 
 def _measure(args: argparse.Namespace, settings: Settings, repeats: int) -> tuple[list[Job], RunOutcome, str]:
-    device = resolve_device(args.device or settings.device)
-    jobs = _jobs(args, settings, device)
+    device, jobs = _jobs(args, settings)
     outcome = measure(
         jobs,
         device=device,
@@ -267,8 +268,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if settings.repeats < 2:
         raise UsageError("a gate needs at least 2 repeats to know its run-to-run noise")
-    device = resolve_device(args.device or settings.device)
-    jobs = _jobs(args, settings, device)
+    device, jobs = _jobs(args, settings)
     gate = run_gate(
         jobs,
         settings=settings,
@@ -297,8 +297,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
 def cmd_trace(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    device = resolve_device(args.device or settings.device)
-    jobs = _jobs(args, settings, device)
+    device, jobs = _jobs(args, settings)
     check_trace_dir(Path(args.trace_dir))
     try:
         schedule = TraceSchedule(wait=args.profile_wait, warmup=args.profile_warmup, active=args.profile_active,
@@ -328,8 +327,7 @@ def cmd_tune_loader(args: argparse.Namespace) -> int:
     repeats = args.repeats or DEFAULT_REPEATS
     if repeats < MIN_REPEATS:
         raise UsageError(f"tune-loader needs at least {MIN_REPEATS} repeats per setting")
-    device = resolve_device(args.device or settings.device)
-    (job,) = _jobs(args, settings, device)
+    device, (job,) = _jobs(args, settings)
     result = tune_loader(job.workload, job.params, device, budget_s=args.budget * 60.0, cache_dir=_cache_dir(args),
                          progress=_progress_printer(args.quiet), data_root=job.data_root,
                          overrides=job.overrides, repeats=repeats, timeout_s=args.timeout)
