@@ -31,7 +31,13 @@ from perfgate import __version__
 from perfgate.compare import GateOutcome, PhaseRow, WorkloadComparison
 from perfgate.decide import Verdict
 from perfgate.jsonfile import write_text_atomic
-from perfgate.report.markdown import _memory_line, _noise_line, rebaseline_command, reproduce_command
+from perfgate.report.markdown import (
+    memory_line,
+    missing_baseline_consequence,
+    noise_line,
+    rebaseline_command,
+    reproduce_command,
+)
 from perfgate.report.units import change_ci, ms, percent
 from perfgate.summary import ROWS
 from perfgate.workload import PHASES
@@ -428,8 +434,8 @@ def _section(c: WorkloadComparison, index: int, power: float) -> list[str]:
     lines += _figure_html(c)
     if c.time is not None:
         lines += _phase_table(c)
-        lines.append(f"<p>{_e(_noise_line(c, power))}</p>")
-        memory = _memory_line(c)
+        lines.append(f"<p>{_e(noise_line(c, power))}</p>")
+        memory = memory_line(c)
         if memory:
             lines.append(f"<p>{_e(memory)}</p>")
         if c.verdict is Verdict.IMPROVED:
@@ -473,8 +479,7 @@ def render_html(outcome: GateOutcome) -> str:
     lines.append("</ul>")
     missing = outcome.by_verdict(Verdict.NO_BASELINE)
     if missing:
-        consequence = ("this fails the gate (fail_on_missing_baseline)" if outcome.config.fail_on_missing_baseline
-                       else "they were NOT judged and do not fail the gate")
+        consequence = missing_baseline_consequence(outcome)
         names = ", ".join(f"<code>{_e(c.workload)}</code>" for c in missing)
         lines.append(f'<p class="warning"><strong>No baseline for {names}</strong>: {consequence}. '
                      "Record one with <code>perfgate rebaseline</code>.</p>")

@@ -101,7 +101,7 @@ def _phase_table(c: WorkloadComparison) -> list[str]:
     return lines
 
 
-def _noise_line(c: WorkloadComparison, power: float) -> str:
+def noise_line(c: WorkloadComparison, power: float) -> str:
     assert c.time is not None
     est = c.time.estimate
     if est.recordings > 1:
@@ -119,7 +119,7 @@ def _noise_line(c: WorkloadComparison, power: float) -> str:
     )
 
 
-def _memory_line(c: WorkloadComparison) -> str | None:
+def memory_line(c: WorkloadComparison) -> str | None:
     if c.memory is None:
         return None
     if c.memory.ratio is None or c.current is None or c.baseline is None:
@@ -202,8 +202,8 @@ def _section(c: WorkloadComparison, power: float, *, details: bool, table: bool,
                  if r.flag is not None and r.flag.flagged and r.phase in PHASE_HINTS]
         if hints:
             lines += ["", *(f"- ⚠️ {h}" for h in hints)]
-        lines += ["", _noise_line(c, power)]
-        memory = _memory_line(c)
+        lines += ["", noise_line(c, power)]
+        memory = memory_line(c)
         if memory:
             lines += ["", memory]
         if trace is not None:
@@ -238,6 +238,13 @@ def _footer(outcome: GateOutcome, comparisons: Sequence[WorkloadComparison]) -> 
     return lines
 
 
+def missing_baseline_consequence(outcome: GateOutcome) -> str:
+    """What a missing baseline means for this gate, said the same way in every report."""
+    if outcome.config.fail_on_missing_baseline:
+        return "this fails the gate (fail_on_missing_baseline)"
+    return "they were NOT judged and do not fail the gate"
+
+
 def _render(outcome: GateOutcome, *, details: bool, passing_tables: bool,
             traces: Mapping[str, TraceOutcome], relative_to: Path | None) -> str:
     comparisons = outcome.comparisons
@@ -246,8 +253,7 @@ def _render(outcome: GateOutcome, *, details: bool, passing_tables: bool,
     lines.append("")
     missing = outcome.by_verdict(Verdict.NO_BASELINE)
     if missing:
-        consequence = ("this fails the gate (fail_on_missing_baseline)" if outcome.config.fail_on_missing_baseline
-                       else "they were NOT judged and do not fail the gate")
+        consequence = missing_baseline_consequence(outcome)
         names = ", ".join(f"`{c.workload}`" for c in missing)
         lines += ["> [!WARNING]", f"> **No baseline for {names}**: {consequence}. "
                   "Record one with `perfgate rebaseline`.", ""]
