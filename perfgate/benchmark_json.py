@@ -127,17 +127,24 @@ def workload_name(fullname: str) -> str:
 
 
 @dataclass(frozen=True)
-class _Run:
-    """One benchmark as one pytest-benchmark run (one process) measured it."""
+class _File:
+    """What every benchmark of one file shares."""
 
-    workload: str
-    fullname: str
     path: Path
     sha256: str
     version: str
     created_at: str
     environment: Environment
     commit: tuple[str | None, bool | None]
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One benchmark as one pytest-benchmark run (one process) measured it."""
+
+    workload: str
+    fullname: str
+    file: _File
     params: Mapping[str, Any]
     timer: str
     rounds: int
@@ -147,8 +154,8 @@ class _Run:
 
     def source(self) -> dict[str, Any]:
         return {
-            "path": str(self.path),
-            "sha256": self.sha256,
+            "path": str(self.file.path),
+            "sha256": self.file.sha256,
             "raw_rounds": self.raw_ms is not None,
             "rounds": self.rounds,
             "iterations": self.iterations,
@@ -205,18 +212,6 @@ def _environment(data: dict[str, Any]) -> tuple[Environment, tuple[str | None, b
     return env, (commit, dirty)
 
 
-@dataclass(frozen=True)
-class _File:
-    """What every benchmark of one file shares."""
-
-    path: Path
-    sha256: str
-    version: str
-    created_at: str
-    environment: Environment
-    commit: tuple[str | None, bool | None]
-
-
 def _benchmark(data: object, where: str, file: _File) -> _Run:
     f = Fields(data, where)
     name = f.get("name", str)
@@ -257,12 +252,7 @@ def _benchmark(data: object, where: str, file: _File) -> _Run:
     return _Run(
         workload=workload_name(fullname),
         fullname=fullname,
-        path=file.path,
-        sha256=file.sha256,
-        version=file.version,
-        created_at=file.created_at,
-        environment=file.environment,
-        commit=file.commit,
+        file=file,
         params=params,
         timer=str(timer) if timer is not None else "unknown",
         rounds=rounds,
@@ -304,7 +294,7 @@ def _repeat(index: int, run: _Run, step_ms: tuple[float, ...], calls: int) -> Re
     window_s = total_ms * run.iterations / 1e3
     return RepeatResult(
         index=index,
-        started_at=run.created_at,
+        started_at=run.file.created_at,
         timing=f"pytest-benchmark {run.timer}",
         window_s=window_s,
         phases_ms={**{p: (0.0,) * len(step_ms) for p in PHASES}, "step": step_ms},
@@ -335,7 +325,7 @@ def _result(runs: Sequence[_Run]) -> RunResult:
         "kind": KIND,
         "description": f"pytest-benchmark {first.fullname}",
         "benchmark": first.fullname,
-        "pytest_benchmark_version": first.version,
+        "pytest_benchmark_version": first.file.version,
         "sources": [r.source() for r in runs],
     }
     if len(runs) > 1:
@@ -361,9 +351,9 @@ def _result(runs: Sequence[_Run]) -> RunResult:
         device="cpu",
         params=dict(first.params),
         overrides={},
-        environment=first.environment,
+        environment=first.file.environment,
         data=data,
-        created_at=first.created_at,
+        created_at=first.file.created_at,
         perfgate_version=__version__,
         repeats=repeats,
     )
@@ -388,7 +378,7 @@ def _merge(runs: Sequence[_Run]) -> RunResult:
         fingerprint = (run.rounds, run.iterations, *sorted(run.stats_ms.items()))
         if fingerprint in seen:
             raise FileFormatError(
-                f"{run.path}: {run.fullname} holds the same measurements as in {seen[fingerprint].path} "
+                f"{run.file.path}: {run.fullname} holds the same measurements as in {seen[fingerprint].file.path} "
                 "(one pytest run saved twice?); keep one file per run"
             )
         seen[fingerprint] = run
@@ -398,13 +388,13 @@ def _merge(runs: Sequence[_Run]) -> RunResult:
             diff = sorted(k for k in set(first.params) | set(other.params)
                           if first.params.get(k) != other.params.get(k))
             what = f"options {', '.join(diff)}"
-        elif other.environment.key() != first.environment.key():
-            what = f"environment ({', '.join(first.environment.differences(other.environment))})"
-        elif other.commit != first.commit:
-            what = f"commit ({first.commit[0]} vs {other.commit[0]})"
+        elif other.file.environment.key() != first.file.environment.key():
+            what = f"environment ({', '.join(first.file.environment.differences(other.file.environment))})"
+        elif other.file.commit != first.file.commit:
+            what = f"commit ({first.file.commit[0]} vs {other.file.commit[0]})"
         if what:
             raise FileFormatError(
-                f"{other.path}: {first.workload} was measured differently in {first.path}: {what}; "
+                f"{other.file.path}: {first.workload} was measured differently in {first.file.path}: {what}; "
                 "files read together must be runs of one commit on one machine with the same options"
             )
     return _result(runs)
@@ -456,7 +446,7 @@ def load_results_dir(directory: Path) -> list[RunResult]:
     for name, runs in grouped.items():
         clash = next((r for r in results if r.workload == name), None)
         if clash is not None:
-            raise FileFormatError(f"{runs[0].path}: benchmark {runs[0].fullname} maps to workload {name}, "
+            raise FileFormatError(f"{runs[0].file.path}: benchmark {runs[0].fullname} maps to workload {name}, "
                                   f"which a perfgate result in {directory} also holds")
         results.append(_merge(runs))
     return results
