@@ -15,14 +15,15 @@ phases, so only the step is shown and gated phases do not apply.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
 
-from perfgate.baseline import Baseline, Lookup, Provenance, Recording, param_differences
+from perfgate.baseline import Baseline, Lookup, Provenance, Recording, param_differences, updated_baseline
 from perfgate.benchmark_json import KIND as BENCHMARK_KIND
 from perfgate.benchmark_json import STATISTICS_BLOCKS, STATISTICS_PROCESSES, STATISTICS_SUMMARY
+from perfgate.blocks import BlockValue, block_log_ratio, blocks_of
 from perfgate.decide import (
     GateConfig,
     MemoryDecision,
@@ -47,13 +48,31 @@ the looks, the estimation settings) are the whole run's and come from its own co
 
 
 @dataclass(frozen=True)
+class Pairing:
+    """The base side of a paired comparison: the base commit measured in the same job,
+    alternating with the head in ABBA blocks (each repeat carries its ``block``)."""
+
+    base: RunResult
+    against: str
+    """The base commit (full sha), or the name the user gave when it is not a git commit."""
+    base_python: str | None = None
+    """Another interpreter measured the base side (``--base-python``): environments may differ."""
+
+
+@dataclass(frozen=True)
 class Entry:
-    """One workload of a gate: its current result (or the error that prevented one)."""
+    """One workload of a gate: its current result (or the error that prevented one).
+
+    With ``pairing`` the verdict comes from the paired design against the base side; the
+    stored baseline in ``lookup``, when there is a comparable one, is shown as a secondary
+    line only.
+    """
 
     workload: str
     result: RunResult | None
     lookup: Lookup | None
     error: str | None = None
+    pairing: Pairing | None = None
 
 
 @dataclass(frozen=True)
@@ -87,6 +106,18 @@ class WorkloadComparison:
     """What bounds the current run's step (INPUT-BOUND, ...), with evidence."""
     left_out: tuple[str, ...] = ()
     """Repeats the gate did not use, each with its reason (a throttled GPU)."""
+    design: str = ""
+    """Which design decided: "paired, 6 ABBA blocks against a1b2c3d" or "stored baseline, 3 recordings"."""
+    since_baseline: str | None = None
+    """In the paired design, the head against the stored baseline: shown, never deciding."""
+    environment_differences: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
+    """Paired with ``--base-python``: how the two sides' environments differ ``{field: (base, head)}``."""
+    base_environment: Any = None
+    """Paired with differing environments: the base side's :class:`Environment`, shown beside the head's."""
+
+    @property
+    def paired(self) -> bool:
+        return self.design.startswith("paired")
 
     @property
     def provenance(self) -> Provenance | None:
@@ -145,6 +176,28 @@ def _estimate(current: Sequence[float], baseline: Baseline, row: str, config: Ga
     )
 
 
+Estimator = Callable[[str], LogRatio]
+"""One workload's estimate of a row (a phase, the residual or the step) against its reference."""
+
+
+def _stored_estimator(summary: WorkloadSummary, baseline: Baseline, config: GateConfig) -> Estimator:
+    return lambda row: _estimate(summary.per_repeat(row), baseline, row, config)
+
+
+def _block_values(summary: WorkloadSummary, row: str) -> list[BlockValue]:
+    values = []
+    for r in summary.repeats:
+        if r.block is None:
+            raise ValueError(f"repeat {r.index + 1} has no ABBA block: not a paired measurement")
+        values.append(BlockValue(r.block, r.medians_ms[row]))
+    return values
+
+
+def _paired_estimator(summary: WorkloadSummary, base: WorkloadSummary, config: GateConfig) -> Estimator:
+    return lambda row: block_log_ratio(_block_values(base, row), _block_values(summary, row),
+                                       confidence=config.confidence)
+
+
 def incomparable(result: RunResult, baseline: Baseline) -> dict[str, tuple[Any, Any]]:
     """Everything that must match before two runs are compared: ``{what: (baseline, current)}``."""
     diffs: dict[str, tuple[Any, Any]] = {}
@@ -190,10 +243,10 @@ def _summary_of(data: Mapping[str, Any], what: str) -> SampleSummary:
 
 
 def _step_estimate(result: RunResult, summary: WorkloadSummary, baseline: Baseline,
-                   config: GateConfig) -> tuple[LogRatio, str | None]:
+                   config: GateConfig, estimate: Estimator) -> tuple[LogRatio, str | None]:
     """The step's estimate and, for a pytest-benchmark result, which statistics gave it."""
     if result.data.get("kind") != BENCHMARK_KIND:
-        return _estimate(summary.per_repeat("step"), baseline, "step", config), None
+        return estimate("step"), None
     recordings: Sequence[Recording] = baseline.recordings
     modes = {result.data.get("statistics"), *(rec.data.get("statistics") for rec in recordings)}
     origin = f"pytest-benchmark {result.data.get('benchmark', result.workload)}"
@@ -238,7 +291,8 @@ def _describe(diffs: Mapping[str, tuple[Any, Any]]) -> str:
     return "; ".join(f"{k}: baseline {a!r}, current {b!r}" for k, (a, b) in diffs.items())
 
 
-def _phase_rows(summary: WorkloadSummary, baseline: Baseline, config: GateConfig) -> tuple[PhaseRow, ...]:
+def _phase_rows(summary: WorkloadSummary, baseline: Baseline, config: GateConfig,
+                estimate: Estimator) -> tuple[PhaseRow, ...]:
     if not _has_phases(summary, baseline):
         # The residual would be the whole step: show the step alone.
         base_steps = [v for rec in baseline.recordings for v in rec.medians("step")]
@@ -248,7 +302,7 @@ def _phase_rows(summary: WorkloadSummary, baseline: Baseline, config: GateConfig
     for phase in PHASES:
         base_shares[phase] = median(r.shares[phase] for rec in baseline.recordings for r in rec.repeats)
         try:
-            estimates[phase] = _estimate(summary.per_repeat(phase), baseline, phase, config)
+            estimates[phase] = estimate(phase)
         except ValueError:
             estimates[phase] = None  # a phase that is zero in some repeat has no log ratio
     flags = flag_phases(estimates, config.phase_q, baseline_shares=base_shares, min_share=config.phase_min_share)
@@ -265,6 +319,70 @@ def _phase_rows(summary: WorkloadSummary, baseline: Baseline, config: GateConfig
     return tuple(rows)
 
 
+def _without_throttled(result: RunResult, side: str) -> tuple[RunResult, str | None]:
+    """``result`` less the repeats during which the GPU throttled, and the note saying so."""
+    throttled = [r for r in result.repeats if r.throttled]
+    if not throttled:
+        return result, None
+    reasons = sorted({x for r in throttled for x in ((r.telemetry or {}).get("gpu") or {}).get("throttle_reasons") or []})
+    note = (f"{len(throttled)} of {len(result.repeats)} {side} repeat(s) left out: the GPU "
+            f"throttled during the window ({', '.join(reasons)})")
+    return dataclasses.replace(result, repeats=tuple(r for r in result.repeats if not r.throttled)), note
+
+
+def _short(commit: str) -> str:
+    return commit[:7] if len(commit) >= 7 and all(c in "0123456789abcdef" for c in commit.lower()) else commit
+
+
+def stored_design(baseline: Baseline) -> str:
+    k = len(baseline.recordings)
+    return f"stored baseline, {k} recording{'s' if k != 1 else ''}"
+
+
+def paired_design(blocks: int, against: str) -> str:
+    return f"paired, {blocks} ABBA block{'s' if blocks != 1 else ''} against {_short(against)}"
+
+
+def _since_baseline(result: RunResult, summary: WorkloadSummary, lookup: Lookup | None,
+                    config: GateConfig) -> str:
+    """The head against the stored baseline, for the paired report's secondary line."""
+    if lookup is None or lookup.baseline is None:
+        return "since the last rebaseline: no stored baseline for this environment"
+    baseline, _ = lookup.baseline.without_throttled()
+    if not baseline.recordings:
+        return "since the last rebaseline: every stored repeat was recorded while the GPU throttled"
+    diffs = incomparable(result, baseline)
+    if diffs:
+        return f"since the last rebaseline: not comparable ({_describe(diffs)})"
+    try:
+        est = _estimate(summary.per_repeat("step"), baseline, "step", config)
+    except ValueError as exc:
+        return f"since the last rebaseline: not estimated ({exc})"
+    conf = f"{est.confidence * 100:g}% CI"
+    return (f"since the last rebaseline: step {_signed(est.ratio)}% [{_signed(est.ci_low)}, "
+            f"{_signed(est.ci_high)}] ({conf}, {stored_design(baseline)}; shown, not deciding)")
+
+
+def _signed(ratio: float) -> str:
+    return f"{(ratio - 1) * 100:+.1f}"
+
+
+@dataclass(frozen=True)
+class _Judged:
+    result: RunResult
+    summary: WorkloadSummary
+    reference: Baseline
+    """The stored baseline, or the base side made into an in-memory one (paired)."""
+    path: str | None
+    estimate: Estimator
+    labels: tuple[Label, ...]
+    left_out: tuple[str, ...]
+    design: str
+    since_baseline: str | None = None
+    environment_differences: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
+    base_environment: Any = None
+
+
 def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
             already_decided: Collection[str] = (),
             per_workload: Mapping[str, GateConfig] | None = None) -> GateOutcome:
@@ -273,7 +391,9 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
     ``already_decided`` names workloads settled at an earlier look: they stay in the Holm
     family with p = 1 (see ``decide_time``). ``per_workload`` holds workload-specific
     thresholds (δ, memory, gated phases, phase flags); α, the looks and the estimation
-    settings always come from ``config``, the whole run's.
+    settings always come from ``config``, the whole run's. An entry with a ``pairing`` is
+    judged by the paired design (the randomised-block analysis of its ABBA blocks); the
+    others against their stored baseline.
     """
     per_workload = per_workload or {}
     phase_free: set[str] = set()  # workloads without phases: gated phases do not apply
@@ -284,7 +404,7 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
         return dataclasses.replace(c, gate_phases=()) if name in phase_free and c.gate_phases else c
 
     settled: dict[str, WorkloadComparison] = {}
-    judged: dict[str, tuple[RunResult, WorkloadSummary, Baseline, Lookup, tuple[Label, ...], tuple[str, ...]]] = {}
+    judged: dict[str, _Judged] = {}
     estimates: dict[str, LogRatio] = {}
     notes: dict[str, str] = {}
     for entry in entries:
@@ -292,15 +412,10 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
         if entry.error is not None or entry.result is None:
             settled[name] = WorkloadComparison(name, Verdict.ERROR, entry.error or "no result")
             continue
-        result, lookup = entry.result, entry.lookup
-        labels = tuple(diagnose(result))
-        throttled = [r for r in result.repeats if r.throttled]
-        left_out: list[str] = []
-        if throttled:
-            reasons = sorted({x for r in throttled for x in ((r.telemetry or {}).get("gpu") or {}).get("throttle_reasons") or []})
-            left_out.append(f"{len(throttled)} of {len(result.repeats)} current repeat(s) left out: the GPU "
-                            f"throttled during the window ({', '.join(reasons)})")
-            result = dataclasses.replace(result, repeats=tuple(r for r in result.repeats if not r.throttled))
+        lookup = entry.lookup
+        labels = tuple(diagnose(entry.result))
+        result, note = _without_throttled(entry.result, "head" if entry.pairing else "current")
+        left_out: list[str] = [note] if note else []
         if not result.repeats:
             settled[name] = WorkloadComparison(name, Verdict.ERROR, f"cannot compare: {left_out[0]}, none is left",
                                                labels=labels, left_out=tuple(left_out))
@@ -309,50 +424,87 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
         common: dict[str, Any] = {"current": summary, "environment_key": result.environment.key(),
                                   "device": result.device, "overrides": dict(result.overrides),
                                   "labels": labels, "left_out": tuple(left_out)}
-        if lookup is None or lookup.baseline is None:
-            if lookup is not None and lookup.other_environments:
-                closest, diffs = _closest(result, lookup.other_environments)
+        if entry.pairing is not None:
+            pairing = entry.pairing
+            base, note = _without_throttled(pairing.base, "base")
+            if note:
+                left_out.append(note)
+                common["left_out"] = tuple(left_out)
+            since = _since_baseline(result, summary, lookup, config)
+            if not base.repeats:
+                settled[name] = WorkloadComparison(name, Verdict.ERROR, f"cannot compare: {left_out[-1]}, "
+                                                   "none is left", since_baseline=since, **common)
+                continue
+            reference = updated_baseline(None, base, f"base side of a paired comparison, measured in this job "
+                                         f"({_short(pairing.against)})", append=False)
+            base_summary = summarise(base)
+            blocks = blocks_of(_block_values(base_summary, "step"), _block_values(summary, "step"))
+            design = paired_design(len(blocks), pairing.against)
+            diffs = incomparable(result, reference)
+            env_diffs = {k.removeprefix("environment "): v for k, v in diffs.items()
+                         if k.startswith("environment ")}
+            if pairing.base_python:
+                diffs = {k: v for k, v in diffs.items() if not k.startswith("environment ")}
+            if diffs:
                 settled[name] = WorkloadComparison(
                     name, Verdict.INCOMPARABLE,
-                    f"no baseline for environment {result.environment.key()}; the closest one "
-                    f"({closest.environment_key}) differs: {_describe(diffs)}",
-                    differences=diffs, baseline=closest, **common)
-            else:
+                    f"the base side ({_short(pairing.against)}) differs: {_describe(diffs)}",
+                    differences=diffs, baseline=reference, design=design, since_baseline=since, **common)
+                continue
+            judged_entry = _Judged(result, summary, reference, None, _paired_estimator(summary, base_summary, config),
+                                   labels, tuple(left_out), design, since, env_diffs,
+                                   base.environment if env_diffs else None)
+        else:
+            if lookup is None or lookup.baseline is None:
+                if lookup is not None and lookup.other_environments:
+                    closest, diffs = _closest(result, lookup.other_environments)
+                    settled[name] = WorkloadComparison(
+                        name, Verdict.INCOMPARABLE,
+                        f"no baseline for environment {result.environment.key()}; the closest one "
+                        f"({closest.environment_key}) differs: {_describe(diffs)}",
+                        differences=diffs, baseline=closest, **common)
+                else:
+                    settled[name] = WorkloadComparison(
+                        name, Verdict.NO_BASELINE,
+                        f"no baseline for {name} in environment {result.environment.key()}",
+                        baseline_path=str(lookup.path) if lookup else None, **common)
+                continue
+            baseline, dropped = lookup.baseline.without_throttled()
+            if dropped:
+                left_out.append(f"{dropped} baseline repeat(s) left out: the GPU throttled while they were recorded")
+                common["left_out"] = tuple(left_out)
+            if not baseline.recordings:
+                settled[name] = WorkloadComparison(name, Verdict.ERROR, "cannot compare: every baseline repeat was "
+                                                   "recorded while the GPU throttled; rebaseline", **common)
+                continue
+            diffs = incomparable(result, baseline)
+            if diffs:
                 settled[name] = WorkloadComparison(
-                    name, Verdict.NO_BASELINE,
-                    f"no baseline for {name} in environment {result.environment.key()}",
-                    baseline_path=str(lookup.path) if lookup else None, **common)
-            continue
-        baseline, dropped = lookup.baseline.without_throttled()
-        if dropped:
-            left_out.append(f"{dropped} baseline repeat(s) left out: the GPU throttled while they were recorded")
-            common["left_out"] = tuple(left_out)
-        if not baseline.recordings:
-            settled[name] = WorkloadComparison(name, Verdict.ERROR, "cannot compare: every baseline repeat was "
-                                               "recorded while the GPU throttled; rebaseline", **common)
-            continue
-        diffs = incomparable(result, baseline)
-        if diffs:
-            settled[name] = WorkloadComparison(
-                name, Verdict.INCOMPARABLE, f"baseline {lookup.path} differs: {_describe(diffs)}",
-                differences=diffs, baseline=baseline, baseline_path=str(lookup.path), **common)
-            continue
-        if not _has_phases(summary, baseline):
+                    name, Verdict.INCOMPARABLE, f"baseline {lookup.path} differs: {_describe(diffs)}",
+                    differences=diffs, baseline=baseline, baseline_path=str(lookup.path), **common)
+                continue
+            judged_entry = _Judged(result, summary, baseline, str(lookup.path),
+                                   _stored_estimator(summary, baseline, config), labels, tuple(left_out),
+                                   stored_design(baseline))
+        if not _has_phases(summary, judged_entry.reference):
             phase_free.add(name)
         row = "step"
         try:
-            estimates[name], note = _step_estimate(result, summary, baseline, config)
+            estimates[name], note = _step_estimate(result, summary, judged_entry.reference, config,
+                                                   judged_entry.estimate)
             if note:
                 notes[name] = note
             for row in cfg(name).gate_phases:
-                estimates[f"{name}:{row}"] = _estimate(summary.per_repeat(row), baseline, row, config)
+                estimates[f"{name}:{row}"] = judged_entry.estimate(row)
         except ValueError as exc:
             what = "" if row == "step" else f" gated phase {row}"
             settled[name] = WorkloadComparison(name, Verdict.ERROR, f"cannot compare{what}: {exc}",
-                                               baseline=baseline, baseline_path=str(lookup.path), **common)
+                                               baseline=judged_entry.reference, baseline_path=judged_entry.path,
+                                               design=judged_entry.design, since_baseline=judged_entry.since_baseline,
+                                               **common)
             estimates = {k: v for k, v in estimates.items() if k != name and not k.startswith(f"{name}:")}
             continue
-        judged[name] = (result, summary, baseline, lookup, labels, tuple(left_out))
+        judged[name] = judged_entry
 
     decided_family = [d for d in already_decided if d not in estimates]
     for name in already_decided:
@@ -369,7 +521,7 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
         decisions.update({k: by_config[c][k] for k in keys})
 
     out: dict[str, WorkloadComparison] = dict(settled)
-    for name, (result, summary, baseline, lookup, labels, left_out) in judged.items():
+    for name, j in judged.items():
         wcfg = cfg(name)
         time = decisions[name]
         if name in notes:
@@ -379,8 +531,8 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
                                         reason=decisions[f"{name}:{p}"].reason.replace("step ", f"{p} ", 1))
                  for p in wcfg.gate_phases}
         memory = decide_memory(
-            [float(r.peak_memory_bytes) for r in result.repeats if r.peak_memory_bytes is not None] or None,
-            baseline.peak_memory() or None,
+            [float(r.peak_memory_bytes) for r in j.result.repeats if r.peak_memory_bytes is not None] or None,
+            j.reference.peak_memory() or None,
             wcfg.memory_threshold,
         )
         verdict, reason = time.verdict, time.reason
@@ -397,10 +549,11 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
             reason = f"gated phase {open_phases[0]}: {gated[open_phases[0]].reason}"
         out[name] = WorkloadComparison(
             workload=name, verdict=verdict, reason=reason, time=time,
-            phases=_phase_rows(summary, baseline, wcfg), memory=memory, gated=gated,
-            current=summary, baseline=baseline, baseline_path=str(lookup.path),
-            environment_key=result.environment.key(), device=result.device, overrides=dict(result.overrides),
-            labels=labels, left_out=left_out,
+            phases=_phase_rows(j.summary, j.reference, wcfg, j.estimate), memory=memory, gated=gated,
+            current=j.summary, baseline=j.reference, baseline_path=j.path,
+            environment_key=j.result.environment.key(), device=j.result.device, overrides=dict(j.result.overrides),
+            labels=j.labels, left_out=j.left_out, design=j.design, since_baseline=j.since_baseline,
+            environment_differences=j.environment_differences, base_environment=j.base_environment,
         )
     ordered = tuple(out[e.workload] for e in entries)
     return GateOutcome(ordered, config, look)

@@ -47,6 +47,8 @@ class RepeatResult:
     """Times the DataLoader ran out inside the window and was restarted (0 when pinned right)."""
     telemetry: Mapping[str, Any] | None = None
     """Summary of the background samples taken during the window (None: not sampled)."""
+    block: int | None = None
+    """The ABBA block this repeat was measured in (paired design); None in a plain run."""
 
     @property
     def throttled(self) -> bool:
@@ -74,6 +76,7 @@ class RepeatResult:
             "loader_settings": dict(self.loader_settings),
             "loader_restarts": self.loader_restarts,
             "telemetry": dict(self.telemetry) if self.telemetry is not None else None,
+            **({"block": self.block} if self.block is not None else {}),
         }
 
 
@@ -138,6 +141,7 @@ def repeat_from_dict(data: object, where: str) -> RepeatResult:
         loader_settings=f.get("loader_settings", dict),
         loader_restarts=f.get("loader_restarts", int, optional=True) or 0,
         telemetry=f.get("telemetry", dict, optional=True),
+        block=f.get("block", int, optional=True),
     )
 
 

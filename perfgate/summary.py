@@ -31,6 +31,8 @@ class RepeatSummary:
     samples_per_s: float
     peak_memory_bytes: int | None
     device_busy_fraction: float | None
+    block: int | None = None
+    """The ABBA block of the repeat (paired design), else None."""
 
 
 def residual_series(repeat: RepeatResult) -> list[float]:
@@ -61,6 +63,7 @@ def summarise_repeat(repeat: RepeatResult) -> RepeatSummary:
         samples_per_s=repeat.samples_per_s,
         peak_memory_bytes=repeat.peak_memory_bytes,
         device_busy_fraction=busy_fraction,
+        block=repeat.block,
     )
 
 

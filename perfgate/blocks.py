@@ -1,0 +1,167 @@
+"""The paired design's statistics: base and head measured in ABBA blocks in one job.
+
+Each block runs four fresh processes in the order base, head, head, base. Linear drift
+of the machine inside a block then cancels from the head-minus-base contrast (the mean
+position of both arms is the same), and whatever differs between blocks (a slower
+quarter of an hour) is removed by the block term. Day-to-day drift never enters: both
+arms are measured on the same day, on the same runner, minutes apart.
+
+The estimate is the randomised-block analysis, an additive model on the log of each
+repeat's summary::
+
+    log y = mu + arm + block + e
+
+fitted by least squares. With J complete blocks of four it has 4J - (J + 1) = 3J - 1
+residual degrees of freedom, and the arm effect is the mean log difference with
+standard error sqrt(MSE / J). Blocks that lost a repeat stay in the fit (least squares
+handles the imbalance); a block holding only one arm tells nothing about the arm
+effect and is left out.
+
+Two alternatives are kept for the simulation that chose between them
+(``benchmarks/simulate_gate.py``): the one-sample t on block contrasts (the same
+estimate, only J - 1 degrees of freedom, but exact when errors inside a block are
+correlated in any way) and Welch ignoring the blocks (not protected against drift).
+
+No torch, no files, no printing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import special
+
+from perfgate.stats import LogRatio
+
+__all__ = ["ABBA", "BlockValue", "block_contrast_t", "block_log_ratio", "blocks_of"]
+
+ABBA = ("base", "head", "head", "base")
+"""The order of the four processes of one block."""
+
+
+@dataclass(frozen=True)
+class BlockValue:
+    """One repeat's summary (milliseconds, > 0) and the block it was measured in."""
+
+    block: int
+    value: float
+
+
+def _check(values: Sequence[BlockValue], what: str) -> tuple[np.ndarray, np.ndarray]:
+    if len(values) == 0:
+        raise ValueError(f"{what}: no repeats")
+    blocks = np.array([v.block for v in values], dtype=int)
+    raw = np.array([v.value for v in values], dtype=float)
+    if not np.all(np.isfinite(raw)) or np.any(raw <= 0):
+        raise ValueError(f"{what}: every per-repeat summary must be finite and > 0")
+    return blocks, np.log(raw)
+
+
+def _t_summary(diff: float, se: float, df: float, confidence: float) -> tuple[float, float, float, float, float]:
+    """(p_slower, p_faster, p_two_sided, ci_low_log, ci_high_log)."""
+    if se > 0 and df > 0:
+        t = diff / se
+        p_faster = float(special.stdtr(df, t))
+        p_slower = float(special.stdtr(df, -t))
+        half = se * float(special.stdtrit(df, 0.5 + confidence / 2.0))
+    else:  # no noise at all: the sign of the difference is certain
+        p_slower = 0.0 if diff > 0 else 1.0
+        p_faster = 0.0 if diff < 0 else 1.0
+        half = 0.0
+    return p_slower, p_faster, min(1.0, 2.0 * min(p_slower, p_faster)), diff - half, diff + half
+
+
+def _exp(x: float) -> float:
+    return math.exp(x) if x < 700 else math.inf
+
+
+def blocks_of(base: Sequence[BlockValue], head: Sequence[BlockValue]) -> list[int]:
+    """The blocks that hold both arms, in order: the ones that inform the arm effect."""
+    return sorted({v.block for v in base} & {v.block for v in head})
+
+
+def block_log_ratio(base: Sequence[BlockValue], head: Sequence[BlockValue], *,
+                    confidence: float = 0.95) -> LogRatio:
+    """Head / base as a ratio from the additive block model on logs (see the module doc).
+
+    Needs at least two blocks holding both arms and at least one residual degree of
+    freedom; fewer raise ``ValueError`` (the run is too short to be judged).
+    """
+    if not (0.0 < confidence < 1.0):
+        raise ValueError(f"confidence must be between 0 and 1 (exclusive), got {confidence!r}")
+    b_blocks, b_log = _check(base, "base")
+    h_blocks, h_log = _check(head, "head")
+    kept = blocks_of(base, head)
+    if len(kept) < 2:
+        raise ValueError(f"{len(kept)} block(s) hold both base and head repeats; at least 2 are needed")
+    keep_b, keep_h = np.isin(b_blocks, kept), np.isin(h_blocks, kept)
+    y = np.concatenate([b_log[keep_b], h_log[keep_h]])
+    arm = np.concatenate([np.zeros(int(keep_b.sum())), np.ones(int(keep_h.sum()))])
+    block = np.concatenate([b_blocks[keep_b], h_blocks[keep_h]])
+    index = {b: i for i, b in enumerate(kept)}
+    # Columns: the arm, then one indicator per block (the block indicators span the intercept).
+    x = np.zeros((y.size, 1 + len(kept)))
+    x[:, 0] = arm
+    x[np.arange(y.size), 1 + np.array([index[b] for b in block])] = 1.0
+    coef, _, rank, _ = np.linalg.lstsq(x, y, rcond=None)
+    df = float(y.size - rank)
+    if df < 1:
+        raise ValueError("no residual degrees of freedom: each block needs more than one repeat per arm "
+                         "or more blocks")
+    resid = y - x @ coef
+    mse = float(resid @ resid) / df
+    xtx_inv = np.linalg.pinv(x.T @ x)
+    diff = float(coef[0])
+    se = math.sqrt(max(0.0, mse * float(xtx_inv[0, 0])))
+    p_slower, p_faster, p_two, lo, hi = _t_summary(diff, se, df, confidence)
+    # Block-to-block sd of log (the drift the design removes), from the block means.
+    block_means = coef[1:]
+    between = float(np.std(block_means, ddof=1)) if len(kept) > 1 else 0.0
+    return LogRatio(
+        ratio=math.exp(diff),
+        ci_low=_exp(lo),
+        ci_high=_exp(hi),
+        p_slower=p_slower,
+        p_faster=p_faster,
+        p_two_sided=p_two,
+        se_log=se,
+        df=df,
+        n_current=int(keep_h.sum()),
+        n_baseline=int(keep_b.sum()),
+        recordings=1,
+        within_sd_log=math.sqrt(mse),
+        between_sd_log=between,
+        confidence=confidence,
+        current_sd_log=float(np.std(h_log[keep_h], ddof=1)) if keep_h.sum() > 1 else math.nan,
+        baseline_sd_log=float(np.std(b_log[keep_b], ddof=1)) if keep_b.sum() > 1 else math.nan,
+    )
+
+
+def block_contrast_t(base: Sequence[BlockValue], head: Sequence[BlockValue], *,
+                     confidence: float = 0.95) -> LogRatio:
+    """The one-sample t on per-block contrasts ``mean log head - mean log base`` (J - 1 df).
+
+    Valid whatever the correlation of errors inside a block, because the contrasts of
+    different blocks are independent; it pays for that with J - 1 degrees of freedom
+    instead of 3J - 1. Kept for the simulation that compares the two.
+    """
+    b_blocks, b_log = _check(base, "base")
+    h_blocks, h_log = _check(head, "head")
+    kept = blocks_of(base, head)
+    if len(kept) < 2:
+        raise ValueError(f"{len(kept)} block(s) hold both base and head repeats; at least 2 are needed")
+    d = np.array([h_log[h_blocks == b].mean() - b_log[b_blocks == b].mean() for b in kept])
+    diff = float(d.mean())
+    df = float(d.size - 1)
+    se = float(d.std(ddof=1)) / math.sqrt(d.size)
+    p_slower, p_faster, p_two, lo, hi = _t_summary(diff, se, df, confidence)
+    return LogRatio(
+        ratio=math.exp(diff), ci_low=_exp(lo), ci_high=_exp(hi), p_slower=p_slower, p_faster=p_faster,
+        p_two_sided=p_two, se_log=se, df=df, n_current=int(np.isin(h_blocks, kept).sum()),
+        n_baseline=int(np.isin(b_blocks, kept).sum()), recordings=1,
+        within_sd_log=float(d.std(ddof=1)),  # Var(d) = sigma^2 (1/2 + 1/2) in a full block
+        between_sd_log=0.0, confidence=confidence,
+    )

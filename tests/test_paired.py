@@ -1,0 +1,149 @@
+"""The paired design: the block model's statistics and its verdicts through ``compare``."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from perfgate.blocks import ABBA, BlockValue, block_contrast_t, block_log_ratio
+from perfgate.compare import Entry, Pairing, compare
+from perfgate.decide import GateConfig, Verdict
+from tests.factories import ENV, make_result
+
+
+def _abba(values_by_block: list[tuple[float, float, float, float]]) -> tuple[list[BlockValue], list[BlockValue]]:
+    base, head = [], []
+    for j, four in enumerate(values_by_block):
+        for arm, v in zip(ABBA, four):
+            (base if arm == "base" else head).append(BlockValue(j, v))
+    return base, head
+
+
+def test_balanced_blocks_match_the_two_way_anova_by_hand():
+    rng = np.random.default_rng(3)
+    blocks = [tuple(float(x) for x in np.exp(rng.normal(math.log(100), 0.05, 4) + [0, 0.1, 0.1, 0]))
+              for _ in range(6)]
+    base, head = _abba(blocks)
+    est = block_log_ratio(base, head)
+    y = np.log(np.array(blocks))  # rows: blocks; columns: A B B A
+    a, b = y[:, [0, 3]], y[:, [1, 2]]
+    diff = b.mean() - a.mean()
+    # residuals of the additive model: y - block mean - arm effect + grand mean
+    arm = np.array([a.mean(), b.mean(), b.mean(), a.mean()]) - y.mean()
+    resid = y - y.mean(axis=1, keepdims=True) - arm
+    df = 4 * 6 - (6 + 1)
+    mse = (resid**2).sum() / df
+    se = math.sqrt(mse / 6)
+    assert est.df == df == 3 * 6 - 1
+    assert est.ratio == pytest.approx(math.exp(diff), rel=1e-12)
+    assert est.se_log == pytest.approx(se, rel=1e-10)
+    assert est.p_slower == pytest.approx(sps.t.sf(diff / se, df), rel=1e-9)
+
+
+def test_block_contrast_is_the_one_sample_t_on_contrasts():
+    rng = np.random.default_rng(4)
+    blocks = [tuple(float(x) for x in np.exp(rng.normal(4.6, 0.05, 4))) for _ in range(6)]
+    base, head = _abba(blocks)
+    y = np.log(np.array(blocks))
+    d = y[:, [1, 2]].mean(axis=1) - y[:, [0, 3]].mean(axis=1)
+    ref = sps.ttest_1samp(d, 0.0, alternative="greater")
+    est = block_contrast_t(base, head)
+    assert est.df == 5
+    assert est.p_slower == pytest.approx(ref.pvalue, rel=1e-9)
+    # the same point estimate as the block model in a balanced design
+    assert est.ratio == pytest.approx(block_log_ratio(base, head).ratio, rel=1e-12)
+
+
+def test_linear_drift_inside_blocks_cancels():
+    # every process 2% slower than the one before it, no noise, no change between arms
+    blocks = [tuple(100.0 * math.exp(0.02 * (4 * j + k)) for k in range(4)) for j in range(6)]
+    base, head = _abba(blocks)
+    est = block_log_ratio(base, head)
+    assert est.ratio == pytest.approx(1.0, abs=1e-12)
+
+
+def test_unbalanced_blocks_are_fitted_and_one_armed_blocks_ignored():
+    rng = np.random.default_rng(5)
+    blocks = [tuple(float(x) for x in np.exp(rng.normal(4.6, 0.03, 4) + [0, 0.05, 0.05, 0])) for _ in range(6)]
+    base, head = _abba(blocks)
+    base = [v for v in base if not (v.block == 2 and v is base[4])]  # block 2 lost one base repeat
+    head = [v for v in head if v.block != 5]  # block 5 holds base only
+    est = block_log_ratio(base, head)
+    assert est.n_current == 10 and est.n_baseline == 9
+    assert est.df == 19 - 6  # 19 observations, 5 blocks + arm
+    assert 1.02 < est.ratio < 1.09
+
+
+def test_too_few_blocks_is_an_error():
+    base, head = _abba([(100.0, 101.0, 102.0, 99.0)])
+    with pytest.raises(ValueError, match="at least 2"):
+        block_log_ratio(base, head)
+
+
+def _paired_results(slow: float = 1.0, blocks: int = 6, seed: int = 0, drift: float = 0.0, jitter: float = 0.02):
+    """Head and base results in ABBA order, with optional drift of the machine per process."""
+    rng = np.random.default_rng(seed)
+    base_scales, head_scales, base_blocks, head_blocks = [], [], [], []
+    for j in range(blocks):
+        for k, arm in enumerate(ABBA):
+            machine = math.exp(drift * (4 * j + k) + rng.normal(0, jitter))
+            if arm == "base":
+                base_scales.append(machine)
+                base_blocks.append(j)
+            else:
+                head_scales.append(machine * slow)
+                head_blocks.append(j)
+
+    def with_blocks(result, blocks_):
+        reps = tuple(dataclasses.replace(r, block=b) for r, b in zip(result.repeats, blocks_))
+        return dataclasses.replace(result, repeats=reps)
+
+    base = with_blocks(make_result(repeat_scales=base_scales, seed=seed), base_blocks)
+    head = with_blocks(make_result(repeat_scales=head_scales, seed=seed + 1), head_blocks)
+    return base, head
+
+
+def test_paired_verdicts_and_the_design_is_named():
+    base, head = _paired_results(slow=1.25)
+    outcome = compare([Entry("tiny", head, None, pairing=Pairing(base, "a1b2c3d4e5f6"))], GateConfig(), look=1)
+    c = outcome.comparisons[0]
+    assert c.verdict is Verdict.REGRESSION
+    assert c.design == "paired, 6 ABBA blocks against a1b2c3d"
+    assert c.time.estimate.df == 17
+    assert c.since_baseline == "since the last rebaseline: no stored baseline for this environment"
+    base, head = _paired_results(slow=1.0, jitter=0.005)
+    c = compare([Entry("tiny", head, None, pairing=Pairing(base, "a1b2c3d"))], GateConfig(), look=1).comparisons[0]
+    assert c.verdict is Verdict.PASS
+
+
+def test_paired_design_is_immune_to_drift_that_fools_welch():
+    # the machine gets 1% slower per process: 24% over the job. Nothing changed.
+    base, head = _paired_results(slow=1.0, drift=0.01, jitter=0.002)
+    c = compare([Entry("tiny", head, None, pairing=Pairing(base, "abc1234"))], GateConfig(), look=1).comparisons[0]
+    assert c.verdict is Verdict.PASS
+    assert c.time.estimate.ratio == pytest.approx(1.0, abs=0.005)
+
+
+def test_paired_workload_change_is_incomparable():
+    base, head = _paired_results()
+    head = dataclasses.replace(head, params={"batch_size": 16, "steps": 10})
+    c = compare([Entry("tiny", head, None, pairing=Pairing(base, "abc1234"))], GateConfig(), look=1).comparisons[0]
+    assert c.verdict is Verdict.INCOMPARABLE
+    assert "param batch_size" in c.differences
+
+
+def test_paired_environment_differences_are_shown_with_base_python():
+    base, head = _paired_results()
+    base = dataclasses.replace(base, environment=dataclasses.replace(ENV, torch="2.13.0"))
+    entry = Entry("tiny", head, None, pairing=Pairing(base, "abc1234"))
+    c = compare([entry], GateConfig(), look=1).comparisons[0]
+    assert c.verdict is Verdict.INCOMPARABLE
+    entry = Entry("tiny", head, None, pairing=Pairing(base, "abc1234", base_python="/opt/py/bin/python"))
+    c = compare([entry], GateConfig(), look=1).comparisons[0]
+    assert c.verdict in (Verdict.PASS, Verdict.INCONCLUSIVE)
+    assert c.environment_differences == {"torch": ("2.13.0", "2.14.1")}
+    assert c.base_environment.torch == "2.13.0"
