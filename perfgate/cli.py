@@ -11,17 +11,19 @@ import argparse
 import dataclasses
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from perfgate import __version__, ci, scaffold
 from perfgate.baseline import baseline_path, load_baseline, save_baseline, updated_baseline
 from perfgate.calibrate import calibration_report
 from perfgate.compare import GateOutcome, compare
 from perfgate.config import Settings, load_settings
+from perfgate.contention import ContentionPolicy, contention
 from perfgate.discovery import Registry, discover
 from perfgate.errors import EXIT_ERROR, EXIT_OK, DataError, PerfgateError, UsageError
-from perfgate.gating import entries_for, run_gate
+from perfgate.gating import GateRun, PairedPlan, entries_for, run_gate, run_paired_gate
 from perfgate.jsonfile import write_json_atomic
 from perfgate.measure.runner import Job, Progress, RunOutcome, default_cache_dir, measure, resolve_device
 from perfgate.decide import Verdict
@@ -36,7 +38,8 @@ from perfgate.result import RunResult
 from perfgate.summary import summarise
 from perfgate.tracing import TraceOutcome, TraceSchedule, render_operator_table
 from perfgate.tune import DEFAULT_REPEATS, MIN_REPEATS, tune_loader
-from perfgate.workload import PHASES, parse_assignments
+from perfgate.workload import PHASES, Workload, parse_assignments
+from perfgate.worktree import BaseTree, base_worktree, check_clean, repository_root, resolve_commit
 
 
 def _err(message: str) -> None:
@@ -84,7 +87,7 @@ def _progress_printer(quiet: bool) -> Callable[[Progress], None]:
     def show(event: Progress) -> None:
         if quiet:
             return
-        prefix = f"[{event.workload}] repeat {event.repeat}/{event.repeats}"
+        prefix = f"[{event.workload}] " + (event.label or f"repeat {event.repeat}/{event.repeats}")
         if event.status == "start":
             print(f"{prefix} ...", file=sys.stderr, flush=True)
         elif event.status == "done":
@@ -99,6 +102,8 @@ def _progress_printer(quiet: bool) -> Callable[[Progress], None]:
 def _settings(args: argparse.Namespace) -> Settings:
     if getattr(args, "repeats", None) is not None and args.repeats < 1:
         raise UsageError("--repeats must be at least 1")
+    if getattr(args, "blocks", None) is not None and args.blocks < 2:
+        raise UsageError("--blocks: the paired design needs at least 2 ABBA blocks")
     cli: dict[str, object] = {
         "repeats": getattr(args, "repeats", None),
         "baselines": getattr(args, "baselines", None),
@@ -106,6 +111,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         "delta": getattr(args, "delta", None),
         "looks": getattr(args, "looks", None),
         "second_look_repeats": getattr(args, "second_look_repeats", None),
+        "blocks": getattr(args, "blocks", None),
         "memory_threshold": getattr(args, "memory_threshold", None),
         "phase_q": getattr(args, "phase_q", None),
         "gate_phases": getattr(args, "gate_phase", None) or None,
@@ -114,24 +120,39 @@ def _settings(args: argparse.Namespace) -> Settings:
     return load_settings(Path(args.config), cli)
 
 
-def _jobs(args: argparse.Namespace, settings: Settings) -> tuple[str, list[Job]]:
-    """The device (``--device``, else ``[tool.perfgate] device``) and a job per selected workload."""
-    device = resolve_device(args.device or settings.device)
-    registry = discover([Path(p) for p in (*settings.workloads_path, *args.workloads_path)])
-    workloads = registry.select(args.workloads or list(settings.workloads))
+def _assignments(args: argparse.Namespace) -> dict[str, object]:
     assignments: dict[str, object] = dict(parse_assignments(args.set))
     if args.steps is not None:
         assignments["steps"] = str(args.steps)
     if args.warmup is not None:
         assignments["warmup_steps"] = str(args.warmup)
+    return assignments
+
+
+def _job(workload: Workload, device: str, assignments: Mapping[str, object], data_root: Path | None) -> Job:
+    params = workload.resolve(device, assignments)
+    resolved = params.to_dict()
+    return Job(workload, params, {k: resolved[k] for k in assignments}, data_root)
+
+
+def _jobs(args: argparse.Namespace, settings: Settings) -> tuple[str, list[Job]]:
+    """The device (``--device``, else ``[tool.perfgate] device``) and a job per selected workload."""
+    device = resolve_device(args.device or settings.device)
+    registry = discover([Path(p) for p in (*settings.workloads_path, *args.workloads_path)])
+    workloads = registry.select(args.workloads or list(settings.workloads))
+    assignments = _assignments(args)
     shared_root, roots = _data_roots(args.data_root, registry)
-    jobs = []
-    for workload in workloads:
-        params = workload.resolve(device, assignments)
-        resolved = params.to_dict()
-        jobs.append(Job(workload, params, {k: resolved[k] for k in assignments},
-                        roots.get(workload.name, shared_root)))
-    return device, jobs
+    return device, [_job(w, device, assignments, roots.get(w.name, shared_root)) for w in workloads]
+
+
+def _base_jobs(args: argparse.Namespace, settings: Settings, device: str, head_jobs: Sequence[Job],
+               tree: BaseTree) -> dict[str, Job]:
+    """The base side's job for each head workload the base tree defines, from the base tree's files."""
+    paths = [tree.mirror(Path(p)) for p in (*settings.workloads_path, *args.workloads_path)]
+    registry = discover([p for p in paths if p.exists()], project_dir=tree.mirror(Path.cwd()), prefer_project=True)
+    assignments = _assignments(args)
+    return {job.workload.name: _job(registry.workloads[job.workload.name], device, assignments, job.data_root)
+            for job in head_jobs if job.workload.name in registry.workloads}
 
 
 def _cache_dir(args: argparse.Namespace) -> Path:
@@ -264,23 +285,50 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _paired_gate(args: argparse.Namespace, settings: Settings, device: str, jobs: list[Job]) -> GateRun:
+    """``gate --against REF``: the base commit in a temporary worktree, ABBA blocks, the paired verdict."""
+    if args.base_python and not Path(args.base_python).is_file():
+        raise UsageError(f"--base-python {args.base_python}: no such interpreter")
+    repo = repository_root(Path.cwd())
+    commit = resolve_commit(repo, args.against)
+    if not args.allow_dirty:
+        check_clean(repo)
+    blocks = settings.blocks
+    if blocks < 2:
+        raise UsageError("--blocks: the paired design needs at least 2 ABBA blocks")
+    policy = _contention_policy(args)
+    with base_worktree(repo, commit) as tree:
+        base_jobs = _base_jobs(args, settings, device, jobs, tree)
+        plan = PairedPlan(jobs, base_jobs, Path.cwd(), tree.mirror(Path.cwd()), commit, args.base_python)
+        return run_paired_gate(
+            plan, settings=settings, device=device, blocks=blocks, second_look_blocks=args.second_look_blocks,
+            cache_dir=_cache_dir(args), out_dir=Path(args.out), progress=_progress_printer(args.quiet),
+            timeout_s=args.timeout, announce=lambda message: print(f"perfgate: {message}", file=sys.stderr),
+            telemetry=not args.no_telemetry, contention_check=policy, max_reruns=args.max_reruns,
+        )
+
+
+def _contention_policy(args: argparse.Namespace) -> Callable[[Mapping[str, Any] | None], str | None] | None:
+    """Why a repeat was contended by other processes (None: not contended), or None when off."""
+    if args.max_other_cpu_share is None and args.no_telemetry:
+        return None
+    try:
+        policy = ContentionPolicy() if args.max_other_cpu_share is None else ContentionPolicy(
+            max_other_cpu_share=args.max_other_cpu_share)
+    except ValueError as exc:
+        raise UsageError(f"--max-other-cpu-share: {exc}") from None
+    return lambda telemetry: contention(telemetry, policy)
+
+
 def cmd_gate(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if settings.repeats < 2:
         raise UsageError("a gate needs at least 2 repeats to know its run-to-run noise")
     device, jobs = _jobs(args, settings)
-    gate = run_gate(
-        jobs,
-        settings=settings,
-        device=device,
-        repeats=settings.repeats,
-        cache_dir=_cache_dir(args),
-        out_dir=Path(args.out),
-        progress=_progress_printer(args.quiet),
-        timeout_s=args.timeout,
-        announce=lambda message: print(f"perfgate: {message}", file=sys.stderr),
-        telemetry=not args.no_telemetry,
-    )
+    if args.against:
+        gate = _paired_gate(args, settings, device, jobs)
+    else:
+        gate = _stored_gate(args, settings, device, jobs)
     traces: dict[str, TraceOutcome] = {}
     if args.trace_on_fail:
         for job in jobs:
@@ -293,6 +341,21 @@ def cmd_gate(args: argparse.Namespace) -> int:
                     _err(f"trace of {job.workload.name} failed: {traces[job.workload.name].error}")
     _publish(args, gate.outcome, traces)
     return gate.outcome.exit_code
+
+
+def _stored_gate(args: argparse.Namespace, settings: Settings, device: str, jobs: list[Job]) -> GateRun:
+    return run_gate(
+        jobs,
+        settings=settings,
+        device=device,
+        repeats=settings.repeats,
+        cache_dir=_cache_dir(args),
+        out_dir=Path(args.out),
+        progress=_progress_printer(args.quiet),
+        timeout_s=args.timeout,
+        announce=lambda message: print(f"perfgate: {message}", file=sys.stderr),
+        telemetry=not args.no_telemetry,
+    )
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
@@ -451,6 +514,23 @@ def build_parser() -> argparse.ArgumentParser:
     _add_gate_options(p)
     p.add_argument("--looks", type=int, choices=[1, 2], help="planned looks (default 2: one second look when undecided)")
     p.add_argument("--second-look-repeats", type=int, help="repeats added at the second look (default: as many again)")
+    p.add_argument("--against", metavar="REF",
+                   help="paired design: measure the base commit REF in the same job, alternating with the "
+                        "working tree in ABBA blocks, and judge the difference (the stored baseline is then "
+                        "shown, not deciding)")
+    p.add_argument("--blocks", type=int, help="ABBA blocks at the first look of a paired gate "
+                                              "(default: [tool.perfgate] blocks, else 6)")
+    p.add_argument("--second-look-blocks", type=int, help="ABBA blocks added at the second look (default: as many again)")
+    p.add_argument("--base-python", metavar="PATH",
+                   help="run the base side with this interpreter (it must have perfgate installed), e.g. when the "
+                        "change upgrades torch; the report then shows both environments")
+    p.add_argument("--allow-dirty", action="store_true",
+                   help="measure a working tree with uncommitted changes as the head side")
+    p.add_argument("--max-reruns", type=int, default=3,
+                   help="blocks measured again per workload when other processes loaded the machine (default 3)")
+    p.add_argument("--max-other-cpu-share", type=float, metavar="SHARE",
+                   help="a repeat is contended when other processes used more than this share of the CPUs "
+                        "during its window (default: perfgate.contention's)")
     p.add_argument("--trace-on-fail", action="store_true",
                    help="after a REGRESSION, take a profiler trace of that workload (a separate run) and link it")
     p.add_argument("--trace-dir", default="perfgate-artifacts/traces", metavar="DIR",

@@ -23,7 +23,7 @@ from perfgate.workload import PHASES
 
 GATE_KEYS = {f.name for f in dataclasses.fields(GateConfig)}
 PER_WORKLOAD_KEYS = {"delta", "memory_threshold", "gate_phases", "phase_q", "phase_min_share"}
-RUN_KEYS = {"baselines", "workloads", "repeats", "device", "workloads_path"}
+RUN_KEYS = {"baselines", "workloads", "repeats", "device", "workloads_path", "blocks"}
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,8 @@ class Settings:
     baselines: Path = Path("baselines")
     workloads: tuple[str, ...] = ()
     repeats: int = 5
+    blocks: int = 6
+    """ABBA blocks at the first look of a paired gate (four processes each)."""
     device: str = "auto"
     workloads_path: tuple[str, ...] = ()
     source: str = "defaults"
@@ -114,6 +116,9 @@ def load_settings(pyproject: Path | None, cli: Mapping[str, Any] | None = None) 
     repeats = run_value("repeats", 5)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise UsageError(f"{where}: repeats must be an integer >= 1, got {repeats!r}")
+    blocks = run_value("blocks", 6)
+    if isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 2:
+        raise UsageError(f"{where}: blocks must be an integer >= 2, got {blocks!r}")
     paths = run_value("workloads_path", ())
     paths = (paths,) if isinstance(paths, str) else tuple(paths)
     # Paths written in pyproject.toml are relative to it; the command line's to the cwd.
@@ -127,6 +132,7 @@ def load_settings(pyproject: Path | None, cli: Mapping[str, Any] | None = None) 
         baselines=baselines,
         workloads=tuple(workloads),
         repeats=repeats,
+        blocks=blocks,
         device=run_value("device", "auto"),
         workloads_path=paths,
         source=source,

@@ -132,16 +132,29 @@ class Registry:
         return seen
 
 
-def discover(extra_paths: Iterable[Path] = (), *, project_dir: Path | None = None) -> Registry:
-    """All workloads visible from ``project_dir`` (default: the current directory)."""
+def discover(extra_paths: Iterable[Path] = (), *, project_dir: Path | None = None,
+             prefer_project: bool = False) -> Registry:
+    """All workloads visible from ``project_dir`` (default: the current directory).
+
+    ``prefer_project``: a workload the project's own files define replaces a reference
+    workload of the same name instead of clashing with it. The paired gate's base side
+    uses it, so that a tree which *is* the reference workloads' source (perfgate's own
+    repository at an older commit) measures its own version of them.
+    """
     project_dir = project_dir or Path.cwd()
     found: dict[str, Workload] = {}
     origins: dict[str, Path | None] = {}
+    reference_names: set[str] = set()
 
     def add(workloads: list[Workload], origin: Path | None) -> None:
         for w in workloads:
             if w.name in found:
                 if origin is not None and _same_bytes(origins[w.name], origin):
+                    continue
+                if prefer_project and w.name in reference_names:
+                    found[w.name] = w
+                    origins[w.name] = origin
+                    reference_names.discard(w.name)
                     continue
                 raise UsageError(
                     f"workload {w.name!r} is defined twice: {found[w.name].source} and {w.source}"
@@ -153,6 +166,7 @@ def discover(extra_paths: Iterable[Path] = (), *, project_dir: Path | None = Non
     reference_files = {origin for _, origin in reference if origin is not None}
     for source, origin in reference:
         add(load_source(source), origin)
+    reference_names.update(found)
     paths: list[Path] = []
     local = project_dir / "workloads"
     if local.is_dir():

@@ -9,14 +9,16 @@ the second look's α; it is never "re-run until green".
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from perfgate.baseline import find_baseline
-from perfgate.compare import Entry, GateOutcome, WorkloadComparison, compare
+from perfgate.compare import Entry, GateOutcome, Pairing, WorkloadComparison, compare
 from perfgate.config import Settings
-from perfgate.measure.runner import Job, Progress, measure
+from perfgate.measure.paired import ContentionCheck, PairedOutcome, Side, base_results_dir, measure_paired
+from perfgate.measure.runner import Job, Progress, RunOutcome, measure
 from perfgate.result import RunResult, merge_repeats, result_path, save_result
 
 
@@ -86,3 +88,119 @@ def run_gate(
     by_name.update({c.workload: c for c in second_outcome.comparisons})
     final = GateOutcome(tuple(by_name[n] for n in names), config, look=2)
     return GateRun(final, outcome, tuple(again))
+
+
+@dataclass(frozen=True)
+class PairedPlan:
+    """What the paired gate compares: the head's jobs, the base side's, and where each runs."""
+
+    head_jobs: Sequence[Job]
+    base_jobs: Mapping[str, Job]
+    """The base side's job per workload; a workload the base tree lacks is missing here."""
+    head_dir: Path
+    base_dir: Path
+    against: str
+    base_python: str | None = None
+
+
+def paired_entries(head: RunOutcome, base: RunOutcome, names: Sequence[str], plan: PairedPlan,
+                   baselines: Path, extra_errors: Mapping[str, str]) -> list[Entry]:
+    entries = []
+    for name in names:
+        if name in extra_errors:
+            entries.append(Entry(name, head.results.get(name), None, error=extra_errors[name]))
+        elif name in head.errors:
+            entries.append(Entry(name, None, None, error=head.errors[name].message))
+        elif name in base.errors:
+            entries.append(Entry(name, head.results.get(name), None,
+                                 error=f"the base side ({plan.against[:7]}) failed: {base.errors[name].message}"))
+        else:
+            result = head.results[name]
+            entries.append(Entry(name, result, find_baseline(baselines, result.environment.key(), name),
+                                 pairing=Pairing(base.results[name], plan.against, plan.base_python)))
+    return entries
+
+
+def run_paired_gate(
+    plan: PairedPlan,
+    *,
+    settings: Settings,
+    device: str,
+    blocks: int,
+    second_look_blocks: int | None,
+    cache_dir: Path,
+    out_dir: Path,
+    progress: Callable[[Progress], None],
+    timeout_s: float,
+    announce: Callable[[str], None] = lambda message: None,
+    telemetry: bool = True,
+    contention_check: ContentionCheck | None = None,
+    max_reruns: int = 3,
+) -> GateRun:
+    """Measure base and head in ABBA blocks, judge them paired, and look again if planned.
+
+    A workload the base tree does not define is measured on the head alone (its result is
+    written) and is an ERROR naming the cause; so is one whose base side fails.
+    """
+    names = [job.workload.name for job in plan.head_jobs]
+    head_jobs = {job.workload.name: job for job in plan.head_jobs}
+    missing = [n for n in names if n not in plan.base_jobs]
+    extra_errors = {n: f"the base commit {plan.against[:7]} has no workload {n!r}; a new workload is gated "
+                       f"against a stored baseline once one is recorded (perfgate rebaseline {n})"
+                    for n in missing}
+    if missing:
+        announce(f"{', '.join(missing)}: not in the base commit; measuring the head side alone")
+        measure([head_jobs[n] for n in missing], device=device, repeats=settings.repeats, cache_dir=cache_dir,
+                out_dir=out_dir, progress=progress, timeout_s=timeout_s, telemetry=telemetry,
+                project_dir=plan.head_dir)
+    paired = [n for n in names if n not in missing]
+    head_side = Side("head", head_jobs, plan.head_dir)
+    base_side = Side("base", plan.base_jobs, plan.base_dir, plan.base_python)
+
+    def run(which: Sequence[str], count: int, first: int, out: Path | None) -> PairedOutcome:
+        return measure_paired(head_side, base_side, which, device=device, blocks=count, first_block=first,
+                              cache_dir=cache_dir, out_dir=out, progress=progress, timeout_s=timeout_s,
+                              telemetry=telemetry, contention_check=contention_check, max_reruns=max_reruns)
+
+    first = run(paired, blocks, 0, out_dir)
+    config = settings.gate
+    outcome = compare(paired_entries(first.head, first.base, names, plan, settings.baselines, extra_errors),
+                      config, look=1, per_workload=settings.per_workload)
+    outcome = _with_contention(outcome, first)
+    again = [c.workload for c in outcome.comparisons if c.second_look]
+    if not again:
+        return GateRun(outcome, outcome, ())
+    extra = second_look_blocks or blocks
+    announce(f"second look: {', '.join(again)} undecided; measuring {extra} more ABBA block(s) each")
+    second = run(again, extra, blocks, None)
+    head, base = RunOutcome(dict(first.head.results), dict(first.head.errors)), RunOutcome(
+        dict(first.base.results), dict(first.base.errors))
+    for name in again:
+        for side_name, merged_into, new in (("head", head, second.head), ("base", base, second.base)):
+            if name in new.errors:
+                merged_into.errors[name] = new.errors[name]
+                continue
+            merged = merge_repeats([merged_into.results[name], new.results[name]])
+            target = out_dir if side_name == "head" else base_results_dir(out_dir)
+            save_result(merged, result_path(target, name))
+            merged_into.results[name] = merged
+    decided = [n for n in names if n not in again]
+    second_outcome = compare(paired_entries(head, base, again, plan, settings.baselines, extra_errors), config,
+                             look=2, already_decided=decided, per_workload=settings.per_workload)
+    for name in again:
+        first.reruns.setdefault(name, []).extend(second.reruns.get(name, []))
+        first.contended.setdefault(name, []).extend(second.contended.get(name, []))
+    second_outcome = _with_contention(second_outcome, first)
+    by_name = {c.workload: c for c in outcome.comparisons}
+    by_name.update({c.workload: c for c in second_outcome.comparisons})
+    final = GateOutcome(tuple(by_name[n] for n in names), config, look=2)
+    return GateRun(final, outcome, tuple(again))
+
+
+def _with_contention(outcome: GateOutcome, measured: PairedOutcome) -> GateOutcome:
+    """Name every block measured again, or kept although contended, in its workload's report."""
+    comparisons = []
+    for c in outcome.comparisons:
+        named = [*measured.reruns.get(c.workload, []), *measured.contended.get(c.workload, [])]
+        comparisons.append(dataclasses.replace(c, left_out=(*c.left_out, *named)) if named else c)
+    return dataclasses.replace(outcome, comparisons=tuple(comparisons))

@@ -37,19 +37,40 @@ class ChildRun:
         return f"{what} process died (exit status {self.returncode})" + (f": {tail}" if tail else "")
 
 
-def call(module: str, request: dict[str, Any], timeout_s: float) -> ChildRun:
-    """Run ``python -m module`` on ``request``; raises ``subprocess.TimeoutExpired``."""
+def call(module: str, request: dict[str, Any], timeout_s: float, *, python: str | None = None) -> ChildRun:
+    """Run ``python -m module`` on ``request``; raises ``subprocess.TimeoutExpired``.
+
+    ``python`` is another interpreter (it must have this perfgate installed). The child
+    runs in ``request["project_dir"]`` (the tree under test; default: this directory).
+    ``-P`` keeps that directory off the front of ``sys.path`` at start-up, so a tree that
+    holds its own ``perfgate/`` cannot replace the harness; :func:`serve` adds the tree
+    to ``sys.path`` once perfgate is imported.
+    """
+    cwd = request.get("project_dir")
     with tempfile.TemporaryDirectory(prefix="perfgate-child-") as tmp:
         req, resp, log = Path(tmp, "request.json"), Path(tmp, "response.json"), Path(tmp, "output.log")
         req.write_text(dumps(request))
         with open(log, "w") as out:
-            proc = subprocess.run(
-                [sys.executable, "-m", module, str(req), str(resp)],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, timeout=timeout_s,
-            )
+            try:
+                proc = subprocess.run(
+                    [python or sys.executable, "-P", "-m", module, str(req), str(resp)],
+                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, timeout=timeout_s,
+                    cwd=cwd,
+                )
+            except (FileNotFoundError, PermissionError) as exc:
+                return ChildRun(None, f"cannot start {python or sys.executable}: {exc}", 127)
         output = log.read_text(errors="replace")
         response = json.loads(resp.read_text()) if resp.exists() else None
     return ChildRun(response, output, proc.returncode)
+
+
+def _add_project_dir(project_dir: Path) -> None:
+    """The tree under test goes first on ``sys.path`` (its ``src/`` layout too), as the
+    current directory would for ``python -m``; perfgate is imported already, so a tree
+    holding its own ``perfgate/`` cannot replace the harness that measures it."""
+    for entry in (project_dir / "src", project_dir):
+        if entry.is_dir() and str(entry) not in sys.path:
+            sys.path.insert(0, str(entry))
 
 
 def serve(argv: list[str], module: str, handle: Callable[[dict[str, Any]], dict[str, Any]]) -> int:
@@ -59,7 +80,9 @@ def serve(argv: list[str], module: str, handle: Callable[[dict[str, Any]], dict[
         return 2
     request_path, response_path = Path(argv[0]), Path(argv[1])
     try:
-        response = handle(json.loads(request_path.read_text()))
+        request = json.loads(request_path.read_text())
+        _add_project_dir(Path(request.get("project_dir") or Path.cwd()))
+        response = handle(request)
     except PerfgateError as exc:
         response = {"ok": False, "error": {"type": type(exc).__name__, "message": exc.message,
                                            "detail": exc.detail or traceback.format_exc()}}

@@ -8,6 +8,7 @@ burst of load on a shared machine spreads over all of them rather than hitting o
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import time
@@ -72,6 +73,8 @@ class Progress:
     seconds: float = 0.0
     step_median_ms: float | None = None
     message: str = ""
+    label: str = ""
+    """Where in the design ("block 2/6 head"); empty for a plain run."""
 
 
 @dataclass
@@ -80,8 +83,14 @@ class RunOutcome:
     errors: dict[str, PerfgateError] = field(default_factory=dict)
 
 
-def _run_one(job: Job, device: str, index: int, cache_dir: Path, git: tuple[str | None, bool | None],
-             timeout_s: float, telemetry: bool) -> dict[str, Any]:
+def run_one(job: Job, device: str, index: int, cache_dir: Path, git: tuple[str | None, bool | None],
+            timeout_s: float, telemetry: bool, *, project_dir: Path | None = None,
+            python: str | None = None) -> dict[str, Any]:
+    """One repeat in a fresh process; its response, or :class:`WorkloadError`.
+
+    ``project_dir`` is the tree under test (the child runs there and imports from it);
+    ``python`` another interpreter for it (the paired design's ``--base-python``).
+    """
     request = {
         "workload": job.workload.name,
         "source": job.workload.source,
@@ -93,9 +102,10 @@ def _run_one(job: Job, device: str, index: int, cache_dir: Path, git: tuple[str 
         "git_commit": git[0],
         "git_dirty": git[1],
         "telemetry": telemetry,
+        "project_dir": str(project_dir) if project_dir else None,
     }
     try:
-        run = call("perfgate.measure.worker", request, timeout_s)
+        run = call("perfgate.measure.worker", request, timeout_s, python=python)
     except subprocess.TimeoutExpired:
         raise WorkloadError(f"{job.workload.name}: repeat {index + 1} did not finish within {timeout_s:.0f} s") from None
     response = run.response
@@ -142,7 +152,8 @@ def measure(
             progress(Progress(name, index + 1, repeats, "start"))
             began = time.perf_counter()
             try:
-                response = _run_one(job, device, index, cache_dir, git, timeout_s, telemetry)
+                response = run_one(job, device, index, cache_dir, git, timeout_s, telemetry,
+                                   project_dir=project_dir)
             except PerfgateError as exc:
                 outcome.errors[name] = exc
                 progress(Progress(name, index + 1, repeats, "failed", time.perf_counter() - began, message=exc.message))
@@ -155,7 +166,7 @@ def measure(
         if name in outcome.errors:
             continue
         try:
-            result = _assemble(job, device, collected[name])
+            result = assemble(job, device, collected[name])
         except PerfgateError as exc:
             outcome.errors[name] = exc
             continue
@@ -165,7 +176,9 @@ def measure(
     return outcome
 
 
-def _assemble(job: Job, device: str, responses: list[dict[str, Any]]) -> RunResult:
+def assemble(job: Job, device: str, responses: list[dict[str, Any]],
+             blocks: Sequence[int] | None = None) -> RunResult:
+    """One result from the responses of a workload's repeats (with their ABBA blocks, if paired)."""
     name = job.workload.name
     environments = [Environment.from_dict(r["environment"]) for r in responses]
     keys = {e.key() for e in environments}
@@ -175,6 +188,8 @@ def _assemble(job: Job, device: str, responses: list[dict[str, Any]]) -> RunResu
     if len(hashes) != 1:
         raise WorkloadError(f"{name}: the data changed between repeats ({len(hashes)} different content hashes)")
     repeats: list[RepeatResult] = [repeat_from_dict(r["repeat"], f"repeat {i}") for i, r in enumerate(responses)]
+    if blocks is not None:
+        repeats = [dataclasses.replace(r, index=i, block=b) for i, (r, b) in enumerate(zip(repeats, blocks))]
     return RunResult(
         workload=name,
         workload_version=job.workload.version,
