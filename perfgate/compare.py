@@ -114,6 +114,8 @@ class WorkloadComparison:
     """Paired with ``--base-python``: how the two sides' environments differ ``{field: (base, head)}``."""
     base_environment: Any = None
     """Paired with differing environments: the base side's :class:`Environment`, shown beside the head's."""
+    against: str | None = None
+    """Paired: the base commit the head was measured against."""
 
     @property
     def paired(self) -> bool:
@@ -378,6 +380,7 @@ class _Judged:
     labels: tuple[Label, ...]
     left_out: tuple[str, ...]
     design: str
+    against: str | None = None
     since_baseline: str | None = None
     environment_differences: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
     base_environment: Any = None
@@ -433,7 +436,8 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
             since = _since_baseline(result, summary, lookup, config)
             if not base.repeats:
                 settled[name] = WorkloadComparison(name, Verdict.ERROR, f"cannot compare: {left_out[-1]}, "
-                                                   "none is left", since_baseline=since, **common)
+                                                   "none is left", since_baseline=since, against=pairing.against,
+                                                   **common)
                 continue
             reference = updated_baseline(None, base, f"base side of a paired comparison, measured in this job "
                                          f"({_short(pairing.against)})", append=False)
@@ -449,10 +453,11 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
                 settled[name] = WorkloadComparison(
                     name, Verdict.INCOMPARABLE,
                     f"the base side ({_short(pairing.against)}) differs: {_describe(diffs)}",
-                    differences=diffs, baseline=reference, design=design, since_baseline=since, **common)
+                    differences=diffs, baseline=reference, design=design, since_baseline=since,
+                    against=pairing.against, **common)
                 continue
             judged_entry = _Judged(result, summary, reference, None, _paired_estimator(summary, base_summary, config),
-                                   labels, tuple(left_out), design, since, env_diffs,
+                                   labels, tuple(left_out), design, pairing.against, since, env_diffs,
                                    base.environment if env_diffs else None)
         else:
             if lookup is None or lookup.baseline is None:
@@ -501,7 +506,7 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
             settled[name] = WorkloadComparison(name, Verdict.ERROR, f"cannot compare{what}: {exc}",
                                                baseline=judged_entry.reference, baseline_path=judged_entry.path,
                                                design=judged_entry.design, since_baseline=judged_entry.since_baseline,
-                                               **common)
+                                               against=judged_entry.against, **common)
             estimates = {k: v for k, v in estimates.items() if k != name and not k.startswith(f"{name}:")}
             continue
         judged[name] = judged_entry
@@ -552,7 +557,8 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
             phases=_phase_rows(j.summary, j.reference, wcfg, j.estimate), memory=memory, gated=gated,
             current=j.summary, baseline=j.reference, baseline_path=j.path,
             environment_key=j.result.environment.key(), device=j.result.device, overrides=dict(j.result.overrides),
-            labels=j.labels, left_out=j.left_out, design=j.design, since_baseline=j.since_baseline,
+            labels=j.labels, left_out=j.left_out, design=j.design, against=j.against,
+            since_baseline=j.since_baseline,
             environment_differences=j.environment_differences, base_environment=j.base_environment,
         )
     ordered = tuple(out[e.workload] for e in entries)

@@ -147,3 +147,27 @@ def test_paired_environment_differences_are_shown_with_base_python():
     assert c.verdict in (Verdict.PASS, Verdict.INCONCLUSIVE)
     assert c.environment_differences == {"torch": ("2.13.0", "2.14.1")}
     assert c.base_environment.torch == "2.13.0"
+
+
+def test_reports_say_which_design_decided_and_show_the_stored_baseline_as_secondary(tmp_path):
+    from perfgate.baseline import Lookup, save_baseline, updated_baseline
+    from perfgate.report.markdown import render_markdown
+    from perfgate.report.terminal import gate_table
+
+    base, head = _paired_results(slow=1.25)
+    stored = updated_baseline(None, make_result(repeats=5), "seed", append=False)
+    path = save_baseline(stored, tmp_path)
+    entry = Entry("tiny", head, Lookup(stored, path), pairing=Pairing(base, "a1b2c3d4e5f60718"))
+    outcome = compare([entry], GateConfig(), look=1)
+    c = outcome.comparisons[0]
+    assert c.since_baseline.startswith("since the last rebaseline: step +")
+    assert "stored baseline, 1 recording; shown, not deciding" in c.since_baseline
+    text = render_markdown(outcome)
+    assert "**REGRESSION** (paired, 6 ABBA blocks against a1b2c3d)" in text
+    assert "Decided by: paired, 6 ABBA blocks against a1b2c3d. Since the last rebaseline: step +" in text
+    assert "| phase | base ms | head ms | change" in text
+    assert "perfgate gate tiny --device cpu --against a1b2c3d4e5f60718" in text
+    assert "block-to-block" in text and "removed by the design" in text
+    table = gate_table(outcome)
+    assert "  Decided by: paired, 6 ABBA blocks against a1b2c3d." in table
+    assert "base ms" in table and "head ms" in table

@@ -20,6 +20,7 @@ from perfgate.compare import GateOutcome, PhaseRow, WorkloadComparison
 from perfgate.decide import Verdict
 from perfgate.diagnose import PHASE_HINTS
 from perfgate.report.units import change_ci, ms, percent, size
+from perfgate.report.wording import column_names, design_lines
 from perfgate.tracing import TraceOutcome, regressed_phase_markdown
 from perfgate.workload import PHASES
 
@@ -47,7 +48,8 @@ def _run_args(c: WorkloadComparison) -> str:
 
 
 def reproduce_command(c: WorkloadComparison) -> str:
-    return f"perfgate gate {c.workload}{_run_args(c)}"
+    against = f" --against {shlex.quote(c.against)}" if c.against else ""
+    return f"perfgate gate {c.workload}{_run_args(c)}{against}"
 
 
 def rebaseline_command(c: WorkloadComparison) -> str:
@@ -56,7 +58,8 @@ def rebaseline_command(c: WorkloadComparison) -> str:
 
 
 def _verdict_line(c: WorkloadComparison) -> str:
-    return f"- {ICON[c.verdict]} **{c.workload}** — **{c.verdict.value}**: {_escape(c.reason)}"
+    design = f" ({_escape(c.design)})" if c.design else ""
+    return f"- {ICON[c.verdict]} **{c.workload}** — **{c.verdict.value}**{design}: {_escape(c.reason)}"
 
 
 def _phase_cell(row: PhaseRow) -> tuple[str, str]:
@@ -74,8 +77,9 @@ def _phase_cell(row: PhaseRow) -> tuple[str, str]:
 
 
 def _phase_table(c: WorkloadComparison) -> list[str]:
+    before, after = column_names(c)
     lines = [
-        "| phase | baseline ms | current ms | change (95% CI) | share | flag |",
+        f"| phase | {before} ms | {after} ms | change (95% CI) | share | flag |",
         "|---|---:|---:|---:|---:|---|",
     ]
     for row in c.phases:
@@ -104,6 +108,12 @@ def _phase_table(c: WorkloadComparison) -> list[str]:
 def noise_line(c: WorkloadComparison, power: float) -> str:
     assert c.time is not None
     est = c.time.estimate
+    detect = (f"Smallest slowdown this run could detect: about {percent(c.time.mde, signed=True)} "
+              f"(look {c.time.look} of {c.time.looks}, power {power * 100:g}%).")
+    if c.paired:
+        return (f"Noise: run-to-run variation {percent(est.within_sd_log)} within blocks (block model, "
+                f"{est.n_current} head and {est.n_baseline} base repeats, {est.df:g} df); block-to-block "
+                f"{percent(est.between_sd_log)}, removed by the design. " + detect)
     if est.recordings > 1:
         day_source = f"{est.recordings} recordings"
         if est.between_sd_log_data is not None:
@@ -113,9 +123,7 @@ def noise_line(c: WorkloadComparison, power: float) -> str:
     return (
         f"Noise: run-to-run variation {percent(est.current_sd_log)} in this run "
         f"({est.n_current} repeats), {percent(est.baseline_sd_log)} in the baseline "
-        f"({est.n_baseline} repeats); day-to-day {percent(est.between_sd_log)} ({day_source}). "
-        f"Smallest slowdown this run could detect: about {percent(c.time.mde, signed=True)} "
-        f"(look {c.time.look} of {c.time.looks}, power {power * 100:g}%)."
+        f"({est.n_baseline} repeats); day-to-day {percent(est.between_sd_log)} ({day_source}). " + detect
     )
 
 
@@ -137,11 +145,21 @@ def _differences_table(c: WorkloadComparison) -> list[str]:
     return lines
 
 
+def _environment_table(c: WorkloadComparison) -> list[str]:
+    if not c.environment_differences:
+        return []
+    lines = ["The two sides ran in different environments (`--base-python`); the difference measured includes "
+             "them:", "", "| environment | base | head |", "|---|---|---|"]
+    for key, (a, b) in c.environment_differences.items():
+        lines.append(f"| {_escape(key)} | `{_escape(str(a))}` | `{_escape(str(b))}` |")
+    return lines + [""]
+
+
 def _details(c: WorkloadComparison) -> list[str]:
     lines = ["<details><summary>Details: per-repeat step medians, baseline provenance, environment</summary>", ""]
     if c.current is not None:
         values = ", ".join(ms(v) for v in c.current.per_repeat("step"))
-        lines.append(f"- current step medians (ms): {values}")
+        lines.append(f"- {column_names(c)[1]} step medians (ms): {values}")
     if c.baseline is not None:
         for i, rec in enumerate(c.baseline.recordings, 1):
             p = rec.provenance
@@ -182,7 +200,11 @@ def _trace_lines(c: WorkloadComparison, trace: TraceOutcome, relative_to: Path |
 
 def _section(c: WorkloadComparison, power: float, *, details: bool, table: bool,
              trace: TraceOutcome | None = None, relative_to: Path | None = None) -> list[str]:
-    lines = [f"### {ICON[c.verdict]} {c.workload}: {c.verdict.value}", "", *_diagnosis(c)]
+    lines = [f"### {ICON[c.verdict]} {c.workload}: {c.verdict.value}", ""]
+    design = design_lines(c)
+    if design:
+        lines += [" ".join(_escape(x) for x in design), ""]
+    lines += [*_environment_table(c), *_diagnosis(c)]
     if c.verdict is Verdict.NO_BASELINE:
         lines += [
             "No baseline in this environment, so nothing was judged. Create one with:",

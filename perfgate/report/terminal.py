@@ -7,6 +7,7 @@ from statistics import median
 from perfgate.compare import GateOutcome
 from perfgate.diagnose import diagnose
 from perfgate.report.units import change_ci, ms, percent, size, table
+from perfgate.report.wording import column_names, design_lines
 from perfgate.result import RunResult
 from perfgate.summary import ROWS, WorkloadSummary
 
@@ -77,6 +78,8 @@ def gate_table(outcome: GateOutcome) -> str:
     lines = [outcome.headline, ""]
     for c in outcome.comparisons:
         lines.append(f"{c.workload}: {c.verdict.value} - {c.reason}")
+        lines += [f"  {line}" for line in design_lines(c)]
+        lines += [f"  environment {k}: base {a}, head {b}" for k, (a, b) in c.environment_differences.items()]
         lines += [f"  {label.name} ({label.severity}): {label.evidence}" for label in c.labels]
         lines += [f"  left out: {note}" for note in c.left_out]
     for c in outcome.comparisons:
@@ -95,12 +98,18 @@ def gate_table(outcome: GateOutcome) -> str:
             else:
                 change, mark = "—", ""
             rows.append([row.phase, ms(row.baseline_ms), ms(row.current_ms), change, percent(row.share), mark])
+        before, after = column_names(c)
         lines += ["", f"{c.workload} ({c.verdict.value})",
-                  table(["phase", "baseline ms", "current ms", "change (95% CI)", "share", "flag"], rows, "lrrrrl")]
+                  table(["phase", f"{before} ms", f"{after} ms", "change (95% CI)", "share", "flag"], rows, "lrrrrl")]
         est = c.time.estimate
-        lines.append(f"noise: run-to-run {percent(est.current_sd_log)} now, {percent(est.baseline_sd_log)} in the "
-                     f"baseline, day-to-day {percent(est.between_sd_log)}; smallest detectable slowdown "
-                     f"{percent(c.time.mde, signed=True)}")
+        if c.paired:
+            lines.append(f"noise: run-to-run {percent(est.within_sd_log)} within blocks, block-to-block "
+                         f"{percent(est.between_sd_log)} (removed by the design); smallest detectable slowdown "
+                         f"{percent(c.time.mde, signed=True)}")
+        else:
+            lines.append(f"noise: run-to-run {percent(est.current_sd_log)} now, {percent(est.baseline_sd_log)} in "
+                         f"the baseline, day-to-day {percent(est.between_sd_log)}; smallest detectable slowdown "
+                         f"{percent(c.time.mde, signed=True)}")
         if c.memory is not None:
             lines.append(f"memory: {c.memory.reason}")
     return "\n".join(lines) + "\n"
