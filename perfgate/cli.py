@@ -214,6 +214,9 @@ def cmd_rebaseline(args: argparse.Namespace) -> int:
             raise UsageError("a baseline needs at least 2 repeats to know its run-to-run noise")
         _, outcome, _ = _measure(args, settings, settings.repeats)
         results, errors = outcome.results, outcome.errors
+    injected = sorted(n for n, r in results.items() if "inject_ms" in r.overrides)
+    if injected:
+        raise UsageError(f"{', '.join(injected)}: a result with injected slowdowns (perfgate selftest) cannot be a baseline")
     written = []
     for name, result in results.items():
         # A pytest-benchmark file without several runs is judged from its summary

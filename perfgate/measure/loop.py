@@ -12,11 +12,13 @@ import contextlib
 import math
 import os
 import random
+import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 import numpy as np
@@ -193,6 +195,106 @@ class _Step:
         return loss
 
 
+PHASE_END = {"data_wait": "after_data", "h2d": "after_h2d", "forward": "after_forward",
+             "backward": "after_backward", "optimizer": "after_optimizer"}
+"""The clock mark that closes each phase: an injected delay runs just before it."""
+
+HOST_PHASES = frozenset({"data_wait"})
+"""Phases timed on the host clock on every device; the others are CUDA events on CUDA."""
+
+
+def host_delay(ms: float, now: Callable[[], float] = time.perf_counter) -> Callable[[], None]:
+    """A delay of ``ms`` on the host: a busy-wait on the clock.
+
+    A busy-wait is CPU work, like the slowdowns it stands for: when other load on the
+    machine stretches the step, it stretches the delay alike, so the slowdown stays the
+    share of the step that was asked for (a sleep would not be stretched, and it
+    overshoots by tens of microseconds, a large part of 5% of a few-millisecond step).
+    """
+    seconds = ms / 1e3
+
+    def delay() -> None:
+        end = now() + seconds
+        while now() < end:
+            pass
+
+    return delay
+
+
+_cuda_cycles_per_ms: float | None = None
+
+
+def cuda_cycles_per_ms() -> float:
+    """GPU clock cycles per millisecond of ``torch.cuda._sleep``, measured once per process.
+
+    Timed with CUDA events: a short run gives the rough rate, then three runs of about
+    10 ms each give the median. Unverified on a GPU at the time of writing (no device
+    was available); the CPU path of the injection is the tested one.
+    """
+    global _cuda_cycles_per_ms
+    if _cuda_cycles_per_ms is None:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+        def rate(cycles: int) -> float:
+            start.record()
+            torch.cuda._sleep(cycles)
+            end.record()
+            end.synchronize()
+            return cycles / max(start.elapsed_time(end), 1e-3)
+
+        rate(1000)  # loads the kernel
+        rough = rate(1_000_000)
+        cycles = max(1_000_000, min(int(rough * 10), 2**40))
+        _cuda_cycles_per_ms = median(rate(cycles) for _ in range(3))
+    return _cuda_cycles_per_ms
+
+
+def device_delay(ms: float) -> Callable[[], None]:
+    """A delay of ``ms`` of device time on the current CUDA stream (a host sleep would not
+    lengthen what the CUDA events of a device phase time)."""
+    cycles = max(1, round(ms * cuda_cycles_per_ms()))
+    sleep = torch.cuda._sleep
+    return lambda: sleep(cycles)
+
+
+def _then(delay: Callable[[], None], mark: Callable[[], None]) -> Callable[[], None]:
+    def delayed_mark() -> None:
+        delay()
+        mark()
+
+    return delayed_mark
+
+
+class InjectingClock:
+    """A phase clock that lengthens named phases by a fixed delay per step (``perfgate selftest``).
+
+    Each delay runs just before the mark that closes its phase, so it falls inside that
+    phase's marks and nowhere else. Phases without a delay call the wrapped clock's own
+    marks directly. Only ever used when an injection was asked for: a normal repeat
+    measures with the bare clock, so the injection costs it nothing.
+    """
+
+    def __init__(self, clock: PhaseClock, delays: Mapping[str, Callable[[], None]]) -> None:
+        unknown = set(delays) - set(PHASE_END)
+        if unknown:
+            raise ValueError(f"cannot inject into {sorted(unknown)}; phases: {', '.join(PHASE_END)}")
+        self.timing = clock.timing
+        self.start_window = clock.start_window
+        self.begin_step = clock.begin_step
+        self.end_window = clock.end_window
+        self.finish = clock.finish
+        for phase, mark in PHASE_END.items():
+            inner = getattr(clock, mark)
+            delay = delays.get(phase)
+            setattr(self, mark, inner if delay is None else _then(delay, inner))
+
+
+def injection_delays(inject_ms: Mapping[str, float], device: str) -> dict[str, Callable[[], None]]:
+    """The delay of each injected phase: on the host, or on the GPU for a CUDA device phase."""
+    return {phase: device_delay(ms) if device == "cuda" and phase not in HOST_PHASES else host_delay(ms)
+            for phase, ms in inject_ms.items() if ms > 0}
+
+
 def _fail(name: str, stage: str, exc: BaseException) -> WorkloadError:
     if isinstance(exc, PerfgateError):
         return WorkloadError(f"{name}: {exc.message}", detail=exc.detail)
@@ -219,8 +321,13 @@ def run_repeat(
     cache_dir: Path,
     index: int,
     telemetry: bool = True,
+    inject_ms: Mapping[str, float] | None = None,
 ) -> tuple[RepeatResult, DataSource]:
-    """Build ``workload`` and measure one repeat on ``device``; raises WorkloadError."""
+    """Build ``workload`` and measure one repeat on ``device``; raises WorkloadError.
+
+    ``inject_ms`` (``perfgate selftest`` only): milliseconds added per measured step
+    inside each named phase (see :class:`InjectingClock`).
+    """
     name = workload.name
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     settings = apply_torch_settings(params, device)
@@ -253,6 +360,8 @@ def run_repeat(
             clock = DeviceClock(params.steps, lambda: torch.cuda.Event(enable_timing=True))
         else:
             clock = HostClock(params.steps)
+        if inject_ms:
+            clock = InjectingClock(clock, injection_delays(inject_ms, device))
         losses: list[torch.Tensor] = []
         keep = losses.append
         sampler = TelemetrySampler(device) if telemetry else None

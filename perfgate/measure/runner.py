@@ -9,6 +9,7 @@ burst of load on a shared machine spreads over all of them rather than hitting o
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import subprocess
 import time
@@ -25,7 +26,7 @@ from perfgate.errors import DeviceError, PerfgateError, WorkloadError
 from perfgate.gitinfo import git_revision
 from perfgate.measure.child import call
 from perfgate.result import RepeatResult, RunResult, repeat_from_dict, result_path, save_result
-from perfgate.workload import Params, Workload
+from perfgate.workload import PHASES, Params, Workload
 
 
 def resolve_device(requested: str) -> str:
@@ -53,14 +54,41 @@ def default_cache_dir() -> Path:
     return Path(base) / "perfgate"
 
 
+INJECTED = "inject_ms"
+"""The key of a result's ``overrides`` that marks slowdowns injected by ``perfgate selftest``."""
+
+
 @dataclass(frozen=True)
 class Job:
-    """One workload to measure, with its parameters already resolved and validated."""
+    """One workload to measure, with its parameters already resolved and validated.
+
+    ``inject_ms`` (``perfgate selftest`` only) adds that many milliseconds per measured
+    step inside the named phases. A job with an injection carries it in its
+    ``overrides`` under :data:`INJECTED`, so every result assembled from it is marked
+    and can never pass for a measurement of the workload or become a baseline; without
+    one, ``overrides`` never holds that key.
+    """
 
     workload: Workload
     params: Params
     overrides: Mapping[str, Any]
     data_root: Path | None = None
+    inject_ms: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        inject: dict[str, float] = {}
+        for phase, value in self.inject_ms.items():
+            if phase not in PHASES:
+                raise ValueError(f"inject_ms: unknown phase {phase!r}; phases: {', '.join(PHASES)}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 <= value < math.inf):
+                raise ValueError(f"inject_ms: {phase} must be a finite number of milliseconds >= 0, got {value!r}")
+            if value > 0:
+                inject[phase] = float(value)
+        overrides = {k: v for k, v in self.overrides.items() if k != INJECTED}
+        if inject:
+            overrides[INJECTED] = dict(inject)
+        object.__setattr__(self, "inject_ms", inject)
+        object.__setattr__(self, "overrides", overrides)
 
 
 @dataclass(frozen=True)
@@ -104,6 +132,8 @@ def run_one(job: Job, device: str, index: int, cache_dir: Path, git: tuple[str |
         "telemetry": telemetry,
         "project_dir": str(project_dir) if project_dir else None,
     }
+    if job.inject_ms:
+        request["inject_ms"] = dict(job.inject_ms)
     try:
         run = call("perfgate.measure.worker", request, timeout_s, python=python)
     except subprocess.TimeoutExpired:

@@ -37,6 +37,7 @@ def _measure(request: dict[str, Any]) -> dict[str, Any]:
         cache_dir=Path(request["cache_dir"]),
         index=request["index"],
         telemetry=request.get("telemetry", True),
+        inject_ms=request.get("inject_ms"),
     )
     environment = collect(request["device"], git_commit=request.get("git_commit"), git_dirty=request.get("git_dirty"))
     return {"ok": True, "repeat": repeat.to_dict(), "data": data.to_dict(), "environment": environment.to_dict()}
