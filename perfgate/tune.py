@@ -21,7 +21,7 @@ happened. The run goes on.
 Order: every round measures the current setting and each candidate of the stage once, in
 alternating order (forward, then reversed, ...), so a burst of load on a shared machine
 spreads over all of them. Each candidate is compared with the current setting measured in
-the same rounds.
+the same rounds, paired by round.
 
 Budget: the first round gives each setting's repeat time; the number of settings and of
 rounds is then chosen so that their estimated time (the sum of the repeat times, process
@@ -29,18 +29,51 @@ start-up included) stays within the budget, preferring more repeats over more se
 and stage-1 settings over stage-2 ones (:func:`plan_stage`).
 
 The decision (:func:`recommend`): for each candidate S, the ratio of its throughput to the
-current one's is estimated by Welch on log samples/s (``perfgate.stats.log_ratio``, same
-job, so no day-to-day term). S is **faster beyond the noise** when the one-sided test of
-``ratio > 1 + margin`` rejects at ``alpha / m`` (Bonferroni over the m candidates
-compared), that is when the lower end of its two-sided ``1 - 2 alpha / m`` interval is
-above ``1 + margin``. Bonferroni holds whatever the dependence between candidates and
-however the recommendation is then picked among them: the chance that *any* setting
-called faster is not truly faster by the margin is at most ``alpha``. Outlying repeats
-are set aside by the gate's rule (and named). Among those faster beyond the noise, the
-highest estimate among the ones that change the fewest settings is recommended; one that
-changes more replaces it only when it is faster than it beyond the noise, in the rounds
-both ran in. When no setting is faster beyond the noise, the answer is "none of them
-helps".
+current one's (``> 1``: S is faster) is estimated on log samples/s by the randomised-block
+model of :mod:`perfgate.blocks` with **each round as a block**: ``log samples/s = arm +
+round``, fitted by least squares (``block_log_ratio(current, S)``, whose "head / base" is
+then S's samples/s over the current's). A round holds one repeat of each, so the estimate
+is the mean of the per-round differences ``log S - log current`` and its interval the
+paired t on those differences, with J - 1 degrees of freedom for J rounds. Whatever
+slows or speeds up the whole machine for a round (the machine getting slower over the
+run, a neighbour's job) is shared by both repeats of that round and cancels; Welch on the
+two sets of repeats would count it as noise. Drift *inside* a round is not removed (the
+two repeats sit at different places in it): with the order alternating, it enters the
+differences with a sign that flips from round to round, widening the interval (and, with
+an odd number of rounds, leaving a little of it in the estimate). The table names the
+estimator of each interval ("paired by round, J rounds").
+
+S is **faster beyond the noise** when the one-sided test of ``ratio > 1 + margin``
+rejects at ``alpha / m`` (Bonferroni over the m candidates compared), that is when the
+lower end of its two-sided ``1 - 2 alpha / m`` interval is above ``1 + margin``.
+Bonferroni holds whatever the dependence between candidates and however the
+recommendation is then picked among them: the chance that *any* setting called faster
+is not truly faster by the margin is at most ``alpha``. Among those faster beyond the
+noise, the highest estimate among the ones that change the fewest settings is
+recommended; one that changes more replaces it only when it is faster than it beyond the
+noise, by the same paired estimate in the rounds both ran in. When no setting is faster
+beyond the noise, the answer is "none of them helps".
+
+Rounds that are not aligned between the two settings compared:
+
+- The current setting is measured in every round (if one of its repeats fails the command
+  stops), so a candidate's rounds are always among the current's, and the candidate is
+  paired with the current in exactly its own rounds: a stage-2 variant in the stage-2
+  rounds, the fastest of stage 1 (measured again in stage 2) in all of its rounds.
+- A candidate that fails in any repeat, or whose DataLoader does not take the setting, is
+  skipped as a whole (its earlier repeats are not judged), so a failed repeat never leaves
+  a hole in a judged comparison. A candidate measured in round 1 only (over the budget
+  after it), or in fewer than two rounds beside the current (a stage stopped early), is
+  not judged and not counted in m.
+- For results built by hand: a round that holds only one of the two settings tells
+  nothing about their difference and is left out; a round with more than one repeat of
+  a setting is fitted by the block model as it stands (least squares handles the
+  imbalance); fewer than two rounds holding both means not judged. Results that carry no
+  rounds (``SettingResult.rounds`` empty on either side) fall back to Welch on log
+  samples/s against ``reference`` (or all of the current's repeats), named "Welch,
+  unpaired" in the table. Only that fallback sets outlying repeats aside (the gate's
+  rule); a paired comparison, like the gate's paired design, sets none aside: a repeat
+  hit by a burst of load enters its round's difference and widens the interval.
 
 Everything here but :func:`tune_loader` is pure (no torch, no I/O); :func:`tune_loader`
 measures through :func:`perfgate.measure.runner.measure`, imported inside it.
@@ -59,6 +92,7 @@ from typing import Any
 
 from scipy import special
 
+from perfgate.blocks import BlockValue, block_log_ratio, blocks_of
 from perfgate.errors import PerfgateError, WorkloadError
 from perfgate.report.units import change_ci, table
 from perfgate.stats import DEFAULT_OUTLIER_SD, log_ratio
@@ -104,7 +138,8 @@ DEFAULT_MARGIN = 0.02
 
 DEFAULT_REPEATS = 3
 MIN_REPEATS = 2
-"""Welch needs two repeats per side to see run-to-run variation; fewer cannot be judged."""
+"""Two rounds holding both settings (paired), or two repeats per side (Welch), are needed to see
+run-to-run variation; fewer cannot be judged."""
 
 RECOMMEND = "recommend"
 NONE_HELPS = "none-helps"
@@ -309,14 +344,17 @@ class SettingResult:
     samples_per_s: tuple[float, ...] = ()
     """Samples per second of each repeat (window wall time), in measuring order."""
     reference: tuple[float, ...] = ()
-    """The current setting's samples/s in the same rounds; empty: all of the current's repeats."""
+    """The current setting's samples/s in the same rounds. Used only when there are no ``rounds``
+    to pair by (the Welch fallback); empty there: all of the current's repeats."""
     data_wait_share: float | None = None
     """Median over repeats of the data wait's share of the step time."""
     skipped: str | None = None
     """Why it was not measured or not judged (None: measured)."""
     is_current: bool = False
     rounds: tuple[int, ...] = ()
-    """The round of each repeat (optional): two settings are compared directly in the rounds they share."""
+    """The round of each repeat, one per entry of ``samples_per_s``. When both settings of a
+    comparison carry rounds, they are compared paired by round, in the rounds they share;
+    without them, by Welch (see the module doc)."""
 
 
 @dataclass(frozen=True)
@@ -336,7 +374,17 @@ class Comparison:
     n_current: int
     """Repeats that entered the estimate (of the setting, of the current in the same rounds)."""
     set_aside: int = 0
-    """Repeats set aside as outliers (the gate's rule: > 6 robust sds, only from 5 or more repeats)."""
+    """Repeats set aside as outliers (the gate's rule: > 6 robust sds, only from 5 or more repeats);
+    the Welch fallback only, a paired comparison sets none aside."""
+    rounds: int = 0
+    """Rounds the estimate is paired by (blocks holding both settings); 0: Welch, unpaired."""
+
+    @property
+    def estimator(self) -> str:
+        """Which estimate gave the interval: ``"paired by round, 3 rounds"`` or ``"Welch, unpaired"``."""
+        if self.rounds:
+            return f"paired by round, {self.rounds} round{'s' if self.rounds != 1 else ''}"
+        return "Welch, unpaired"
 
 
 @dataclass(frozen=True)
@@ -364,46 +412,75 @@ def _interval(c: Comparison) -> str:
     return change_ci(c.ratio, c.ci_low, c.ci_high)
 
 
-def _compare(s: SettingResult, reference: Sequence[float], m: int, alpha: float, margin: float) -> Comparison:
+def _blocks(r: SettingResult) -> list[BlockValue]:
+    """``r``'s repeats as block-model values: samples/s, with the round as the block."""
+    return [BlockValue(b, v) for b, v in zip(r.rounds, r.samples_per_s)]
+
+
+def _paired_rounds(a: SettingResult, b: SettingResult) -> list[int]:
+    """The rounds holding repeats of both ``a`` and ``b``; empty when either carries no rounds."""
+    if not a.rounds or not b.rounds:
+        return []
+    return blocks_of(_blocks(a), _blocks(b))
+
+
+def _compare(s: SettingResult, base: SettingResult, m: int, alpha: float, margin: float) -> Comparison:
+    """``s`` against ``base`` (the current setting, or the simpler setting ``s`` builds on).
+
+    The ratio is ``s``'s samples/s over ``base``'s (``> 1``: ``s`` is faster). Paired by
+    round when both carry rounds (the caller has checked that at least ``MIN_REPEATS``
+    rounds hold both); otherwise Welch on log samples/s against ``s.reference`` or, when
+    that is empty, all of ``base``'s repeats.
+    """
     confidence = 1.0 - 2.0 * alpha / m
-    est = log_ratio(list(s.samples_per_s), [list(reference)], confidence=confidence,
-                    assumed_day_sd_log=0.0, outlier_sd=DEFAULT_OUTLIER_SD)
+    if s.rounds and base.rounds:
+        # "head / base" of the block model on samples/s: throughput of s over throughput of base.
+        est = block_log_ratio(_blocks(base), _blocks(s), confidence=confidence)
+        paired = len(_paired_rounds(s, base))
+    else:
+        est = log_ratio(list(s.samples_per_s), [list(s.reference or base.samples_per_s)], confidence=confidence,
+                        assumed_day_sd_log=0.0, outlier_sd=DEFAULT_OUTLIER_SD)
+        paired = 0
     shift = math.log(est.ratio) - math.log1p(margin)
     if est.se_log > 0:
         p = float(special.stdtr(est.df, -shift / est.se_log))
     else:
         p = 0.0 if shift > 0 else 1.0
     return Comparison(dict(s.setting), est.ratio, est.ci_low, est.ci_high, confidence, p,
-                      est.ci_low > 1.0 + margin, est.n_current, est.n_baseline, est.excluded)
+                      est.ci_low > 1.0 + margin, est.n_current, est.n_baseline, est.excluded, paired)
 
 
-def _shared(a: SettingResult, b: SettingResult) -> tuple[list[float], list[float]]:
-    """``a``'s and ``b``'s samples/s in the rounds both were measured in."""
-    if not a.rounds or not b.rounds:
-        return [], []
-    mine = dict(zip(a.rounds, a.samples_per_s))
-    theirs = dict(zip(b.rounds, b.samples_per_s))
-    common = sorted(set(mine) & set(theirs))
-    return [mine[r] for r in common], [theirs[r] for r in common]
+def _judgeable(s: SettingResult, base: SettingResult) -> bool:
+    """Enough of ``s`` and ``base`` to compare: two rounds holding both, or (no rounds) two repeats a side."""
+    if s.rounds and base.rounds:
+        return len(_paired_rounds(s, base)) >= MIN_REPEATS
+    return len(s.samples_per_s) >= MIN_REPEATS and len(s.reference or base.samples_per_s) >= MIN_REPEATS
+
+
+def _check_rounds(r: SettingResult) -> None:
+    if r.rounds and len(r.rounds) != len(r.samples_per_s):
+        raise ValueError(f"{describe(r.setting)}: {len(r.rounds)} round(s) for {len(r.samples_per_s)} repeat(s)")
 
 
 def recommend(results: Sequence[SettingResult], *, alpha: float = DEFAULT_ALPHA, margin: float = DEFAULT_MARGIN,
               overrides: Mapping[str, Any] | None = None) -> Recommendation:
     """Recommend the fastest setting that is faster than the current one beyond the noise.
 
-    ``results`` holds exactly one ``is_current`` entry. Candidates with at least two
-    repeats (and as many of the current's in their rounds) are compared; with m of them,
-    a candidate is faster when the one-sided Welch test of ``ratio > 1 + margin`` on log
-    throughput rejects at ``alpha / m``, i.e. the lower end of its ``1 - 2 alpha / m``
-    interval is above ``1 + margin``. Bonferroni bounds the chance that any setting called
+    ``results`` holds exactly one ``is_current`` entry. Candidates measured in at least two
+    rounds that also hold the current setting are compared (results without rounds: at
+    least two repeats a side); with m of them, a candidate is faster when the one-sided
+    test of ``ratio > 1 + margin`` on log throughput rejects at ``alpha / m``, i.e. the
+    lower end of its ``1 - 2 alpha / m`` interval is above ``1 + margin``. The estimate is
+    paired by round (the block model, each round a block; see the module doc), or Welch
+    for results that carry no rounds. Bonferroni bounds the chance that any setting called
     faster is not, whichever of them is then recommended.
 
     Which of those is recommended: among the ones that change the fewest settings, the
     one with the highest estimate (P). A faster-looking setting that changes more (a
     stage-2 variant of P, say ``prefetch_factor=4`` on top of ``num_workers=2``) replaces P
-    only if it is faster than P itself beyond the noise, by the same test at ``alpha / m``
-    on the rounds both were measured in (``SettingResult.rounds``); an estimate that is
-    higher by noise does not add a setting to the recommendation.
+    only if it is faster than P itself beyond the noise, by the same test at ``alpha / m``,
+    paired by the rounds both were measured in (``SettingResult.rounds``); an estimate that
+    is higher by noise does not add a setting to the recommendation.
     """
     if not (0 < alpha < 0.5):
         raise ValueError(f"alpha must be between 0 and 0.5, got {alpha!r}")
@@ -417,31 +494,27 @@ def recommend(results: Sequence[SettingResult], *, alpha: float = DEFAULT_ALPHA,
     if current.skipped or len(current.samples_per_s) < MIN_REPEATS:
         why = current.skipped or f"{len(current.samples_per_s)} repeat(s)"
         return Recommendation(UNDECIDED, f"cannot judge: the current setting was not measured twice ({why})", **common)
-    judged: list[tuple[SettingResult, tuple[float, ...]]] = []
     for r in results:
-        if r.is_current or r.skipped:
-            continue
-        reference = r.reference or current.samples_per_s
-        if len(r.samples_per_s) >= MIN_REPEATS and len(reference) >= MIN_REPEATS:
-            judged.append((r, tuple(reference)))
+        _check_rounds(r)
+    judged = [r for r in results if not (r.is_current or r.skipped) and _judgeable(r, current)]
     if not judged:
         return Recommendation(
-            UNDECIDED, "cannot judge: no other setting was measured at least twice "
+            UNDECIDED, "cannot judge: no other setting was measured at least twice beside the current one "
                        "(a larger --budget allows more repeats)", **common)
     m = len(judged)
-    comparisons = tuple(_compare(r, ref, m, alpha, margin) for r, ref in judged)
+    comparisons = tuple(_compare(r, current, m, alpha, margin) for r in judged)
     level = comparisons[0].confidence
     rule = (f"{level * 100:.1f}% intervals (Bonferroni over {m} setting(s) compared); a setting is faster beyond "
             f"the noise when the lower end is above +{margin * 100:g}% (one-sided test at {alpha:g} family-wise)")
     top = max(comparisons, key=lambda c: c.ratio)
     cur = current.setting
-    winners = [(c, r) for c, (r, _) in zip(comparisons, judged) if c.faster]
+    winners = [(c, r) for c, r in zip(comparisons, judged) if c.faster]
     if not winners:
         if top.ratio > 1.0:
-            best_text = f"the best estimate, {describe(top.setting, cur)}, is {_interval(top)}"
+            best_text = f"the best estimate, {describe(top.setting, cur)}, is {_interval(top)} ({top.estimator})"
         else:
             best_text = ("no setting's estimate beats the current one "
-                         f"(best: {describe(top.setting, cur)} {_interval(top)})")
+                         f"(best: {describe(top.setting, cur)} {_interval(top)}, {top.estimator})")
         return Recommendation(
             NONE_HELPS,
             f"none of them helps: no setting is faster than the current one ({describe(cur)}) by more than "
@@ -457,23 +530,22 @@ def recommend(results: Sequence[SettingResult], *, alpha: float = DEFAULT_ALPHA,
     for c, r in sorted(winners, key=lambda cr: -cr[0].ratio):
         if c.ratio <= best.ratio or changes(c) <= changes(best):
             continue
-        mine, theirs = _shared(r, best_result)
-        if len(mine) < MIN_REPEATS:
+        if len(_paired_rounds(r, best_result)) < MIN_REPEATS:
             held_back.append(f"{describe(c.setting, cur)} ({_interval(c)}) was not measured beside "
                              f"{describe(best.setting, cur)} often enough to tell them apart")
             continue
-        direct = _compare(SettingResult(r.setting, samples_per_s=tuple(mine)), theirs, m, alpha, margin)
+        direct = _compare(r, best_result, m, alpha, margin)
         if direct.faster:
             best, best_result = c, r
             held_back = [f"it is also faster than the simpler change it builds on, by {_interval(direct)} "
-                         "in the rounds both were measured in"]
+                         f"in the {direct.rounds} rounds both were measured in, paired by round"]
             break
         held_back.append(f"{describe(c.setting, cur)} has a higher estimate ({_interval(c)}) but is not faster "
                          f"than {describe(best.setting, cur)} beyond the noise ({_interval(direct)} "
-                         "in the rounds both were measured in)")
+                         f"in the {direct.rounds} rounds both were measured in, paired by round)")
     line = set_line(best.setting, cur, overrides)
     text = (f"use {describe(best.setting, cur)}: {best.ratio:.2f}x the throughput of the current setting "
-            f"({describe(cur)}), {_interval(best)}")
+            f"({describe(cur)}), {_interval(best)} ({best.estimator})")
     if held_back:
         text += "; " + "; ".join(held_back)
     if top is not best and not any(c is top for c, _ in winners):
@@ -513,8 +585,9 @@ def _throughput(values: Sequence[float]) -> str:
 def render_tune_table(results: Sequence[SettingResult], recommendation: Recommendation, *,
                       title: str = "", notes: Sequence[str] = ()) -> str:
     """The advisor's report: per setting its throughput (geometric mean of the repeats' samples/s
-    with a 95% interval), the data wait's share of the step and the ratio to the current setting
-    with its interval; then the settings not measured and why, the decision and the ``--set`` line."""
+    with a 95% interval), the data wait's share of the step, the ratio to the current setting
+    with its interval and the estimator that gave it ("paired by round, 3 rounds"); then the
+    settings not measured and why, the decision and the ``--set`` line."""
     current = next((r.setting for r in results if r.is_current), None)
     by_key = {_raw(c.setting): c for c in recommendation.comparisons}
     best_key = _raw(recommendation.best) if recommendation.best is not None else None
@@ -526,10 +599,11 @@ def render_tune_table(results: Sequence[SettingResult], recommendation: Recommen
     for r in measured:
         c = by_key.get(_raw(r.setting))
         if r.is_current:
-            label, vs, flag = f"current: {describe(r.setting)}", "—", ""
+            label, vs, how, flag = f"current: {describe(r.setting)}", "—", "—", ""
         else:
             label = describe(r.setting, current)
             vs = _interval(c) if c is not None else "not judged"
+            how = c.estimator if c is not None else ""
             flags = []
             if c is not None and c.faster:
                 flags.append("faster (recommended)" if _raw(r.setting) == best_key else "faster")
@@ -537,11 +611,12 @@ def render_tune_table(results: Sequence[SettingResult], recommendation: Recommen
                 flags.append(f"{c.set_aside} outlier repeat(s) set aside")
             flag = "; ".join(flags)
         share = f"{r.data_wait_share * 100:.1f}%" if r.data_wait_share is not None else "—"
-        rows.append([label, str(r.stage), str(len(r.samples_per_s)), _throughput(r.samples_per_s), share, vs, flag])
+        rows.append([label, str(r.stage), str(len(r.samples_per_s)), _throughput(r.samples_per_s), share, vs, how,
+                     flag])
     lines = [title] if title else []
     if rows:
-        lines.append(table(["setting", "stage", "repeats", "samples/s [95% CI]", "data wait", vs_header, ""],
-                           rows, "lrrrrrl"))
+        lines.append(table(["setting", "stage", "repeats", "samples/s [95% CI]", "data wait", vs_header, "estimator",
+                            ""], rows, "lrrrrrll"))
     skipped = [r for r in results if r.skipped and not r.is_current]
     if skipped:
         lines += ["", "not measured or not judged:"]
@@ -637,7 +712,9 @@ class _Tuning:
     """The two-stage, budgeted, alternating-order measurement behind :func:`run_tuning`.
 
     Settings are kept by their values (``_raw``); two settings that build the same
-    DataLoader (``_effective``) are measured once.
+    DataLoader (``_effective``) are measured once. Rounds are numbered across both stages
+    (stage 2 carries on from the last round of stage 1); each repeat records its round, the
+    block that :func:`recommend` pairs by.
     """
 
     def __init__(self, params: Params, device: str, cores: int, measure_one: MeasureOne, budget_s: float,
@@ -841,7 +918,8 @@ def run_tuning(params: Params, device: str, cores: int, measure_one: MeasureOne,
     if device != "cuda" and not any("pin_memory" in (r.skipped or "") for r in results):
         notes.append("pin_memory is not tried on the CPU: it only speeds up copies to a CUDA device")
     notes.append("throughput is samples per second of the measured window, one fresh process per repeat; each "
-                 "setting is compared with the current one measured in the same rounds (alternating order)")
+                 "setting is compared with the current one measured in the same rounds (alternating order), "
+                 "paired by round: a slowdown of the machine shared by a round cancels")
     count = sum(len(v) for v in tuning.samples.values())
     return results, recommend(results, alpha=alpha, margin=margin, overrides=overrides), notes, tuning.spent, count
 
