@@ -38,6 +38,7 @@ from perfgate.report.json_report import outcome_to_dict
 from perfgate.report.markdown import GITHUB_COMMENT_LIMIT, MARKER, render_markdown
 from perfgate.report.terminal import gate_table
 from perfgate.tracing import TraceOutcome
+from perfgate.worktree import BaseTree
 from perfgate.benchmark_json import load_results_dir
 
 VERDICT_WORD = {EXIT_OK: "pass", EXIT_REGRESSION: "regression", EXIT_ERROR: "error",
@@ -304,8 +305,10 @@ MEASURING_OPTIONS = (("repeats", "--repeats"), ("steps", "--steps"), ("warmup", 
 
 
 def judge(args: argparse.Namespace,
-          settings_for: Callable[[Mapping[str, Any]], Settings]) -> tuple[GateOutcome, Settings, dict[str, TraceOutcome]]:
-    """Measure (or load) the pull request's results and compare them with the base's baselines.
+          settings_for: Callable[[Mapping[str, Any]], Settings],
+          base: BaseTree | None = None) -> tuple[GateOutcome, Settings, dict[str, TraceOutcome]]:
+    """Measure (or load) the pull request's results and judge them: paired against the base
+    checkout ``base`` (ABBA blocks in this job), or against the base's stored baselines.
 
     With ``--trace-on-fail``, each regressed workload also gets a profiler trace (a separate
     run that never feeds the verdict) in ``<artifacts>/traces``.
@@ -331,17 +334,23 @@ def judge(args: argparse.Namespace,
         return outcome, settings, {}
     if args.repeats is not None and args.repeats < 1:
         raise UsageError("--repeats must be at least 1")
-    settings = settings_for({"repeats": args.repeats})
+    if args.blocks is not None and args.blocks < 2:
+        raise UsageError("--blocks: the paired design needs at least 2 ABBA blocks")
+    settings = settings_for({"repeats": args.repeats, "blocks": args.blocks})
     if settings.repeats < 2:
         raise UsageError("a gate needs at least 2 repeats to know its run-to-run noise")
     device, jobs = cli._jobs(args, settings)
-    gate = run_gate(
-        jobs, settings=settings, device=device, repeats=settings.repeats,
-        cache_dir=cli._cache_dir(args),
-        out_dir=Path(args.out), progress=cli._progress_printer(args.quiet), timeout_s=args.timeout,
-        telemetry=not args.no_telemetry,
-        announce=lambda message: print(f"perfgate: {message}", file=sys.stderr),
-    )
+    if base is not None:
+        gate = cli.paired_gate_in(base, args, settings, device, jobs)
+    else:
+        gate = run_gate(
+            jobs, settings=settings, device=device, repeats=settings.repeats,
+            cache_dir=cli._cache_dir(args),
+            out_dir=Path(args.out), progress=cli._progress_printer(args.quiet), timeout_s=args.timeout,
+            telemetry=not args.no_telemetry,
+            announce=lambda message: print(f"perfgate: {message}", file=sys.stderr),
+            contention_check=cli._contention_policy(args), max_reruns=args.max_reruns,
+        )
     traces: dict[str, TraceOutcome] = {}
     if args.trace_on_fail:
         from perfgate.measure.trace import trace_job
@@ -475,7 +484,10 @@ def run_ci(args: argparse.Namespace, environ: Mapping[str, str] | None = None,
         done.changes = changes = input_changes(Path.cwd(), base_dir, settings_now)
         for command in notice_commands(changes):
             print(command, file=out)
-        outcome, _, traces = judge(args, lambda cli: ci_settings(base_dir, cli))
+        paired = None
+        if args.design == "paired" and not args.results:
+            paired = BaseTree(pr.base_sha, base_dir.resolve(), Path.cwd().resolve())
+        outcome, _, traces = judge(args, lambda cli: ci_settings(base_dir, cli), paired)
         print(gate_table(outcome), end="", file=out)
         markdown = _compose(outcome, pr, changes, base_commit, _clock_outcome(artifacts), environ,
                             traces, artifacts)
@@ -541,6 +553,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                                          "[tool.perfgate] repeats, else 5)")
     p.add_argument("--base-dir", required=True, metavar="DIR",
                    help="a checkout of the pull request's base commit: baselines and [tool.perfgate] come from here")
+    p.add_argument("--design", choices=["paired", "stored"], default="paired",
+                   help="paired (default): measure the base checkout in this job, alternating with the pull "
+                        "request in ABBA blocks; stored: compare with the base branch's stored baselines only")
+    cli.add_paired_options(p)
     p.add_argument("--trace-on-fail", action="store_true",
                    help="after a REGRESSION, take a profiler trace of that workload into <artifacts>/traces")
     p.add_argument("--artifacts", default="perfgate-artifacts", metavar="DIR",

@@ -23,7 +23,7 @@ from perfgate.config import Settings, load_settings
 from perfgate.contention import ContentionPolicy, contention
 from perfgate.discovery import Registry, discover
 from perfgate.errors import EXIT_ERROR, EXIT_OK, DataError, PerfgateError, UsageError
-from perfgate.gating import GateRun, PairedPlan, entries_for, run_gate, run_paired_gate
+from perfgate.gating import GateRun, PairedPlan, base_jobs_for, entries_for, run_gate, run_paired_gate
 from perfgate.jsonfile import write_json_atomic
 from perfgate.measure.runner import Job, Progress, RunOutcome, default_cache_dir, measure, resolve_device
 from perfgate.decide import Verdict
@@ -143,16 +143,6 @@ def _jobs(args: argparse.Namespace, settings: Settings) -> tuple[str, list[Job]]
     assignments = _assignments(args)
     shared_root, roots = _data_roots(args.data_root, registry)
     return device, [_job(w, device, assignments, roots.get(w.name, shared_root)) for w in workloads]
-
-
-def _base_jobs(args: argparse.Namespace, settings: Settings, device: str, head_jobs: Sequence[Job],
-               tree: BaseTree) -> dict[str, Job]:
-    """The base side's job for each head workload the base tree defines, from the base tree's files."""
-    paths = [tree.mirror(Path(p)) for p in (*settings.workloads_path, *args.workloads_path)]
-    registry = discover([p for p in paths if p.exists()], project_dir=tree.mirror(Path.cwd()), prefer_project=True)
-    assignments = _assignments(args)
-    return {job.workload.name: _job(registry.workloads[job.workload.name], device, assignments, job.data_root)
-            for job in head_jobs if job.workload.name in registry.workloads}
 
 
 def _cache_dir(args: argparse.Namespace) -> Path:
@@ -288,27 +278,36 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _paired_gate(args: argparse.Namespace, settings: Settings, device: str, jobs: list[Job]) -> GateRun:
-    """``gate --against REF``: the base commit in a temporary worktree, ABBA blocks, the paired verdict."""
+def paired_gate_in(tree: BaseTree, args: argparse.Namespace, settings: Settings, device: str,
+                   jobs: list[Job]) -> GateRun:
+    """The paired gate of ``jobs`` (the working tree) against the base side checked out in ``tree``."""
     if args.base_python and not Path(args.base_python).is_file():
         raise UsageError(f"--base-python {args.base_python}: no such interpreter")
+    if args.max_reruns < 0:
+        raise UsageError("--max-reruns must be 0 or more")
+    if args.second_look_blocks is not None and args.second_look_blocks < 1:
+        raise UsageError("--second-look-blocks must be at least 1")
+    policy = _contention_policy(args)
+    base_jobs = base_jobs_for(jobs, tree, project_dir=Path.cwd(),
+                              workload_paths=[Path(p) for p in (*settings.workloads_path, *args.workloads_path)],
+                              assignments=_assignments(args), device=device)
+    plan = PairedPlan(jobs, base_jobs, Path.cwd(), tree.mirror(Path.cwd()), tree.commit, args.base_python)
+    return run_paired_gate(
+        plan, settings=settings, device=device, blocks=settings.blocks, second_look_blocks=args.second_look_blocks,
+        cache_dir=_cache_dir(args), out_dir=Path(args.out), progress=_progress_printer(args.quiet),
+        timeout_s=args.timeout, announce=lambda message: print(f"perfgate: {message}", file=sys.stderr),
+        telemetry=not args.no_telemetry, contention_check=policy, max_reruns=args.max_reruns,
+    )
+
+
+def _paired_gate(args: argparse.Namespace, settings: Settings, device: str, jobs: list[Job]) -> GateRun:
+    """``gate --against REF``: the base commit in a temporary worktree, ABBA blocks, the paired verdict."""
     repo = repository_root(Path.cwd())
     commit = resolve_commit(repo, args.against)
     if not args.allow_dirty:
         check_clean(repo)
-    blocks = settings.blocks
-    if blocks < 2:
-        raise UsageError("--blocks: the paired design needs at least 2 ABBA blocks")
-    policy = _contention_policy(args)
     with base_worktree(repo, commit) as tree:
-        base_jobs = _base_jobs(args, settings, device, jobs, tree)
-        plan = PairedPlan(jobs, base_jobs, Path.cwd(), tree.mirror(Path.cwd()), commit, args.base_python)
-        return run_paired_gate(
-            plan, settings=settings, device=device, blocks=blocks, second_look_blocks=args.second_look_blocks,
-            cache_dir=_cache_dir(args), out_dir=Path(args.out), progress=_progress_printer(args.quiet),
-            timeout_s=args.timeout, announce=lambda message: print(f"perfgate: {message}", file=sys.stderr),
-            telemetry=not args.no_telemetry, contention_check=policy, max_reruns=args.max_reruns,
-        )
+        return paired_gate_in(tree, args, settings, device, jobs)
 
 
 def _contention_policy(args: argparse.Namespace) -> Callable[[Mapping[str, Any] | None], str | None] | None:
@@ -357,7 +356,7 @@ def _stored_gate(args: argparse.Namespace, settings: Settings, device: str, jobs
         progress=_progress_printer(args.quiet),
         timeout_s=args.timeout,
         announce=lambda message: print(f"perfgate: {message}", file=sys.stderr),
-        telemetry=not args.no_telemetry,
+        telemetry=not args.no_telemetry, contention_check=_contention_policy(args), max_reruns=args.max_reruns,
     )
 
 
@@ -463,6 +462,23 @@ def _add_gate_options(parser: argparse.ArgumentParser) -> None:
                         help="a workload without a baseline fails the gate (exit 2) instead of a loud notice")
 
 
+def add_paired_options(parser: argparse.ArgumentParser) -> None:
+    """The paired design's options, shared by ``gate`` and ``ci``."""
+    parser.add_argument("--blocks", type=int, help="ABBA blocks at the first look of a paired gate "
+                                                   "(default: [tool.perfgate] blocks, else 6)")
+    parser.add_argument("--second-look-blocks", type=int,
+                        help="ABBA blocks added at the second look (default: as many again)")
+    parser.add_argument("--base-python", metavar="PATH",
+                        help="run the base side with this interpreter (it must have perfgate installed), e.g. "
+                             "when the change upgrades torch; the report then shows both environments")
+    parser.add_argument("--max-reruns", type=int, default=3,
+                        help="blocks measured again per workload when other processes loaded the machine "
+                             "(default 3)")
+    parser.add_argument("--max-other-cpu-share", type=float, metavar="SHARE",
+                        help="a repeat is contended when other processes used more than this share of the CPUs "
+                             "during its window (default: perfgate.contention's)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="perfgate",
@@ -521,20 +537,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="paired design: measure the base commit REF in the same job, alternating with the "
                         "working tree in ABBA blocks, and judge the difference (the stored baseline is then "
                         "shown, not deciding)")
-    p.add_argument("--blocks", type=int, help="ABBA blocks at the first look of a paired gate "
-                                              "(default: [tool.perfgate] blocks, else 6)")
-    p.add_argument("--second-look-blocks", type=int, help="ABBA blocks added at the second look (default: as many again)")
-    p.add_argument("--base-python", metavar="PATH",
-                   help="run the base side with this interpreter (it must have perfgate installed), e.g. when the "
-                        "change upgrades torch; the report then shows both environments")
     p.add_argument("--allow-dirty", action="store_true",
                    help="measure a working tree with uncommitted changes as the head side")
-    p.add_argument("--max-reruns", type=int, default=3,
-                   help="blocks measured again per workload when other processes loaded the machine (default 3)")
-    p.add_argument("--max-other-cpu-share", type=float, metavar="SHARE",
-                   help="a repeat is contended when other processes used more than this share of the CPUs "
-                        "during its window (default: perfgate.contention's)")
+    add_paired_options(p)
     p.add_argument("--trace-on-fail", action="store_true",
+
                    help="after a REGRESSION, take a profiler trace of that workload (a separate run) and link it")
     p.add_argument("--trace-dir", default="perfgate-artifacts/traces", metavar="DIR",
                    help="where traces go (default: perfgate-artifacts/traces)")

@@ -17,9 +17,11 @@ from pathlib import Path
 from perfgate.baseline import find_baseline
 from perfgate.compare import Entry, GateOutcome, Pairing, WorkloadComparison, compare
 from perfgate.config import Settings
+from perfgate.discovery import discover, load_source
 from perfgate.measure.paired import ContentionCheck, PairedOutcome, Side, base_results_dir, measure_paired
 from perfgate.measure.runner import Job, Progress, RunOutcome, measure
 from perfgate.result import RunResult, merge_repeats, result_path, save_result
+from perfgate.worktree import BaseTree
 
 
 def entries_for(results: dict[str, RunResult], errors: dict[str, str], names: Sequence[str],
@@ -56,15 +58,19 @@ def run_gate(
     timeout_s: float,
     announce: Callable[[str], None] = lambda message: None,
     telemetry: bool = True,
+    contention_check: ContentionCheck | None = None,
+    max_reruns: int = 3,
 ) -> GateRun:
     """Measure ``jobs``, compare, and look a second time at the undecided ones if planned."""
     names = [job.workload.name for job in jobs]
     first = measure(jobs, device=device, repeats=repeats, cache_dir=cache_dir, out_dir=out_dir,
-                    progress=progress, timeout_s=timeout_s, telemetry=telemetry)
+                    progress=progress, timeout_s=timeout_s, telemetry=telemetry,
+                    contention_check=contention_check, max_reruns=max_reruns)
     errors = {n: e.message for n, e in first.errors.items()}
     config = settings.gate
     outcome = compare(entries_for(first.results, errors, names, settings.baselines), config, look=1,
                       per_workload=settings.per_workload)
+    outcome = _with_contention(outcome, first.reruns, first.contended)
     again = [c.workload for c in outcome.comparisons if c.second_look]
     if not again:
         return GateRun(outcome, outcome, ())
@@ -72,7 +78,8 @@ def run_gate(
     announce(f"second look: {', '.join(again)} undecided; measuring {extra} more repeat(s) each")
     second_jobs = [job for job in jobs if job.workload.name in again]
     second = measure(second_jobs, device=device, repeats=extra, cache_dir=cache_dir,
-                     out_dir=None, progress=progress, timeout_s=timeout_s, telemetry=telemetry)
+                     out_dir=None, progress=progress, timeout_s=timeout_s, telemetry=telemetry,
+                     contention_check=contention_check, max_reruns=max_reruns)
     results = dict(first.results)
     for name in again:
         if name in second.errors:
@@ -84,10 +91,39 @@ def run_gate(
     decided = [n for n in names if n not in again]
     second_outcome = compare(entries_for(results, errors, again, settings.baselines), config, look=2,
                              already_decided=decided, per_workload=settings.per_workload)
+    second_outcome = _with_contention(
+        second_outcome, {n: [*first.reruns.get(n, []), *second.reruns.get(n, [])] for n in again},
+        {n: [*first.contended.get(n, []), *second.contended.get(n, [])] for n in again})
     by_name = {c.workload: c for c in outcome.comparisons}
     by_name.update({c.workload: c for c in second_outcome.comparisons})
     final = GateOutcome(tuple(by_name[n] for n in names), config, look=2)
     return GateRun(final, outcome, tuple(again))
+
+
+def base_jobs_for(head_jobs: Sequence[Job], tree: BaseTree, *, project_dir: Path, workload_paths: Sequence[Path],
+                  assignments: Mapping[str, object], device: str) -> dict[str, Job]:
+    """The base side's job for each head job whose workload the base tree defines.
+
+    The base tree's own workload files are discovered as the head's were (its version of
+    a reference workload wins over the installed one); a workload defined in another file
+    (a test module) is read from that file's place in the base tree. The parameters are
+    resolved with the same ``--set`` assignments as the head's.
+    """
+    mirrored = [tree.mirror(p) for p in workload_paths]
+    registry = discover([p for p in mirrored if p.exists()], project_dir=tree.mirror(project_dir), prefer_project=True)
+    jobs: dict[str, Job] = {}
+    for job in head_jobs:
+        name = job.workload.name
+        workload = registry.workloads.get(name)
+        kind, _, target = job.workload.source.partition(":")
+        if workload is None and kind == "file":
+            there = tree.mirror(Path(target))
+            if there != Path(target).resolve() and there.is_file():
+                workload = next((w for w in load_source(f"file:{there}") if w.name == name), None)
+        if workload is not None:
+            params = workload.resolve(device, assignments)
+            jobs[name] = Job(workload, params, job.overrides, job.data_root)
+    return jobs
 
 
 @dataclass(frozen=True)
@@ -166,7 +202,7 @@ def run_paired_gate(
     config = settings.gate
     outcome = compare(paired_entries(first.head, first.base, names, plan, settings.baselines, extra_errors),
                       config, look=1, per_workload=settings.per_workload)
-    outcome = _with_contention(outcome, first)
+    outcome = _with_contention(outcome, first.reruns, first.contended)
     again = [c.workload for c in outcome.comparisons if c.second_look]
     if not again:
         return GateRun(outcome, outcome, ())
@@ -190,17 +226,18 @@ def run_paired_gate(
     for name in again:
         first.reruns.setdefault(name, []).extend(second.reruns.get(name, []))
         first.contended.setdefault(name, []).extend(second.contended.get(name, []))
-    second_outcome = _with_contention(second_outcome, first)
+    second_outcome = _with_contention(second_outcome, first.reruns, first.contended)
     by_name = {c.workload: c for c in outcome.comparisons}
     by_name.update({c.workload: c for c in second_outcome.comparisons})
     final = GateOutcome(tuple(by_name[n] for n in names), config, look=2)
     return GateRun(final, outcome, tuple(again))
 
 
-def _with_contention(outcome: GateOutcome, measured: PairedOutcome) -> GateOutcome:
-    """Name every block measured again, or kept although contended, in its workload's report."""
+def _with_contention(outcome: GateOutcome, reruns: Mapping[str, list[str]],
+                     contended: Mapping[str, list[str]]) -> GateOutcome:
+    """Name every repeat or block measured again, or kept although contended, in its workload's report."""
     comparisons = []
     for c in outcome.comparisons:
-        named = [*measured.reruns.get(c.workload, []), *measured.contended.get(c.workload, [])]
+        named = [*reruns.get(c.workload, []), *contended.get(c.workload, [])]
         comparisons.append(dataclasses.replace(c, left_out=(*c.left_out, *named)) if named else c)
     return dataclasses.replace(outcome, comparisons=tuple(comparisons))

@@ -63,6 +63,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="where to measure (default: [tool.perfgate] device, else auto)")
     group.addoption("--perfgate-repeats", type=int, default=None, metavar="N",
                     help="repeats per workload at the first look (default: [tool.perfgate] repeats, else 5)")
+    group.addoption("--perfgate-against", default=None, metavar="REF",
+                    help="paired design: measure the base commit REF in the same session, alternating with the "
+                         "working tree in ABBA blocks (default: judge against the stored baselines)")
+    group.addoption("--perfgate-blocks", type=int, default=None, metavar="N",
+                    help="ABBA blocks at the first look of a paired gate (default: [tool.perfgate] blocks, else 6)")
+    group.addoption("--perfgate-allow-dirty", action="store_true", default=False,
+                    help="with --perfgate-against: measure a working tree with uncommitted changes as the head")
     group.addoption("--perfgate-looks", type=int, choices=[1, 2], default=None,
                     help="planned looks (default 2: one second look when undecided)")
     group.addoption("--perfgate-second-look-repeats", type=int, default=None, metavar="N",
@@ -235,6 +242,8 @@ class GateSession:
         self.config = config
         self._here = Path(config.invocation_params.dir)
         self.jobs: dict[str, Job] = {}
+        self.assignments: dict[str, object] = {}
+        self.workload_paths: list[Path] = []
         self.device: str | None = None
         self.outcome: GateOutcome | None = None
         self.error: BaseException | None = None
@@ -267,9 +276,13 @@ class GateSession:
         repeats = self._opt("repeats")
         if repeats is not None and repeats < 2:
             raise UsageError("--perfgate-repeats: a gate needs at least 2 repeats to know its run-to-run noise")
+        blocks = self._opt("blocks")
+        if blocks is not None and blocks < 2:
+            raise UsageError("--perfgate-blocks: the paired design needs at least 2 ABBA blocks")
         baselines = self._path_opt("baselines")
         cli: dict[str, object] = {
             "repeats": repeats,
+            "blocks": blocks,
             "baselines": str(baselines) if baselines else None,
             "device": self._opt("device"),
             "alpha": self._opt("alpha"),
@@ -353,6 +366,8 @@ class GateSession:
             return []
         self.device = resolve_device(s.device)
         assignments: dict[str, object] = dict(parse_assignments(self._opt("set")))
+        self.assignments = assignments
+        self.workload_paths = [Path(p) for p in extra]
         shared_root, roots = self._data_roots({w.name for w in workloads})
         for workload in workloads:
             params = workload.resolve(self.device, assignments)
@@ -405,11 +420,12 @@ class GateSession:
             reporter.write_line(line)
 
     def _progress(self, event: Progress) -> None:
+        where = event.label or f"repeat {event.repeat}/{event.repeats}"
         if event.status == "done":
-            self._say(f"perfgate: [{event.workload}] repeat {event.repeat}/{event.repeats} done in "
+            self._say(f"perfgate: [{event.workload}] {where} done in "
                       f"{event.seconds:.1f} s, step median {event.step_median_ms:.2f} ms")
         elif event.status == "failed":
-            self._say(f"perfgate: [{event.workload}] repeat {event.repeat}/{event.repeats} failed "
+            self._say(f"perfgate: [{event.workload}] {where} failed "
                       f"after {event.seconds:.1f} s: {event.message}")
 
     def run(self) -> GateOutcome:
@@ -442,6 +458,8 @@ class GateSession:
         jobs = [self.jobs[n] for n in names]
         assert self.device is not None
         cache = self._path_opt("cache_dir") or default_cache_dir()
+        if self._opt("against"):
+            return self._run_paired(jobs, cache)
         self._say(f"perfgate: one gate over {len(jobs)} workload(s) on {self.device} "
                   f"({', '.join(names)}), {self.settings.repeats} repeat(s) each, one process per repeat")
         gate = run_gate(
@@ -455,6 +473,31 @@ class GateSession:
             timeout_s=self._opt("timeout"),
             announce=lambda message: self._say(f"perfgate: {message}"),
         )
+        return gate.outcome
+
+    def _run_paired(self, jobs: list[Job], cache: Path) -> GateOutcome:
+        """``--perfgate-against REF``: the base commit in a temporary worktree, ABBA blocks."""
+        from perfgate.gating import PairedPlan, base_jobs_for, run_paired_gate
+        from perfgate.worktree import base_worktree, check_clean, repository_root, resolve_commit
+
+        assert self.device is not None
+        repo = repository_root(self._here)
+        commit = resolve_commit(repo, self._opt("against"))
+        if not self._opt("allow_dirty"):
+            check_clean(repo)
+        self._say(f"perfgate: one paired gate over {len(jobs)} workload(s) on {self.device} against "
+                  f"{commit[:7]}, {self.settings.blocks} ABBA block(s) of four processes each")
+        with base_worktree(repo, commit) as tree:
+            base_jobs = base_jobs_for(jobs, tree, project_dir=self.config.rootpath,
+                                      workload_paths=self.workload_paths, assignments=self.assignments,
+                                      device=self.device)
+            plan = PairedPlan(jobs, base_jobs, self.config.rootpath, tree.mirror(self.config.rootpath), commit)
+            gate = run_paired_gate(
+                plan, settings=self.settings, device=self.device, blocks=self.settings.blocks,
+                second_look_blocks=None, cache_dir=cache, out_dir=self._here / self._opt("out"),
+                progress=self._progress, timeout_s=self._opt("timeout"),
+                announce=lambda message: self._say(f"perfgate: {message}"),
+            )
         return gate.outcome
 
     def _publish(self, outcome: GateOutcome) -> None:

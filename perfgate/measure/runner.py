@@ -109,6 +109,10 @@ class Progress:
 class RunOutcome:
     results: dict[str, RunResult] = field(default_factory=dict)
     errors: dict[str, PerfgateError] = field(default_factory=dict)
+    reruns: dict[str, list[str]] = field(default_factory=dict)
+    """Per workload, each repeat measured again because other processes loaded the machine, and why."""
+    contended: dict[str, list[str]] = field(default_factory=dict)
+    """Per workload, repeats kept although contended (the re-run limit was reached)."""
 
 
 def run_one(job: Job, device: str, index: int, cache_dir: Path, git: tuple[str | None, bool | None],
@@ -159,12 +163,18 @@ def measure(
     timeout_s: float = 3600.0,
     project_dir: Path | None = None,
     telemetry: bool = True,
+    contention_check: Callable[[Mapping[str, Any] | None], str | None] | None = None,
+    max_reruns: int = 3,
 ) -> RunOutcome:
     """Measure every job ``repeats`` times; write one result file per successful workload.
 
     A workload whose repeat fails is dropped from later rounds, reported in
     ``RunOutcome.errors`` and gets no result file (a stale one from an earlier run is
     removed first, so nothing incomplete can be mistaken for this run's result).
+
+    A repeat during which other processes loaded the machine (``contention_check`` says
+    why) is measured again, up to ``max_reruns`` times per workload; each re-run is named
+    in ``RunOutcome.reruns``, and one kept at the limit in ``RunOutcome.contended``.
     """
     if repeats < 1:
         raise ValueError("repeats must be at least 1")
@@ -179,18 +189,28 @@ def measure(
             name = job.workload.name
             if name in outcome.errors:
                 continue
-            progress(Progress(name, index + 1, repeats, "start"))
-            began = time.perf_counter()
-            try:
-                response = run_one(job, device, index, cache_dir, git, timeout_s, telemetry,
-                                   project_dir=project_dir)
-            except PerfgateError as exc:
-                outcome.errors[name] = exc
-                progress(Progress(name, index + 1, repeats, "failed", time.perf_counter() - began, message=exc.message))
-                continue
-            collected[name].append(response)
-            steps = response["repeat"]["phases_ms"]["step"]
-            progress(Progress(name, index + 1, repeats, "done", time.perf_counter() - began, median(steps)))
+            while True:
+                progress(Progress(name, index + 1, repeats, "start"))
+                began = time.perf_counter()
+                try:
+                    response = run_one(job, device, index, cache_dir, git, timeout_s, telemetry,
+                                       project_dir=project_dir)
+                except PerfgateError as exc:
+                    outcome.errors[name] = exc
+                    progress(Progress(name, index + 1, repeats, "failed", time.perf_counter() - began,
+                                      message=exc.message))
+                    break
+                steps = response["repeat"]["phases_ms"]["step"]
+                progress(Progress(name, index + 1, repeats, "done", time.perf_counter() - began, median(steps)))
+                why = contention_check(response["repeat"].get("telemetry")) if contention_check else None
+                if why is not None and len(outcome.reruns.get(name, [])) < max_reruns:
+                    outcome.reruns.setdefault(name, []).append(f"repeat {index + 1} measured again: {why}")
+                    continue
+                if why is not None:
+                    outcome.contended.setdefault(name, []).append(
+                        f"repeat {index + 1} kept although contended (limit of {max_reruns} re-runs reached): {why}")
+                collected[name].append(response)
+                break
     for job in jobs:
         name = job.workload.name
         if name in outcome.errors:
