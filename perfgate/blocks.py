@@ -165,3 +165,37 @@ def block_contrast_t(base: Sequence[BlockValue], head: Sequence[BlockValue], *,
         within_sd_log=float(d.std(ddof=1)),  # Var(d) = sigma^2 (1/2 + 1/2) in a full block
         between_sd_log=0.0, confidence=confidence,
     )
+
+
+def paired_min_detectable(sd_log: float, blocks: int, alpha: float, power: float = 0.8) -> float:
+    """Smallest slowdown (ratio - 1) that ``blocks`` full ABBA blocks detect with ``power``
+    at one-sided ``alpha``, for a run-to-run sd of log ``sd_log``.
+
+    In a balanced design the arm effect has variance ``sd^2 / J`` (2J repeats per arm) and
+    3J - 1 degrees of freedom; the usual t approximation
+    ``log(1 + mde) = se * (t[1-alpha] + t[power])`` gives the answer.
+    """
+    if blocks < 1:
+        raise ValueError(f"blocks must be at least 1, got {blocks!r}")
+    if not (sd_log >= 0 and math.isfinite(sd_log)):
+        raise ValueError(f"sd_log must be a finite number >= 0, got {sd_log!r}")
+    df = 3 * blocks - 1
+    q = float(special.stdtrit(df, 1.0 - alpha) + special.stdtrit(df, power))
+    return _exp(sd_log / math.sqrt(blocks) * q) - 1.0
+
+
+def blocks_needed(sd_log: float, delta: float, alpha: float, power: float = 0.8, *,
+                  limit: int = 10_000) -> int | None:
+    """Fewest ABBA blocks whose smallest detectable slowdown is at most ``delta`` (None past ``limit``)."""
+    if not (delta > 0):
+        raise ValueError(f"delta must be > 0, got {delta!r}")
+    lo, hi = 1, limit
+    if paired_min_detectable(sd_log, hi, alpha, power) > delta:
+        return None
+    while lo < hi:  # the detectable slowdown falls as blocks grow
+        mid = (lo + hi) // 2
+        if paired_min_detectable(sd_log, mid, alpha, power) <= delta:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo

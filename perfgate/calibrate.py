@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from perfgate.blocks import blocks_needed, paired_min_detectable
 from perfgate.decide import GateConfig, alpha_for_look, decide_time
 from perfgate.report.units import ms, percent, table
 from perfgate.result import RunResult
@@ -24,7 +25,29 @@ def _needed(sd: float, delta: float, alpha: float, power: float, **kw: float | i
         return "not reachable"
 
 
-def calibration_report(result: RunResult, config: GateConfig, *, power: float = 0.8) -> str:
+def _paired_lines(sd: float, delta: float, alpha: float, power: float, blocks: int,
+                  config: GateConfig) -> list[str]:
+    """What the paired design can detect here: the δ this machine supports."""
+    looks = [blocks] if config.looks == 1 else [blocks, 2 * blocks]
+    detectable = [paired_min_detectable(sd, j, alpha, power) for j in looks]
+    needed = blocks_needed(sd, delta, alpha, power)
+    where = " and ".join(f"{percent(m, signed=True)} with {j} blocks" for j, m in zip(looks, detectable))
+    supported = detectable[-1]
+    lines = [
+        f"paired design (ABBA blocks of four processes; this run-to-run sd is an upper bound, since the "
+        f"blocks remove drift between them): detects about {where} ({power:.0%} power)",
+        f"  blocks needed to detect {delta:.0%}: {needed if needed is not None else 'not reachable'}",
+    ]
+    if supported > delta:
+        lines.append(f"  this machine supports delta of about {supported:.0%} with the default blocks: with "
+                     f"--delta {delta:g} most gates of a true {delta:.0%} slowdown end INCONCLUSIVE; raise "
+                     f"--delta to {supported:.2g} or --blocks to {needed if needed is not None else 'far more'}")
+    else:
+        lines.append(f"  this machine supports delta of {delta:.0%} with {looks[-1]} blocks")
+    return lines
+
+
+def calibration_report(result: RunResult, config: GateConfig, *, power: float = 0.8, blocks: int = 6) -> str:
     summary = summarise(result)
     n = len(result.repeats)
     lines = [
@@ -51,6 +74,8 @@ def calibration_report(result: RunResult, config: GateConfig, *, power: float = 
         f"{_needed(sd, delta, alpha, power, day_sd_log=config.assumed_day_sd_log, baseline_recordings=3)}",
         f"  (a slowdown of exactly delta passes the point-estimate rule only half the time: "
         f"size for the slowdown you must catch, e.g. --delta {2 * delta:g})",
+        "",
+        *_paired_lines(sd, delta, alpha, power, blocks, config),
     ]
     steps = summary.per_repeat("step")
     half_base, half_cur = steps[0::2], steps[1::2]

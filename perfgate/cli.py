@@ -412,7 +412,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if outcome.errors:
         return EXIT_ERROR
     result = next(iter(outcome.results.values()))
-    print(calibration_report(result, settings.for_workload(result.workload), power=args.power))
+    print(calibration_report(result, settings.for_workload(result.workload), power=args.power,
+                             blocks=settings.blocks))
     return EXIT_OK
 
 

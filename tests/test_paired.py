@@ -171,3 +171,37 @@ def test_reports_say_which_design_decided_and_show_the_stored_baseline_as_second
     table = gate_table(outcome)
     assert "  Decided by: paired, 6 ABBA blocks against a1b2c3d." in table
     assert "base ms" in table and "head ms" in table
+
+
+def test_blocks_needed_is_the_first_block_count_whose_detectable_slowdown_fits():
+    from perfgate.blocks import blocks_needed, paired_min_detectable
+
+    j = blocks_needed(0.05, 0.03, 0.005)
+    assert paired_min_detectable(0.05, j, 0.005) <= 0.03 < paired_min_detectable(0.05, j - 1, 0.005)
+    assert blocks_needed(0.5, 0.001, 0.005, limit=50) is None
+
+
+def test_paired_min_detectable_matches_simulated_power():
+    # 80% of simulated block-model tests of the slowdown it names should be significant.
+    from perfgate.blocks import paired_min_detectable
+
+    rng = np.random.default_rng(7)
+    sd, blocks, alpha = 0.05, 6, 0.005
+    mde = paired_min_detectable(sd, blocks, alpha)
+    hits = 0
+    for _ in range(600):
+        y = rng.normal(0, sd, (blocks, 4)) + np.array([0, 1, 1, 0]) * math.log1p(mde)
+        base, head = _abba([tuple(float(v) for v in np.exp(row)) for row in y])
+        hits += block_log_ratio(base, head).p_slower < alpha
+    assert 0.70 < hits / 600 < 0.90
+
+
+def test_calibrate_says_which_delta_this_machine_supports():
+    from perfgate.calibrate import calibration_report
+
+    noisy = make_result(repeat_scales=[1.0, 1.2, 0.85, 1.1, 0.9, 1.15, 0.8, 1.05], jitter=0.001)
+    text = calibration_report(noisy, GateConfig(), blocks=6)
+    assert "paired design (ABBA blocks" in text
+    assert "this machine supports delta of about" in text and "most gates of a true 3% slowdown" in text
+    quiet = make_result(repeat_scales=[1.0, 1.002, 0.999, 1.001, 0.998, 1.0], jitter=0.001)
+    assert "this machine supports delta of 3% with 12 blocks" in calibration_report(quiet, GateConfig(), blocks=6)
