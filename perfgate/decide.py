@@ -204,18 +204,27 @@ def decide_time(
                        f"α={_p(alpha)}, {where}) and the CI reaches above {d}")
             nxt = "second look planned" if look < config.looks else f"undecided after {where}"
             reason = f"{head}: {why}; this run could detect about {mde * 100:+.1f}%; {nxt}"
-        if est.excluded:
-            reason += f"; {_excluded_text(est)}"
+        if est.excluded_baseline or est.outliers_current:
+            reason += f"; {_outlier_text(est)}"
         out[name] = TimeDecision(verdict, reason, est, alpha, mde, look, config.looks,
                                  adj_slow[i], adj_fast[i])
     return out
 
 
-def _excluded_text(est: LogRatio) -> str:
-    parts = [f"current #{i + 1}" for i in est.excluded_current]
-    parts += [f"baseline recording {j + 1} #{i + 1}" for j, i in est.excluded_baseline]
-    n = len(parts)
-    return f"{n} outlier repeat{'s' if n > 1 else ''} set aside ({', '.join(parts)})"
+def _outlier_text(est: LogRatio) -> str:
+    """Baseline repeats set aside, and current repeats that look like outliers but count."""
+    texts = []
+    if est.excluded_baseline:
+        parts = [f"baseline recording {j + 1} #{i + 1}" for j, i in est.excluded_baseline]
+        n = len(parts)
+        texts.append(f"{n} outlier repeat{'s' if n > 1 else ''} set aside ({', '.join(parts)})")
+    if est.outliers_current:
+        numbers = ", ".join(str(i + 1) for i in est.outliers_current)
+        if len(est.outliers_current) == 1:
+            texts.append(f"current repeat {numbers} looks like an outlier (kept)")
+        else:
+            texts.append(f"current repeats {numbers} look like outliers (kept)")
+    return "; ".join(texts)
 
 
 @dataclass(frozen=True)

@@ -57,9 +57,12 @@ _PAIR_MEDIAN_TO_SD = math.sqrt(2.0) * 0.6744897501960817
 class LogRatio:
     """Current / baseline step time as a ratio, estimated on the log scale.
 
-    ``n_current`` and ``n_baseline`` count the repeats that entered the estimate; repeats
-    set aside as outliers are listed in ``excluded_current`` (indices into the current
-    run) and ``excluded_baseline`` (``(recording, repeat)`` pairs) and are not counted.
+    ``n_current`` and ``n_baseline`` count the repeats that entered the estimate. Baseline
+    repeats set aside as outliers are listed in ``excluded_baseline`` (``(recording,
+    repeat)`` pairs) and are not counted. Current repeats are never set aside: those that
+    look like outliers are listed in ``outliers_current`` (indices into the current run)
+    and stay in the estimate, because the run under test is what the gate judges and an
+    intermittent slowdown is a slowdown.
     """
 
     ratio: float
@@ -79,8 +82,8 @@ class LogRatio:
     current_sd_log: float = math.nan
     baseline_sd_log: float = math.nan
     between_sd_log_data: float | None = None
-    excluded_current: tuple[int, ...] = ()
     excluded_baseline: tuple[tuple[int, int], ...] = ()
+    outliers_current: tuple[int, ...] = ()
 
     @property
     def change(self) -> float:
@@ -89,12 +92,16 @@ class LogRatio:
 
     @property
     def excluded(self) -> int:
-        return len(self.excluded_current) + len(self.excluded_baseline)
+        """How many repeats were set aside (baseline repeats only; see ``outliers_current``)."""
+        return len(self.excluded_baseline)
 
     def excluded_names(self) -> list[str]:
-        """The repeats set aside as outliers, named for a report ("baseline recording 1 repeat 4")."""
-        return ([f"current repeat {i + 1}" for i in self.excluded_current]
-                + [f"baseline recording {j + 1} repeat {i + 1}" for j, i in self.excluded_baseline])
+        """The baseline repeats set aside as outliers, named for a report ("baseline recording 1 repeat 4")."""
+        return [f"baseline recording {j + 1} repeat {i + 1}" for j, i in self.excluded_baseline]
+
+    def outlier_names(self) -> list[str]:
+        """The current repeats that look like outliers but were kept ("current repeat 3")."""
+        return [f"current repeat {i + 1}" for i in self.outliers_current]
 
 
 @dataclass(frozen=True)
@@ -233,9 +240,12 @@ def log_ratio(
     mean squares. With ``assumed_day_sd_log=0``, one recording and ``outlier_sd=None`` this
     is exactly Welch's t-test on the logs.
 
-    Repeats further than ``outlier_sd`` robust sds from their recording's median are set
-    aside (at most one in five per recording; none from recordings under five repeats)
-    and listed in the result. ``outlier_sd=None`` keeps every repeat.
+    Baseline repeats further than ``outlier_sd`` robust sds from their recording's median
+    are set aside (at most one in five per recording; none from recordings under five
+    repeats) and listed in ``excluded_baseline``; the robust scale is pooled over the
+    baseline recordings only. Current repeats are judged by the same rule against the
+    current run's own scale, but only named (``outliers_current``), never dropped.
+    ``outlier_sd=None`` screens nothing.
     """
     _check_probability(confidence, "confidence")
     _check_sd(assumed_day_sd_log, "assumed_day_sd_log")
@@ -250,9 +260,16 @@ def log_ratio(
 
     cur_all = _log_values(current, "current")
     base_all = [_log_values(r, f"baseline recording {j}") for j, r in enumerate(baseline)]
-    masks = _outlier_masks([cur_all, *base_all], outlier_sd)
-    cur = cur_all[masks[0]]
-    base = [b[m] for b, m in zip(base_all, masks[1:])]
+    # Each side is screened against its own scale. The baseline is a reference recorded
+    # once and reused: one stray repeat there would bias every later gate, so it is set
+    # aside. Its scale is pooled over the baseline's recordings alone, so a noisy or
+    # regressed current run cannot widen it. The current run is the thing under test:
+    # a repeat of it that is 30% slower may be the regression itself (an intermittent
+    # one), so it is named for the reader but stays in the estimate.
+    base_masks = _outlier_masks(base_all, outlier_sd)
+    (cur_keep,) = _outlier_masks([cur_all], outlier_sd)
+    cur = cur_all
+    base = [b[m] for b, m in zip(base_all, base_masks)]
     k = len(base)
     n_c = cur.size
     sizes = np.array([b.size for b in base], dtype=float)
@@ -293,8 +310,7 @@ def log_ratio(
         p_faster = 0.0 if diff < 0 else 1.0
         half = 0.0
     pooled_w = (s2_c * (n_c - 1) + msw * dfw) / (n_c - 1 + dfw)
-    excluded_c = tuple(int(i) for i in np.flatnonzero(~masks[0]))
-    excluded_b = tuple((j, int(i)) for j, m in enumerate(masks[1:]) for i in np.flatnonzero(~m))
+    excluded_b = tuple((j, int(i)) for j, m in enumerate(base_masks) for i in np.flatnonzero(~m))
     return LogRatio(
         ratio=math.exp(diff),
         ci_low=_exp(diff - half),
@@ -313,8 +329,8 @@ def log_ratio(
         current_sd_log=math.sqrt(s2_c),
         baseline_sd_log=math.sqrt(msw),
         between_sd_log_data=None if tau2_data is None else math.sqrt(tau2_data),
-        excluded_current=excluded_c,
         excluded_baseline=excluded_b,
+        outliers_current=tuple(int(i) for i in np.flatnonzero(~cur_keep)),
     )
 
 

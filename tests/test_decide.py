@@ -119,6 +119,16 @@ def test_outliers_set_aside_are_named_in_the_reason() -> None:
     assert d.reason.endswith("; 1 outlier repeat set aside (baseline recording 1 #4)")
 
 
+def test_a_slow_current_repeat_is_named_and_kept() -> None:
+    cur, base = runs(0.0, seed=4)
+    cur[2] *= 1.3
+    e = log_ratio(cur, base)
+    assert e.outliers_current == (2,)
+    d = one(e)
+    assert d.reason.endswith("; current repeat 3 looks like an outlier (kept)"), d.reason
+    assert "set aside" not in d.reason
+
+
 # --- Holm over workloads and the two looks ------------------------------------------------
 
 

@@ -156,12 +156,43 @@ def test_a_thirty_percent_repeat_is_set_aside_and_reported() -> None:
     b[2] *= 1.3
     est = log_ratio(c, [b], assumed_day_sd_log=0.0)
     assert est.excluded_baseline == ((0, 2),)
-    assert est.excluded_current == ()
+    assert est.outliers_current == ()
     assert est.n_baseline == 4
     same = log_ratio(c, [np.delete(b, 2)], **PLAIN)
     assert (est.ratio, est.p_slower, est.df) == (same.ratio, same.p_slower, same.df)
     kept = log_ratio(c, [b], **PLAIN)
     assert kept.n_baseline == 5 and kept.ratio < est.ratio
+
+
+def test_a_slow_current_repeat_is_kept_in_the_estimate_and_named() -> None:
+    """An intermittent slowdown in the run under test must move the estimate, not vanish.
+
+    Setting current repeats aside hid a regression that hits one repeat in five: with
+    20% of current repeats 30% slower the gate used to PASS almost always.
+    """
+    rng = np.random.default_rng(12)
+    b = lognormal(rng, 5, 0.01)
+    c = lognormal(rng, 5, 0.01)
+    c[2] *= 1.3
+    est = log_ratio(c, [b], assumed_day_sd_log=0.0)
+    assert est.outliers_current == (2,)
+    assert est.excluded_baseline == () and est.excluded == 0
+    assert est.n_current == 5
+    everything = log_ratio(c, [b], **PLAIN)
+    assert (est.ratio, est.p_slower, est.df) == (everything.ratio, everything.p_slower, everything.df)
+    without = log_ratio(np.delete(c, 2), [b], **PLAIN)
+    assert est.ratio > 1.04 * without.ratio  # about 1.3 ** (1 / 5): the slow repeat counts
+    assert not hasattr(est, "excluded_current")
+
+
+def test_the_current_run_does_not_set_the_baseline_scale() -> None:
+    """A noisy current run must not widen the robust scale the baseline is screened with."""
+    rng = np.random.default_rng(14)
+    b = lognormal(rng, 5, 0.01)
+    b[2] *= 1.3
+    c = lognormal(rng, 5, 0.20)
+    est = log_ratio(c, [b], assumed_day_sd_log=0.0)
+    assert est.excluded_baseline == ((0, 2),)
 
 
 def test_no_repeat_is_set_aside_below_five_per_recording() -> None:

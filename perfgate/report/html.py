@@ -162,7 +162,7 @@ def panels(c: WorkloadComparison) -> list[Panel]:
             elif name != "step" and row is not None and row.flag is not None and row.flag.flagged:
                 tone = _tone(est.ratio)
         out.append(Panel(name, current, baseline, subtitle, tone,
-                         frozenset(est.excluded_current) if est else frozenset(),
+                         frozenset(),
                          frozenset(est.excluded_baseline) if est else frozenset()))
     return out
 

@@ -17,7 +17,7 @@ def _estimate(est: LogRatio | None) -> dict[str, Any] | None:
     if est is None:
         return None
     data = dataclasses.asdict(est)
-    data["excluded_current"] = list(est.excluded_current)
+    data["outliers_current"] = list(est.outliers_current)
     data["excluded_baseline"] = [list(p) for p in est.excluded_baseline]
     return data
 
