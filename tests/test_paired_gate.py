@@ -153,3 +153,28 @@ def test_the_worktree_is_removed_on_ctrl_c(repo: Path, capsys: pytest.CaptureFix
     assert len(seen[0]) == 2  # the base worktree existed while measuring
     assert worktrees(repo) == [f"worktree {repo.resolve()}"]
     assert not Path(seen[0][1].removeprefix("worktree ")).exists()
+
+
+def test_pytest_perfgate_against_runs_the_paired_gate(repo: Path) -> None:
+    commit_change(repo, 'os.environ.get("TINY_FORWARD_DELAY_MS", "0")', 'os.environ.get("TINY_FORWARD_DELAY_MS", "12")',
+                  "forward 12 ms slower")
+    sets = [arg for s in ("width=16", "input_size=24", "batch_size=16", "steps=30") for arg in ("--perfgate-set", s)]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs", "--perfgate", "--perfgate-device", "cpu",
+         "--perfgate-workloads", "tiny",
+         "--perfgate-against", "HEAD~1", "--perfgate-blocks", "2", "--perfgate-looks", "1",
+         "--perfgate-markdown", "r.md", *sets],
+        cwd=repo, capture_output=True, text=True, timeout=1800)
+    output = done.stdout + done.stderr
+    assert "ABBA block(s) of four processes each" in output, output
+    assert "block 2/2 head" in output
+    text = (repo / "r.md").read_text()
+    assert "(paired, 2 ABBA blocks against " in text
+    assert worktrees(repo) == [f"worktree {repo.resolve()}"]
+    # a usage error is one line: the gate could not run
+    bad = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--perfgate", "--perfgate-device", "cpu",
+         "--perfgate-workloads", "tiny",
+         "--perfgate-against", "no-such-ref", *sets], cwd=repo, capture_output=True, text=True, timeout=600)
+    assert bad.returncode != 0
+    assert "--against no-such-ref: names no commit" in bad.stdout + bad.stderr
