@@ -205,3 +205,21 @@ def test_calibrate_says_which_delta_this_machine_supports():
     assert "this machine supports delta of about" in text and "most gates of a true 3% slowdown" in text
     quiet = make_result(repeat_scales=[1.0, 1.002, 0.999, 1.001, 0.998, 1.0], jitter=0.001)
     assert "this machine supports delta of 3% with 12 blocks" in calibration_report(quiet, GateConfig(), blocks=6)
+
+
+def test_json_and_html_carry_the_design(tmp_path):
+    from perfgate.report.html import render_html
+    from perfgate.report.json_report import outcome_to_dict
+
+    base, head = _paired_results(slow=1.25)
+    base = dataclasses.replace(base, environment=dataclasses.replace(ENV, torch="2.13.0"))
+    entry = Entry("tiny", head, None, pairing=Pairing(base, "a1b2c3d4e5", base_python="/opt/py"))
+    outcome = compare([entry], GateConfig(), look=1)
+    data = outcome_to_dict(outcome)["workloads"][0]
+    assert data["design"] == "paired, 6 ABBA blocks against a1b2c3d"
+    assert data["against"] == "a1b2c3d4e5"
+    assert data["environment_differences"] == {"torch": ["2.13.0", "2.14.1"]}
+    html = render_html(outcome)
+    assert "Decided by: paired, 6 ABBA blocks against a1b2c3d." in html
+    assert ">base ms<" in html and ">head ms<" in html
+    assert "torch (base → head)" in html

@@ -39,6 +39,7 @@ from perfgate.report.markdown import (
     reproduce_command,
 )
 from perfgate.report.units import change_ci, ms, percent
+from perfgate.report.wording import column_names, design_lines
 from perfgate.summary import ROWS
 from perfgate.workload import PHASES
 
@@ -317,8 +318,10 @@ def _phase_cells(c: WorkloadComparison, row: PhaseRow) -> tuple[str, str, str]:
 
 def _phase_table(c: WorkloadComparison) -> list[str]:
     assert c.time is not None
-    lines = ['<table class="phases"><thead><tr><th>phase</th><th class="num">baseline ms</th>'
-             '<th class="num">current ms</th><th class="num">change (95% CI)</th><th class="num">share</th>'
+    before, after = column_names(c)
+    lines = ['<table class="phases"><thead><tr><th>phase</th>'
+             f'<th class="num">{before} ms</th>'
+             f'<th class="num">{after} ms</th><th class="num">change (95% CI)</th><th class="num">share</th>'
              "<th>flag</th></tr></thead><tbody>"]
     for row in c.phases:
         if row.baseline_ms == 0 and row.current_ms == 0:
@@ -420,6 +423,11 @@ def _details(c: WorkloadComparison) -> list[str]:
 
 def _section(c: WorkloadComparison, index: int, power: float) -> list[str]:
     lines = [f'<section id="{_anchor(index)}">', f"<h2>{_badge(c.verdict)} {_e(c.workload)}</h2>"]
+    lines += [f'<p class="design">{_e(line)}</p>' for line in design_lines(c)]
+    if c.environment_differences:
+        lines.append("<p>The two sides ran in different environments (--base-python); the difference measured "
+                     "includes them:</p>")
+        lines += _kv([(f"{k} (base → head)", f"{a} → {b}") for k, (a, b) in c.environment_differences.items()])
     if c.verdict is Verdict.NO_BASELINE:
         lines += ["<p>No baseline in this environment, so nothing was judged. Create one with:</p>",
                   f'<pre class="cmd">{_e(rebaseline_command(c))}</pre>']

@@ -34,6 +34,10 @@ def _workload(c: WorkloadComparison) -> dict[str, Any]:
         "differences": {k: list(v) for k, v in c.differences.items()},
         "labels": [label.to_dict() for label in c.labels],
         "left_out": list(c.left_out),
+        "design": c.design or None,
+        "against": c.against,
+        "since_baseline": c.since_baseline,
+        "environment_differences": {k: list(v) for k, v in c.environment_differences.items()},
     }
     if c.time is not None:
         out["step"] = {
