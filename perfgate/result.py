@@ -57,6 +57,13 @@ class RepeatResult:
         return gpu.get("throttled") is True
 
     @property
+    def other_cpu_share(self) -> float | None:
+        """Median share of the CPUs other processes used during the window (None: not known)."""
+        from perfgate.contention import other_cpu_share
+
+        return other_cpu_share(self.telemetry)
+
+    @property
     def steps(self) -> int:
         return len(self.phases_ms["step"])
 
