@@ -47,6 +47,8 @@ def call(module: str, request: dict[str, Any], timeout_s: float, *, python: str 
     to ``sys.path`` once perfgate is imported.
     """
     cwd = request.get("project_dir")
+    if cwd is not None and not Path(cwd).is_dir():
+        return ChildRun(None, f"the tree to measure in does not exist: {cwd}", 127)
     with tempfile.TemporaryDirectory(prefix="perfgate-child-") as tmp:
         req, resp, log = Path(tmp, "request.json"), Path(tmp, "response.json"), Path(tmp, "output.log")
         req.write_text(dumps(request))

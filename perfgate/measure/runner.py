@@ -193,8 +193,10 @@ def measure(
                 progress(Progress(name, index + 1, repeats, "start"))
                 began = time.perf_counter()
                 try:
+                    # A plain run measures the tree it is started in; project_dir names it for
+                    # git, and is where the child runs when it is a directory.
                     response = run_one(job, device, index, cache_dir, git, timeout_s, telemetry,
-                                       project_dir=project_dir)
+                                       project_dir=project_dir if project_dir and project_dir.is_dir() else None)
                 except PerfgateError as exc:
                     outcome.errors[name] = exc
                     progress(Progress(name, index + 1, repeats, "failed", time.perf_counter() - began,
