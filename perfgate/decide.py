@@ -19,6 +19,7 @@ from perfgate.stats import (
     DEFAULT_OUTLIER_SD,
     LogRatio,
     bh_adjusted,
+    confidence_interval,
     holm_adjusted,
     min_detectable_slowdown,
 )
@@ -134,6 +135,18 @@ def _pct(ratio: float) -> str:
     return f"{(ratio - 1) * 100:+.1f}"
 
 
+def _level(level: float) -> str:
+    """A confidence level in percent with as few decimals as show it: 95, 99.0, 99.875."""
+    pct = level * 100.0
+    if pct == round(pct) and level < 0.99:
+        return f"{pct:g}"
+    for digits in (1, 2):
+        text = f"{pct:.{digits}f}"
+        if abs(float(text) - pct) < 1e-9:
+            return text
+    return f"{pct:.3f}"
+
+
 def _p(p: float) -> str:
     return f"{p:.1e}" if 0 < p < 1e-4 else f"{p:.2g}"
 
@@ -177,31 +190,44 @@ def decide_time(
     out: dict[str, TimeDecision] = {}
     for i, name in enumerate(open_names):
         est = estimates[name]
-        conf = f"{est.confidence * 100:g}% CI"
-        head = f"step {_pct(est.ratio)}% [{_pct(est.ci_low)}, {_pct(est.ci_high)}] ({conf})"
         slow = adj_slow[i] <= alpha
         fast = adj_fast[i] <= alpha
         mde = min_detectable_slowdown(est, alpha / m, config.power)
+        # The PASS rule uses the interval at config.confidence; say its level each time.
+        bound = f"upper {_level(est.confidence)}% bound {_pct(est.ci_high)}%"
         if slow and est.ratio > up:
             verdict = Verdict.REGRESSION
-            reason = f"{head}, p={_p(est.p_slower)} < {_p(thr_slow[i])} (Holm, {where}), above {d}"
         elif fast and est.ratio < down:
             verdict = Verdict.IMPROVED
-            reason = (f"{head}, p={_p(est.p_faster)} < {_p(thr_fast[i])} (Holm, {where}), "
-                      f"faster by more than {d}; consider rebaselining")
         elif est.ci_high < up:
             verdict = Verdict.PASS
-            reason = f"{head}: upper bound below {d}"
+        else:
+            verdict = Verdict.INCONCLUSIVE
+        # The printed interval has the level of this workload's Holm step, two-sided
+        # 1 - 2 * threshold, so that it clears 0% exactly when that step's one-sided test
+        # does (the faster test's step for IMPROVED): a 95% interval beside a test at 0.5%
+        # showed "+9.8% [+3.2, +16.9]" next to "not significant".
+        threshold = thr_fast[i] if verdict is Verdict.IMPROVED else thr_slow[i]
+        level = 1.0 - 2.0 * threshold
+        low, high = confidence_interval(est, level)
+        head = (f"step {_pct(est.ratio)}% [{_pct(low)}, {_pct(high)}] "
+                f"({_level(level)}% CI, the level of this look's test)")
+        if verdict is Verdict.REGRESSION:
+            reason = f"{head}, p={_p(est.p_slower)} < {_p(thr_slow[i])} (Holm, {where}), above {d}"
+        elif verdict is Verdict.IMPROVED:
+            reason = (f"{head}, p={_p(est.p_faster)} < {_p(thr_fast[i])} (Holm, {where}), "
+                      f"faster by more than {d}; consider rebaselining")
+        elif verdict is Verdict.PASS:
+            reason = f"{head}: {bound} below {d}"
             if slow:
                 reason += f"; slower (p={_p(est.p_slower)}, Holm, {where}) but by less than {d}"
         else:
-            verdict = Verdict.INCONCLUSIVE
             if slow:
                 why = (f"slower (p={_p(est.p_slower)}, Holm, {where}) but the estimate is not "
-                       f"above {d} and the CI reaches above it")
+                       f"above {d} and the {bound} reaches above it")
             else:
                 why = (f"not significant (p={_p(est.p_slower)}, Holm-adjusted {_p(adj_slow[i])} > "
-                       f"α={_p(alpha)}, {where}) and the CI reaches above {d}")
+                       f"α={_p(alpha)}, {where}) and the {bound} reaches above {d}")
             nxt = "second look planned" if look < config.looks else f"undecided after {where}"
             reason = f"{head}: {why}; this run could detect about {mde * 100:+.1f}%; {nxt}"
         if est.excluded_baseline or est.outliers_current:

@@ -26,6 +26,7 @@ __all__ = [
     "VarianceComponents",
     "benjamini_hochberg",
     "bh_adjusted",
+    "confidence_interval",
     "holm",
     "holm_adjusted",
     "log_ratio",
@@ -487,6 +488,21 @@ def log_ratio_from_summaries(
 
 def _exp(x: float) -> float:
     return math.exp(x) if x < 700 else math.inf  # a handful of df can make t enormous
+
+
+def confidence_interval(est: LogRatio, level: float) -> tuple[float, float]:
+    """The two-sided ``level`` interval of ``est.ratio``, rebuilt from ``se_log`` and ``df``.
+
+    ``est.ci_low``/``est.ci_high`` hold the interval at ``est.confidence``; a test at a
+    different level (a Holm step at 0.5%) needs the interval at its own level, so that
+    the printed interval clears 0 exactly when that test rejects.
+    """
+    _check_probability(level, "level")
+    diff = math.log(est.ratio)
+    if est.se_log == 0:
+        return est.ratio, est.ratio
+    half = est.se_log * float(special.stdtrit(est.df, 0.5 + level / 2.0))
+    return _exp(diff - half), _exp(diff + half)
 
 
 def min_detectable_slowdown(est: LogRatio, alpha: float, power: float = 0.8) -> float:

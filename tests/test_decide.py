@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 
@@ -17,7 +18,7 @@ from perfgate.decide import (
     decide_time,
     flag_phases,
 )
-from perfgate.stats import LogRatio, log_ratio, min_detectable_slowdown
+from perfgate.stats import LogRatio, confidence_interval, log_ratio, min_detectable_slowdown
 
 CFG = GateConfig()
 
@@ -60,7 +61,8 @@ def test_regression_from_data() -> None:
     d = one(log_ratio(*runs(math.log(1.10))))
     assert d.verdict is Verdict.REGRESSION
     assert re.fullmatch(
-        r"step \+\d+\.\d% \[\+\d+\.\d, \+\d+\.\d\] \(95% CI\), p=\S+ < 0\.005 \(Holm, look 1 of 2\), above δ=3%",
+        r"step \+\d+\.\d% \[\+\d+\.\d, \+\d+\.\d\] \(99\.0% CI, the level of this look's test\), p=\S+ < 0\.005 "
+        r"\(Holm, look 1 of 2\), above δ=3%",
         d.reason,
     ), d.reason
     assert d.alpha_used == 0.005 and not d.second_look
@@ -68,7 +70,8 @@ def test_regression_from_data() -> None:
 
 def test_regression_reason_has_the_numbers() -> None:
     d = one(est(1.061, 0.0004, half=0.028))
-    assert d.reason == "step +6.1% [+3.2, +9.1] (95% CI), p=0.0004 < 0.005 (Holm, look 1 of 2), above δ=3%"
+    assert d.reason == ("step +6.1% [+1.9, +10.5] (99.0% CI, the level of this look's test), p=0.0004 < 0.005 "
+                        "(Holm, look 1 of 2), above δ=3%")
 
 
 def test_pass_from_data() -> None:
@@ -76,7 +79,8 @@ def test_pass_from_data() -> None:
     # unchanged run's 95% bound sits near +4% and only a run that came out faster passes.
     d = one(log_ratio(*runs(0.0, sd=0.003), assumed_day_sd_log=0.0))
     assert d.verdict is Verdict.PASS
-    assert d.reason.endswith("(95% CI): upper bound below δ=3%"), d.reason
+    assert re.search(r"\(99\.0% CI, the level of this look's test\): upper 95% bound \+0\.\d% below δ=3%$",
+                     d.reason), d.reason
     assert d.estimate.ci_high < 1.03
 
 
@@ -90,7 +94,7 @@ def test_inconclusive_plans_one_second_look_then_stops() -> None:
     first = one(est(1.035, 0.03, half=0.05))
     assert first.verdict is Verdict.INCONCLUSIVE and first.second_look
     assert "not significant (p=0.03, Holm-adjusted 0.03 > α=0.005, look 1 of 2)" in first.reason
-    assert "the CI reaches above δ=3%" in first.reason
+    assert "the upper 95% bound +8.8% reaches above δ=3%" in first.reason
     assert re.search(r"this run could detect about \+\d+\.\d%; second look planned$", first.reason)
     last = one(est(1.035, 0.03, half=0.05), look=2)
     assert last.verdict is Verdict.INCONCLUSIVE and not last.second_look
@@ -100,7 +104,7 @@ def test_inconclusive_plans_one_second_look_then_stops() -> None:
 def test_significant_but_small_slowdown_passes_when_the_bound_is_below_delta() -> None:
     d = one(est(1.015, 1e-5, half=0.007))
     assert d.verdict is Verdict.PASS
-    assert "upper bound below δ=3%; slower (p=1.0e-05, Holm, look 1 of 2) but by less than δ=3%" in d.reason
+    assert "upper 95% bound +2.2% below δ=3%; slower (p=1.0e-05, Holm, look 1 of 2) but by less than δ=3%" in d.reason
 
 
 def test_significant_but_not_above_delta_is_inconclusive() -> None:
@@ -129,6 +133,47 @@ def test_a_slow_current_repeat_is_named_and_kept() -> None:
     d = one(e)
     assert d.reason.endswith("; current repeat 3 looks like an outlier (kept)"), d.reason
     assert "set aside" not in d.reason
+
+
+def reported(p_slower: float, ratio: float = 1.0985, df: float = 6.0) -> LogRatio:
+    """An estimate whose p, interval, se and df agree (the report's numbers, rebuilt)."""
+    se = math.log(ratio) / st.t.isf(p_slower, df)
+    half = se * st.t.ppf(0.975, df)
+    e = est(ratio, p_slower, half=half, df=df)
+    return dataclasses.replace(e, se_log=se)
+
+
+def printed_interval(reason: str) -> tuple[float, float]:
+    low, high = re.match(r"step [+-]\d+\.\d% \[([+-]\d+\.\d), ([+-]\d+\.\d)\]", reason).groups()
+    return float(low), float(high)
+
+
+def test_the_printed_interval_has_the_level_of_the_test_beside_it() -> None:
+    """A report said ``+9.8% [+3.2, +16.9] (95% CI) ... not significant (p=0.0051 > α=0.005)``:
+    a 95% interval clear of 0 beside a test at 0.5% that is not significant."""
+    e = reported(0.0051)
+    assert (round((e.ci_low - 1) * 100, 1), round((e.ci_high - 1) * 100, 1)) == (3.2, 16.9)
+    d = one(e)
+    assert d.verdict is Verdict.INCONCLUSIVE and "not significant (p=0.0051" in d.reason
+    assert "(99.0% CI, the level of this look's test)" in d.reason
+    low, _ = printed_interval(d.reason)
+    assert low <= 0.0, d.reason  # the interval agrees with the test: it reaches 0
+    assert "upper 95% bound +16.9% reaches above δ=3%" in d.reason
+    r = one(reported(0.004))
+    assert r.verdict is Verdict.REGRESSION and printed_interval(r.reason)[0] > 0.0, r.reason
+    # exactly at the test's edge: the 99% interval clears 1 when p < 0.005 and only then
+    assert confidence_interval(reported(0.0049), 0.99)[0] > 1.0 > confidence_interval(reported(0.0051), 0.99)[0]
+
+
+def test_the_interval_level_follows_the_holm_step() -> None:
+    ests = {"a": reported(0.0010), "b": reported(0.0020), "c": reported(0.30, ratio=1.01)}
+    d = decide_time(ests, CFG, 1)
+    assert "(99.667% CI, the level of this look's test)" in d["a"].reason  # 1 - 2 * 0.005 / 3
+    assert "(99.5% CI, the level of this look's test)" in d["b"].reason  # 1 - 2 * 0.005 / 2
+    assert "(99.0% CI, the level of this look's test)" in d["c"].reason
+    level = 1 - 2 * 0.005 / 3
+    low, high = confidence_interval(ests["a"], level)
+    assert printed_interval(d["a"].reason) == (round((low - 1) * 100, 1), round((high - 1) * 100, 1))
 
 
 # --- Holm over workloads and the two looks ------------------------------------------------

@@ -13,6 +13,7 @@ from perfgate.stats import (
     LogRatio,
     benjamini_hochberg,
     bh_adjusted,
+    confidence_interval,
     holm,
     holm_adjusted,
     log_ratio,
@@ -52,6 +53,18 @@ def test_one_recording_without_prior_is_welch_on_logs(seed: int, n_c: int, n_b: 
     low, high = np.exp(two.confidence_interval(0.90))
     assert (est90.ci_low, est90.ci_high) == (pytest.approx(low, rel=1e-9), pytest.approx(high, rel=1e-9))
     assert est.n_current == n_c and est.n_baseline == n_b and est.recordings == 1
+
+
+@pytest.mark.parametrize("level", [0.95, 0.99, 0.999375])
+def test_an_interval_at_another_level_equals_scipy(level: float) -> None:
+    rng = np.random.default_rng(17)
+    c, b = lognormal(rng, 5, 0.02, 0.03), lognormal(rng, 7, 0.03)
+    est = log_ratio(c, [b], **PLAIN)
+    low, high = np.exp(st.ttest_ind(np.log(c), np.log(b), equal_var=False).confidence_interval(level))
+    assert confidence_interval(est, level) == (pytest.approx(low, rel=1e-9), pytest.approx(high, rel=1e-9))
+    assert confidence_interval(est, est.confidence) == (pytest.approx(est.ci_low), pytest.approx(est.ci_high))
+    with pytest.raises(ValueError, match="level"):
+        confidence_interval(est, 1.0)
 
 
 def test_outlier_screen_leaves_clean_data_alone() -> None:
