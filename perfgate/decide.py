@@ -22,6 +22,8 @@ from perfgate.stats import (
     confidence_interval,
     holm_adjusted,
     min_detectable_slowdown,
+    two_look_error,
+    two_look_levels,
 )
 
 __all__ = [
@@ -106,11 +108,26 @@ class GateConfig:
         need(isinstance(self.fail_on_missing_baseline, bool), "fail_on_missing_baseline", "must be True or False")
 
 
-def alpha_for_look(config: GateConfig, look: int) -> float:
-    """One-sided family-wise alpha spent at ``look`` (Bonferroni over the planned looks)."""
-    if not (isinstance(look, int) and 1 <= look <= config.looks):
+def alpha_for_look(config: GateConfig, look: int, rho: float | None = None) -> float:
+    """One-sided level a lone hypothesis is tested at, at ``look``.
+
+    With one look it is ``config.alpha``. With two, ``rho=None`` splits alpha equally
+    (Bonferroni, ``alpha / 2`` per look), which holds whatever the looks' dependence but
+    spends less than alpha when they are correlated, as they always are (look 2 holds
+    look 1's repeats). A ``rho`` (the correlation of the two looks' test statistics:
+    :func:`perfgate.stats.paired_look_correlation` for a paired design,
+    :func:`perfgate.stats.stored_look_correlation` against a stored baseline) uses the
+    equal-z boundary of :func:`perfgate.stats.two_look_levels`, which spends exactly
+    alpha: 0.00569 per look at rho 0.71 and 0.00745 at rho 0.95, for alpha = 0.01 (the
+    equal split spends only 0.0088 and 0.0068 of it there).
+    """
+    if not (isinstance(look, int) and not isinstance(look, bool) and 1 <= look <= config.looks):
         raise ValueError(f"look must be between 1 and {config.looks}, got {look!r}")
-    return config.alpha / config.looks
+    if config.looks == 1:
+        return config.alpha
+    if rho is None:
+        return config.alpha / config.looks
+    return two_look_levels(config.alpha, rho)[look - 1]
 
 
 @dataclass(frozen=True)
@@ -118,8 +135,8 @@ class TimeDecision:
     verdict: Verdict
     reason: str
     estimate: LogRatio
-    alpha_used: float  # the look's family-wise alpha
-    mde: float  # smallest slowdown detectable at alpha_used / m with config.power
+    alpha_used: float  # the level a lone hypothesis is tested at this look (alpha_for_look)
+    mde: float  # smallest slowdown detectable at the first Holm step's level with config.power
     look: int = 1
     looks: int = 1
     p_holm_slower: float = 1.0
@@ -159,12 +176,30 @@ def _holm_thresholds(p: np.ndarray, alpha: float) -> np.ndarray:
     return alpha / (m - ranks)
 
 
+def _boundary_holm(p: np.ndarray, alpha: float, rho: float, look: int) -> tuple[list[float], np.ndarray]:
+    """Holm with two-look boundaries: (adjusted p-values, each p's step level).
+
+    Each p maps to its two-look error (the alpha a lone hypothesis would spend if both
+    looks tested at that p), Holm runs on those at ``alpha``, and the adjusted values map
+    back to the per-look scale, so they compare with ``alpha_for_look(config, look, rho)``
+    as the equal split's compare with ``alpha / 2``.
+    """
+    errors = [0.0 if x <= 0.0 else 1.0 if x >= 1.0 else two_look_error(float(x), rho) for x in p]
+    adjusted = [e if e <= 0.0 or e >= 1.0 else two_look_levels(e, rho)[look - 1] for e in holm_adjusted(errors)]
+    m = p.size
+    ranks = np.empty(m, dtype=int)
+    ranks[np.argsort(p, kind="stable")] = np.arange(m)
+    levels = {r: two_look_levels(alpha / (m - r), rho)[look - 1] for r in set(ranks.tolist())}
+    return adjusted, np.array([levels[r] for r in ranks.tolist()])
+
+
 def decide_time(
     estimates: Mapping[str, LogRatio],
     config: GateConfig,
     look: int,
     *,
     already_decided: Collection[str] = (),
+    rho: float | None = None,
 ) -> dict[str, TimeDecision]:
     """Verdicts for the step time of each workload at ``look`` (1-based).
 
@@ -172,8 +207,16 @@ def decide_time(
     ``already_decided``. Workloads decided at an earlier look enter with p = 1 and get no
     new decision. Gated phases are decided in the same family by passing them as extra
     entries (for example ``"resnet18:forward"``).
+
+    ``rho`` is the correlation of the two looks (see :func:`alpha_for_look`); ``None``
+    keeps the equal split. With a ``rho``, Holm's step with ``s`` hypotheses left tests
+    at ``two_look_levels(alpha / s, rho)``: Bonferroni over the ``s`` workloads and the
+    exact boundary over each one's two looks. (Dividing the boundary for ``alpha`` by
+    ``s`` would overspend: far in the tail two correlated looks act more like
+    independent ones.) One ``rho`` serves the family; pass the smallest of its
+    workloads' correlations, since a smaller ``rho`` gives smaller levels.
     """
-    alpha = alpha_for_look(config, look)
+    alpha = alpha_for_look(config, look, rho)
     decided = set(already_decided)
     open_names = [n for n in estimates if n not in decided]
     family = open_names + sorted(decided)
@@ -182,8 +225,14 @@ def decide_time(
         return {}
     p_slow = np.array([estimates[n].p_slower for n in open_names] + [1.0] * len(decided))
     p_fast = np.array([estimates[n].p_faster for n in open_names] + [1.0] * len(decided))
-    adj_slow, adj_fast = holm_adjusted(p_slow), holm_adjusted(p_fast)
-    thr_slow, thr_fast = _holm_thresholds(p_slow, alpha), _holm_thresholds(p_fast, alpha)
+    if rho is None or config.looks == 1:
+        adj_slow, adj_fast = holm_adjusted(p_slow), holm_adjusted(p_fast)
+        thr_slow, thr_fast = _holm_thresholds(p_slow, alpha), _holm_thresholds(p_fast, alpha)
+        first_step = alpha / m
+    else:
+        adj_slow, thr_slow = _boundary_holm(p_slow, config.alpha, rho, look)
+        adj_fast, thr_fast = _boundary_holm(p_fast, config.alpha, rho, look)
+        first_step = two_look_levels(config.alpha / m, rho)[look - 1]
     up, down = 1.0 + config.delta, 1.0 / (1.0 + config.delta)
     d = f"δ={config.delta * 100:g}%"
     where = f"look {look} of {config.looks}"
@@ -192,7 +241,7 @@ def decide_time(
         est = estimates[name]
         slow = adj_slow[i] <= alpha
         fast = adj_fast[i] <= alpha
-        mde = min_detectable_slowdown(est, alpha / m, config.power)
+        mde = min_detectable_slowdown(est, first_step, config.power)
         # The PASS rule uses the interval at config.confidence; say its level each time.
         bound = f"upper {_level(est.confidence)}% bound {_pct(est.ci_high)}%"
         if slow and est.ratio > up:

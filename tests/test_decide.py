@@ -18,7 +18,14 @@ from perfgate.decide import (
     decide_time,
     flag_phases,
 )
-from perfgate.stats import LogRatio, confidence_interval, log_ratio, min_detectable_slowdown
+from perfgate.stats import (
+    LogRatio,
+    confidence_interval,
+    log_ratio,
+    min_detectable_slowdown,
+    two_look_error,
+    two_look_levels,
+)
 
 CFG = GateConfig()
 
@@ -212,6 +219,38 @@ def test_alpha_is_split_between_the_two_looks() -> None:
     assert one(e, CFG, 2).verdict is Verdict.INCONCLUSIVE
     with pytest.raises(ValueError):
         one(e, CFG, 3)
+
+
+def test_correlated_looks_spend_alpha_by_a_boundary() -> None:
+    """Equal split (rho=None) keeps today's 0.005 per look; a correlation buys a larger
+    level at each look with the same total: 0.00569 at rho 0.71, 0.00745 at 0.95."""
+    assert alpha_for_look(CFG, 1, rho=None) == alpha_for_look(CFG, 2) == 0.005
+    for rho in (0.71, 0.95):
+        level = two_look_levels(0.01, rho)[0]
+        assert alpha_for_look(CFG, 1, rho=rho) == alpha_for_look(CFG, 2, rho=rho) == level > 0.005
+    assert alpha_for_look(GateConfig(looks=1), 1, rho=0.95) == 0.01
+    e = est(1.08, 0.0055)
+    assert one(e).verdict is Verdict.INCONCLUSIVE
+    d = decide_time({"w": e}, CFG, 1, rho=0.95)["w"]
+    assert d.verdict is Verdict.REGRESSION, d.reason
+    assert d.alpha_used == pytest.approx(two_look_levels(0.01, 0.95)[0])
+    assert f"p=0.0055 < {d.alpha_used:.2g} (Holm, look 1 of 2)" in d.reason
+    assert d.p_holm_slower == pytest.approx(0.0055)
+
+
+def test_holm_steps_use_the_boundary_at_each_step_level() -> None:
+    """Step s compares with the boundary for alpha / s, not the boundary for alpha over s:
+    the looks are less alike far in the tail, so the latter would overspend."""
+    rho = 0.71
+    ests = {"a": est(1.1, 0.0010), "b": est(1.1, 0.0020), "c": est(1.1, 0.30)}
+    d = decide_time(ests, CFG, 1, rho=rho)
+    step1, step2 = two_look_levels(0.01 / 3, rho)[0], two_look_levels(0.01 / 2, rho)[0]
+    assert step1 < two_look_levels(0.01, rho)[0] / 3
+    assert two_look_error(step1, rho) == pytest.approx(0.01 / 3, rel=1e-9)
+    assert d["a"].verdict is Verdict.REGRESSION and f"< {step1:.2g} (Holm" in d["a"].reason
+    assert d["b"].verdict is Verdict.REGRESSION and f"< {step2:.2g} (Holm" in d["b"].reason
+    assert d["c"].verdict is Verdict.INCONCLUSIVE
+    assert d["c"].mde == pytest.approx(min_detectable_slowdown(ests["c"], step1, 0.8))
 
 
 def test_second_look_keeps_the_whole_family_with_decided_workloads_at_p_one() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -18,7 +19,11 @@ from perfgate.stats import (
     holm_adjusted,
     log_ratio,
     min_detectable_slowdown,
+    paired_look_correlation,
     repeats_needed,
+    stored_look_correlation,
+    two_look_error,
+    two_look_levels,
     variance_components,
 )
 
@@ -443,3 +448,69 @@ def test_log_ratio_is_frozen() -> None:
     assert isinstance(est, LogRatio)
     with pytest.raises(AttributeError):
         est.ratio = 2.0  # type: ignore[misc]
+
+
+# --- two correlated looks -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rho", [0.0, 0.3, 0.71, 0.95, 0.999])
+def test_two_look_levels_spend_exactly_alpha_over_both_looks(rho: float) -> None:
+    alpha = 0.01
+    first, second = two_look_levels(alpha, rho)
+    assert first == second  # equal z boundaries (Pocock-type)
+    c = st.norm.isf(first)
+    exact = 1 - st.multivariate_normal.cdf([c, c], [0, 0], [[1, rho], [rho, 1]], abseps=1e-12, releps=1e-12)
+    assert exact == pytest.approx(alpha, abs=1e-6)
+    assert two_look_error(first, rho) == pytest.approx(alpha, abs=1e-12)
+    assert alpha / 2 < first <= alpha
+
+
+def test_two_look_levels_match_a_monte_carlo() -> None:
+    rng = np.random.default_rng(18)
+    rho, alpha, n = 0.71, 0.01, 2_000_000
+    z1 = rng.standard_normal(n)
+    z2 = rho * z1 + math.sqrt(1 - rho**2) * rng.standard_normal(n)
+    c = st.norm.isf(two_look_levels(alpha, rho)[0])
+    crossed = float(np.mean(np.maximum(z1, z2) > c))
+    assert crossed == pytest.approx(alpha, abs=4 * math.sqrt(alpha * (1 - alpha) / n))  # 4 sd = 0.00028
+
+
+def test_two_look_levels_between_bonferroni_and_one_look() -> None:
+    alpha = 0.01
+    independent = two_look_levels(alpha, 0.0)[0]
+    assert independent == pytest.approx(1 - math.sqrt(1 - alpha), rel=1e-12)  # 0.0050126: just above alpha / 2
+    assert independent > alpha / 2
+    assert two_look_levels(alpha, 1.0)[0] == pytest.approx(alpha, rel=1e-12)
+    assert two_look_levels(alpha, 0.999999)[0] == pytest.approx(alpha, rel=0.01)
+    levels = [two_look_levels(alpha, r)[0] for r in np.linspace(0, 1, 21)]
+    assert levels == sorted(levels)
+    for bad in (-0.1, 1.1, math.nan):
+        with pytest.raises(ValueError, match="rho"):
+            two_look_levels(alpha, bad)
+
+
+def test_paired_looks_share_their_first_blocks() -> None:
+    assert paired_look_correlation(5, 10) == pytest.approx(math.sqrt(0.5))
+    assert paired_look_correlation(4, 4) == 1.0
+    with pytest.raises(ValueError):
+        paired_look_correlation(6, 5)
+
+
+def test_stored_look_correlation_matches_the_model() -> None:
+    """Look 1: 5 current repeats; look 2: 5 more. The current job's day effect, the
+    baseline mean and its day terms are shared by both looks; only run-to-run noise of
+    the current repeats averages down."""
+    tau, sd, k, n, added = 0.01, 0.02, 3, 5, 5
+    var1 = tau**2 * (1 + 1 / k) + sd**2 / n + sd**2 / (n * k)
+    first = dataclasses.replace(log_ratio([100.0, 101.0], [[100.0, 101.0]]), se_log=math.sqrt(var1),
+                                current_sd_log=sd, n_current=n)
+    rho = stored_look_correlation(first, added)
+    rng = np.random.default_rng(19)
+    draws = 200_000
+    base = rng.normal(0, tau, (draws, k)).mean(axis=1) + rng.normal(0, sd, (draws, k * n)).mean(axis=1)
+    cur = rng.normal(0, tau, (draws, 1)) + rng.normal(0, sd, (draws, n + added))
+    d1, d2 = cur[:, :n].mean(axis=1) - base, cur.mean(axis=1) - base
+    assert rho == pytest.approx(float(np.corrcoef(d1, d2)[0, 1]), abs=0.003)
+    assert rho == pytest.approx(math.sqrt((var1 - sd**2 / n + sd**2 / (n + added)) / var1), rel=1e-12)
+    assert stored_look_correlation(first, 0) == 1.0
+    assert paired_look_correlation(n, n + added) < rho < 1.0  # the shared terms raise it
