@@ -94,6 +94,20 @@ class Recording:
 
 
 @dataclass(frozen=True)
+class LeftOut:
+    """What :meth:`Baseline.without_throttled` left out, and the lines that say so."""
+
+    throttled: int = 0
+    """Repeats recorded while the GPU throttled."""
+    short_recordings: tuple[int, ...] = ()
+    """Recordings (numbered from 1) dropped whole: a single repeat was left in each."""
+    messages: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.throttled or self.short_recordings)
+
+
+@dataclass(frozen=True)
 class Baseline:
     workload: str
     workload_version: int
@@ -117,16 +131,34 @@ class Baseline:
     def recording_medians(self, row: str) -> list[list[float]]:
         return [rec.medians(row) for rec in self.recordings]
 
-    def without_throttled(self) -> tuple[Baseline, int]:
-        """The baseline less its throttled repeats (a recording left empty is dropped)."""
+    def without_throttled(self) -> tuple[Baseline, LeftOut]:
+        """The baseline less its throttled repeats, and what was left out, for the report.
+
+        A recording left empty is dropped. So is one left with a single repeat, when a
+        recording of two or more remains: one repeat shows no run-to-run variation, the
+        statistics refuse it, and keeping it would turn the whole workload into an ERROR
+        that the other recordings can avoid. When none of two or more remains, the
+        single repeats are kept so that the refusal says why.
+        """
+        kept = [tuple(r for r in rec.repeats if not r.throttled) for rec in self.recordings]
+        throttled = sum(len(rec.repeats) - len(k) for rec, k in zip(self.recordings, kept))
+        usable = any(len(k) >= 2 for k in kept)
         recordings = []
-        dropped = 0
-        for rec in self.recordings:
-            kept = tuple(r for r in rec.repeats if not r.throttled)
-            dropped += len(rec.repeats) - len(kept)
-            if kept:
-                recordings.append(dataclasses.replace(rec, repeats=kept))
-        return dataclasses.replace(self, recordings=tuple(recordings)), dropped
+        short: list[int] = []
+        for j, (rec, repeats) in enumerate(zip(self.recordings, kept)):
+            if not repeats:
+                continue
+            if len(repeats) == 1 and len(rec.repeats) > 1 and usable:
+                short.append(j + 1)  # numbered from 1, as the reports number recordings
+                continue
+            recordings.append(dataclasses.replace(rec, repeats=repeats))
+        messages = []
+        if throttled:
+            messages.append(f"{throttled} baseline repeat(s) left out: the GPU throttled while they were recorded")
+        messages += [f"baseline recording {j} left out: 1 repeat was left once its throttled repeats were left "
+                     "out, and a recording needs at least 2" for j in short]
+        return (dataclasses.replace(self, recordings=tuple(recordings)),
+                LeftOut(throttled, tuple(short), tuple(messages)))
 
     def peak_memory(self) -> list[float]:
         return [float(r.peak_memory_bytes) for rec in self.recordings for r in rec.repeats

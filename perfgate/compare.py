@@ -476,7 +476,7 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
                 continue
             baseline, dropped = lookup.baseline.without_throttled()
             if dropped:
-                left_out.append(f"{dropped} baseline repeat(s) left out: the GPU throttled while they were recorded")
+                left_out.extend(dropped.messages)
                 common["left_out"] = tuple(left_out)
             if not baseline.recordings:
                 settled[name] = WorkloadComparison(name, Verdict.ERROR, "cannot compare: every baseline repeat was "

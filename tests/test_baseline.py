@@ -24,13 +24,17 @@ from perfgate.baseline import (
     BASELINE_KIND,
     BASELINE_SCHEMA_VERSION,
     Baseline,
+    Lookup,
     baseline_path,
     find_baseline,
     load_baseline,
     save_baseline,
     updated_baseline,
 )
+from perfgate.compare import Entry, compare
+from perfgate.decide import GateConfig, Verdict
 from perfgate.errors import EXIT_ERROR, FileFormatError, UsageError
+from perfgate.stats import log_ratio
 from perfgate.summary import ROWS
 from perfgate.workload import PHASES
 
@@ -208,6 +212,63 @@ def test_append_refuses_a_recording_of_something_else_and_says_what_differs(
     assert named in message
     assert "tiny" in message and "without --append" in message
     assert "\n" not in message
+
+
+# --- throttled repeats ----------------------------------------------------------------------
+
+
+def throttled_baseline(throttled: list[list[bool]]) -> Baseline:
+    """One recording per row, one repeat per flag, the flagged repeats throttled."""
+    baseline = None
+    for day, flags in enumerate(throttled):
+        baseline = updated_baseline(baseline, make_result(seed=day, repeats=len(flags)), f"day {day}",
+                                    append=True, now=NOW)
+    assert baseline is not None
+    recordings = tuple(
+        dataclasses.replace(rec, repeats=tuple(dataclasses.replace(r, throttled=f) for r, f in zip(rec.repeats, flags)))
+        for rec, flags in zip(baseline.recordings, throttled))
+    return dataclasses.replace(baseline, recordings=recordings)
+
+
+def test_throttled_repeats_are_left_out_and_counted() -> None:
+    kept, dropped = throttled_baseline([[False, True, False], [False, False]]).without_throttled()
+    assert [len(rec.repeats) for rec in kept.recordings] == [2, 2]
+    assert dropped and dropped.throttled == 1 and dropped.short_recordings == ()
+    assert dropped.messages == ("1 baseline repeat(s) left out: the GPU throttled while they were recorded",)
+    clean, nothing = throttled_baseline([[False, False]]).without_throttled()
+    assert not nothing and nothing.messages == () and len(clean.recordings) == 1
+
+
+def test_a_recording_left_with_one_repeat_is_dropped_when_others_remain() -> None:
+    """One repeat has no run-to-run variation: log_ratio refuses it, and the whole
+    workload used to end in ERROR although the other recordings could judge it."""
+    kept, dropped = throttled_baseline([[False, False, False], [True, False, True], [False, True, False]]
+                                       ).without_throttled()
+    assert [len(rec.repeats) for rec in kept.recordings] == [3, 2]
+    assert [rec.provenance.reason for rec in kept.recordings] == ["day 0", "day 2"]
+    assert dropped.throttled == 3 and dropped.short_recordings == (2,)
+    assert dropped.messages == (
+        "3 baseline repeat(s) left out: the GPU throttled while they were recorded",
+        "baseline recording 2 left out: 1 repeat was left once its throttled repeats were left out, "
+        "and a recording needs at least 2",
+    )
+    est = log_ratio([100.0, 101.0, 99.0], kept.recording_medians("step"))
+    assert est.recordings == 2
+    # and the gate judges the workload, saying what it left out
+    stored = throttled_baseline([[False, False, False], [True, False, True], [False, True, False]])
+    (c,) = compare([Entry("tiny", make_result(seed=9, repeats=3), Lookup(stored, Path("tiny.json")))],
+                   GateConfig()).comparisons
+    assert c.verdict is not Verdict.ERROR, c.reason
+    assert c.time is not None and c.time.estimate.recordings == 2
+    assert c.left_out[-2:] == dropped.messages
+
+
+def test_a_lone_recording_left_with_one_repeat_is_kept_for_the_error_to_say_why() -> None:
+    kept, dropped = throttled_baseline([[True, False, True]]).without_throttled()
+    assert [len(rec.repeats) for rec in kept.recordings] == [1]
+    assert dropped.short_recordings == () and dropped.throttled == 2
+    everything, _ = throttled_baseline([[True, True]]).without_throttled()
+    assert everything.recordings == ()
 
 
 # --- atomic writes, read-only reads ---------------------------------------------------------
