@@ -136,6 +136,8 @@ class GateOutcome:
     comparisons: tuple[WorkloadComparison, ...]
     config: GateConfig
     look: int
+    rho: float | None = None
+    """The correlation of the two looks α was spent by (equal-z boundary); None: split equally."""
 
     def by_verdict(self, verdict: Verdict) -> list[WorkloadComparison]:
         return [c for c in self.comparisons if c.verdict is verdict]
@@ -388,7 +390,8 @@ class _Judged:
 
 def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
             already_decided: Collection[str] = (),
-            per_workload: Mapping[str, GateConfig] | None = None) -> GateOutcome:
+            per_workload: Mapping[str, GateConfig] | None = None,
+            rho: float | None = None) -> GateOutcome:
     """Verdicts for every entry; Holm runs over the workloads (and gated phases) judged here.
 
     ``already_decided`` names workloads settled at an earlier look: they stay in the Holm
@@ -396,7 +399,9 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
     thresholds (δ, memory, gated phases, phase flags); α, the looks and the estimation
     settings always come from ``config``, the whole run's. An entry with a ``pairing`` is
     judged by the paired design (the randomised-block analysis of its ABBA blocks); the
-    others against their stored baseline.
+    others against their stored baseline. ``rho``, the correlation of the planned looks,
+    spends α over them by the equal-z boundary (``decide.alpha_for_look``); None splits it
+    equally.
     """
     per_workload = per_workload or {}
     phase_free: set[str] = set()  # workloads without phases: gated phases do not apply
@@ -521,7 +526,7 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
     for name in judged:
         c = cfg(name)
         if c not in by_config:
-            by_config[c] = decide_time(estimates, c, look, already_decided=decided_family)
+            by_config[c] = decide_time(estimates, c, look, already_decided=decided_family, rho=rho)
         keys = [name, *(f"{name}:{p}" for p in c.gate_phases)]
         decisions.update({k: by_config[c][k] for k in keys})
 
@@ -562,4 +567,4 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
             environment_differences=j.environment_differences, base_environment=j.base_environment,
         )
     ordered = tuple(out[e.workload] for e in entries)
-    return GateOutcome(ordered, config, look)
+    return GateOutcome(ordered, config, look, rho)

@@ -21,6 +21,7 @@ from perfgate.discovery import discover, load_source
 from perfgate.measure.paired import ContentionCheck, PairedOutcome, Side, base_results_dir, measure_paired
 from perfgate.measure.runner import Job, Progress, RunOutcome, measure
 from perfgate.result import RunResult, merge_repeats, result_path, save_result
+from perfgate.stats import paired_look_correlation
 from perfgate.worktree import BaseTree
 
 
@@ -200,13 +201,16 @@ def run_paired_gate(
 
     first = run(paired, blocks, 0, out_dir)
     config = settings.gate
+    extra = second_look_blocks or blocks
+    # Blocks are independent, so the looks' correlation is known by design: α is spent by
+    # the equal-z boundary for it (about 0.0057 per look for α = 0.01 and as many blocks again).
+    rho = paired_look_correlation(blocks, blocks + extra) if config.looks == 2 else None
     outcome = compare(paired_entries(first.head, first.base, names, plan, settings.baselines, extra_errors),
-                      config, look=1, per_workload=settings.per_workload)
+                      config, look=1, per_workload=settings.per_workload, rho=rho)
     outcome = _with_contention(outcome, first.reruns, first.contended)
     again = [c.workload for c in outcome.comparisons if c.second_look]
     if not again:
         return GateRun(outcome, outcome, ())
-    extra = second_look_blocks or blocks
     announce(f"second look: {', '.join(again)} undecided; measuring {extra} more ABBA block(s) each")
     second = run(again, extra, blocks, None)
     head, base = RunOutcome(dict(first.head.results), dict(first.head.errors)), RunOutcome(
@@ -222,14 +226,14 @@ def run_paired_gate(
             merged_into.results[name] = merged
     decided = [n for n in names if n not in again]
     second_outcome = compare(paired_entries(head, base, again, plan, settings.baselines, extra_errors), config,
-                             look=2, already_decided=decided, per_workload=settings.per_workload)
+                             look=2, already_decided=decided, per_workload=settings.per_workload, rho=rho)
     for name in again:
         first.reruns.setdefault(name, []).extend(second.reruns.get(name, []))
         first.contended.setdefault(name, []).extend(second.contended.get(name, []))
     second_outcome = _with_contention(second_outcome, first.reruns, first.contended)
     by_name = {c.workload: c for c in outcome.comparisons}
     by_name.update({c.workload: c for c in second_outcome.comparisons})
-    final = GateOutcome(tuple(by_name[n] for n in names), config, look=2)
+    final = GateOutcome(tuple(by_name[n] for n in names), config, look=2, rho=rho)
     return GateRun(final, outcome, tuple(again))
 
 

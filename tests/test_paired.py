@@ -223,3 +223,16 @@ def test_json_and_html_carry_the_design(tmp_path):
     assert "Decided by: paired, 6 ABBA blocks against a1b2c3d." in html
     assert ">base ms<" in html and ">head ms<" in html
     assert "torch (base → head)" in html
+
+
+def test_the_paired_looks_spend_alpha_by_their_known_correlation():
+    from perfgate.report.markdown import render_markdown
+    from perfgate.stats import paired_look_correlation, two_look_levels
+
+    base, head = _paired_results(slow=1.25)
+    rho = paired_look_correlation(6, 12)
+    outcome = compare([Entry("tiny", head, None, pairing=Pairing(base, "abc1234"))], GateConfig(), look=1, rho=rho)
+    level = two_look_levels(0.01, rho)[0]
+    assert 0.005 < level < 0.01
+    assert outcome.comparisons[0].time.alpha_used == pytest.approx(level)
+    assert "spent over 2 looks by an equal-z boundary (looks correlated ρ=0.71)" in render_markdown(outcome)

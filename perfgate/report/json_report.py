@@ -80,6 +80,7 @@ def outcome_to_dict(outcome: GateOutcome) -> dict[str, Any]:
         "headline": outcome.headline,
         "exit_code": outcome.exit_code,
         "look": outcome.look,
+        "looks_correlation": outcome.rho,
         "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(outcome.config).items()},
         "workloads": [_workload(c) for c in outcome.comparisons],
     }

@@ -254,10 +254,19 @@ def _footer(outcome: GateOutcome, comparisons: Sequence[WorkloadComparison]) -> 
     judged_count = sum(1 for c in comparisons if c.time is not None)
     lines.append(
         f"<sub>perfgate {__version__} · α={cfg.alpha:g} one-sided, Holm over {judged_count} judged workload(s), "
-        f"split over {cfg.looks} look(s) · δ={cfg.delta * 100:g}% · phases flagged by Benjamini–Hochberg at "
+        f"{_looks_wording(outcome)} · δ={cfg.delta * 100:g}% · phases flagged by Benjamini–Hochberg at "
         f"q={cfg.phase_q:g} · memory threshold {cfg.memory_threshold * 100:g}%</sub>"
     )
     return lines
+
+
+def _looks_wording(outcome: GateOutcome) -> str:
+    looks = outcome.config.looks
+    if looks == 1:
+        return "one look"
+    if outcome.rho is None:
+        return f"split equally over {looks} looks"
+    return f"spent over {looks} looks by an equal-z boundary (looks correlated ρ={outcome.rho:.2f})"
 
 
 def missing_baseline_consequence(outcome: GateOutcome) -> str:
