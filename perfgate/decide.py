@@ -10,6 +10,7 @@ import enum
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from statistics import median
 
 import numpy as np
 
@@ -379,7 +380,7 @@ def decide_memory(
         if not np.all(np.isfinite(arr)) or np.any(arr < 0):
             raise ValueError(f"peak memory of the {what} must be finite and >= 0")
         sides.append(arr)
-    cur, base = (float(np.median(a)) for a in sides)
+    cur, base = (median(a.tolist()) for a in sides)
     if base <= 0:
         return MemoryDecision(None, None, "peak memory not compared: the baseline recorded 0 bytes")
     ratio = cur / base

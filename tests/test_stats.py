@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 
 import numpy as np
 import pytest
@@ -433,6 +434,35 @@ def test_bh_equals_scipy() -> None:
         expected = st.false_discovery_control(p, method="bh")
         assert bh_adjusted(p.tolist()) == pytest.approx(expected.tolist(), rel=1e-12)
         assert benjamini_hochberg(p.tolist(), 0.1) == (expected <= 0.1).tolist()
+
+
+def test_bh_is_scipys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One implementation of Benjamini-Hochberg: scipy's, not a copy of it."""
+    calls = []
+    real = st.false_discovery_control
+
+    def spy(ps: np.ndarray, *, axis: int | None = 0, method: str = "bh") -> np.ndarray:
+        calls.append(method)
+        return real(ps, axis=axis, method=method)
+
+    monkeypatch.setattr(st, "false_discovery_control", spy)
+    assert bh_adjusted([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.04, 0.04])
+    assert calls == ["bh"]
+    assert bh_adjusted([]) == []
+
+
+def test_one_median_across_the_statistics() -> None:
+    """statistics.median, the one the rest of perfgate uses; no numpy median, no private copy."""
+    import inspect
+
+    import perfgate.baseline
+    import perfgate.decide
+    import perfgate.stats
+
+    for module in (perfgate.stats, perfgate.decide, perfgate.baseline):
+        source = inspect.getsource(module)
+        assert "np.median(" not in source and "def _median" not in source, module.__name__
+    assert perfgate.stats.median is perfgate.decide.median is statistics.median
 
 
 @pytest.mark.parametrize("bad", [[0.1, 1.2], [-0.1], [math.nan]])
