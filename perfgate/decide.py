@@ -18,6 +18,7 @@ from perfgate.stats import (
     DEFAULT_ASSUMED_DAY_SD_LOG,
     DEFAULT_DAY_PRIOR_DF,
     DEFAULT_OUTLIER_SD,
+    MDE_LIMIT_RATIO,
     LogRatio,
     bh_adjusted,
     confidence_interval,
@@ -279,7 +280,11 @@ def decide_time(
                 why = (f"not significant (p={_p(est.p_slower)}, Holm-adjusted {_p(adj_slow[i])} > "
                        f"α={_p(alpha)}, {where}) and the {bound} reaches above {d}")
             nxt = "second look planned" if look < config.looks else f"undecided after {where}"
-            reason = f"{head}: {why}; this run could detect about {mde * 100:+.1f}%; {nxt}"
+            if math.isfinite(mde):
+                detect = f"this run could detect about {mde * 100:+.1f}%"
+            else:
+                detect = f"a slowdown up to {MDE_LIMIT_RATIO:g}× is not detectable with this noise"
+            reason = f"{head}: {why}; {detect}; {nxt}"
         if est.excluded_baseline or est.outliers_current:
             reason += f"; {_outlier_text(est)}"
         out[name] = TimeDecision(verdict, reason, est, alpha, mde, look, config.looks,

@@ -25,6 +25,7 @@ __all__ = [
     "DEFAULT_DAY_PRIOR_DF",
     "DEFAULT_OUTLIER_SD",
     "LogRatio",
+    "MDE_LIMIT_RATIO",
     "SampleSummary",
     "VarianceComponents",
     "benjamini_hochberg",
@@ -505,17 +506,26 @@ def confidence_interval(est: LogRatio, level: float) -> tuple[float, float]:
     return _exp(diff - half), _exp(diff + half)
 
 
+#: Above this ratio the smallest detectable slowdown is reported as ``math.inf``.
+MDE_LIMIT_RATIO = 10.0
+
+
 def min_detectable_slowdown(est: LogRatio, alpha: float, power: float = 0.8) -> float:
     """Smallest slowdown (ratio - 1) a one-sided test at ``alpha`` finds with ``power``.
 
     Uses the estimate's standard error and degrees of freedom with the usual t
-    approximation ``log(1 + mde) = se * (t[1-alpha] + t[power])``.
+    approximation ``log(1 + mde) = se * (t[1-alpha] + t[power])``. Beyond a ratio of
+    ``MDE_LIMIT_RATIO`` (10x) it is ``math.inf``: with a few degrees of freedom the t
+    quantile at a Holm level runs into the hundreds and the formula gave slowdowns like
+    +4e27%, which only say "this run cannot detect a slowdown".
     """
     _check_probability(alpha, "alpha")
     _check_probability(power, "power")
     q = float(special.stdtrit(est.df, 1.0 - alpha) + special.stdtrit(est.df, power))
     x = est.se_log * q
-    return _exp(x) - 1.0
+    if not (x <= math.log(MDE_LIMIT_RATIO)):  # also a nan from a df of 0 or nan
+        return math.inf
+    return math.expm1(x)
 
 
 def _check_rho(rho: float) -> None:

@@ -108,6 +108,13 @@ def test_inconclusive_plans_one_second_look_then_stops() -> None:
     assert last.reason.endswith("undecided after look 2 of 2")
 
 
+def test_an_undetectable_slowdown_is_said_in_words() -> None:
+    d = one(est(1.5, 0.2, half=3.0, df=1.0))
+    assert d.verdict is Verdict.INCONCLUSIVE and d.mde == math.inf
+    assert "a slowdown up to 10× is not detectable with this noise; second look planned" in d.reason
+    assert "could detect about" not in d.reason
+
+
 def test_significant_but_small_slowdown_passes_when_the_bound_is_below_delta() -> None:
     d = one(est(1.015, 1e-5, half=0.007))
     assert d.verdict is Verdict.PASS

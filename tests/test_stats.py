@@ -333,6 +333,19 @@ def test_min_detectable_slowdown_is_the_t_formula() -> None:
     assert min_detectable_slowdown(est, 0.005, power=0.9) > min_detectable_slowdown(est, 0.005)
 
 
+def test_min_detectable_slowdown_is_infinite_beyond_ten_times() -> None:
+    """Two repeats a side and a few df put the t quantile in the hundreds: the formula
+    gave slowdowns like +4e27%, a number with no meaning."""
+    est = dataclasses.replace(log_ratio([100.0, 160.0], [[100.0, 101.0]], **PLAIN), df=1.0)
+    assert math.isfinite(math.expm1(est.se_log * st.t.ppf(1 - 0.000625, 1.0)))
+    assert min_detectable_slowdown(est, 0.000625) == math.inf
+    small = dataclasses.replace(est, se_log=0.01, df=30.0)
+    assert min_detectable_slowdown(small, 0.005) < 0.05
+    edge = dataclasses.replace(est, df=math.inf, se_log=math.log(10.0) / (st.norm.isf(0.005) + st.norm.ppf(0.8)))
+    assert min_detectable_slowdown(dataclasses.replace(edge, se_log=edge.se_log * 0.999), 0.005) < 9.0
+    assert min_detectable_slowdown(dataclasses.replace(edge, se_log=edge.se_log * 1.001), 0.005) == math.inf
+
+
 def _welch_power(n: int, sd: float, delta: float, alpha: float, reps: int, seed: int) -> float:
     rng = np.random.default_rng(seed)
     c = rng.normal(math.log1p(delta), sd, (reps, n))
