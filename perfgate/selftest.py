@@ -59,7 +59,7 @@ AGAINST = "uninjected"
 """What the base side is called in the gates' comparisons: the same tree, no injection."""
 
 CARD_LABELS = ("perfgate selftest:", "design:", "probe:", "injected into:", "gates:", "A/A false alarms",
-               "A/A verdicts:", "gate time:", "this machine supports:", "result:")
+               "A/A verdicts:", "noise:", "gate time:", "this machine supports:", "result:")
 """The lines every card has, in order (one line per size follows the A/A verdicts)."""
 
 
@@ -91,6 +91,14 @@ class GateRecord:
     """Phases the gate flagged slower (Benjamini-Hochberg over the phases)."""
     second_look: bool
     seconds: float
+    sd_log: float | None = None
+    """The run-to-run sd of the log step in the gate's final estimate."""
+    mde: float | None = None
+    """The smallest slowdown the gate's final look could detect (``TimeDecision.mde``)."""
+    reruns: int = 0
+    """Blocks measured again because other processes loaded the machine."""
+    contended: int = 0
+    """Blocks kept although contended (the re-run limit was reached)."""
 
     @property
     def detected(self) -> bool:
@@ -216,13 +224,24 @@ class SelftestResult:
         lines.append("A/A verdicts: " + (", ".join(f"{n} {v}" for v, n in counts.items()) or "none run"))
         for size in self.sizes:
             lines.append(self._size_line(size))
+        sds = [r.sd_log for r in self.records if r.sd_log is not None and math.isfinite(r.sd_log)]
+        mdes = [r.mde for r in self.records if r.mde is not None and math.isfinite(r.mde)]
+        lines.append("noise: " + (f"run-to-run sd of the step {median(sds) * 100:.1f}% (median over the gates); "
+                                  if sds else "run-to-run sd of the step not known; ")
+                     + (f"smallest slowdown a gate could detect {median(mdes) * 100:.1f}% (median)"
+                        if mdes else "smallest detectable slowdown not known"))
         times = [r.seconds for r in self.records]
         looked = sum(r.second_look for r in self.records)
+        reruns, kept = sum(r.reruns for r in self.records), sum(r.contended for r in self.records)
+        rerun_text = (f"; {reruns} block(s) measured again and {kept} kept although contended, other processes "
+                      f"loading the machine" if reruns or kept else "")
         lines.append(f"gate time: median {_duration(median(times))} (min {_duration(min(times))}, "
-                     f"max {_duration(max(times))}); {looked} of {len(times)} gates took the second look"
+                     f"max {_duration(max(times))}); {looked} of {len(times)} gates took the second look{rerun_text}"
                      if times else "gate time: no gate ran")
         supported = self.supported
-        if supported is None:
+        if not any(r.size is not None for r in self.records):
+            lines.append("this machine supports: not known: no gate with an injected slowdown ran")
+        elif supported is None:
             lines.append(f"this machine supports: none of the sizes tried (none detected in at least "
                          f"{DETECTED_ENOUGH * 100:.0f}% of its gates)")
         else:
@@ -347,7 +366,10 @@ def record_of(run: GateRun, size: float | None, phase: str | None, inject_ms: fl
                     if r.flag is not None and r.flag.flagged and r.flag.estimate is not None
                     and r.flag.estimate.ratio > 1)
     return GateRecord(size, phase, inject_ms, c.verdict, c.time.estimate.ratio if c.time else None, flagged,
-                      bool(run.second_look_workloads), seconds)
+                      bool(run.second_look_workloads), seconds,
+                      sd_log=c.time.estimate.within_sd_log if c.time else None, mde=c.time.mde if c.time else None,
+                      reruns=sum(" measured again: " in note for note in c.left_out),
+                      contended=sum("kept although contended" in note for note in c.left_out))
 
 
 def probe_job(job: Job, *, device: str, cache_dir: Path, timeout_s: float, telemetry: bool,

@@ -198,8 +198,9 @@ def _comparison(verdict: Verdict, ratio: float, flagged: tuple[str, ...]) -> Wor
     rows = tuple(PhaseRow(p, 1.0, 1.0, 0.2, PhaseFlag(p, SimpleNamespace(ratio=1.2 if p in flagged else 1.0),
                                                         True, p in flagged, 0.01, 0.2, ""))
                  for p in PHASES)
-    return WorkloadComparison("tiny", verdict, "fake", time=SimpleNamespace(estimate=SimpleNamespace(ratio=ratio)),
-                              phases=rows)
+    time = SimpleNamespace(estimate=SimpleNamespace(ratio=ratio, within_sd_log=0.02), mde=0.08)
+    return WorkloadComparison("tiny", verdict, "fake", time=time, phases=rows,
+                              left_out=("block 2 measured again: other processes used 40% of the CPUs",))
 
 
 class FakeGates:
@@ -292,6 +293,9 @@ def test_a_budget_stops_before_a_gate_that_would_end_after_it(tiny):
     assert len(result.records) == 2 and result.planned == 9
     assert result.stopped and "budget" in result.stopped
     assert "gates: 2 of 9 planned" in result.card()
+    only_aa = _run(tiny, FakeGates([]), budget_s=150.0)
+    assert [r.size for r in only_aa.records] == [None]
+    assert "this machine supports: not known: no gate with an injected slowdown ran" in only_aa.card()
 
 
 def test_a_gate_that_cannot_be_judged_stops_the_selftest(tiny):
@@ -330,6 +334,9 @@ def test_the_card_has_every_line(tiny):
     assert "injected phase flagged slower 3/3" in size_lines[1]
     assert "this machine supports: delta = 10%" in card
     assert "gate time: median 1 min 40 s" in card
+    assert "9 block(s) measured again and 0 kept although contended" in card
+    assert "noise: run-to-run sd of the step 2.0% (median over the gates); smallest slowdown a gate could " \
+           "detect 8.0% (median)" in card
     none = _run(tiny, FakeGates([], detect=0.5)).card()
     assert "this machine supports: none of the sizes tried" in none
 
