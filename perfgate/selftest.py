@@ -225,11 +225,13 @@ class SelftestResult:
         for size in self.sizes:
             lines.append(self._size_line(size))
         sds = [r.sd_log for r in self.records if r.sd_log is not None and math.isfinite(r.sd_log)]
-        mdes = [r.mde for r in self.records if r.mde is not None and math.isfinite(r.mde)]
+        mdes = [r.mde for r in self.records if r.mde is not None and not math.isnan(r.mde)]
+        mde = median(mdes) if mdes else None
         lines.append("noise: " + (f"run-to-run sd of the step {median(sds) * 100:.1f}% (median over the gates); "
                                   if sds else "run-to-run sd of the step not known; ")
-                     + (f"smallest slowdown a gate could detect {median(mdes) * 100:.1f}% (median)"
-                        if mdes else "smallest detectable slowdown not known"))
+                     + ("smallest detectable slowdown not known" if mde is None else
+                        f"smallest slowdown a gate could detect {mde * 100:.1f}% (median)" if math.isfinite(mde) else
+                        "a gate could detect no slowdown with this noise (median)"))
         times = [r.seconds for r in self.records]
         looked = sum(r.second_look for r in self.records)
         reruns, kept = sum(r.reruns for r in self.records), sum(r.contended for r in self.records)
