@@ -1,62 +1,68 @@
-"""False alarms and power of the default gate on seeded synthetic gates.
+"""False alarms and power of the gate on seeded synthetic gates, through the real compare().
 
-Realistic noise (see perfgate.simulate): run-to-run sd of log 1-3%, day-to-day drift 1%
-between recordings and between the baseline and the current job, one repeat in fifty 30%
-slower; 5 repeats per side, a second look adding 5; baselines of 1 and of 3 recordings.
-Every gate goes through the real log_ratio and decide_time. The full table is printed by
-benchmarks/simulate_gate.py.
+Each gate is a job of three workloads (Holm over three), the first one possibly slowed;
+noise per process in job order with AR(1) 0.3, one process in fifty 30% slower and one
+in fifty throttled (see perfgate.simulate). These are small, seeded versions of the
+tables printed by benchmarks/simulate_gate.py (4,000 gates per cell there).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import math
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy import stats as st
 
+import perfgate.compare
+from perfgate.compare import GateOutcome, WorkloadComparison
 from perfgate.decide import GateConfig, Verdict
-from perfgate.simulate import CellResult, Scenario, simulate
+from perfgate.simulate import CellResult, Noise, Scenario, _Repeat, _repeat_result, paired_calibration, simulate
 
-GATES = 2000
+NOISE_1 = Noise(0.01, ar=0.3, drift_per_process=0.001)
 
 
 @functools.lru_cache(maxsize=None)
-def cell(run_sd: float, slowdown: float, recordings: int) -> CellResult:
-    return simulate(Scenario(run_sd, slowdown, recordings), GATES, GateConfig(), seed=0)
+def cell(slowdown: float, paired: bool, gates: int) -> CellResult:
+    return simulate(Scenario(NOISE_1, slowdown, paired=paired), gates, GateConfig(), seed=0)
 
 
-@pytest.mark.parametrize("run_sd", [0.01, 0.02, 0.03])
-def test_false_regressions_stay_at_or_below_one_percent(run_sd: float) -> None:
-    results = [cell(run_sd, 0.0, k) for k in (1, 3)]
-    false = sum(r.counts.get(Verdict.REGRESSION, 0) for r in results)
-    assert false / (GATES * len(results)) <= 0.01, [r.share(Verdict.REGRESSION) for r in results]
-    # nor does the gate hide in the other direction
-    assert all(r.share(Verdict.IMPROVED) <= 0.01 for r in results)
+def _bound(gates: int, alpha: float = 0.01, risk: float = 0.001) -> int:
+    """The most false alarms a gate with family-wise rate alpha gives in ``gates`` gates,
+    except with probability ``risk`` (the binomial upper quantile)."""
+    return int(st.binom.ppf(1 - risk, gates, alpha))
 
 
-@pytest.mark.parametrize("recordings", [1, 3])
-def test_a_ten_percent_slowdown_is_caught(recordings: int) -> None:
-    assert cell(0.01, 0.10, recordings).share(Verdict.REGRESSION) >= 0.95
+def test_paired_a_a_false_regressions_stay_within_alpha() -> None:
+    # With a family-wise rate of 1%, more than 5 false alarms in 100 gates has
+    # probability < 0.1%; no unchanged workload of any gate is called a REGRESSION here.
+    r = cell(0.0, True, 100)
+    assert r.false_regressions <= _bound(100) == 5
+    assert r.share(Verdict.IMPROVED) <= 0.02
 
 
-def test_a_five_percent_slowdown_is_caught_with_three_recordings() -> None:
-    assert cell(0.01, 0.05, 3).share(Verdict.REGRESSION) >= 0.80
+def test_paired_catches_ten_percent_at_one_percent_noise_nearly_always() -> None:
+    r = cell(0.10, True, 30)
+    assert r.counts.get(Verdict.REGRESSION, 0) >= 29
+    assert r.false_regressions == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not reachable with one recording: the 1% day-to-day drift of the current job and of "
-    "the single baseline recording leave a standard error of at least 1.4% whatever the repeat "
-    "count (see the oracle test below)",
-)
-def test_a_five_percent_slowdown_is_caught_with_one_recording() -> None:
-    assert cell(0.01, 0.05, 1).share(Verdict.REGRESSION) >= 0.80
+def test_paired_beats_the_stored_design_on_five_percent_with_one_recording() -> None:
+    paired, stored = cell(0.05, True, 80), cell(0.05, False, 80)
+    # 74.8% is the stored design's rate with one recording and one workload (README);
+    # the paired design removes the day effects that cap it.
+    assert paired.share(Verdict.REGRESSION) > 0.748
+    assert paired.share(Verdict.REGRESSION) > stored.share(Verdict.REGRESSION) + 0.10
+
+
+def test_the_stored_design_with_one_recording_stays_below_eighty_percent_on_five_percent() -> None:
+    """A limit of the stored design, not of its statistics (see the oracle test below):
+    the current job and the single recording each carry their own 1% day effect."""
+    assert cell(0.05, False, 80).share(Verdict.REGRESSION) < 0.80
 
 
 def test_no_test_reaches_eighty_percent_on_five_percent_with_one_recording() -> None:
@@ -76,18 +82,87 @@ def test_no_test_reaches_eighty_percent_on_five_percent_with_one_recording() -> 
     assert caught.mean() < 0.78
 
 
+@pytest.mark.parametrize("paired", [True, False])
+def test_every_verdict_comes_from_compare(monkeypatch: pytest.MonkeyPatch, paired: bool) -> None:
+    real = perfgate.compare.compare
+    calls: list[tuple[int, tuple[str, ...], tuple[str, ...]]] = []
+
+    def counting(entries, config, *, look=1, already_decided=(), per_workload=None, rho=None):
+        calls.append((look, tuple(e.workload for e in entries), tuple(already_decided)))
+        assert all((e.pairing is not None) == paired for e in entries)
+        assert (rho is not None) == paired  # as perfgate.gating: the paired looks' correlation is known
+        return real(entries, config, look=look, already_decided=already_decided, per_workload=per_workload,
+                    rho=rho)
+
+    monkeypatch.setattr(perfgate.compare, "compare", counting)
+    r = simulate(Scenario(Noise(0.05), 0.03, paired=paired), 6, seed=1)
+    assert len(calls) == r.compare_calls == 6 + r.second_looks
+    assert r.second_looks > 0
+    for look, names, decided in calls:
+        if look == 1:
+            assert names == ("w0", "w1", "w2") and decided == ()
+        else:  # the second look judges the undecided ones; the rest stay in Holm's family
+            assert set(names) | set(decided) == {"w0", "w1", "w2"} and not set(names) & set(decided)
+
+    def always_regression(entries, config, *, look=1, already_decided=(), per_workload=None, rho=None):
+        return GateOutcome(tuple(WorkloadComparison(e.workload, Verdict.REGRESSION, "stub") for e in entries),
+                           config, look)
+
+    monkeypatch.setattr(perfgate.compare, "compare", always_regression)
+    r = simulate(Scenario(Noise(0.01), 0.0, paired=paired), 4, seed=1)
+    assert r.counts == {Verdict.REGRESSION: 4} and r.false_regressions == 4
+
+
+def test_the_block_model_keeps_its_level_under_autocorrelation_and_drift() -> None:
+    # Its residuals assume independence inside a block; positive AR(1) makes it
+    # conservative, and linear drift cancels in ABBA. 300 A/A draws at a nominal 5%:
+    # more than the binomial 99.9% quantile would say the level is not kept.
+    noise = Noise(0.02, ar=0.3, drift_per_process=0.002, outlier_rate=0.0, throttle_rate=0.0)
+    size = paired_calibration(noise, 0.0, draws=300, levels=(0.05,))
+    assert size["block"][0.05] <= st.binom.ppf(0.999, 300, 0.05) / 300
+    assert size["contrast"][0.05] <= st.binom.ppf(0.999, 300, 0.05) / 300
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the block model pools one residual variance over both arms with 3J-1 df: when the head is "
+    "much noisier than the base its tails are too light (benchmarks/simulate_gate.py, table 3); the "
+    "contrast t, exact here, keeps the level",
+)
+def test_the_block_model_keeps_its_level_when_the_head_is_ten_times_noisier() -> None:
+    noise = Noise(0.01, ar=0.3, drift_per_process=0.001, outlier_rate=0.0, throttle_rate=0.0, current_sd_factor=10)
+    size = paired_calibration(noise, 0.0, draws=800, levels=(0.05,))
+    assert size["contrast"][0.05] <= st.binom.ppf(0.999, 800, 0.05) / 800
+    assert size["block"][0.05] <= st.binom.ppf(0.999, 800, 0.05) / 800
+
+
+def test_throttled_repeats_carry_the_telemetry_the_gate_reads() -> None:
+    assert _repeat_result(0, _Repeat(100.0, True, 2), phases=False).throttled
+    rep = _repeat_result(0, _Repeat(100.0, False, 2), phases=True)
+    assert not rep.throttled and rep.block == 2
+    assert sorted(rep.phases_ms["step"])[1] == 100.0  # the repeat's median is the drawn value
+
+
 def test_simulation_is_deterministic() -> None:
-    a = simulate(Scenario(0.02, 0.05, 1), 50, seed=3)
-    b = simulate(Scenario(0.02, 0.05, 1), 50, seed=3)
-    c = simulate(Scenario(0.02, 0.05, 1), 50, seed=4)
+    s = Scenario(Noise(0.02), 0.05, paired=True)
+    a, b, c = simulate(s, 4, seed=3), simulate(s, 4, seed=3), simulate(s, 4, seed=4)
     assert a == b and a != c
-    assert sum(a.counts.values()) == 50
+    assert sum(a.counts.values()) == 4
 
 
-def test_benchmark_script_prints_the_whole_table() -> None:
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "simulate_gate.py"
-    out = subprocess.run([sys.executable, str(script), "--gates", "3"], capture_output=True, text=True, check=True)
-    lines = out.stdout.splitlines()
-    assert lines[0] == "$ python benchmarks/simulate_gate.py --gates 3"
-    rows = [line for line in lines if re.match(r"\| \d+% \| [13] \| \d+% \| 3 \|", line)]
-    assert len(rows) == 3 * 2 * 4
+def test_benchmark_script_prints_both_tables() -> None:
+    from benchmarks import simulate_gate
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        simulate_gate.main(["--gates", "1", "--run-sds", "0.01", "--estimator-gates", "1", "--calibration-draws", "2"])
+    lines = out.getvalue().splitlines()
+    assert lines[0] == ("$ python benchmarks/simulate_gate.py --gates 1 --run-sds 0.01 --estimator-gates 1 "
+                        "--calibration-draws 2")
+    gate_rows = [x for x in lines if re.match(r"\| (paired, 6 blocks|stored, 1 recording) \|", x)]
+    estimator_rows = [x for x in lines if re.match(r"\| (block model|contrast t|Welch)", x)]
+    assert len(gate_rows) == (2 + 3) * 2 * 4  # (2 drifts + 3 special cases) x 2 designs x 4 slowdowns
+    assert len(estimator_rows) == 3 * 2 * 3  # AR x slowdown x estimator
+    calibration = r"\| (-|head sd x10|1 in 50 30% slower) \| [0-9.]+ \| \d+% \| 2 \|"
+    calibration_rows = [x for x in lines if re.match(calibration, x)]
+    assert len(calibration_rows) == 3 * 2 + 1 + 2
