@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from perfgate import __version__, ci, scaffold
+from perfgate import __version__, ci, scaffold, selftest
 from perfgate.baseline import baseline_path, load_baseline, save_baseline, updated_baseline
 from perfgate.calibrate import calibration_report
 from perfgate.compare import GateOutcome, compare
@@ -580,6 +580,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ci.add_parser(sub)
     scaffold.add_parser(sub)
+    selftest.add_parser(sub)
     return parser
 
 
