@@ -53,8 +53,15 @@ def pr_event(number: int = 7) -> dict:
     }
 
 
-def record_baseline(root: Path, **kw) -> None:
-    save_baseline(updated_baseline(None, make_result("tiny", **kw), "test baseline", append=False), root)
+def record_baseline(root: Path, *, seed: int, **kw) -> None:
+    """Five recordings, as ``rebaseline --append`` on five days makes them: enough history
+    that an unchanged run can PASS against a stored baseline."""
+    baseline = None
+    for day in range(5):
+        baseline = updated_baseline(baseline, make_result("tiny", seed=seed + 10 * day, **kw), "test baseline",
+                                    append=True)
+    assert baseline is not None
+    save_baseline(baseline, root)
 
 
 @pytest.fixture
