@@ -224,6 +224,8 @@ def block_contrast_t(base: Sequence[BlockValue], head: Sequence[BlockValue], *,
         n_baseline=int(np.isin(b_blocks, kept).sum()), recordings=1,
         within_sd_log=float(d.std(ddof=1)),  # Var(d) = sigma^2 (1/2 + 1/2) in a full block
         between_sd_log=0.0, confidence=confidence,
+        current_sd_log=float(np.std(h_log, ddof=1)) if h_log.size > 1 else math.nan,
+        baseline_sd_log=float(np.std(b_log, ddof=1)) if b_log.size > 1 else math.nan,
     )
 
 

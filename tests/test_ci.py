@@ -346,7 +346,7 @@ def test_measures_the_tiny_workload_end_to_end(capsys, repo: Repo, tiny_path: Pa
     artifacts = repo.tmp / "artifacts"
     code, out, err = ci(capsys, "tiny", "--base-dir", str(repo.base), "--workloads-path", str(tiny_path),
                         "--device", "cpu", "--repeats", "2", "--out", str(artifacts / "results"),
-                        "--artifacts", str(artifacts), "--cache-dir", str(repo.tmp / "cache"))
+                        "--artifacts", str(artifacts), "--cache-dir", str(repo.tmp / "cache"), "--design", "stored")
     assert code == 0, err
     assert "[tiny] repeat 2/2 done" in err
     result = json.loads((artifacts / "results" / "tiny.json").read_text())

@@ -264,3 +264,20 @@ def test_equally_noisy_arms_keep_the_block_model():
         base, head = _abba([tuple(float(v) for v in np.exp(row)) for row in y])
         kept += block_log_ratio(base, head).df > 5
     assert kept / 400 > 0.9  # the F test at 5% hands over only by chance
+
+
+def test_the_json_report_writes_what_is_not_finite_as_null():
+    import json
+
+    from perfgate.jsonfile import dumps
+    from perfgate.report.json_report import outcome_to_dict
+
+    base, head = _paired_results(slow=1.0, jitter=0.02)
+    outcome = compare([Entry("tiny", head, None, pairing=Pairing(base, "abc1234"))], GateConfig(), look=1)
+    est = outcome.comparisons[0].time.estimate
+    nan_est = dataclasses.replace(est, current_sd_log=math.nan)
+    c = dataclasses.replace(outcome.comparisons[0],
+                            time=dataclasses.replace(outcome.comparisons[0].time, estimate=nan_est, mde=math.inf))
+    data = json.loads(dumps(outcome_to_dict(dataclasses.replace(outcome, comparisons=(c,)))))
+    assert data["workloads"][0]["step"]["min_detectable_slowdown"] is None
+    assert data["workloads"][0]["step"]["estimate"]["current_sd_log"] is None

@@ -94,8 +94,8 @@ def test_a_shallow_clone_without_the_base_says_so(repo: Path, tmp_path: Path, ca
 def test_paired_gate_catches_a_slower_forward_and_names_the_design(repo: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     base = git(repo, "rev-parse", "HEAD")
-    commit_change(repo, 'os.environ.get("TINY_FORWARD_DELAY_MS", "0")', 'os.environ.get("TINY_FORWARD_DELAY_MS", "12")',
-                  "forward 12 ms slower")
+    commit_change(repo, 'os.environ.get("TINY_FORWARD_DELAY_MS", "0")', 'os.environ.get("TINY_FORWARD_DELAY_MS", "40")',
+                  "forward 40 ms slower")
     code, out, err = run_cli(["gate", "tiny", "--against", "HEAD~1", "--blocks", "3", "--markdown", "r.md",
                               "--json", "r.json", *FAST], capsys)
     assert code == 1, out + err
@@ -156,8 +156,8 @@ def test_the_worktree_is_removed_on_ctrl_c(repo: Path, capsys: pytest.CaptureFix
 
 
 def test_pytest_perfgate_against_runs_the_paired_gate(repo: Path) -> None:
-    commit_change(repo, 'os.environ.get("TINY_FORWARD_DELAY_MS", "0")', 'os.environ.get("TINY_FORWARD_DELAY_MS", "12")',
-                  "forward 12 ms slower")
+    commit_change(repo, 'os.environ.get("TINY_FORWARD_DELAY_MS", "0")', 'os.environ.get("TINY_FORWARD_DELAY_MS", "40")',
+                  "forward 40 ms slower")
     sets = [arg for s in ("width=16", "input_size=24", "batch_size=16", "steps=30") for arg in ("--perfgate-set", s)]
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs", "--perfgate", "--perfgate-device", "cpu",

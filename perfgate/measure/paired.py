@@ -106,6 +106,8 @@ def measure_paired(
                 if failed is not None:
                     side, exc = failed
                     getattr(outcome, side).errors[name] = exc
+                    # what the other side measured in this block is kept: its result is still written
+                    collected[name]["head"].extend((block, r) for arm, r in done if arm == "head" and side == "base")
                     break
                 if why is not None and may_rerun:
                     outcome.reruns.setdefault(name, []).append(f"block {block + 1} measured again: {why}")
@@ -135,6 +137,28 @@ def measure_paired(
     return outcome
 
 
+def _head_rest(name: str, block: int, last: int, after: int, head: Side, git: tuple[str | None, bool | None],
+               device: str, cache_dir: Path, timeout_s: float, telemetry: bool,
+               progress: Callable[[Progress], None]) -> list[tuple[str, dict[str, Any]]]:
+    """The head repeats of a block after ``after``, once the base side has failed in it."""
+    done: list[tuple[str, dict[str, Any]]] = []
+    for position in range(after + 1, len(ABBA)):
+        if ABBA[position] != "head":
+            continue
+        label = f"block {block + 1}/{last} head"
+        progress(Progress(name, block + 1, last, "start", label=label))
+        began = time.perf_counter()
+        try:
+            response = run_one(head.jobs[name], device, block * 4 + position, cache_dir, git, timeout_s, telemetry,
+                               project_dir=head.project_dir, python=head.python)
+        except PerfgateError:
+            break
+        progress(Progress(name, block + 1, last, "done", time.perf_counter() - began,
+                          median(response["repeat"]["phases_ms"]["step"]), label=label))
+        done.append(("head", response))
+    return done
+
+
 def _one_block(
     name: str, block: int, last: int, sides: Mapping[str, Side], gits: Mapping[str, tuple[str | None, bool | None]],
     device: str, cache_dir: Path, timeout_s: float, telemetry: bool, contention_check: ContentionCheck | None,
@@ -158,6 +182,10 @@ def _one_block(
         except PerfgateError as exc:
             progress(Progress(name, block + 1, last, "failed", time.perf_counter() - began,
                               message=exc.message, label=label))
+            if arm == "base":
+                # The head's numbers are still wanted (and written): finish its repeats of this block.
+                done += _head_rest(name, block, last, position, sides["head"], gits["head"], device, cache_dir,
+                                   timeout_s, telemetry, progress)
             return done, None, (arm, exc)
         steps = response["repeat"]["phases_ms"]["step"]
         progress(Progress(name, block + 1, last, "done", time.perf_counter() - began, median(steps), label=label))

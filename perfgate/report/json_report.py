@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 from perfgate import __version__
@@ -13,10 +14,16 @@ REPORT_KIND = "perfgate.gate-report"
 REPORT_SCHEMA_VERSION = 1
 
 
+def _finite(value: Any) -> Any:
+    """JSON has no NaN or infinity: a number that is not finite (an sd not estimated, a
+    slowdown not detectable with this noise) is written as null."""
+    return value if not isinstance(value, float) or math.isfinite(value) else None
+
+
 def _estimate(est: LogRatio | None) -> dict[str, Any] | None:
     if est is None:
         return None
-    data = dataclasses.asdict(est)
+    data = {k: _finite(v) for k, v in dataclasses.asdict(est).items()}
     data["outliers_current"] = list(est.outliers_current)
     data["excluded_baseline"] = [list(p) for p in est.excluded_baseline]
     return data
@@ -45,7 +52,7 @@ def _workload(c: WorkloadComparison) -> dict[str, Any]:
             "reason": c.time.reason,
             "estimate": _estimate(c.time.estimate),
             "alpha_used": c.time.alpha_used,
-            "min_detectable_slowdown": c.time.mde,
+            "min_detectable_slowdown": _finite(c.time.mde),
             "look": c.time.look,
             "looks": c.time.looks,
         }
