@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from perfgate.stats import LogRatio
+from perfgate.stats import LogRatio, t_test
 
 __all__ = ["ABBA", "BlockValue", "block_contrast_t", "block_log_ratio", "blocks_of"]
 
@@ -68,15 +68,7 @@ def _check(values: Sequence[BlockValue], what: str) -> tuple[np.ndarray, np.ndar
 
 def _t_summary(diff: float, se: float, df: float, confidence: float) -> tuple[float, float, float, float, float]:
     """(p_slower, p_faster, p_two_sided, ci_low_log, ci_high_log)."""
-    if se > 0 and df > 0:
-        t = diff / se
-        p_faster = float(special.stdtr(df, t))
-        p_slower = float(special.stdtr(df, -t))
-        half = se * float(special.stdtrit(df, 0.5 + confidence / 2.0))
-    else:  # no noise at all: the sign of the difference is certain
-        p_slower = 0.0 if diff > 0 else 1.0
-        p_faster = 0.0 if diff < 0 else 1.0
-        half = 0.0
+    p_slower, p_faster, half = t_test(diff, se, df, confidence)
     return p_slower, p_faster, min(1.0, 2.0 * min(p_slower, p_faster)), diff - half, diff + half
 
 

@@ -350,15 +350,7 @@ def log_ratio(
 
     diff = float(cur.mean() - means.mean())
     se = math.sqrt(var)
-    if se > 0:
-        t = diff / se
-        p_faster = float(special.stdtr(df, t))
-        p_slower = float(special.stdtr(df, -t))
-        half = se * float(special.stdtrit(df, 0.5 + confidence / 2.0))
-    else:  # no noise at all: the sign of the difference is certain
-        p_slower = 0.0 if diff > 0 else 1.0
-        p_faster = 0.0 if diff < 0 else 1.0
-        half = 0.0
+    p_slower, p_faster, half = t_test(diff, se, df, confidence)
     pooled_w = (s2_c * (n_c - 1) + msw * dfw) / (n_c - 1 + dfw)
     excluded_b = tuple((j, int(i)) for j, m in enumerate(base_masks) for i in np.flatnonzero(~m))
     return LogRatio(
@@ -449,15 +441,7 @@ def log_ratio_from_summaries(
     log_b = [m for m, _, _ in base]
     diff = log_c - float(np.mean(log_b))
     se = math.sqrt(var)
-    if se > 0:
-        t = diff / se
-        p_faster = float(special.stdtr(df, t))
-        p_slower = float(special.stdtr(df, -t))
-        half = se * float(special.stdtrit(df, 0.5 + confidence / 2.0))
-    else:
-        p_slower = 0.0 if diff > 0 else 1.0
-        p_faster = 0.0 if diff < 0 else 1.0
-        half = 0.0
+    p_slower, p_faster, half = t_test(diff, se, df, confidence)
 
     def pooled_cv(items: Sequence[SampleSummary]) -> float:
         return math.sqrt(sum((s.n - 1) * (s.sd / s.mean) ** 2 for s in items) / sum(s.n - 1 for s in items))
@@ -485,6 +469,17 @@ def log_ratio_from_summaries(
         baseline_sd_log=pooled_cv(baseline),
         between_sd_log_data=between_data,
     )
+
+
+def t_test(diff: float, se: float, df: float, confidence: float) -> tuple[float, float, float]:
+    """One-sided p-values (slower, faster) of a log difference and the half-width of its
+    two-sided ``confidence`` interval, from Student's t with ``df`` degrees of freedom."""
+    if se > 0:
+        t = diff / se
+        return (float(special.stdtr(df, -t)), float(special.stdtr(df, t)),
+                se * float(special.stdtrit(df, 0.5 + confidence / 2.0)))
+    # no noise at all: the sign of the difference is certain
+    return (0.0 if diff > 0 else 1.0), (0.0 if diff < 0 else 1.0), 0.0
 
 
 def _exp(x: float) -> float:
