@@ -27,7 +27,17 @@ KEY_FIELDS = (
 )
 """Fields that change what a measurement means. The GPU driver, the OS and the commit are
 recorded but left out of the key: a driver update or a new commit must still be compared
-with the old baseline (that is the point of the gate)."""
+with the old baseline (that is the point of the gate). On the CUDA device ``gpu_clocks``
+joins them (:data:`CUDA_KEY_FIELDS`)."""
+
+CUDA_KEY_FIELDS = (*KEY_FIELDS, "gpu_clocks")
+"""The comparable fields on the CUDA device: a run at a locked graphics clock is not
+compared with one whose clock was free (or locked at another frequency)."""
+
+GPU_CLOCKS_UNLOCKED = "unlocked"
+GPU_CLOCKS_UNKNOWN = "unknown"
+"""Values of ``Environment.gpu_clocks`` besides ``"locked <MHz> MHz"``. A CUDA result
+without the field (written before it existed) compares as unknown."""
 
 
 @dataclass(frozen=True)
@@ -45,19 +55,31 @@ class Environment:
     torchvision: str | None = None
     git_commit: str | None = None
     git_dirty: bool | None = None
+    gpu_clocks: str | None = None
+    """The graphics-clock lock of the GPU while it measured: ``"locked 1245 MHz"``,
+    ``"unlocked"`` or ``"unknown"`` (the runner did not say); None on the CPU device."""
 
     def comparable_fields(self) -> dict[str, Any]:
+        """What must match for two results to be compared. ``gpu_clocks`` is present only
+        on the CUDA device (None there reads as unknown), so CPU keys never depend on it."""
         values = {name: getattr(self, name) for name in KEY_FIELDS}
         # Patch releases of Python do not change training speed; minor releases may.
         values["python"] = ".".join(self.python.split(".")[:2])
         if self.device == "cpu":
             # A CPU run never touches the GPU: a card in the box must not split the key.
             values["gpu_name"] = values["cuda"] = values["cudnn"] = None
+        if self.device == "cuda":
+            values["gpu_clocks"] = self.gpu_clocks or GPU_CLOCKS_UNKNOWN
         return values
 
     def key(self) -> str:
         """A short, stable, filesystem-safe key, e.g. ``cuda-tesla-t4-torch2.14.1-1a2b3c4d``."""
         fields = self.comparable_fields()
+        if fields.get("gpu_clocks") == GPU_CLOCKS_UNKNOWN:
+            # Hashed as the absent field: a CUDA result that does not know its clocks keeps
+            # the key it had before the field existed, and so do the baselines stored under
+            # it. Unknown still differs from locked and unlocked, whose values are hashed.
+            del fields["gpu_clocks"]
         digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:8]
         hardware = self.gpu_name if self.device == "cuda" and self.gpu_name else self.cpu_model
         slug = re.sub(r"[^a-z0-9]+", "-", hardware.lower()).strip("-")[:32].strip("-") or "unknown"
@@ -65,12 +87,20 @@ class Environment:
         return f"{self.device}-{slug}-torch{torch_version}-{digest}"
 
     def differences(self, other: Environment) -> dict[str, tuple[Any, Any]]:
-        """Comparable fields that differ, as ``{field: (self, other)}``."""
+        """Comparable fields that differ, as ``{field: (self, other)}``.
+
+        A field only one side has (``gpu_clocks`` when one side is not CUDA) is not listed:
+        the device already differs, and says so.
+        """
         mine, theirs = self.comparable_fields(), other.comparable_fields()
-        return {k: (mine[k], theirs[k]) for k in KEY_FIELDS if mine[k] != theirs[k]}
+        return {k: (mine[k], theirs[k]) for k in CUDA_KEY_FIELDS
+                if k in mine and k in theirs and mine[k] != theirs[k]}
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
+        if data["gpu_clocks"] is None:
+            # CPU results and baselines are written as they were before the field existed.
+            del data["gpu_clocks"]
         data["key"] = self.key()
         return data
 

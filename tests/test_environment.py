@@ -1,8 +1,15 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
+import pytest
+
+from perfgate.baseline import load_baseline, updated_baseline
 from perfgate.environment import Environment
+
+from factories import make_result
 
 CPU = Environment(device="cpu", torch="2.14.1+cu130", python="3.11.7", cpu_model="Intel(R) Xeon(R) Platinum 8375C",
                   cpu_count=2, os="Linux-6.1", torchvision="0.29.1", git_commit="abc", git_dirty=False)
@@ -40,3 +47,91 @@ def test_key_separates_what_does() -> None:
 def test_round_trip() -> None:
     assert Environment.from_dict(T4.to_dict()) == T4
     assert T4.to_dict()["key"] == T4.key()
+
+
+# The clock lock of the GPU (``gpu_clocks``): comparable on CUDA, absent from CPU keys.
+
+LOCKED = dataclasses.replace(T4, gpu_clocks="locked 1245 MHz")
+UNLOCKED = dataclasses.replace(T4, gpu_clocks="unlocked")
+BASELINES = Path(__file__).resolve().parent.parent / "baselines"
+
+
+def test_cpu_key_is_the_one_it_had_before_gpu_clocks() -> None:
+    # The exact key this environment had before the field existed: stored baselines live under it.
+    assert CPU.key() == "cpu-intel-r-xeon-r-platinum-8375c-torch2.14.1-254411f5"
+    assert "gpu_clocks" not in CPU.comparable_fields()
+    # a CPU run ignores a clock state, whatever it says
+    assert dataclasses.replace(CPU, gpu_clocks="locked 1245 MHz").key() == CPU.key()
+    assert "gpu_clocks" not in CPU.to_dict()
+
+
+def test_cuda_key_without_a_known_clock_state_is_the_one_it_had_before() -> None:
+    assert T4.key() == "cuda-tesla-t4-torch2.14.1-49f9248e"
+    assert dataclasses.replace(T4, gpu_clocks="unknown").key() == T4.key()
+
+
+def test_locked_and_unlocked_gpu_clocks_are_incomparable_and_named() -> None:
+    keys = {T4.key(), LOCKED.key(), UNLOCKED.key(), dataclasses.replace(T4, gpu_clocks="locked 1590 MHz").key()}
+    assert len(keys) == 4
+    assert LOCKED.differences(UNLOCKED) == {"gpu_clocks": ("locked 1245 MHz", "unlocked")}
+    assert LOCKED.differences(dataclasses.replace(T4, gpu_clocks="locked 1590 MHz")) == {
+        "gpu_clocks": ("locked 1245 MHz", "locked 1590 MHz")}
+    assert LOCKED.key().startswith("cuda-tesla-t4-torch2.14.1-")
+    assert LOCKED.differences(dataclasses.replace(LOCKED, git_commit="def")) == {}
+
+
+def test_a_cuda_environment_without_gpu_clocks_compares_as_unknown() -> None:
+    assert T4.comparable_fields()["gpu_clocks"] == "unknown"
+    assert T4.differences(dataclasses.replace(T4, gpu_clocks="unknown")) == {}
+    assert T4.differences(LOCKED) == {"gpu_clocks": ("unknown", "locked 1245 MHz")}
+    assert T4.key() != LOCKED.key()
+
+
+def test_gpu_clocks_is_not_named_when_only_one_side_is_cuda() -> None:
+    # the device difference says it; a CPU run has no clock state to differ
+    assert "gpu_clocks" not in CPU.differences(LOCKED)
+    assert "device" in CPU.differences(LOCKED)
+
+
+def test_an_old_cuda_file_without_gpu_clocks_loads_as_none() -> None:
+    old = {k: v for k, v in T4.to_dict().items() if k != "gpu_clocks"}
+    old["key"] = "cuda-tesla-t4-torch2.14.1-49f9248e"
+    env = Environment.from_dict(old)
+    assert env.gpu_clocks is None
+    assert env.key() == old["key"]
+    assert Environment.from_dict(LOCKED.to_dict()) == LOCKED
+    assert LOCKED.to_dict()["gpu_clocks"] == "locked 1245 MHz"
+
+
+def _check_stored_keys(path: Path) -> None:
+    """The keys a stored baseline file holds (its folder, its ``environment_key`` and each
+    recording's environment ``key``) are the key its recorded environments derive today."""
+    load_baseline(path)  # well-formed
+    data = json.loads(path.read_text())
+    assert data["environment_key"] == path.parent.name, path
+    for recording in data["recordings"]:
+        stored = recording["environment"]
+        assert Environment.from_dict(stored).key() == stored["key"] == data["environment_key"], path
+
+
+def test_stored_baselines_keep_their_environment_keys() -> None:
+    paths = sorted(BASELINES.glob("*/*.json"))
+    if not paths:
+        pytest.skip(f"{BASELINES} holds no stored baseline yet")
+    for path in paths:
+        _check_stored_keys(path)
+
+
+def test_a_cpu_baseline_written_before_gpu_clocks_keeps_its_key(tmp_path: Path) -> None:
+    # A baseline as the code before the field wrote it: no gpu_clocks, the key of that code.
+    result = make_result(env=CPU)
+    data = updated_baseline(None, result, "before gpu_clocks", append=False).to_dict()
+    old_key = "cpu-intel-r-xeon-r-platinum-8375c-torch2.14.1-254411f5"
+    data["environment_key"] = old_key
+    for recording in data["recordings"]:
+        recording["environment"].pop("gpu_clocks", None)
+        recording["environment"]["key"] = old_key
+    path = tmp_path / old_key / "tiny.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(data))
+    _check_stored_keys(path)

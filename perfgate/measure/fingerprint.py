@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import platform
+import re
+from collections.abc import Mapping
 
 import torch
 
-from perfgate.environment import Environment
+from perfgate.environment import GPU_CLOCKS_UNKNOWN, GPU_CLOCKS_UNLOCKED, Environment
 from perfgate.measure.loop import available_cores
+
+GPU_CLOCKS_VARIABLE = "PERFGATE_GPU_CLOCKS"
+"""Set by the runner after it tried to lock the graphics clock: ``locked:<MHz>`` (an
+integer from 100 to 5000, e.g. ``locked:1245``) or ``unlocked``. Unset, or any other
+value, records ``"unknown"``; another value also logs a warning."""
+
+GPU_CLOCKS_MHZ_RANGE = (100, 5000)
+
+_LOCKED = re.compile(r"locked:([1-9][0-9]{2,3})")  # ASCII digits, no sign, no leading zero
+
+_log = logging.getLogger(__name__)
 
 
 def cpu_model() -> str:
@@ -37,6 +52,24 @@ def _gpu_driver() -> str | None:
     return version.decode() if isinstance(version, bytes) else str(version)
 
 
+def declared_gpu_clocks(environ: Mapping[str, str] | None = None) -> str:
+    """The clock lock the runner declared in ``PERFGATE_GPU_CLOCKS``, as recorded in the
+    environment: ``"locked <MHz> MHz"``, ``"unlocked"`` or ``"unknown"``. A value that is
+    not one of the two forms never stops the run: it reads as unknown, with a warning."""
+    value = (os.environ if environ is None else environ).get(GPU_CLOCKS_VARIABLE)
+    if value is None:
+        return GPU_CLOCKS_UNKNOWN
+    if value == "unlocked":
+        return GPU_CLOCKS_UNLOCKED
+    match = _LOCKED.fullmatch(value)
+    if match is not None and GPU_CLOCKS_MHZ_RANGE[0] <= int(match[1]) <= GPU_CLOCKS_MHZ_RANGE[1]:
+        return f"locked {int(match[1])} MHz"
+    shown = value if len(value) <= 40 else value[:40] + "..."
+    _log.warning("%s=%r is neither 'locked:<MHz>' (%d to %d) nor 'unlocked'; the GPU clocks are recorded as %s",
+                 GPU_CLOCKS_VARIABLE, shown, *GPU_CLOCKS_MHZ_RANGE, GPU_CLOCKS_UNKNOWN)
+    return GPU_CLOCKS_UNKNOWN
+
+
 def collect(device: str, *, git_commit: str | None = None, git_dirty: bool | None = None) -> Environment:
     try:
         import torchvision
@@ -44,8 +77,9 @@ def collect(device: str, *, git_commit: str | None = None, git_dirty: bool | Non
         tv_version: str | None = torchvision.__version__
     except ImportError:
         tv_version = None
-    gpu_name = cuda = cudnn = driver = None
+    gpu_name = cuda = cudnn = driver = clocks = None
     if device == "cuda":
+        clocks = declared_gpu_clocks()
         gpu_name = torch.cuda.get_device_name(torch.cuda.current_device())
         cuda = torch.version.cuda
         cudnn_version = torch.backends.cudnn.version()
@@ -65,4 +99,5 @@ def collect(device: str, *, git_commit: str | None = None, git_dirty: bool | Non
         torchvision=tv_version,
         git_commit=git_commit,
         git_dirty=git_dirty,
+        gpu_clocks=clocks,
     )
