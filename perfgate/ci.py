@@ -9,53 +9,45 @@ summary, a report and a comment file in the artifacts directory, the step's outp
 workflow commands for the annotations. Its exit code is the gate's (0 pass, 1 regression,
 2 error, 3 inconclusive); whatever goes wrong, including a bug, ends as 2 with the outputs
 written, never as a pass.
+
+On GitHub the pull request's job runs ``perfgate ci --measure-only``: it measures and
+writes the result files and the manifest ``run.json`` and nothing else, because a job
+that runs the pull request's code cannot be trusted with its verdict. The verdict, the
+comment and the commit status come from ``perfgate judge`` (``perfgate.judge``) in a
+separate job that runs none of it.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import os
-import subprocess
 import sys
-import tomllib
 import traceback
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from perfgate.compare import GateOutcome, compare
-from perfgate.config import Settings, load_settings
+from perfgate.config import Settings
 from perfgate.decide import Verdict
-from perfgate.errors import EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION, PerfgateError, UsageError
-from perfgate.gating import entries_for, run_gate
+from perfgate.errors import EXIT_ERROR, EXIT_OK, PerfgateError, UsageError
+from perfgate.gating import GateRun, entries_for, run_gate
+from perfgate.github import path_variable as _path_variable, set_output, workflow_command
+from perfgate.inputs import (GITHUB, HARNESS, PYPROJECT, WORKLOADS, InputChanges, classify, perfgate_table,
+                             relative_to, settings_changes, tree_changes)
 from perfgate.jsonfile import write_json_atomic
+from perfgate.judge import (CHECK_LINE, MANIFEST_NAME, VERDICT_WORD, ReportContext, RunManifest, base_settings,
+                            compose, error_report, git_commit_of, run_link)
 from perfgate.report.json_report import outcome_to_dict
-from perfgate.report.markdown import GITHUB_COMMENT_LIMIT, MARKER, render_markdown
 from perfgate.report.terminal import gate_table
 from perfgate.tracing import TraceOutcome
 from perfgate.worktree import BaseTree
 from perfgate.benchmark_json import load_results_dir
 
-VERDICT_WORD = {EXIT_OK: "pass", EXIT_REGRESSION: "regression", EXIT_ERROR: "error",
-                EXIT_INCONCLUSIVE: "inconclusive"}
-CHECK_LINE = {
-    EXIT_OK: "**Check: passes.**",
-    EXIT_REGRESSION: "**Check: fails** (exit code 1): a regression.",
-    EXIT_ERROR: "**Check: fails as an error** (exit code 2): perfgate could not judge every workload. "
-                "This is not a verdict on speed.",
-    EXIT_INCONCLUSIVE: "**Check: neutral** (exit code 3): undecided after the planned looks; the check "
-                       "passes with a warning. More repeats or baseline recordings decide it, not a re-run.",
-}
-# The files that decide how a pull request is judged besides the baselines and
-# [tool.perfgate]: editing them is reported too (they run from the pull request's copy).
-WORKFLOW_FILES = (".github/workflows/perfgate.yml", ".github/workflows/perfgate-comment.yml",
-                  ".github/workflows/rebaseline.yml")
-LISTED = 20  # file names shown per kind of change before "and N more"
+__all__ = ["add_parser", "read_pull_request", "run_ci", "workflow_command", "set_output", "CHECK_LINE"]
 
 
 # --- what GitHub hands the job ------------------------------------------------------------
@@ -105,178 +97,25 @@ def read_pull_request(path: Path) -> PullRequest:
                        repo_name if isinstance(repo_name, str) else None)
 
 
-def _path_variable(environ: Mapping[str, str], name: str) -> Path | None:
-    value = environ.get(name, "").strip()
-    return Path(value) if value else None
-
-
-def _escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def workflow_command(command: str, message: str, **properties: str) -> str:
-    """A GitHub workflow command (``::error title=...::message``), escaped so that text
-    from a pull request (a workload's name, a reason) cannot start a command of its own."""
-    props = ",".join(
-        f"{key}={_escape_data(value).replace(':', '%3A').replace(',', '%2C')}"
-        for key, value in properties.items() if value
-    )
-    return f"::{command}{' ' + props if props else ''}::{_escape_data(message)}"
-
-
-def set_output(path: Path, values: Mapping[str, str]) -> None:
-    """Append step outputs to ``$GITHUB_OUTPUT`` (multi-line values in the delimiter form)."""
-    lines = []
-    for key, value in values.items():
-        if "\n" in value or "\r" in value:
-            delimiter = f"perfgate_{uuid.uuid4().hex}"
-            lines += [f"{key}<<{delimiter}", value, delimiter]
-        else:
-            lines.append(f"{key}={value}")
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write("\n".join(lines) + "\n")
-
-
-# --- the base branch's settings, and what the pull request changes in them -----------------
-
 def ci_settings(base_dir: Path, cli: Mapping[str, Any]) -> Settings:
-    """Settings, thresholds and the baseline store from the base checkout's pyproject.toml.
-
-    ``workloads_path`` entries name code, which is the pull request's: they are taken at
-    the same place in the pull request's checkout (the current directory).
-    """
-    pyproject = base_dir / "pyproject.toml"
-    settings = load_settings(pyproject, cli)
-    if not pyproject.is_file():
-        settings = dataclasses.replace(settings, baselines=base_dir / "baselines")
-    paths = []
-    for entry in settings.workloads_path:
-        try:
-            paths.append(str(Path(entry).relative_to(base_dir)))
-        except ValueError:
-            paths.append(entry)
-    return dataclasses.replace(settings, workloads_path=tuple(paths))
-
-
-@dataclass(frozen=True)
-class InputChanges:
-    """What the pull request changes in the gate's own inputs, against the base checkout."""
-
-    baselines_dir: str
-    added: tuple[str, ...] = ()
-    removed: tuple[str, ...] = ()
-    modified: tuple[str, ...] = ()
-    settings: tuple[str, ...] = ()
-    workflows: tuple[str, ...] = ()
-
-    @property
-    def baselines_changed(self) -> bool:
-        return bool(self.added or self.removed or self.modified)
-
-    @property
-    def any(self) -> bool:
-        return self.baselines_changed or bool(self.settings or self.workflows)
-
-
-def _digests(root: Path) -> dict[str, str]:
-    if not root.is_dir():
-        return {}
-    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def _perfgate_table(pyproject: Path) -> tuple[dict[str, Any], str | None]:
-    """The raw ``[tool.perfgate]`` table (empty when absent) and a problem, if unreadable."""
-    if not pyproject.is_file():
-        return {}, None
-    try:
-        with open(pyproject, "rb") as handle:
-            table = tomllib.load(handle).get("tool", {}).get("perfgate", {})
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError, AttributeError) as exc:
-        return {}, f"not valid TOML or not tables ({exc})"
-    return (table if isinstance(table, dict) else {"": table}), None
-
-
-def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in table.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat.update(_flatten(value, f"{name}."))
-        else:
-            flat[name] = value
-    return flat
-
-
-_UNSET = object()
-
-
-def _shown(value: Any) -> str:
-    return "(unset)" if value is _UNSET else json.dumps(value, default=str)
+    """Settings, thresholds and the baseline store from the base checkout (see
+    :func:`perfgate.judge.base_settings`)."""
+    return base_settings(base_dir, cli)
 
 
 def input_changes(head_dir: Path, base_dir: Path, settings: Settings) -> InputChanges:
-    """Compare the pull request's baselines, ``[tool.perfgate]`` and perfgate workflows with
-    the base checkout's. The head's store is where the head's own table puts it."""
-    head_table, head_problem = _perfgate_table(head_dir / "pyproject.toml")
-    base_table, _ = _perfgate_table(base_dir / "pyproject.toml")
-    head_store = head_table.get("baselines", "baselines")
-    head_baselines = head_dir / (head_store if isinstance(head_store, str) else "baselines")
-    head_files, base_files = _digests(head_baselines), _digests(settings.baselines)
-    settings_changes: list[str] = []
-    if head_problem:
-        settings_changes.append(f"the pull request's pyproject.toml: {head_problem}")
-    head_flat, base_flat = _flatten(head_table), _flatten(base_table)
-    for key in sorted(set(head_flat) | set(base_flat)):
-        before, after = base_flat.get(key, _UNSET), head_flat.get(key, _UNSET)
-        if before != after:
-            settings_changes.append(f"`{key}` {_shown(before)} → {_shown(after)}")
-    workflows = []
-    for name in WORKFLOW_FILES:
-        head_file, base_file = head_dir / name, base_dir / name
-        head_bytes = head_file.read_bytes() if head_file.is_file() else None
-        base_bytes = base_file.read_bytes() if base_file.is_file() else None
-        if head_bytes != base_bytes:
-            workflows.append(name)
-    try:
-        shown_dir = settings.baselines.relative_to(base_dir).as_posix()
-    except ValueError:
-        shown_dir = str(settings.baselines)
-    return InputChanges(
-        baselines_dir=shown_dir,
-        added=tuple(sorted(set(head_files) - set(base_files))),
-        removed=tuple(sorted(set(base_files) - set(head_files))),
-        modified=tuple(sorted(k for k in set(head_files) & set(base_files) if head_files[k] != base_files[k])),
-        settings=tuple(settings_changes),
-        workflows=tuple(workflows),
-    )
-
-
-def _listed(names: tuple[str, ...]) -> str:
-    shown = ", ".join(f"`{n}`" for n in names[:LISTED])
-    return shown + (f" and {len(names) - LISTED} more" if len(names) > LISTED else "")
-
-
-def notice_markdown(changes: InputChanges, pr: PullRequest) -> list[str]:
-    if not changes.any:
-        return []
-    lines = [
-        "> [!CAUTION]",
-        "> **This pull request edits the gate's own inputs.** It is judged against the baselines and "
-        f"thresholds of the base branch `{pr.base_ref}` (`{pr.base_sha[:12]}`) all the same: the edits "
-        "take effect only once merged. Reviewers: make sure they are intended (new baselines should come "
-        "from the rebaseline workflow, with their reason).",
-        ">",
-    ]
-    if changes.baselines_changed:
-        parts = [f"{word} {_listed(names)}" for word, names in
-                 (("changed", changes.modified), ("added", changes.added), ("removed", changes.removed)) if names]
-        lines.append(f"> - baselines (`{changes.baselines_dir}/`): {'; '.join(parts)}")
-    if changes.settings:
-        lines.append(f"> - `[tool.perfgate]` in pyproject.toml: {'; '.join(changes.settings)}")
-    if changes.workflows:
-        lines.append(f"> - perfgate's workflows: {_listed(changes.workflows)} (they run from the pull request's copy)")
-    return lines + [""]
+    """What the pull request's checkout changes in the gate's inputs against the base
+    checkout: the baseline store, ``[tool.perfgate]``, the workload definitions, the
+    harness and its pins, and ``.github/``, compared file by file."""
+    store = relative_to(settings.baselines, base_dir) or "baselines"
+    head_table = perfgate_table(head_dir / PYPROJECT)
+    base_table, _ = perfgate_table(base_dir / PYPROJECT)
+    watched = [*HARNESS, *WORKLOADS, *GITHUB, store,
+               *(p for p in settings.workloads_path if not Path(p).is_absolute())]
+    changes = tree_changes(head_dir, base_dir, watched)
+    return classify(changes, baselines_dir=store,
+                    workload_paths=[p for p in settings.workloads_path if not Path(p).is_absolute()],
+                    settings=settings_changes(head_table, base_table, True))
 
 
 def notice_commands(changes: InputChanges) -> list[str]:
@@ -291,9 +130,13 @@ def notice_commands(changes: InputChanges) -> list[str]:
             "warning", "this pull request changes [tool.perfgate] (" + "; ".join(changes.settings).replace("`", "")
                        + "); it is still judged with the base branch's thresholds",
             title="perfgate: thresholds edited"))
-    if changes.workflows:
+    if changes.harness:
         commands.append(workflow_command(
-            "warning", f"this pull request changes {', '.join(changes.workflows)}, which run from its own copy",
+            "warning", f"this pull request changes the harness or its pins ({', '.join(changes.harness[:20])}); "
+                       "the gate runs the base commit's", title="perfgate: harness edited"))
+    if changes.github:
+        commands.append(workflow_command(
+            "warning", f"this pull request changes {', '.join(changes.github[:20])}",
             title="perfgate: workflows edited"))
     return commands
 
@@ -304,9 +147,21 @@ MEASURING_OPTIONS = (("repeats", "--repeats"), ("steps", "--steps"), ("warmup", 
                      ("set", "--set"), ("data_root", "--data-root"))
 
 
+@dataclass(frozen=True)
+class Judged:
+    outcome: GateOutcome
+    settings: Settings
+    traces: Mapping[str, TraceOutcome]
+    run: GateRun | None = None
+    """The gate's run (None when result files on disk were judged)."""
+    names: tuple[str, ...] = ()
+    base_only: tuple[str, ...] = ()
+    """Paired: workloads the base tree defines that the pull request's does not."""
+
+
 def judge(args: argparse.Namespace,
           settings_for: Callable[[Mapping[str, Any]], Settings],
-          base: BaseTree | None = None) -> tuple[GateOutcome, Settings, dict[str, TraceOutcome]]:
+          base: BaseTree | None = None) -> Judged:
     """Measure (or load) the pull request's results and judge them: paired against the base
     checkout ``base`` (ABBA blocks in this job), or against the base's stored baselines.
 
@@ -320,6 +175,8 @@ def judge(args: argparse.Namespace,
         if given:
             raise UsageError("--results judges result files on disk; "
                              f"it takes no measuring option ({', '.join(given)})")
+        if args.measure_only:
+            raise UsageError("--results judges result files on disk; --measure-only measures: choose one")
         settings = settings_for({})
         results = {r.workload: r for r in load_results_dir(Path(args.results))}
         names = list(args.workloads) or list(settings.workloads) or sorted(results)
@@ -331,7 +188,7 @@ def judge(args: argparse.Namespace,
         config = dataclasses.replace(settings.gate, looks=1)  # results on disk: one look, full α
         outcome = compare(entries_for(results, {}, names, settings.baselines), config, look=1,
                           per_workload=settings.per_workload)
-        return outcome, settings, {}
+        return Judged(outcome, settings, {}, names=tuple(names))
     if args.repeats is not None and args.repeats < 1:
         raise UsageError("--repeats must be at least 1")
     if args.blocks is not None and args.blocks < 2:
@@ -340,8 +197,10 @@ def judge(args: argparse.Namespace,
     if settings.repeats < 2:
         raise UsageError("a gate needs at least 2 repeats to know its run-to-run noise")
     device, jobs = cli._jobs(args, settings)
+    base_only: tuple[str, ...] = ()
     if base is not None:
         gate = cli.paired_gate_in(base, args, settings, device, jobs)
+        base_only = _base_only(base, args, settings, jobs)
     else:
         gate = run_gate(
             jobs, settings=settings, device=device, repeats=settings.repeats,
@@ -359,19 +218,23 @@ def judge(args: argparse.Namespace,
             if gate.outcome_for(job.workload.name).verdict is Verdict.REGRESSION:
                 traces[job.workload.name] = trace_job(job, device, cli._cache_dir(args),
                                                       Path(args.artifacts) / "traces", timeout_s=args.timeout)
-    return gate.outcome, settings, traces
+    return Judged(gate.outcome, settings, traces, gate, tuple(j.workload.name for j in jobs), base_only)
 
 
-def _base_commit(base_dir: Path) -> str | None:
-    """The commit checked out in ``base_dir``, or None when it is not a git checkout."""
-    if not (base_dir / ".git").exists():
-        return None
+def _base_only(tree: BaseTree, args: argparse.Namespace, settings: Settings, jobs: list[Any]) -> tuple[str, ...]:
+    """The workloads the base tree defines (within the selection, if there is one) that the
+    pull request's tree does not: removed or renamed, so the judge can name them."""
+    from perfgate.discovery import discover
+
+    paths = [tree.mirror(Path(p)) for p in (*settings.workloads_path, *args.workloads_path)]
     try:
-        done = subprocess.run(["git", "-C", str(base_dir), "rev-parse", "HEAD"],
-                              capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
+        registry = discover([p for p in paths if p.exists()], project_dir=tree.mirror(Path.cwd()),
+                            prefer_project=True)
+    except PerfgateError:
+        return ()  # the base's own workloads fail to load: the base side of each job says so
+    head = {job.workload.name for job in jobs}
+    wanted = set(settings.workloads) if settings.workloads else None
+    return tuple(sorted(n for n in registry.workloads if n not in head and (wanted is None or n in wanted)))
 
 
 def _clock_outcome(artifacts: Path) -> str | None:
@@ -403,6 +266,7 @@ class Published:
     markdown: Path | None = None
     pr: PullRequest | None = None
     changes: InputChanges | None = None
+    context: ReportContext | None = None
 
 
 def _write_report(markdown: str, artifacts: Path, summary: Path | None, pr: PullRequest | None) -> Path:
@@ -420,27 +284,26 @@ def _write_report(markdown: str, artifacts: Path, summary: Path | None, pr: Pull
     return report
 
 
-def _compose(outcome: GateOutcome, pr: PullRequest, changes: InputChanges, base_commit: str | None,
-             clocks: str | None, environ: Mapping[str, str],
-             traces: Mapping[str, TraceOutcome] | None = None, artifacts: Path | None = None) -> str:
-    context = (f"Judged against the baselines and `[tool.perfgate]` of the base branch `{pr.base_ref}` "
-               f"(`{pr.base_sha[:12]}`{'' if base_commit else ', base checkout not verified as a git commit'}); "
-               f"pull request #{pr.number} at `{pr.head_sha[:12]}`.")
-    if clocks:
-        context += f" GPU clocks: {clocks}."
-    run_id, repo = environ.get("GITHUB_RUN_ID"), environ.get("GITHUB_REPOSITORY")
-    if run_id and repo:
-        server = environ.get("GITHUB_SERVER_URL", "https://github.com")
-        context += f" Results and traces: the artifacts of [run {run_id}]({server}/{repo}/actions/runs/{run_id})."
-    extra = ["", CHECK_LINE[outcome.exit_code], "", *notice_markdown(changes, pr), f"<sub>{context}</sub>"]
-    extra_text = "\n".join(extra)
-    report = render_markdown(outcome, limit=GITHUB_COMMENT_LIMIT - len(extra_text) - 2, traces=traces,
-                             relative_to=artifacts.resolve() if artifacts is not None else None)
-    head, _, rest = report.partition("\n")
-    title, _, rest = rest.partition("\n")
-    if head != MARKER or not title.startswith("## "):
-        return f"{MARKER}\n{extra_text}\n{report}"
-    return f"{head}\n{title}\n{extra_text}\n{rest}"
+def _context(pr: PullRequest, base_commit: str | None, clocks: str | None,
+             environ: Mapping[str, str]) -> ReportContext:
+    run_id, run_url = run_link(environ)
+    return ReportContext(base_ref=pr.base_ref, base_sha=pr.base_sha, pr_number=pr.number, head_sha=pr.head_sha,
+                         base_verified=base_commit is not None, clocks=clocks, run_id=run_id, run_url=run_url)
+
+
+def manifest_for(judged: Judged, pr: PullRequest, design: str, clocks: str | None) -> RunManifest:
+    """What ``--measure-only`` writes beside the result files for the judge."""
+    run = judged.run
+    device = next((c.device for c in judged.outcome.comparisons if c.device), None) or judged.settings.device
+    return RunManifest(
+        design=design, device=device if device != "auto" else "cpu", workloads=judged.names,
+        pr_number=pr.number, head_sha=pr.head_sha, head_ref=pr.head_ref, head_repo=pr.head_repo,
+        base_sha=pr.base_sha, base_ref=pr.base_ref,
+        errors=dict(run.errors) if run else {}, base_errors=dict(run.base_errors) if run else {},
+        base_missing=run.base_missing if run else (), base_only=judged.base_only,
+        notes=dict(run.notes) if run else {}, clocks=clocks,
+        second_look_blocks=None,
+    )
 
 
 def run_ci(args: argparse.Namespace, environ: Mapping[str, str] | None = None,
@@ -454,14 +317,15 @@ def run_ci(args: argparse.Namespace, environ: Mapping[str, str] | None = None,
     artifacts = Path(args.artifacts)
     done = Published()
     try:
-        if summary is None:
-            raise UsageError("GITHUB_STEP_SUMMARY is not set: perfgate ci writes its report to the job summary "
-                             "(outside GitHub, point it at a file)")
-        if output is None:
-            raise UsageError("GITHUB_OUTPUT is not set: perfgate ci writes the verdict to the step's outputs "
-                             "(outside GitHub, point it at a file)")
+        if not args.measure_only:
+            if summary is None:
+                raise UsageError("GITHUB_STEP_SUMMARY is not set: perfgate ci writes its report to the job summary "
+                                 "(outside GitHub, point it at a file)")
+            if output is None:
+                raise UsageError("GITHUB_OUTPUT is not set: perfgate ci writes the verdict to the step's outputs "
+                                 "(outside GitHub, point it at a file)")
         for name, path in (("GITHUB_STEP_SUMMARY", summary), ("GITHUB_OUTPUT", output)):
-            if not path.parent.is_dir():
+            if path is not None and not path.parent.is_dir():
                 raise UsageError(f"{name} {path}: its directory does not exist")
         event_name = environ.get("GITHUB_EVENT_NAME", "")
         if event_name != "pull_request":
@@ -476,26 +340,40 @@ def run_ci(args: argparse.Namespace, environ: Mapping[str, str] | None = None,
             raise UsageError(f"--base-dir {base_dir}: not a directory (check out the base branch there)")
         if base_dir.resolve() == Path.cwd().resolve():
             raise UsageError("--base-dir is the pull request's own checkout; check out the base branch separately")
-        base_commit = _base_commit(base_dir)
+        base_commit = git_commit_of(base_dir)
         if base_commit is not None and base_commit != pr.base_sha:
             raise UsageError(f"--base-dir {base_dir} is at {base_commit[:12]}, not the pull request's base "
                              f"{pr.base_sha[:12]}: the baselines must come from the base branch")
+        clocks = _clock_outcome(artifacts)
+        done.context = context = _context(pr, base_commit, clocks, environ)
         settings_now = ci_settings(base_dir, {})
         done.changes = changes = input_changes(Path.cwd(), base_dir, settings_now)
-        for command in notice_commands(changes):
-            print(command, file=out)
+        if not args.measure_only:
+            for command in notice_commands(changes):
+                print(command, file=out)
         paired = None
         if args.design == "paired" and not args.results:
             paired = BaseTree(pr.base_sha, base_dir.resolve(), Path.cwd().resolve())
-        outcome, _, traces = judge(args, lambda cli: ci_settings(base_dir, cli), paired)
+        judged = judge(args, lambda cli: ci_settings(base_dir, cli), paired)
+        outcome = judged.outcome
         print(gate_table(outcome), end="", file=out)
-        markdown = _compose(outcome, pr, changes, base_commit, _clock_outcome(artifacts), environ,
-                            traces, artifacts)
+        if args.measure_only:
+            manifest = manifest_for(judged, pr, args.design, clocks)
+            if args.second_look_blocks:
+                manifest = dataclasses.replace(manifest, second_look_blocks=args.second_look_blocks)
+            write_json_atomic(Path(args.out) / MANIFEST_NAME, manifest.to_dict())
+            print(f"perfgate: measured {len(judged.names)} workload(s) into {args.out}; the verdict is the "
+                  "judge's (perfgate judge), not this job's", file=err)
+            if output is not None:
+                set_output(output, {"measured": "true", "exit-code": str(EXIT_OK)})
+            return EXIT_OK
+        markdown = compose(outcome, context, changes, traces=judged.traces, artifacts=artifacts)
         done.markdown = _write_report(markdown, artifacts, summary, pr)
         write_json_atomic(artifacts / "report.json", outcome_to_dict(outcome))
         for command in _annotations(outcome):
             print(command, file=out)
         code = outcome.exit_code
+        assert output is not None
         set_output(output, {"verdict": VERDICT_WORD[code], "exit-code": str(code),
                             "markdown": str(done.markdown.resolve()),
                             "inputs-changed": "true" if changes.any else "false"})
@@ -515,9 +393,18 @@ def _fail(message: str, args: argparse.Namespace, output: Path | None, summary: 
           artifacts: Path, done: Published, out: TextIO, err: TextIO) -> int:
     print(f"perfgate: error: {message}", file=err)
     print(workflow_command("error", message, title="perfgate error"), file=out)
-    markdown = "\n".join([MARKER, "## perfgate: error", "", CHECK_LINE[EXIT_ERROR], "",
-                          *(notice_markdown(done.changes, done.pr) if done.changes and done.pr else []),
-                          f"💥 {message}", ""])
+    if args.measure_only:
+        try:
+            pr = done.pr
+            manifest = RunManifest(design=args.design, device="cpu", workloads=(), failure=message[:4000],
+                                   pr_number=pr.number if pr else None,
+                                   head_sha=pr.head_sha if pr else None, base_sha=pr.base_sha if pr else None,
+                                   head_ref=pr.head_ref if pr else None, head_repo=pr.head_repo if pr else None,
+                                   base_ref=pr.base_ref if pr else None)
+            write_json_atomic(Path(args.out) / MANIFEST_NAME, manifest.to_dict())
+        except (OSError, ValueError) as exc:
+            print(f"perfgate: error: could not write the run manifest: {exc}", file=err)
+    markdown = error_report(message, done.changes, done.context)
     values = {"verdict": "error", "exit-code": str(EXIT_ERROR)}
     try:
         if summary is not None and not summary.parent.is_dir():
@@ -565,6 +452,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="judge the result files in DIR instead of measuring (one look, full alpha)")
     p.add_argument("--workloads-path", action="append", default=[], metavar="PATH",
                    help="extra workload file or directory (repeatable); ./workloads/ is always searched")
+    p.add_argument("--measure-only", action="store_true",
+                   help="measure and write the result files and run.json to --out, and nothing else: the verdict "
+                        "comes from `perfgate judge` in a job that ran none of the pull request's code")
     p.add_argument("-v", "--verbose", action="store_true", help="show worker output on errors")
     p.set_defaults(func=cmd_ci)
     return p

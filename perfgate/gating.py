@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from perfgate.baseline import find_baseline
@@ -42,6 +42,14 @@ class GateRun:
     outcome: GateOutcome
     first_look: GateOutcome
     second_look_workloads: tuple[str, ...]
+    errors: Mapping[str, str] = field(default_factory=dict)
+    """Workloads whose (head) measurement failed, with the message."""
+    base_errors: Mapping[str, str] = field(default_factory=dict)
+    """Paired: workloads whose base side failed."""
+    base_missing: tuple[str, ...] = ()
+    """Paired: workloads the base commit does not define."""
+    notes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Per workload, each repeat or block measured again or kept although contended."""
 
     def outcome_for(self, workload: str) -> WorkloadComparison:
         return next(c for c in self.outcome.comparisons if c.workload == workload)
@@ -74,7 +82,7 @@ def run_gate(
     outcome = _with_contention(outcome, first.reruns, first.contended)
     again = [c.workload for c in outcome.comparisons if c.second_look]
     if not again:
-        return GateRun(outcome, outcome, ())
+        return GateRun(outcome, outcome, (), errors, notes=_notes(first.reruns, first.contended))
     extra = config.second_look_repeats or repeats
     announce(f"second look: {', '.join(again)} undecided; measuring {extra} more repeat(s) each")
     second_jobs = [job for job in jobs if job.workload.name in again]
@@ -98,7 +106,9 @@ def run_gate(
     by_name = {c.workload: c for c in outcome.comparisons}
     by_name.update({c.workload: c for c in second_outcome.comparisons})
     final = GateOutcome(tuple(by_name[n] for n in names), config, look=2)
-    return GateRun(final, outcome, tuple(again))
+    reruns = {n: [*first.reruns.get(n, []), *second.reruns.get(n, [])] for n in names}
+    contended = {n: [*first.contended.get(n, []), *second.contended.get(n, [])] for n in names}
+    return GateRun(final, outcome, tuple(again), errors, notes=_notes(reruns, contended))
 
 
 def base_jobs_for(head_jobs: Sequence[Job], tree: BaseTree, *, project_dir: Path, workload_paths: Sequence[Path],
@@ -210,7 +220,9 @@ def run_paired_gate(
     outcome = _with_contention(outcome, first.reruns, first.contended)
     again = [c.workload for c in outcome.comparisons if c.second_look]
     if not again:
-        return GateRun(outcome, outcome, ())
+        return GateRun(outcome, outcome, (), {n: e.message for n, e in first.head.errors.items()},
+                       {n: e.message for n, e in first.base.errors.items()}, tuple(missing),
+                       _notes(first.reruns, first.contended))
     announce(f"second look: {', '.join(again)} undecided; measuring {extra} more ABBA block(s) each")
     second = run(again, extra, blocks, None)
     head, base = RunOutcome(dict(first.head.results), dict(first.head.errors)), RunOutcome(
@@ -234,7 +246,15 @@ def run_paired_gate(
     by_name = {c.workload: c for c in outcome.comparisons}
     by_name.update({c.workload: c for c in second_outcome.comparisons})
     final = GateOutcome(tuple(by_name[n] for n in names), config, look=2, rho=rho)
-    return GateRun(final, outcome, tuple(again))
+    return GateRun(final, outcome, tuple(again), {n: e.message for n, e in head.errors.items()},
+                   {n: e.message for n, e in base.errors.items()}, tuple(missing),
+                   _notes(first.reruns, first.contended))
+
+
+def _notes(reruns: Mapping[str, list[str]], contended: Mapping[str, list[str]]) -> dict[str, tuple[str, ...]]:
+    names = dict.fromkeys([*reruns, *contended])
+    out = {n: (*reruns.get(n, []), *contended.get(n, [])) for n in names}
+    return {n: lines for n, lines in out.items() if lines}
 
 
 def _with_contention(outcome: GateOutcome, reruns: Mapping[str, list[str]],

@@ -145,7 +145,7 @@ def test_a_pull_request_that_loosens_thresholds_is_judged_with_the_base_threshol
     assert code == 1
     summary = repo.summary.read_text()
     (line,) = [x for x in summary.splitlines() if x.startswith("> - `[tool.perfgate]`")]
-    assert "`delta` 0.03 → 0.5" in line and "`workload.tiny.delta` (unset) → 0.9" in line
+    assert "delta 0.03 → 0.5" in line and "workload.tiny.delta (unset) → 0.9" in line
     assert "above δ=3%" in summary  # the base's δ decided, not the pull request's 50%
     assert "::warning title=perfgate%3A thresholds edited::" in out
     assert repo.outputs()["inputs-changed"] == "true"
@@ -156,7 +156,7 @@ def test_a_pull_request_that_edits_the_workflow_gets_the_notice(capsys, repo: Re
     (repo.head / ".github" / "workflows" / "perfgate.yml").write_text("name: perfgate\n")
     code, out, _ = judge(capsys, repo, results(repo, "same", seed=2))
     assert code == 0
-    assert "> - perfgate's workflows: `.github/workflows/perfgate.yml`" in repo.summary.read_text()
+    assert "> - `.github/`: `.github/workflows/perfgate.yml`" in repo.summary.read_text()
     assert "perfgate%3A workflows edited" in out
 
 
@@ -353,3 +353,42 @@ def test_measures_the_tiny_workload_end_to_end(capsys, repo: Repo, tiny_path: Pa
     assert result["device"] == "cpu" and len(result["repeats"]) == 2
     assert "NO_BASELINE" in repo.summary.read_text()
     assert repo.outputs()["verdict"] == "pass"
+
+
+def test_measure_only_writes_data_alone_and_the_judge_decides(capsys, repo: Repo, tiny_path: Path) -> None:
+    """The split of the GitHub workflows: the measuring job writes the result files and
+    run.json and no verdict; `perfgate judge` reads them back by the base's rules."""
+    from perfgate.judge import add_parser as add_judge_parser, run_judge
+
+    shutil.rmtree(repo.base / "baselines")
+    (repo.base / "pyproject.toml").write_text('[tool.perfgate]\nworkloads = ["tiny"]\nrepeats = 2\n')
+    artifacts, results_dir = repo.tmp / "artifacts", repo.tmp / "measured"
+    code, _, err = ci(capsys, "tiny", "--base-dir", str(repo.base), "--workloads-path", str(tiny_path),
+                      "--device", "cpu", "--out", str(results_dir), "--artifacts", str(artifacts),
+                      "--cache-dir", str(repo.tmp / "cache"), "--design", "stored", "--measure-only")
+    assert code == 0, err
+    assert sorted(p.name for p in results_dir.iterdir()) == ["run.json", "tiny.json"]
+    manifest = json.loads((results_dir / "run.json").read_text())
+    assert manifest["kind"] == "perfgate.ci-run" and manifest["design"] == "stored"
+    assert manifest["pr"]["number"] == 7 and manifest["pr"]["head_sha"] == HEAD_SHA
+    assert manifest["workloads"] == ["tiny"] and manifest["errors"] == {}
+    assert not (artifacts / "report.md").exists() and repo.summary.read_text() == ""
+    assert repo.outputs() == {"measured": "true", "exit-code": "0"}
+
+    parser = argparse.ArgumentParser(prog="perfgate")
+    add_judge_parser(parser.add_subparsers())
+    args = parser.parse_args(["judge", str(results_dir), "--base-dir", str(repo.base), "--design", "stored",
+                              "--artifacts", str(repo.tmp / "judged"), "--expect-head-sha", HEAD_SHA,
+                              "--expect-pr", "7"])
+    assert run_judge(args, {}) == 0
+    comment = (repo.tmp / "judged" / "comment.md").read_text()
+    assert "NO_BASELINE" in comment and f"pull request #7 at `{HEAD_SHA[:12]}`" in comment
+
+
+def test_measure_only_that_cannot_measure_leaves_its_error_for_the_judge(capsys, repo: Repo) -> None:
+    results_dir = repo.tmp / "measured"
+    code, _, err = ci(capsys, "no-such-workload", "--base-dir", str(repo.base), "--device", "cpu",
+                      "--out", str(results_dir), "--artifacts", str(repo.tmp / "artifacts"), "--measure-only")
+    assert code == 2
+    manifest = json.loads((results_dir / "run.json").read_text())
+    assert "no-such-workload" in manifest["failure"]

@@ -47,9 +47,15 @@ def resolve_device(requested: str) -> str:
 
 
 def default_cache_dir() -> Path:
+    """``$PERFGATE_CACHE_DIR``; in a GitHub Actions job, the job's own ``$RUNNER_TEMP``
+    (emptied after every job, so nothing a pull request plants there reaches the next one);
+    else the user's cache folder."""
     env = os.environ.get("PERFGATE_CACHE_DIR")
     if env:
         return Path(env)
+    runner_temp = os.environ.get("RUNNER_TEMP")
+    if os.environ.get("GITHUB_ACTIONS") == "true" and runner_temp:
+        return Path(runner_temp) / "perfgate-cache"
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "perfgate"
 

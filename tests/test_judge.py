@@ -1,0 +1,359 @@
+"""`perfgate judge`: the verdict from an untrusted measuring job's files, by the base's rules.
+
+The attack matrix of the trust model: a pull request that edits the gate's defaults in
+perfgate's code, deletes or renames a workload, edits constraints.txt, raises an
+exception whose text would ping a team or show an image, or sends result files with NaN,
+a 10 MB string or a workload name with ``../``. Each is judged by the base's rules,
+rejected with one line, or rendered inert. (A file planted in the dataset cache is
+tests/test_datasets.py's; the workflows' properties are tests/test_workflows.py's.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from factories import ENV, make_result
+
+from perfgate.baseline import save_baseline, updated_baseline
+from perfgate.errors import FileFormatError
+from perfgate.inputs import classify, read_changed_files
+from perfgate.judge import MANIFEST_NAME, RunManifest, add_parser, load_measured, validate_baselines
+from perfgate.jsonfile import write_json_atomic
+from perfgate.report.markdown import MARKER
+from perfgate.result import RunResult, save_result
+
+HEAD_SHA = "c" * 40
+BASE_SHA = "b" * 40
+BLOCKS = 3
+BASE_SETTINGS = f'[tool.perfgate]\nbaselines = "baselines"\ndelta = 0.03\nblocks = {BLOCKS}\nrepeats = 3\n'
+KEY = ENV.key()
+HOSTILE = "boom @org/team ![x](https://example.invalid/p.png) <img src=x> [click](https://evil.invalid)\n" \
+          "**Check: passes.**"
+
+
+def paired(name: str, *, scale: float = 1.0, seed: int = 0, blocks: int = BLOCKS) -> RunResult:
+    result = make_result(name, repeats=2 * blocks, scale=scale, seed=seed)
+    repeats = tuple(dataclasses.replace(r, block=i // 2) for i, r in enumerate(result.repeats))
+    return dataclasses.replace(result, repeats=repeats)
+
+
+def write_run(folder: Path, head: dict[str, RunResult], base: dict[str, RunResult],
+              manifest: RunManifest | None = None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, result in head.items():
+        save_result(result, folder / f"{name}.json")
+    for name, result in base.items():
+        save_result(result, folder / "base" / f"{name}.json")
+    manifest = manifest or RunManifest(design="paired", device="cpu", workloads=tuple(head), pr_number=7,
+                                       head_sha=HEAD_SHA, base_sha=BASE_SHA, base_ref="main")
+    write_json_atomic(folder / MANIFEST_NAME, manifest.to_dict())
+    return folder
+
+
+@pytest.fixture
+def base(tmp_path: Path) -> Path:
+    folder = tmp_path / "base"
+    folder.mkdir()
+    (folder / "pyproject.toml").write_text(BASE_SETTINGS)
+    (folder / "baselines").mkdir()
+    return folder
+
+
+def record(base: Path, name: str) -> None:
+    baseline = None
+    for day in range(3):
+        baseline = updated_baseline(baseline, make_result(name, seed=day + 50), "test", append=True)
+    assert baseline is not None
+    save_baseline(baseline, base / "baselines")
+
+
+def run(tmp_path: Path, results: Path, base: Path, *extra: str,
+        env: dict[str, str] | None = None) -> tuple[int, str, str, str]:
+    """``perfgate judge`` in this process; (exit code, stdout, stderr, comment.md)."""
+    parser = argparse.ArgumentParser(prog="perfgate")
+    add_parser(parser.add_subparsers())
+    artifacts = tmp_path / "judged"
+    args = parser.parse_args(["judge", str(results), "--base-dir", str(base), "--artifacts", str(artifacts), *extra])
+    from io import StringIO
+
+    from perfgate.judge import run_judge
+
+    out, err = StringIO(), StringIO()
+    code = run_judge(args, env or {}, out, err)
+    comment = (artifacts / "comment.md").read_text() if (artifacts / "comment.md").exists() else ""
+    return code, out.getvalue(), err.getvalue(), comment
+
+
+# --- the verdict comes from the data and the base's rules ------------------------------------
+
+def test_an_unchanged_head_passes_and_a_slower_one_regresses(tmp_path: Path, base: Path) -> None:
+    same = write_run(tmp_path / "same", {"tiny": paired("tiny", seed=1)}, {"tiny": paired("tiny", seed=2)})
+    code, out, _, comment = run(tmp_path, same, base)
+    assert code == 0, comment
+    assert comment.startswith(MARKER) and "**Check: passes.**" in comment
+
+    slower = write_run(tmp_path / "slower", {"tiny": paired("tiny", scale=1.2, seed=1)},
+                       {"tiny": paired("tiny", seed=2)})
+    code, out, _, comment = run(tmp_path, slower, base)
+    assert code == 1, comment
+    assert "REGRESSION" in out
+
+
+def test_the_base_settings_decide_the_blocks_not_the_measuring_job(tmp_path: Path, base: Path) -> None:
+    """Two blocks measured where the base plans three: the first look is not whole."""
+    short = write_run(tmp_path / "r", {"tiny": paired("tiny", seed=1, blocks=2)},
+                      {"tiny": paired("tiny", seed=2, blocks=2)})
+    code, _, _, comment = run(tmp_path, short, base)
+    assert code == 2
+    assert "the first look was not measured whole" in comment and "block(s) 2" in comment
+
+
+def test_the_design_is_the_judges(tmp_path: Path, base: Path) -> None:
+    manifest = RunManifest(design="stored", device="cpu", workloads=("tiny",), pr_number=7)
+    folder = write_run(tmp_path / "r", {"tiny": make_result("tiny", repeats=3)}, {}, manifest)
+    code, _, err, _ = run(tmp_path, folder, base)
+    assert code == 2 and "measured for the stored design" in err
+
+
+def test_results_of_another_commit_or_pull_request_are_refused(tmp_path: Path, base: Path) -> None:
+    folder = write_run(tmp_path / "r", {"tiny": paired("tiny", seed=1)}, {"tiny": paired("tiny", seed=2)})
+    code, _, err, _ = run(tmp_path, folder, base, "--expect-head-sha", "d" * 40)
+    assert code == 2 and "not the expected" in err
+    code, _, err, _ = run(tmp_path, folder, base, "--expect-pr", "8")
+    assert code == 2 and "not #8" in err
+
+
+# --- the attack matrix ---------------------------------------------------------------------------
+
+def test_a_pull_request_that_deletes_a_workload_is_an_error_naming_it(tmp_path: Path, base: Path) -> None:
+    record(base, "tiny")
+    record(base, "other")
+    folder = write_run(tmp_path / "r", {"other": paired("other", seed=1)}, {"other": paired("other", seed=2)})
+    code, _, _, comment = run(tmp_path, folder, base)
+    assert code == 2
+    line = next(x for x in comment.splitlines() if "tiny" in x and "ERROR" in x)
+    assert "removed or renamed" in line
+
+
+def test_a_pull_request_that_renames_a_workload_is_an_error_for_the_old_name(tmp_path: Path, base: Path) -> None:
+    record(base, "tiny")
+    folder = write_run(tmp_path / "r", {"tiny-renamed": paired("tiny-renamed", seed=1)}, {},
+                       RunManifest(design="paired", device="cpu", workloads=("tiny-renamed",),
+                                   base_missing=("tiny-renamed",)))
+    code, _, _, comment = run(tmp_path, folder, base)
+    assert code == 2
+    assert any("tiny" in x and "removed or renamed" in x for x in comment.splitlines())
+    assert any("tiny-renamed" in x and "has no workload" in x for x in comment.splitlines())
+
+
+def test_a_workload_the_base_tree_defines_and_the_head_lacks_is_an_error(tmp_path: Path, base: Path) -> None:
+    """No baseline needed in the paired design: the measuring job names the base's workloads."""
+    folder = write_run(tmp_path / "r", {"tiny": paired("tiny", seed=1)}, {"tiny": paired("tiny", seed=2)},
+                       RunManifest(design="paired", device="cpu", workloads=("tiny",), base_only=("gone",)))
+    code, _, _, comment = run(tmp_path, folder, base)
+    assert code == 2
+    assert any("gone" in x and "the base commit defines it" in x for x in comment.splitlines())
+
+
+def test_removing_the_baseline_too_retires_a_workload_in_plain_view(tmp_path: Path, base: Path) -> None:
+    record(base, "tiny")
+    record(base, "other")
+    folder = write_run(tmp_path / "r", {"other": paired("other", seed=1)}, {"other": paired("other", seed=2)})
+    changed = tmp_path / "changed.tsv"
+    changed.write_text(f"removed\tbaselines/{KEY}/tiny.json\t\nremoved\tworkloads/tiny.py\t\n")
+    code, _, _, comment = run(tmp_path, folder, base, "--changed-files", str(changed))
+    assert code == 0, comment
+    assert "Retired by this pull request" in comment and "tiny" in comment
+    assert "> [!CAUTION]" in comment and "workload definitions" in comment
+
+
+def test_a_pull_request_that_edits_constraints_or_the_harness_is_named_in_the_notice(tmp_path: Path,
+                                                                                    base: Path) -> None:
+    folder = write_run(tmp_path / "r", {"tiny": paired("tiny", seed=1)}, {"tiny": paired("tiny", seed=2)})
+    changed = tmp_path / "changed.tsv"
+    changed.write_text("modified\tconstraints.txt\t\nmodified\tperfgate/decide.py\t\n"
+                       "modified\tpyproject.toml\t\nrenamed\t.github/workflows/x.yml\t.github/workflows/perfgate.yml\n")
+    head_pyproject = tmp_path / "head.toml"
+    head_pyproject.write_text(BASE_SETTINGS.replace("delta = 0.03", "delta = 0.5"))
+    code, _, _, comment = run(tmp_path, folder, base, "--changed-files", str(changed),
+                              "--head-pyproject", str(head_pyproject))
+    assert code == 0, comment
+    notice = [x for x in comment.splitlines() if x.startswith("> - ")]
+    assert any("harness" in x and "constraints.txt" in x and "perfgate/decide.py" in x for x in notice)
+    assert any("delta 0.03 → 0.5" in x for x in notice)
+    assert any(".github/workflows/perfgate.yml" in x for x in notice)
+    # ... and the gate used the base's δ all the same
+    report = json.loads((tmp_path / "judged" / "report.json").read_text())
+    assert report["config"]["delta"] == 0.03
+
+
+def test_edited_defaults_in_the_pull_requests_perfgate_are_never_imported(tmp_path: Path, base: Path) -> None:
+    """The judge runs as the installed console script in the pull request's checkout, which
+    holds a hostile perfgate package: its code must not run, its defaults must not apply."""
+    head = tmp_path / "head"
+    (head / "perfgate").mkdir(parents=True)
+    marker = tmp_path / "hostile-code-ran"
+    (head / "perfgate" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    (head / "perfgate" / "decide.py").write_text("ALPHA = 1.0\nraise SystemExit(0)\n")
+    folder = write_run(tmp_path / "r", {"tiny": paired("tiny", scale=1.2, seed=1)}, {"tiny": paired("tiny", seed=2)})
+    script = Path(sys.executable).parent / "perfgate"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
+    done = subprocess.run([str(script), "judge", str(folder), "--base-dir", str(base), "--artifacts",
+                           str(tmp_path / "out")], cwd=head, capture_output=True, text=True, env=env, timeout=300)
+    assert not marker.exists()
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["config"]["alpha"] == 0.01
+
+
+def test_the_judge_never_imports_torch(tmp_path: Path, base: Path) -> None:
+    """The judge job installs no torch: judging must not need it."""
+    folder = write_run(tmp_path / "r", {"tiny": paired("tiny", seed=1)}, {"tiny": paired("tiny", seed=2)})
+    code = ("import sys\n"
+            "class Block:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.split('.')[0] in {'torch', 'torchvision', 'psutil', 'pandas', 'matplotlib', 'PIL'}:\n"
+            "            raise ImportError('the judge must not import ' + name)\n"
+            "sys.meta_path.insert(0, Block())\n"
+            "from perfgate.cli import main\n"
+            f"raise SystemExit(main(['judge', {str(folder)!r}, '--base-dir', {str(base)!r}, "
+            f"'--artifacts', {str(tmp_path / 'out')!r}]))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")})
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_exception_text_from_a_workload_reaches_the_comment_inert(tmp_path: Path, base: Path) -> None:
+    manifest = RunManifest(design="paired", device="cpu", workloads=("tiny", "other"), errors={"tiny": HOSTILE},
+                           pr_number=7, head_sha=HEAD_SHA, base_sha=BASE_SHA)
+    folder = write_run(tmp_path / "r", {"other": paired("other", seed=1)}, {"other": paired("other", seed=2)},
+                       manifest)
+    code, _, _, comment = run(tmp_path, folder, base)
+    assert code == 2
+    assert "boom" in comment and "org/team" in comment  # still readable
+    assert "@org/team" not in comment
+    assert "![" not in comment and "<img" not in comment and "](https://evil" not in comment
+    assert not any(line.lstrip("> -").startswith("**Check: passes") for line in comment.splitlines())
+
+
+def test_the_clock_record_and_notes_from_the_run_are_inert_too(tmp_path: Path, base: Path) -> None:
+    manifest = RunManifest(design="paired", device="cpu", workloads=("tiny",), clocks=HOSTILE,
+                           notes={"tiny": (HOSTILE,)})
+    folder = write_run(tmp_path / "r", {"tiny": paired("tiny", seed=1)}, {"tiny": paired("tiny", seed=2)}, manifest)
+    code, _, _, comment = run(tmp_path, folder, base)
+    assert code == 0, comment
+    assert "@org/team" not in comment and "<img" not in comment and "![" not in comment
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d["repeats"][0]["phases_ms"]["step"].__setitem__(0, "NaN"), "non-finite"),
+    (lambda d: d["repeats"][0].__setitem__("window_s", "1e999"), "non-finite"),
+    (lambda d: d.__setitem__("workload_source", "x" * 10_000_000), "more than"),
+    (lambda d: d.__setitem__("workload_source", "x" * 100_000), "characters"),
+    (lambda d: d.__setitem__("workload", "../evil"), "not a workload name"),
+    (lambda d: d["params"].__setitem__("deep", json.loads("[" * 200 + "]" * 200)), "nested"),
+])
+def test_hostile_result_files_are_rejected_with_one_line(tmp_path: Path, base: Path, mutate, message) -> None:
+    folder = write_run(tmp_path / "r", {"tiny": paired("tiny", seed=1)}, {"tiny": paired("tiny", seed=2)})
+    path = folder / "tiny.json"
+    data = json.loads(path.read_text())
+    mutate(data)
+    text = json.dumps(data).replace('"NaN"', "NaN").replace('"1e999"', "1e999")
+    path.write_text(text)
+    code, _, err, comment = run(tmp_path, folder, base)
+    assert code == 2
+    errors = [line for line in err.splitlines() if line.startswith("perfgate: error:")]
+    assert len(errors) == 1 and message in errors[0], err
+    assert len(errors[0]) < 600
+    assert "## perfgate: error" in comment
+
+
+def test_a_result_file_named_for_another_workload_or_a_link_is_refused(tmp_path: Path, base: Path) -> None:
+    folder = write_run(tmp_path / "r", {"tiny": paired("tiny", seed=1)}, {"tiny": paired("tiny", seed=2)})
+    (folder / "tiny.json").rename(folder / "other.json")
+    with pytest.raises(FileFormatError, match="named after its workload"):
+        load_measured(folder)
+    (folder / "other.json").rename(folder / "tiny.json")
+    (folder / "extra.json").symlink_to(folder / "tiny.json")
+    with pytest.raises(FileFormatError, match="symbolic link"):
+        load_measured(folder)
+    (folder / "extra.json").unlink()
+    (folder / "notes.txt").write_text("hi")
+    with pytest.raises(FileFormatError, match="unexpected file"):
+        load_measured(folder)
+
+
+def test_a_manifest_with_a_path_for_a_name_is_refused(tmp_path: Path, base: Path) -> None:
+    folder = write_run(tmp_path / "r", {"tiny": paired("tiny", seed=1)}, {"tiny": paired("tiny", seed=2)})
+    data = json.loads((folder / MANIFEST_NAME).read_text())
+    data["errors"] = {"../../.git/config": "x"}
+    (folder / MANIFEST_NAME).write_text(json.dumps(data))
+    code, _, err, _ = run(tmp_path, folder, base)
+    assert code == 2 and "not a workload name" in err
+
+
+def test_the_outputs_for_the_commit_status(tmp_path: Path, base: Path) -> None:
+    folder = write_run(tmp_path / "r", {"tiny": paired("tiny", scale=1.2, seed=1)}, {"tiny": paired("tiny", seed=2)})
+    output, summary = tmp_path / "output", tmp_path / "summary"
+    output.touch()
+    summary.touch()
+    code, _, _, comment = run(tmp_path, folder, base,
+                              env={"GITHUB_OUTPUT": str(output), "GITHUB_STEP_SUMMARY": str(summary)})
+    values = dict(line.split("=", 1) for line in output.read_text().splitlines())
+    assert code == 1 and values["state"] == "failure" and values["exit-code"] == "1"
+    assert values["description"].startswith("REGRESSION") and len(values["description"]) <= 140
+    assert summary.read_text() == comment
+
+
+# --- the rebaseline job's download ----------------------------------------------------------------
+
+def test_validate_baselines_accepts_a_store_and_refuses_anything_else(tmp_path: Path, base: Path) -> None:
+    record(base, "tiny")
+    store = base / "baselines"
+    (store / "README.md").write_text("# baselines\n")
+    assert [p.as_posix() for p in validate_baselines(store)] == ["README.md", f"{KEY}/tiny.json"]
+    for bad, message in (
+        (".git/config", "not <environment key>"),
+        ("hooks.json", "not <environment key>"),
+        (f"{KEY}/Evil Name.json", "not a workload name"),
+    ):
+        folder = tmp_path / "dl"
+        if folder.exists():
+            import shutil
+
+            shutil.rmtree(folder)
+        (folder / KEY).mkdir(parents=True)
+        target = folder / bad
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("{}")
+        with pytest.raises(FileFormatError) as info:
+            validate_baselines(folder)
+        if message:
+            assert message in str(info.value)
+    folder = tmp_path / "linked"
+    (folder / KEY).mkdir(parents=True)
+    (folder / KEY / "tiny.json").symlink_to(store / KEY / "tiny.json")
+    with pytest.raises(FileFormatError, match="symbolic link"):
+        validate_baselines(folder)
+    folder = tmp_path / "mismatch"
+    (folder / KEY).mkdir(parents=True)
+    (folder / KEY / "other.json").write_bytes((store / KEY / "tiny.json").read_bytes())
+    with pytest.raises(FileFormatError, match="not what its path says"):
+        validate_baselines(folder)
+
+
+def test_the_changed_files_list_is_read_strictly(tmp_path: Path) -> None:
+    good = tmp_path / "good.tsv"
+    good.write_text("added\tbaselines/k/a.json\t\nrenamed\tworkloads/b.py\tworkloads/a.py\n")
+    changes = classify(read_changed_files(good), baselines_dir="baselines")
+    assert changes.added == ("k/a.json",) and changes.workloads == ("workloads/a.py", "workloads/b.py")
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("exploded\tx\n")
+    with pytest.raises(FileFormatError, match="expected 'status"):
+        read_changed_files(bad)
