@@ -298,6 +298,16 @@ def test_text_from_results_and_baselines_is_escaped(outcome: GateOutcome) -> Non
     assert "a&b" in parsed.text and "a&amp;b" in text
 
 
+def test_control_characters_and_a_lone_surrogate_neither_show_nor_break_the_page(outcome: GateOutcome) -> None:
+    # JSON lets a result file carry "\ud800", which cannot be written as UTF-8
+    broken = next(c for c in outcome.comparisons if c.workload == "broken")
+    hostile = dataclasses.replace(broken, reason="bad \ud800 \x1b[31mred\x1b[0m\x00\x07 end\nnext")
+    text = report.render_html(dataclasses.replace(outcome, comparisons=(hostile,)))
+    text.encode("utf-8")
+    assert "\x1b" not in text and "\x00" not in text and "\x07" not in text
+    assert "bad \ufffd [31mred[0m end\nnext" in text
+
+
 def test_write_html_writes_index_html_atomically(outcome: GateOutcome, tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     small = small_outcome(outcome)

@@ -10,7 +10,9 @@ run alone.
 
 Everything is inline (CSS in a ``<style>`` element, figures as base64 PNG), so the file
 can be archived as a CI artifact and opened anywhere; the page needs no JavaScript. Every
-piece of text that comes from a result, a baseline or a reason is escaped.
+piece of text that comes from a result, a baseline or a reason is escaped (``html.escape``
+with quotes, so also inside attributes), its control characters dropped and a lone
+surrogate replaced, so that writing the page as UTF-8 cannot fail.
 
 Matplotlib is imported only when a figure is drawn, through ``Figure`` and the Agg canvas
 (never pyplot), so importing this module stays cheap and rendering works headless.
@@ -22,6 +24,7 @@ import base64
 import html
 import io
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,8 +108,14 @@ footer { margin-top: 40px; border-top: 1px solid #ddd; padding-top: 12px; font-s
 """.strip()
 
 
+_UNSHOWN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    """``text`` as HTML text or attribute value: escaped, control characters (not tab or line breaks) dropped."""
+    s = _SURROGATE.sub("\ufffd", str(text))
+    return html.escape(_UNSHOWN.sub("", s), quote=True)
 
 
 # ---------------------------------------------------------------------------- figures
@@ -443,7 +452,7 @@ def _section(c: WorkloadComparison, index: int, power: float) -> list[str]:
     if c.time is not None:
         lines += _phase_table(c)
         lines.append(f"<p>{_e(noise_line(c, power))}</p>")
-        memory = memory_line(c)
+        memory = memory_line(c, plain=True)
         if memory:
             lines.append(f"<p>{_e(memory)}</p>")
         if c.verdict is Verdict.IMPROVED:
@@ -489,7 +498,7 @@ def render_html(outcome: GateOutcome) -> str:
     if missing:
         consequence = missing_baseline_consequence(outcome)
         names = ", ".join(f"<code>{_e(c.workload)}</code>" for c in missing)
-        lines.append(f'<p class="warning"><strong>No baseline for {names}</strong>: {consequence}. '
+        lines.append(f'<p class="warning"><strong>No baseline for {names}</strong>: {_e(consequence)}. '
                      "Record one with <code>perfgate rebaseline</code>.</p>")
     for i, c in enumerate(comparisons):
         lines += _section(c, i, outcome.config.power)

@@ -7,6 +7,12 @@ differs when a baseline is incomparable, and the commands to reproduce and to re
 Long details are folded in ``<details>``. The whole report stays under GitHub's comment
 limit however many workloads there are: details are dropped first, then the tables of
 passing workloads, and as a last resort the report is cut with a note saying so.
+
+Every string that comes from the measured run or a stored file (workload names, reasons,
+label evidence, left-out notes, environment values, provenance, paths, trace file and
+operator names, commands built from them) is made inert with :mod:`perfgate.report.inert`
+before it is placed: the run is the pull request's code, and this report is posted as a
+comment. Only perfgate's own words and the numbers it formats are written as markdown.
 """
 
 from __future__ import annotations
@@ -14,14 +20,16 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from urllib.parse import quote
 
 from perfgate import __version__
 from perfgate.compare import GateOutcome, PhaseRow, WorkloadComparison
 from perfgate.decide import Verdict
 from perfgate.diagnose import PHASE_HINTS
+from perfgate.report.inert import code, code_cell, flatten, inline
 from perfgate.report.units import change_ci, ms, percent, size
 from perfgate.report.wording import column_names, design_lines
-from perfgate.tracing import TraceOutcome, regressed_phase_markdown
+from perfgate.tracing import PhaseOperators, TraceOutcome, TraceResult
 from perfgate.workload import PHASES
 
 MARKER = "<!-- perfgate-report -->"
@@ -37,29 +45,31 @@ ICON = {
 }
 
 
-def _escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def _run_args(c: WorkloadComparison) -> str:
-    device = f" --device {c.device}" if c.device else ""
+    device = f" --device {shlex.quote(c.device)}" if c.device else ""
     sets = "".join(f" {shlex.quote(f'{k}={v}')}" for k, v in sorted(c.overrides.items()))
     return device + (f" --set{sets}" if sets else "")
 
 
 def reproduce_command(c: WorkloadComparison) -> str:
     against = f" --against {shlex.quote(c.against)}" if c.against else ""
-    return f"perfgate gate {c.workload}{_run_args(c)}{against}"
+    return f"perfgate gate {shlex.quote(c.workload)}{_run_args(c)}{against}"
 
 
 def rebaseline_command(c: WorkloadComparison) -> str:
     # the same parameters as the run, or the new baseline would not be comparable
-    return f'perfgate rebaseline {c.workload}{_run_args(c)} --reason "<why this change is intended>"'
+    return (f"perfgate rebaseline {shlex.quote(c.workload)}{_run_args(c)}"
+            ' --reason "<why this change is intended>"')
+
+
+def _command(command: str) -> str:
+    """A command as a line of an indented code block: shown literally, on one line."""
+    return f"    {flatten(command)}"
 
 
 def _verdict_line(c: WorkloadComparison) -> str:
-    design = f" ({_escape(c.design)})" if c.design else ""
-    return f"- {ICON[c.verdict]} **{c.workload}** — **{c.verdict.value}**{design}: {_escape(c.reason)}"
+    design = f" ({inline(c.design)})" if c.design else ""
+    return f"- {ICON[c.verdict]} **{inline(c.workload)}** — **{c.verdict.value}**{design}: {inline(c.reason)}"
 
 
 def _phase_cell(row: PhaseRow) -> tuple[str, str]:
@@ -95,7 +105,7 @@ def _phase_table(c: WorkloadComparison) -> list[str]:
         gated = c.gated.get(row.phase)
         if gated is not None:
             flag = (flag + "; " if flag else "") + f"gated: {gated.verdict.value}"
-        lines.append(f"| {row.phase} | {ms(row.baseline_ms)} | {ms(row.current_ms)} | {change} | "
+        lines.append(f"| {inline(row.phase)} | {ms(row.baseline_ms)} | {ms(row.current_ms)} | {change} | "
                      f"{percent(row.share)} | {flag} |")
     step = next(r for r in c.phases if r.phase == "step")
     assert c.time is not None
@@ -127,21 +137,23 @@ def noise_line(c: WorkloadComparison, power: float) -> str:
     )
 
 
-def memory_line(c: WorkloadComparison) -> str | None:
+def memory_line(c: WorkloadComparison, *, plain: bool = False) -> str | None:
+    """The memory line, as markdown; ``plain``: as text, for a renderer that escapes it itself."""
     if c.memory is None:
         return None
+    text = flatten if plain else inline
     if c.memory.ratio is None or c.current is None or c.baseline is None:
-        return f"Memory: {c.memory.reason}."
+        return f"Memory: {text(c.memory.reason)}."
     base = sorted(c.baseline.peak_memory())
     before = int(base[len(base) // 2]) if base else None
-    return (f"Memory ({c.current.peak_memory_kind}): {size(before)} → {size(c.current.peak_memory_bytes)}; "
-            f"{c.memory.reason}.")
+    return (f"Memory ({text(c.current.peak_memory_kind)}): {size(before)} → {size(c.current.peak_memory_bytes)}; "
+            f"{text(c.memory.reason)}.")
 
 
 def _differences_table(c: WorkloadComparison) -> list[str]:
     lines = ["| what differs | baseline | current |", "|---|---|---|"]
     for key, (a, b) in c.differences.items():
-        lines.append(f"| {_escape(key)} | `{_escape(str(a))}` | `{_escape(str(b))}` |")
+        lines.append(f"| {inline(key)} | {code_cell(a)} | {code_cell(b)} |")
     return lines
 
 
@@ -151,7 +163,7 @@ def _environment_table(c: WorkloadComparison) -> list[str]:
     lines = ["The two sides ran in different environments (`--base-python`); the difference measured includes "
              "them:", "", "| environment | base | head |", "|---|---|---|"]
     for key, (a, b) in c.environment_differences.items():
-        lines.append(f"| {_escape(key)} | `{_escape(str(a))}` | `{_escape(str(b))}` |")
+        lines.append(f"| {inline(key)} | {code_cell(a)} | {code_cell(b)} |")
     return lines + [""]
 
 
@@ -165,22 +177,23 @@ def _details(c: WorkloadComparison) -> list[str]:
             p = rec.provenance
             commit = (p.commit or "no commit")[:12]
             values = ", ".join(ms(v) for v in rec.medians("step"))
-            lines.append(f"- baseline recording {i} ({p.date}, {commit}, perfgate {p.perfgate_version}, "
-                         f"reason: {_escape(p.reason)}): {values}")
+            lines.append(f"- baseline recording {i} ({inline(p.date)}, {inline(commit)}, "
+                         f"perfgate {inline(p.perfgate_version)}, reason: {inline(p.reason)}): {values}")
     if c.time is not None and c.time.estimate.excluded:
         names = ", ".join(c.time.estimate.excluded_names())
-        lines.append(f"- set aside as outliers (more than the configured robust sds from their run's median): {names}")
+        lines.append("- set aside as outliers (more than the configured robust sds from their run's median): "
+                     f"{inline(names)}")
     if c.environment_key:
-        lines.append(f"- environment key: `{c.environment_key}`")
+        lines.append(f"- environment key: {code(c.environment_key)}")
     if c.baseline_path:
-        lines.append(f"- baseline file: `{c.baseline_path}`")
+        lines.append(f"- baseline file: {code(c.baseline_path)}")
     lines += ["", "</details>"]
     return lines
 
 
 def _diagnosis(c: WorkloadComparison) -> list[str]:
-    lines = [f"**{label.name}** ({label.severity}): {_escape(label.evidence)}" for label in c.labels]
-    lines += [f"Left out: {_escape(note)}." for note in c.left_out]
+    lines = [f"**{inline(label.name)}** ({inline(label.severity)}): {inline(label.evidence)}" for label in c.labels]
+    lines += [f"Left out: {inline(note)}." for note in c.left_out]
     return ["Diagnosis: " + "; ".join(lines[:1]), *lines[1:], ""] if lines else []
 
 
@@ -188,36 +201,99 @@ def _trace_lines(c: WorkloadComparison, trace: TraceOutcome, relative_to: Path |
     """Links to the profiler trace of a regressed workload and the top operators of its moved phases."""
     if trace.result is None:
         message = trace.error.message if trace.error is not None else "no trace"
-        return [f"Profiler trace: not taken ({_escape(message)})."]
+        return [f"Profiler trace: not taken ({inline(message)})."]
     grew = sorted(((r.current_ms or 0.0) - (r.baseline_ms or 0.0), r.phase) for r in c.phases if r.phase in PHASES)
     flagged = {r.phase for r in c.phases if r.flag is not None and r.flag.flagged
                and r.flag.estimate is not None and r.flag.estimate.ratio > 1}
     moved = [phase for _, phase in reversed(grew) if phase in flagged]  # the largest increase first
     if not moved and grew:
         moved = [grew[-1][1]]  # nothing flagged: the phase that grew the most
-    return regressed_phase_markdown(trace.result, moved, relative_to=relative_to)
+    return _trace_markdown(trace.result, moved, relative_to=relative_to)
+
+
+def _link(label: str, path: Path, relative_to: Path | None) -> str:
+    """A link to a trace artifact below ``relative_to``, percent-encoded; any other path is shown, not linked.
+
+    The file names come from the traced run's ``operators.json``: an encoded relative path
+    cannot name a scheme or another host, and a name outside the report's folder is not linked.
+    """
+    if relative_to is not None:
+        try:
+            relative = path.resolve().relative_to(relative_to.resolve()).as_posix()
+        except ValueError:
+            pass
+        else:
+            if relative not in ("", ".") and not relative.startswith("/"):
+                return f"[{inline(label)}]({quote(relative, safe='/-._~')})"
+    return f"{inline(label)} ({code(path.as_posix())})"
+
+
+def _operator_rows(phase: PhaseOperators, limit: int) -> list[str]:
+    """One phase's top operators by self CPU time (per-step milliseconds), names shown as code."""
+    steps = max(phase.ranges, 1)
+    device = phase.device_us is not None
+    total = phase.operator_self_cpu_us
+    header = "| operator | calls/step | self CPU ms/step | share of phase ops |"
+    rule = "|---|---:|---:|---:|"
+    if device:
+        header += " device ms/step |"
+        rule += "---:|"
+    lines = [header, rule]
+    for row in phase.by_self_cpu[:limit]:
+        share = f"{row.self_cpu_us / total * 100:.0f}%" if total > 0 else "—"
+        line = f"| {code_cell(row.name)} | {row.calls / steps:.3g} | {_trace_ms(row.self_cpu_us / steps)} | {share} |"
+        if device:
+            line += f" {_trace_ms((row.self_device_us or 0.0) / steps)} |"
+        lines.append(line)
+    if phase.outside_operators_us > 0:
+        line = f"| *(in no operator: Python, sleeps, waits)* | | {_trace_ms(phase.outside_operators_us / steps)} | |"
+        lines.append(line + (" |" if device else ""))
+    return lines
+
+
+def _trace_ms(us: float) -> str:
+    value = us / 1000.0
+    return f"{value:.3g}" if value < 10 else f"{value:.1f}"
+
+
+def _trace_markdown(result: TraceResult, phases: Sequence[str], *, limit: int = 5,
+                    relative_to: Path | None = None) -> list[str]:
+    """Links to a traced run's files and the top operators of each regressed phase, in the order given."""
+    traces = ", ".join(_link(p.name, p, relative_to) for p in result.traces)
+    lines = [
+        f"Profiler trace of {inline(result.workload)} (a separate, slower run; not part of the verdict): "
+        f"{traces}; {_link('operator table', result.operators_md, relative_to)}.",
+    ]
+    for phase in phases:
+        if phase not in result.table.phases:
+            continue
+        p = result.table.phase(phase)
+        steps = max(p.ranges, 1)
+        lines += ["", f"Top operators in {code(phase)} ({_trace_ms(p.wall_us / steps)} ms/step traced):", "",
+                  *_operator_rows(p, limit)]
+    return lines
 
 
 def _section(c: WorkloadComparison, power: float, *, details: bool, table: bool,
              trace: TraceOutcome | None = None, relative_to: Path | None = None) -> list[str]:
-    lines = [f"### {ICON[c.verdict]} {c.workload}: {c.verdict.value}", ""]
+    lines = [f"### {ICON[c.verdict]} {inline(c.workload)}: {c.verdict.value}", ""]
     design = design_lines(c)
     if design:
-        lines += [" ".join(_escape(x) for x in design), ""]
+        lines += [" ".join(inline(x) for x in design), ""]
     lines += [*_environment_table(c), *_diagnosis(c)]
     if c.verdict is Verdict.NO_BASELINE:
         lines += [
             "No baseline in this environment, so nothing was judged. Create one with:",
             "",
-            f"    {rebaseline_command(c)}",
+            _command(rebaseline_command(c)),
         ]
     elif c.verdict is Verdict.INCOMPARABLE:
-        lines += [_escape(c.reason), "", *_differences_table(c), "",
-                  "Rebaseline if the change is intended:", "", f"    {rebaseline_command(c)}"]
+        lines += [inline(c.reason), "", *_differences_table(c), "",
+                  "Rebaseline if the change is intended:", "", _command(rebaseline_command(c))]
     elif c.verdict is Verdict.ERROR:
-        lines += [f"The workload could not be measured or compared: {_escape(c.reason)}"]
+        lines += [f"The workload could not be measured or compared: {inline(c.reason)}"]
     else:
-        lines.append(_escape(c.reason))
+        lines.append(inline(c.reason))
         if table:
             lines += ["", *_phase_table(c)]
         hints = [PHASE_HINTS[r.phase] for r in c.phases
@@ -232,7 +308,7 @@ def _section(c: WorkloadComparison, power: float, *, details: bool, table: bool,
             lines += ["", *_trace_lines(c, trace, relative_to)]
         if c.verdict is Verdict.IMPROVED:
             lines += ["", "Faster beyond the threshold: consider recording a new baseline:", "",
-                      f"    {rebaseline_command(c)}"]
+                      _command(rebaseline_command(c))]
         if details:
             lines += ["", *_details(c)]
     return lines + [""]
@@ -245,11 +321,11 @@ def _footer(outcome: GateOutcome, comparisons: Sequence[WorkloadComparison]) -> 
     if judged:
         lines.append("Reproduce locally:")
         lines.append("")
-        lines += [f"    {reproduce_command(c)}" for c in judged]
+        lines += [_command(reproduce_command(c)) for c in judged]
         lines.append("")
         lines.append("After an intended change, rebaseline:")
         lines.append("")
-        lines += [f"    {rebaseline_command(c)}" for c in judged]
+        lines += [_command(rebaseline_command(c)) for c in judged]
         lines.append("")
     judged_count = sum(1 for c in comparisons if c.time is not None)
     lines.append(
@@ -285,7 +361,7 @@ def _render(outcome: GateOutcome, *, details: bool, passing_tables: bool,
     missing = outcome.by_verdict(Verdict.NO_BASELINE)
     if missing:
         consequence = missing_baseline_consequence(outcome)
-        names = ", ".join(f"`{c.workload}`" for c in missing)
+        names = ", ".join(code(c.workload) for c in missing)
         lines += ["> [!WARNING]", f"> **No baseline for {names}**: {consequence}. "
                   "Record one with `perfgate rebaseline`.", ""]
     for c in comparisons:

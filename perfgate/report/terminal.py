@@ -1,4 +1,9 @@
-"""Terminal tables for ``perfgate run``."""
+"""Terminal tables for ``perfgate run`` and the gate.
+
+Every string from a result, a baseline or a reason passes through
+:func:`perfgate.report.inert.terminal` first: a result file must not be able to send the
+terminal (or a CI log) escape sequences, nor start a line of its own.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ from statistics import median
 
 from perfgate.compare import GateOutcome
 from perfgate.diagnose import diagnose
+from perfgate.report.inert import terminal as t
 from perfgate.report.units import change_ci, ms, percent, size, table
 from perfgate.report.wording import column_names, design_lines
 from perfgate.result import RunResult
@@ -16,9 +22,9 @@ def run_table(result: RunResult, summary: WorkloadSummary) -> str:
     """Per phase: median time, share of the step and run-to-run variation, then totals."""
     p = result.params
     header = (
-        f"{result.workload} v{result.workload_version} on {result.device}: "
-        f"{len(result.repeats)} repeat(s) x {summary.steps} steps, batch {p['batch_size']}, "
-        f"input {p['input_size']}, {p['precision']}"
+        f"{t(result.workload)} v{t(result.workload_version)} on {t(result.device)}: "
+        f"{len(result.repeats)} repeat(s) x {summary.steps} steps, batch {t(p['batch_size'])}, "
+        f"input {t(p['input_size'])}, {t(p['precision'])}"
     )
     rows = []
     for row in ROWS:
@@ -31,16 +37,16 @@ def run_table(result: RunResult, summary: WorkloadSummary) -> str:
     body = table(["phase", "median ms", "share", "run-to-run"], rows, "lrrr")
     footer = [
         f"throughput {summary.samples_per_s:.1f} samples/s",
-        f"peak memory {size(summary.peak_memory_bytes)} ({summary.peak_memory_kind})",
+        f"peak memory {size(summary.peak_memory_bytes)} ({t(summary.peak_memory_kind)})",
     ]
     if summary.device_busy_fraction is not None:
         footer.append(f"device busy {percent(summary.device_busy_fraction)} of the window")
     if result.overrides:
-        footer.append("overrides " + " ".join(f"{k}={v}" for k, v in sorted(result.overrides.items())))
+        footer.append("overrides " + " ".join(t(f"{k}={v}") for k, v in sorted(result.overrides.items())))
     data = result.data
-    footer.append(f"data {data.get('kind')} {data.get('hash_method')}:{str(data.get('content_hash'))[:12]}")
+    footer.append(f"data {t(data.get('kind'))} {t(data.get('hash_method'))}:{t(str(data.get('content_hash'))[:12])}")
     lines = [header, body, "   ".join(footer[:3]), "   ".join(footer[3:])]
-    lines += [f"{label.name} ({label.severity}): {label.evidence}" for label in diagnose(result)]
+    lines += [f"{t(label.name)} ({t(label.severity)}): {t(label.evidence)}" for label in diagnose(result)]
     lines += telemetry_lines(result)
     return "\n".join(line for line in lines if line).rstrip() + "\n"
 
@@ -51,21 +57,21 @@ def telemetry_lines(result: RunResult) -> list[str]:
     if not summaries:
         return ["telemetry: not sampled"]
     lines = []
-    cpu = [t["cpu"] for t in summaries if t.get("cpu")]
+    cpu = [s["cpu"] for s in summaries if s.get("cpu")]
     proc = [c["process_percent"]["mean"] for c in cpu if c["process_percent"]["mean"] is not None]
     system = [c["system_percent"]["mean"] for c in cpu if c["system_percent"]["mean"] is not None]
     if proc:
         lines.append(f"telemetry cpu: this process {median(proc):.0f}% (median of repeat means), "
                      f"machine {median(system):.0f}%")
-    gpu = [t["gpu"] for t in summaries if t.get("gpu")]
+    gpu = [s["gpu"] for s in summaries if s.get("gpu")]
     util = [g["util_percent"]["mean"] for g in gpu if g["util_percent"]["mean"] is not None]
     if util:
         clocks = [g["sm_clock_mhz"]["median"] for g in gpu if g["sm_clock_mhz"]["median"] is not None]
         throttled = sum(1 for r in result.repeats if r.throttled)
         lines.append(f"telemetry gpu: NVML utilisation {median(util):.0f}%, SM clock {median(clocks):.0f} MHz, "
                      f"throttled in {throttled} of {len(result.repeats)} repeat(s)")
-    missing = sorted({f"{k} ({v})" for t in summaries for k, v in t.get("unavailable", {}).items()})
-    errors = sorted({e for t in summaries for e in t.get("errors", [])})
+    missing = sorted({f"{t(k)} ({t(v)})" for s in summaries for k, v in s.get("unavailable", {}).items()})
+    errors = sorted({t(e) for s in summaries for e in s.get("errors", [])})
     if missing:
         lines.append("telemetry unavailable: " + "; ".join(missing))
     if errors:
@@ -77,11 +83,11 @@ def gate_table(outcome: GateOutcome) -> str:
     """The gate's verdicts and, per judged workload, the phase table, as plain text."""
     lines = [outcome.headline, ""]
     for c in outcome.comparisons:
-        lines.append(f"{c.workload}: {c.verdict.value} - {c.reason}")
-        lines += [f"  {line}" for line in design_lines(c)]
-        lines += [f"  environment {k}: base {a}, head {b}" for k, (a, b) in c.environment_differences.items()]
-        lines += [f"  {label.name} ({label.severity}): {label.evidence}" for label in c.labels]
-        lines += [f"  left out: {note}" for note in c.left_out]
+        lines.append(f"{t(c.workload)}: {c.verdict.value} - {t(c.reason)}")
+        lines += [f"  {t(line)}" for line in design_lines(c)]
+        lines += [f"  environment {t(k)}: base {t(a)}, head {t(b)}" for k, (a, b) in c.environment_differences.items()]
+        lines += [f"  {t(label.name)} ({t(label.severity)}): {t(label.evidence)}" for label in c.labels]
+        lines += [f"  left out: {t(note)}" for note in c.left_out]
     for c in outcome.comparisons:
         if c.time is None:
             continue
@@ -97,9 +103,9 @@ def gate_table(outcome: GateOutcome) -> str:
                 mark = ("MOVED" if flag.flagged else "") if flag.tested else "(not tested)"
             else:
                 change, mark = "—", ""
-            rows.append([row.phase, ms(row.baseline_ms), ms(row.current_ms), change, percent(row.share), mark])
+            rows.append([t(row.phase), ms(row.baseline_ms), ms(row.current_ms), change, percent(row.share), mark])
         before, after = column_names(c)
-        lines += ["", f"{c.workload} ({c.verdict.value})",
+        lines += ["", f"{t(c.workload)} ({c.verdict.value})",
                   table(["phase", f"{before} ms", f"{after} ms", "change (95% CI)", "share", "flag"], rows, "lrrrrl")]
         est = c.time.estimate
         if c.paired:
@@ -111,5 +117,5 @@ def gate_table(outcome: GateOutcome) -> str:
                          f"the baseline, day-to-day {percent(est.between_sd_log)}; smallest detectable slowdown "
                          f"{percent(c.time.mde, signed=True)}")
         if c.memory is not None:
-            lines.append(f"memory: {c.memory.reason}")
+            lines.append(f"memory: {t(c.memory.reason)}")
     return "\n".join(lines) + "\n"
