@@ -41,6 +41,7 @@ from perfgate.inputs import (GITHUB, HARNESS, PYPROJECT, WORKLOADS, InputChanges
 from perfgate.jsonfile import write_json_atomic
 from perfgate.judge import (CHECK_LINE, MANIFEST_NAME, VERDICT_WORD, ReportContext, RunManifest, base_settings,
                             compose, error_report, git_commit_of, run_link)
+from perfgate.report.inert import terminal
 from perfgate.report.json_report import outcome_to_dict
 from perfgate.report.terminal import gate_table
 from perfgate.tracing import TraceOutcome
@@ -196,7 +197,7 @@ def judge(args: argparse.Namespace,
     settings = settings_for({"repeats": args.repeats, "blocks": args.blocks})
     if settings.repeats < 2:
         raise UsageError("a gate needs at least 2 repeats to know its run-to-run noise")
-    device, jobs = cli._jobs(args, settings)
+    device, jobs = cli._jobs(args, settings, prefer_project=True)
     base_only: tuple[str, ...] = ()
     if base is not None:
         gate = cli.paired_gate_in(base, args, settings, device, jobs)
@@ -391,7 +392,7 @@ def run_ci(args: argparse.Namespace, environ: Mapping[str, str] | None = None,
 
 def _fail(message: str, args: argparse.Namespace, output: Path | None, summary: Path | None,
           artifacts: Path, done: Published, out: TextIO, err: TextIO) -> int:
-    print(f"perfgate: error: {message}", file=err)
+    print(f"perfgate: error: {terminal(message)}", file=err)
     print(workflow_command("error", message, title="perfgate error"), file=out)
     if args.measure_only:
         try:

@@ -135,10 +135,15 @@ def _job(workload: Workload, device: str, assignments: Mapping[str, object], dat
     return Job(workload, params, {k: resolved[k] for k in assignments}, data_root)
 
 
-def _jobs(args: argparse.Namespace, settings: Settings) -> tuple[str, list[Job]]:
-    """The device (``--device``, else ``[tool.perfgate] device``) and a job per selected workload."""
+def _jobs(args: argparse.Namespace, settings: Settings, *, prefer_project: bool = False) -> tuple[str, list[Job]]:
+    """The device (``--device``, else ``[tool.perfgate] device``) and a job per selected workload.
+
+    ``prefer_project``: the checkout's own version of a reference workload wins over the
+    installed one (``perfgate ci``, where the harness is installed from the base commit
+    and the checkout is the pull request's)."""
     device = resolve_device(args.device or settings.device)
-    registry = discover([Path(p) for p in (*settings.workloads_path, *args.workloads_path)])
+    registry = discover([Path(p) for p in (*settings.workloads_path, *args.workloads_path)],
+                        prefer_project=prefer_project)
     workloads = registry.select(args.workloads or list(settings.workloads))
     assignments = _assignments(args)
     shared_root, roots = _data_roots(args.data_root, registry)

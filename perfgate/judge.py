@@ -48,7 +48,7 @@ from perfgate.github import path_variable, set_output, workflow_command
 from perfgate.inputs import (InputChanges, classify, notice_markdown, perfgate_table, perfgate_table_of,
                              read_changed_files, relative_to, settings_changes, HEAD_PYPROJECT_BYTES, PYPROJECT)
 from perfgate.jsonfile import write_json_atomic, write_text_atomic
-from perfgate.report.inert import code, inline
+from perfgate.report.inert import code, inline, terminal
 from perfgate.report.json_report import outcome_to_dict
 from perfgate.report.markdown import GITHUB_COMMENT_LIMIT, MARKER, render_markdown
 from perfgate.result import RunResult, result_from_dict
@@ -643,7 +643,7 @@ def run_judge(args: argparse.Namespace, environ: Mapping[str, str] | None = None
         else:
             message = f"internal error: {type(exc).__name__}: {exc}"
             traceback.print_exc(file=err)
-        print(f"perfgate: error: {message}", file=err)
+        print(f"perfgate: error: {terminal(message)}", file=err)
         report = error_report(message, changes, context)
         try:
             _write(artifacts, report, None)

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from perfgate.report.inert import terminal
 from perfgate.workload import PHASES
 
 if TYPE_CHECKING:
@@ -563,7 +564,7 @@ class GateSession:
     def skip_reason(self, c: WorkloadComparison) -> str:
         from perfgate.decide import Verdict
 
-        reason = f"{c.verdict.value}: {c.reason}"
+        reason = f"{c.verdict.value}: {terminal(c.reason)}"
         if c.verdict is Verdict.NO_BASELINE:
             reason += f"; record one with: {self.rebaseline_command(c)}"
         return reason
@@ -573,7 +574,7 @@ class GateSession:
         from perfgate.report.markdown import render_workload
 
         assert self.outcome is not None
-        head = f"perfgate: {c.workload} {c.verdict.value}: {c.reason}"
+        head = f"perfgate: {terminal(c.workload)} {c.verdict.value}: {terminal(c.reason)}"
         text = f"{head}\n\n{render_workload(self.outcome, c.workload)}"
         if c.verdict is Verdict.NO_BASELINE:
             text += f"\n(fail_on_missing_baseline is set)\n\n    {self.rebaseline_command(c)}\n"
