@@ -13,13 +13,14 @@ verdict: they explain a regression, the unprofiled repeats measure it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from perfgate.errors import PerfgateError
 from perfgate.jsonfile import write_json_atomic, load_document
+from perfgate.report.inert import code_cell, inline
 from perfgate.schema import Fields, migrate, number_series
 from perfgate.workload import PHASES
 
@@ -314,7 +315,7 @@ def _pct(part: float, whole: float) -> str:
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return code_cell(text)
 
 
 def phase_operator_rows(phase: PhaseOperators, limit: int, *, by: str = "self_cpu") -> list[str]:
@@ -332,7 +333,7 @@ def phase_operator_rows(phase: PhaseOperators, limit: int, *, by: str = "self_cp
     lines = [header, rule]
     for row in rows[:limit]:
         part = (row.self_device_us or 0.0) if by == "device" else row.self_cpu_us
-        line = (f"| `{_cell(row.name)}` | {row.calls / steps:.3g} | {_ms(row.self_cpu_us / steps)} | "
+        line = (f"| {_cell(row.name)} | {row.calls / steps:.3g} | {_ms(row.self_cpu_us / steps)} | "
                 f"{_pct(part, total)} |")
         if device:
             line += f" {_ms((row.self_device_us or 0.0) / steps)} |"
@@ -346,11 +347,11 @@ def phase_operator_rows(phase: PhaseOperators, limit: int, *, by: str = "self_cp
 def render_operator_table(table: OperatorTable, *, limit: int = 10) -> str:
     """``operators.md``: a small table per phase, with what the numbers are."""
     lines = [
-        f"# Operators of {table.workload} ({table.device})",
+        f"# Operators of {inline(table.workload)} ({inline(table.device)})",
         "",
         f"A traced run: {table.profiled_steps} profiled step(s) after {table.unprofiled_warmup_steps} "
         f"unprofiled warmup step(s), schedule wait={table.schedule.wait} warmup={table.schedule.warmup} "
-        f"active={table.schedule.active} repeat={table.schedule.repeat}; torch {table.torch_version}. "
+        f"active={table.schedule.active} repeat={table.schedule.repeat}; torch {inline(table.torch_version)}. "
         "Times are per profiled step. A profiler slows the step (10-30%); these numbers explain, "
         "they are never used for the verdict.",
         "",
@@ -378,36 +379,3 @@ def render_operator_table(table: OperatorTable, *, limit: int = 10) -> str:
         lines += ["## Other threads during the profiled steps (not attributed to a phase)", "",
                   *phase_operator_rows(other, limit), ""]
     return "\n".join(lines).rstrip() + "\n"
-
-
-def _link(path: Path, relative_to: Path | None) -> str:
-    if relative_to is not None:
-        try:
-            return path.resolve().relative_to(relative_to.resolve()).as_posix()
-        except ValueError:
-            pass
-    return path.as_posix()
-
-
-def regressed_phase_markdown(result: TraceResult, phases: Iterable[str], *, limit: int = 5,
-                             relative_to: Path | None = None) -> list[str]:
-    """Lines for a gate report: links to the trace files, the top operators of each phase.
-
-    ``phases`` are the regressed ones (the flagged phases slower than the baseline), in
-    the order to show; ``relative_to`` is the directory of the markdown file, so links
-    are relative to it when the artifacts live below it.
-    """
-    traces = ", ".join(f"[{p.name}]({_link(p, relative_to)})" for p in result.traces)
-    lines = [
-        f"Profiler trace of {result.workload} (a separate, slower run; not part of the verdict): "
-        f"{traces}; [operator table]({_link(result.operators_md, relative_to)}).",
-    ]
-    for phase in phases:
-        if phase not in result.table.phases:
-            continue
-        p = result.table.phase(phase)
-        steps = max(p.ranges, 1)
-        lines += ["", f"Top operators in `{phase}` ({_ms(p.wall_us / steps)} ms/step traced):", "",
-                  *phase_operator_rows(p, limit)]
-    return lines
-
