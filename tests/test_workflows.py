@@ -1,10 +1,11 @@
 """The GitHub workflows: linted by actionlint and zizmor, in sync with the templates
-`perfgate init` writes, and their shell steps run here against fake `nvidia-smi`, `sudo`
-and `gh` commands.
+`perfgate init` writes, pinned in the properties their trust model rests on, and their
+shell steps run here against fake `nvidia-smi`, `sudo`, `python`, `perfgate` and `gh`
+commands (and real git repositories).
 
 The linters come with the test extras (`.venv/bin/actionlint`, `.venv/bin/zizmor`) and are
 found next to the running Python. A finding deliberately accepted is ignored in the
-workflow itself, with its reason in a comment next to the ignore.
+workflow itself, with its reason in a comment next to the ignore; the ignores are counted.
 """
 
 from __future__ import annotations
@@ -18,21 +19,46 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from perfgate.ci import add_parser as add_ci_parser
+from perfgate.judge import add_parser as add_judge_parser
 from perfgate.report.markdown import MARKER
 from perfgate.scaffold import TEMPLATES
 
 ROOT = Path(__file__).resolve().parents[1]
 REPO_WORKFLOWS = ROOT / ".github" / "workflows"
 TEMPLATE_WORKFLOWS = TEMPLATES / "workflows"
-NAMES = ("ci.yml", "perfgate.yml", "perfgate-comment.yml", "rebaseline.yml")
+NAMES = ("ci.yml", "perfgate.yml", "perfgate-judge.yml", "rebaseline.yml")
 ALL = [REPO_WORKFLOWS / n for n in NAMES] + [TEMPLATE_WORKFLOWS / n for n in NAMES]
-SHARED = ("perfgate.yml", "perfgate-comment.yml", "rebaseline.yml")  # identical in both places
 SHA_PIN = re.compile(r"^\s*(?:- )?uses: [\w.-]+/[\w.-]+@[0-9a-f]{40} # v\d+\.\d+\.\d+$")
+# The hosted jobs install perfgate without torch: a user's repository from the package
+# index, pinned by its constraints.txt; perfgate's own repository from its checkout (the
+# default branch's code). That is the only difference between those workflows here and
+# their templates.
+TEMPLATE_JUDGE_INSTALL = """\
+        # perfgate from the package index, pinned by constraints.txt, without its
+        # dependencies: {purpose}
+        run: |
+          python -I -m venv "$RUNNER_TEMP/perfgate-venv"
+          "$RUNNER_TEMP/perfgate-venv/bin/python" -I -m pip install --quiet --no-deps -c constraints.txt perfgate
+          "$RUNNER_TEMP/perfgate-venv/bin/python" -I -m pip install --quiet -c constraints.txt numpy scipy
+"""
+REPO_JUDGE_INSTALL = """\
+        # perfgate from this checkout (the default branch's code), without its
+        # dependencies: {purpose}
+        run: |
+          python -I -m venv "$RUNNER_TEMP/perfgate-venv"
+          "$RUNNER_TEMP/perfgate-venv/bin/python" -I -m pip install --quiet --no-deps .
+          "$RUNNER_TEMP/perfgate-venv/bin/python" -I -m pip install --quiet -c constraints.txt numpy scipy
+"""
+INSTALL_PURPOSE = {"perfgate-judge.yml": "the judge imports numpy and scipy only.",
+                   "rebaseline.yml": "validating baselines needs numpy and scipy only."}
+# Every git command of a job that holds a write token, or reads a checkout it did not write.
+NO_HOOKS = "-c core.hooksPath=/dev/null -c core.fsmonitor=false"
 
 
 def tool(name: str) -> Path:
@@ -44,6 +70,10 @@ def tool(name: str) -> Path:
 def run_tool(argv: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, timeout=300,
                           env={**os.environ, "NO_COLOR": "1"})
+
+
+def template(name: str) -> str:
+    return (TEMPLATE_WORKFLOWS / name).read_text()
 
 
 # --- linters --------------------------------------------------------------------------------
@@ -73,6 +103,20 @@ def test_every_ignored_finding_is_justified_next_to_its_ignore() -> None:
                 assert reason_after or reason_before, f"{path}:{i + 1}: an ignore without its reason"
 
 
+@pytest.mark.parametrize("folder", [REPO_WORKFLOWS, TEMPLATE_WORKFLOWS], ids=["repository", "templates"])
+def test_the_ignored_findings_are_these_three(folder: Path) -> None:
+    """Two self-hosted runners (the point of the gate) and one workflow_run trigger (the
+    judge, which runs nothing from the pull request). A new ignore is a decision to review
+    here, not a way to quiet the linter."""
+    found = {name: Counter(re.findall(r"zizmor: ignore\[([\w-]+)\]", (folder / name).read_text()))
+             for name in NAMES}
+    assert found == {"ci.yml": Counter(), "perfgate.yml": Counter({"self-hosted-runner": 1}),
+                     "perfgate-judge.yml": Counter({"dangerous-triggers": 1}),
+                     "rebaseline.yml": Counter({"self-hosted-runner": 1})}
+    assert sum(sum(c.values()) for c in found.values()) == 3
+    assert not list(folder.glob("*.yaml"))  # no workflow hides from the count under another ending
+
+
 def test_the_linters_do_find_problems(tmp_path: Path) -> None:
     """The two tests above could pass by linting nothing: show that they would fail."""
     bad = textwrap.dedent("""\
@@ -99,9 +143,15 @@ def test_the_linters_do_find_problems(tmp_path: Path) -> None:
 # --- one source of truth --------------------------------------------------------------------
 
 def test_the_repository_workflows_are_the_templates() -> None:
-    assert sorted(p.name for p in REPO_WORKFLOWS.glob("*.yml")) == sorted(NAMES)
-    for name in SHARED:
-        assert (REPO_WORKFLOWS / name).read_text() == (TEMPLATE_WORKFLOWS / name).read_text(), name
+    assert sorted(p.name for p in REPO_WORKFLOWS.iterdir()) == sorted(NAMES)
+    assert sorted(p.name for p in TEMPLATE_WORKFLOWS.iterdir()) == sorted(NAMES)
+    assert (REPO_WORKFLOWS / "perfgate.yml").read_text() == template("perfgate.yml")
+    for name, purpose in INSTALL_PURPOSE.items():
+        text = template(name)
+        install = TEMPLATE_JUDGE_INSTALL.format(purpose=purpose)
+        assert text.count(install) == 1, name
+        expected = text.replace(install, REPO_JUDGE_INSTALL.format(purpose=purpose))
+        assert (REPO_WORKFLOWS / name).read_text() == expected, name
 
 
 def test_the_repository_ci_runs_the_readme_test_command() -> None:
@@ -110,7 +160,7 @@ def test_the_repository_ci_runs_the_readme_test_command() -> None:
     command = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
     assert f"run: {command}\n" in (REPO_WORKFLOWS / "ci.yml").read_text()
     assert command in (ROOT / "README.md").read_text()
-    assert "run: python -m pytest -q\n" in (TEMPLATE_WORKFLOWS / "ci.yml").read_text()
+    assert "run: python -m pytest -q\n" in template("ci.yml")
 
 
 # --- structure ------------------------------------------------------------------------------
@@ -119,6 +169,11 @@ def jobs(text: str) -> dict[str, str]:
     body = text.split("\njobs:\n", 1)[1]
     parts = re.split(r"^  ([\w-]+):\n", body, flags=re.M)
     return dict(zip(parts[1::2], parts[2::2]))
+
+
+def code_lines(script: str) -> list[str]:
+    """The lines of a shell script that are not comments."""
+    return [line for line in script.splitlines() if not line.lstrip().startswith("#")]
 
 
 @pytest.mark.parametrize("path", ALL, ids=lambda p: f"{p.parent.parent.name}/{p.name}")
@@ -139,35 +194,175 @@ def test_hardening(path: Path) -> None:
 
 
 def test_the_gate_job_is_read_only_and_gated_for_forks() -> None:
-    gate = jobs((TEMPLATE_WORKFLOWS / "perfgate.yml").read_text())["gate"]
+    gate = jobs(template("perfgate.yml"))["gate"]
     (permissions,) = re.findall(r"^    permissions:\n((?:      .*\n)+)", gate, re.M)
     assert permissions == "      contents: read\n"
     assert "runs-on: [self-hosted, linux, x64, gpu, t4]" in gate
     assert "github.event.pull_request.head.repo.full_name == github.repository" in gate
     assert "github.event.label.name == 'perfgate:run'" in gate
     assert "cancel-in-progress: true" in gate
-    rebaseline = jobs((TEMPLATE_WORKFLOWS / "rebaseline.yml").read_text())
+    rebaseline = jobs(template("rebaseline.yml"))
     assert "contents: write" not in rebaseline["measure"] and "contents: write" in rebaseline["pull-request"]
 
 
 def test_both_gpu_workflows_prepare_the_runner_alike() -> None:
-    gate = (TEMPLATE_WORKFLOWS / "perfgate.yml").read_text()
-    rebaseline = (TEMPLATE_WORKFLOWS / "rebaseline.yml").read_text()
-    for step in ("Install the pinned environment", "Record GPU clocks and lock them if permitted",
-                 "Reset GPU clocks"):
+    gate, rebaseline = template("perfgate.yml"), template("rebaseline.yml")
+    for step in ("Record GPU clocks and lock them if permitted", "Reset GPU clocks"):
         assert step_script(gate, step) == step_script(rebaseline, step), step
     assert re.findall(r'GPU_LOCK_MHZ: "(\d*)"', gate) == re.findall(r'GPU_LOCK_MHZ: "(\d*)"', rebaseline)
 
 
-def test_the_gate_step_is_a_valid_perfgate_ci_command() -> None:
-    script = step_script((TEMPLATE_WORKFLOWS / "perfgate.yml").read_text(), "Run the gate")
-    argv = shlex.split(script.replace("\\\n", " ").split("||")[0])
-    assert argv[:2] == [".venv/bin/perfgate", "ci"]
+def measure_argv() -> list[str]:
+    script = step_script(template("perfgate.yml"), "Measure the pull request and its base")
+    return shlex.split(script.replace("\\\n", " "))
+
+
+def test_the_measure_step_is_a_valid_perfgate_ci_command() -> None:
+    argv = measure_argv()
+    assert argv[:2] == ["$RUNNER_TEMP/perfgate-venv/bin/perfgate", "ci"]
     parser = argparse.ArgumentParser()
     add_ci_parser(parser.add_subparsers())
     args = parser.parse_args(argv[1:])
-    assert (args.base_dir, args.device, args.artifacts) == (".perfgate-base", "cuda", "perfgate-artifacts")
-    assert args.out == "perfgate-artifacts/results" and args.results is None
+    assert args.measure_only and args.trace_on_fail and args.results is None
+    assert (args.base_dir, args.device, args.artifacts, args.out) == (
+        ".perfgate-base", "cuda", "perfgate-artifacts", "perfgate-results")
+
+
+def test_the_data_cache_is_the_jobs_own() -> None:
+    """~/.cache persists between jobs on a self-hosted runner: a pull request could leave
+    data there for the next job. $RUNNER_TEMP is emptied after every job."""
+    assert measure_argv()[measure_argv().index("--cache-dir") + 1] == "$RUNNER_TEMP/perfgate-cache"
+    rebaseline = step_script(template("rebaseline.yml"), "Rebaseline")
+    assert '--cache-dir "$RUNNER_TEMP/perfgate-cache"' in rebaseline
+    for name in NAMES:
+        assert ".cache/perfgate" not in template(name)
+
+
+def test_the_measuring_job_installs_nothing_from_the_pull_request() -> None:
+    """The harness comes from the base commit; the pull request's tree is only measured."""
+    gate = jobs(template("perfgate.yml"))["gate"]
+    installs = [line for script in run_blocks(gate) for line in code_lines(script) if "pip install" in line]
+    assert len(installs) == 2  # the base's project, or perfgate alone when it has none
+    for line in installs:
+        argv = shlex.split(line)
+        assert argv[:4] == ["$RUNNER_TEMP/perfgate-venv/bin/python", "-I", "-m", "pip"], line
+        assert argv[-3:-1] == ["-c", ".perfgate-base/constraints.txt"], line
+        assert argv[-1] in ("./.perfgate-base", "perfgate"), line
+        assert not {"-e", "--editable", "-r", "--requirement", ".", "./"} & set(argv), line
+    assert [shlex.split(line)[-1] for line in installs] == ["./.perfgate-base", "perfgate"]
+    code = "\n".join(code_lines("\n".join(run_blocks(gate))))
+    assert "-e ." not in code and "constraints.txt" not in code.replace(".perfgate-base/constraints.txt", "")
+    assert "python -I -m venv \"$RUNNER_TEMP/perfgate-venv\"" in code
+    # No pip cache keyed on the pull request's files.
+    assert "cache:" not in gate and "cache-dependency-path" not in gate
+
+
+def test_the_measuring_job_uploads_results_for_the_judge() -> None:
+    gate = jobs(template("perfgate.yml"))["gate"]
+    uploads = re.findall(r"uses: actions/upload-artifact@.*\n        with:\n((?:          .*\n)+)", gate)
+    assert uploads == [
+        "          name: perfgate-results\n          path: perfgate-results/\n"
+        "          if-no-files-found: warn\n          retention-days: 7\n",
+        "          name: perfgate-artifacts\n          path: perfgate-artifacts/\n"
+        "          if-no-files-found: warn\n          retention-days: 14\n"]
+    assert gate.count("      - name: Upload") == 2 == gate.count("        if: always()\n        uses: actions/upload")
+    assert "Verdict" not in gate  # the verdict is the judge's
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: f"{p.parent.parent.name}/{p.name}")
+def test_sudo_runs_nvidia_smi_by_its_absolute_path_only(path: Path) -> None:
+    """A sudoers entry for exactly `/usr/bin/nvidia-smi -lgc ...` and `-rgc` permits the
+    clock lock; a bare `sudo nvidia-smi` would need a broader one, open to the PR's code."""
+    allowed = ('sudo -n /usr/bin/nvidia-smi -lgc "$GPU_LOCK_MHZ,$GPU_LOCK_MHZ"', "sudo -n /usr/bin/nvidia-smi -rgc")
+    for script in run_blocks(path.read_text()):
+        for line in code_lines(script):
+            for found in re.finditer(r"\bsudo\b", line):
+                assert line[found.start():].startswith(allowed), line
+
+
+def test_the_judge_runs_only_after_the_measuring_workflow_of_a_pull_request() -> None:
+    text = template("perfgate-judge.yml")
+    assert "\n  workflow_run:\n    workflows: [perfgate]\n    types: [completed]\n" in text
+    (job,) = jobs(text).values()
+    condition = job.split("    if: >-\n", 1)[1].split("    runs-on:", 1)[0]
+    assert "github.event.workflow_run.event == 'pull_request'" in condition
+    assert "github.event.workflow_run.path == '.github/workflows/perfgate.yml'" in condition
+    assert "github.event.workflow_run.conclusion == 'success'" in condition
+    (permissions,) = re.findall(r"^    permissions:\n((?:      .*\n)+)", job, re.M)
+    assert [line.split("#")[0].strip() for line in permissions.splitlines()] == [
+        "actions: read", "contents: read", "pull-requests: write", "statuses: write"]
+    assert "runs-on: ubuntu-latest" in job
+    # The judge's name for the measuring job is the measuring job's name.
+    (gate_job,) = re.findall(r"GATE_JOB: (.*?)  #", job)
+    assert f"    name: {gate_job}\n" in jobs(template("perfgate.yml"))["gate"]
+
+
+def test_the_judge_checks_which_pull_request_and_commit_it_judges() -> None:
+    text = template("perfgate-judge.yml")
+    identify = step_text(text, "Identify the pull request")
+    for variable, value in (("HEAD_SHA", "github.event.workflow_run.head_sha"),
+                            ("HEAD_REPO", "github.event.workflow_run.head_repository.full_name"),
+                            ("HEAD_BRANCH", "github.event.workflow_run.head_branch")):
+        assert f"          {variable}: ${{{{ {value} }}}}\n" in identify
+    script = step_script(text, "Identify the pull request")
+    assert '[ "$pr_head" != "$HEAD_SHA" ]' in script
+    assert '[ "$pr_repo" != "$HEAD_REPO" ] || [ "$pr_branch" != "$HEAD_BRANCH" ]' in script
+    assert "--jq '.head.sha, (.head.repo.full_name // \"\"), .head.ref, .base.ref'" in script
+    assert script.index("du -sb") < script.index("run.json")  # the size is checked before anything reads
+    # The base commit is the measured one and lies on the base branch the API names.
+    base = step_text(text, "Check out the measured base commit (baselines and thresholds come from here)")
+    assert "ref: ${{ steps.identify.outputs.base-sha }}" in base and "fetch-depth: 0" in base
+    check = step_script(text, "Check that the base commit is on the base branch")
+    assert f'git -C .perfgate-base {NO_HOOKS} \\\n    merge-base --is-ancestor "$BASE_SHA" "origin/$BASE_REF"' in check
+    # The judge's command checks the artifact against the same pull request and commit.
+    judge = step_script(text, "Judge")
+    assert '--expect-head-sha "$HEAD_SHA" --expect-pr "$NUMBER"' in judge
+    # Nothing of the pull request is checked out: only the default branch and the base commit.
+    checkouts = re.findall(r"uses: actions/checkout@.*\n        with:\n((?:          .*\n)+)", text)
+    assert checkouts == ["          persist-credentials: false\n",
+                         "          ref: ${{ steps.identify.outputs.base-sha }}\n          path: .perfgate-base\n"
+                         "          fetch-depth: 0\n          persist-credentials: false\n"]
+    assert "head_sha }}" not in "".join(checkouts) and "head_branch" not in "".join(checkouts)
+
+
+@pytest.mark.parametrize("name", ["perfgate-judge.yml", "rebaseline.yml"])
+def test_every_git_command_of_a_hosted_job_disables_hooks(name: str) -> None:
+    """Hooks and fsmonitor are commands git runs from its configuration: a hosted job that
+    holds a write token runs git with both switched off."""
+    job = jobs(template(name))["judge" if name == "perfgate-judge.yml" else "pull-request"]
+    commands = 0
+    for script in run_blocks(job):
+        for line in code_lines(script):
+            for found in re.finditer(r"(?<![\w./-])git(?=\s)", line):
+                rest = line[found.end():]
+                assert re.match(rf" (?:-C \S+ )?{re.escape(NO_HOOKS)}(?: |$)", rest), line
+                commands += 1
+    assert commands == (2 if name == "perfgate-judge.yml" else 6)  # every one of them was checked
+
+
+def test_the_rebaseline_hosted_job_takes_no_path_from_the_runner() -> None:
+    """A poisoned runner controls the measure job's outputs: none may name a path or reach
+    a script of the job that holds `contents: write`."""
+    text = template("rebaseline.yml")
+    measure, pull_request = jobs(text)["measure"], jobs(text)["pull-request"]
+    (outputs_block,) = re.findall(r"^    outputs:\n((?:      .*\n)+)", measure, re.M)
+    assert [line.strip() for line in outputs_block.splitlines() if not line.strip().startswith("#")] == [
+        "clocks: ${{ steps.clocks.outputs.outcome }}"]
+    for line in pull_request.splitlines():
+        if re.match(r"^\s*(path|ref|name|repository):", line):
+            assert "needs." not in line, line
+    for script in run_blocks(pull_request):
+        assert "needs." not in script
+    uses_of_needs = [line.strip() for line in pull_request.splitlines() if "needs." in line]
+    assert uses_of_needs == ["CLOCKS: ${{ needs.measure.outputs.clocks }}"]
+    opening = step_script(text, "Open a pull request with the new baselines")
+    assert opening.count("$CLOCKS") == 1 and "tr -cd 'A-Za-z0-9 .,:;()=+/_-'" in opening
+    # The store's path is this job's own, and the download goes outside the work tree.
+    assert "STORE: ${{ steps.store.outputs.path }}" in pull_request
+    download = step_text(text, "Download the new baselines (outside the work tree)")
+    assert "path: ${{ runner.temp }}/new-baselines\n" in download
+    validate = step_script(text, "Validate the new baselines and put them in place")
+    assert validate.index("validate-baselines") < validate.index("cp -R --no-dereference")
 
 
 # --- the shell steps, run ------------------------------------------------------------------
@@ -192,22 +387,27 @@ def run_blocks(text: str) -> list[str]:
     return blocks
 
 
-def step_script(text: str, name: str) -> str:
-    """The `run:` script of the step called ``name`` (a block or a one-line value)."""
+def step_text(text: str, name: str) -> str:
+    """The lines of the step called ``name``, after its `- name:` line."""
     start = re.search(rf"^(\s*)- name: {re.escape(name)}$", text, re.M)
     assert start, name
     indent = len(start.group(1))
-    rest = text[start.end():].splitlines()
     step = []
-    for line in rest[1:]:
+    for line in text[start.end():].splitlines()[1:]:
         if line.strip() and len(line) - len(line.lstrip()) <= indent:
             break
         step.append(line)
-    (script,) = run_blocks("\n".join(step))
+    return "\n".join(step) + "\n"
+
+
+def step_script(text: str, name: str) -> str:
+    """The `run:` script of the step called ``name`` (a block or a one-line value)."""
+    (script,) = run_blocks(step_text(text, name))
     return script
 
 
 def fake(bin_dir: Path, name: str, body: str) -> None:
+    bin_dir.mkdir(parents=True, exist_ok=True)
     path = bin_dir / name
     path.write_text("#!/bin/bash\n" + textwrap.dedent(body))
     path.chmod(0o755)
@@ -230,17 +430,44 @@ def outputs(path: Path) -> dict[str, str]:
 def bin_dir(tmp_path: Path) -> Path:
     directory = tmp_path / "bin"
     directory.mkdir()
-    fake(directory, "sudo", 'echo "sudo: a password is required" >&2\nexit 1\n')
+    fake(directory, "sudo", f'echo "$*" >> "{tmp_path}/sudo-calls"\necho "sudo: a password is required" >&2\nexit 1\n')
+    # The hosted runner's python3, as this test's Python (3.11: tomllib).
+    fake(directory, "python3", f'exec {shlex.quote(sys.executable)} "$@"\n')
     return directory
 
 
-@pytest.mark.parametrize(("lock", "present", "locked", "outcome"), [
-    ("ok", True, "true", "locked: graphics clock 1245 MHz (nvidia-smi -lgc)"),
-    ("refuse", True, "false",
-     "not locked: nvidia-smi -lgc was refused (Insufficient permissions sudo: a password is required )"),
-    ("ok", False, "false", "not locked: nvidia-smi not found"),
+@pytest.mark.parametrize("project", [True, False], ids=["base project", "perfgate alone"])
+def test_the_harness_is_installed_from_the_base_commit(tmp_path: Path, bin_dir: Path, project: bool) -> None:
+    (tmp_path / ".perfgate-base").mkdir()
+    (tmp_path / ".perfgate-base" / "pyproject.toml").write_text(
+        '[project]\nname = "train"\n' if project else '[tool.perfgate]\nrepeats = 5\n')
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "the pull request"\n')
+    fake(bin_dir, "python", f"""\
+        echo "python $*" >> "{tmp_path}/calls"
+        [ "$1 $2 $3" = "-I -m venv" ] || exit 1
+        mkdir -p "$4/bin"
+        printf '#!/bin/bash\\necho "venv-python $*" >> "{tmp_path}/calls"\\n' > "$4/bin/python"
+        chmod +x "$4/bin/python"
+        """)
+    script = step_script(template("perfgate.yml"), "Install the harness from the base commit")
+    done = bash(script, tmp_path, {}, bin_dir)
+    assert done.returncode == 0, done.stderr
+    installed = "./.perfgate-base" if project else "perfgate"
+    assert (tmp_path / "calls").read_text().splitlines() == [
+        f"python -I -m venv {tmp_path}/perfgate-venv",
+        f"venv-python -I -m pip install --quiet -c .perfgate-base/constraints.txt {installed}"]
+
+
+@pytest.mark.parametrize(("lock", "present", "mhz", "locked", "outcome", "clocks"), [
+    ("ok", True, "1245", "true", "locked: graphics clock 1245 MHz (nvidia-smi -lgc)", "locked:1245"),
+    ("refuse", True, "1245", "false",
+     "not locked: nvidia-smi -lgc was refused (Insufficient permissions sudo: a password is required )", "unlocked"),
+    ("ok", False, "1245", "false", "not locked: nvidia-smi not found", "unlocked"),
+    ("ok", True, "", "false", "not locked: GPU_LOCK_MHZ is empty (clocks recorded only)", "unlocked"),
+    ("ok", True, "1245,1590", "false", "not locked: GPU_LOCK_MHZ is not a whole number of MHz", "unlocked"),
 ])
-def test_the_clock_step(tmp_path: Path, bin_dir: Path, lock: str, present: bool, locked: str, outcome: str) -> None:
+def test_the_clock_step(tmp_path: Path, bin_dir: Path, lock: str, present: bool, mhz: str, locked: str,
+                        outcome: str, clocks: str) -> None:
     if present:
         fake(bin_dir, "nvidia-smi", f"""\
             echo "$*" >> "{tmp_path}/calls"
@@ -250,46 +477,219 @@ def test_the_clock_step(tmp_path: Path, bin_dir: Path, lock: str, present: bool,
               -q) printf 'Clocks\\n    Graphics : 1245 MHz\\n' ;;
             esac
             """)
-    script = step_script((TEMPLATE_WORKFLOWS / "perfgate.yml").read_text(),
-                         "Record GPU clocks and lock them if permitted")
-    (tmp_path / "out").touch()
-    done = bash(script, tmp_path, {"GPU_LOCK_MHZ": "1245", "GITHUB_OUTPUT": str(tmp_path / "out")}, bin_dir)
+    for name in ("perfgate.yml", "rebaseline.yml"):
+        for leftover in ("out", "env", "calls", "sudo-calls"):
+            (tmp_path / leftover).unlink(missing_ok=True)
+        (tmp_path / "out").touch()
+        (tmp_path / "env").touch()
+        script = step_script(template(name), "Record GPU clocks and lock them if permitted")
+        done = bash(script, tmp_path, {"GPU_LOCK_MHZ": mhz, "GITHUB_OUTPUT": str(tmp_path / "out"),
+                                       "GITHUB_ENV": str(tmp_path / "env")}, bin_dir)
+        assert done.returncode == 0, done.stderr
+        assert outputs(tmp_path / "out") == {"locked": locked, "outcome": outcome}
+        # The contract with perfgate's environment record: `locked:<MHz>` or `unlocked`.
+        assert (tmp_path / "env").read_text() == f"PERFGATE_GPU_CLOCKS={clocks}\n"
+        record = (tmp_path / "perfgate-artifacts" / "gpu-clocks.txt").read_text()
+        assert record.startswith(f"outcome: {outcome}\n\n$ nvidia-smi -q -d CLOCK\n")
+        if present:
+            assert "Graphics : 1245 MHz" in record
+            lgc = ["-lgc 1245,1245"] if mhz == "1245" else []
+            assert (tmp_path / "calls").read_text().splitlines() == [*lgc, "-q -d CLOCK"]
+        sudo = (tmp_path / "sudo-calls").read_text().splitlines() if (tmp_path / "sudo-calls").exists() else []
+        assert sudo == (["-n /usr/bin/nvidia-smi -lgc 1245,1245"] if present and lock == "refuse" else [])
+
+
+# --- the judge's steps ----------------------------------------------------------------------
+
+HEAD, BASE = "c" * 40, "b" * 40
+
+
+@pytest.fixture
+def identify(tmp_path: Path, bin_dir: Path):
+    """Runs the identify step against a fake `gh` that plays the GitHub API."""
+    results = tmp_path / "perfgate-results"
+    results.mkdir()
+    (results / "run.json").write_text(json.dumps({"kind": "perfgate.ci-run", "pr_number": 7, "base_sha": BASE}))
+    (tmp_path / "jobs.tsv").write_text("perfgate (T4)\tskipped\nperfgate (waiting for a maintainer)\tsuccess\n")
+    (tmp_path / "pr.txt").write_text(f"{HEAD}\nacme/train\nfeature\nmain\n")
+    fake(bin_dir, "gh", f"""\
+        printf '%s\\n' "$*" >> "{tmp_path}/gh-calls"
+        case "$*" in
+          *"/actions/runs/99/jobs"*) cat "{tmp_path}/jobs.tsv" ;;
+          *"repos/acme/train/pulls/7 "*) [ -f "{tmp_path}/pr.txt" ] || exit 1; cat "{tmp_path}/pr.txt" ;;
+          *) exit 1 ;;
+        esac
+        """)
+    script = step_script(template("perfgate-judge.yml"), "Identify the pull request")
+
+    def run(downloaded: str = "success"):
+        for leftover in ("out", "gh-calls"):
+            (tmp_path / leftover).unlink(missing_ok=True)
+        (tmp_path / "out").touch()
+        env = {"GH_TOKEN": "t", "GH_REPO": "acme/train", "DOWNLOADED": downloaded, "RUN_ID": "99",
+               "HEAD_SHA": HEAD, "HEAD_REPO": "acme/train", "HEAD_BRANCH": "feature", "RESULTS": str(results),
+               "GATE_JOB": "perfgate (T4)", "GITHUB_OUTPUT": str(tmp_path / "out")}
+        done = bash(script, tmp_path, env, bin_dir)
+        calls = (tmp_path / "gh-calls").read_text().splitlines() if (tmp_path / "gh-calls").exists() else []
+        return done, outputs(tmp_path / "out"), calls
+
+    run.results, run.dir = results, tmp_path
+    return run
+
+
+def test_the_judge_identifies_the_measured_pull_request(identify) -> None:
+    done, out, calls = identify()
     assert done.returncode == 0, done.stderr
-    assert outputs(tmp_path / "out") == {"locked": locked, "outcome": outcome}
-    record = (tmp_path / "perfgate-artifacts" / "gpu-clocks.txt").read_text()
-    assert record.startswith(f"outcome: {outcome}\n\n$ nvidia-smi -q -d CLOCK\n")
-    if present:
-        assert "Graphics : 1245 MHz" in record
-        assert (tmp_path / "calls").read_text().splitlines() == ["-lgc 1245,1245", "-q -d CLOCK"]
+    assert out == {"ok": "true", "number": "7", "base-sha": BASE, "base-ref": "main"}
+    assert calls == ['api repos/acme/train/pulls/7 --jq .head.sha, (.head.repo.full_name // ""), .head.ref, .base.ref']
 
 
-@pytest.mark.parametrize(("code", "status", "annotation"), [
-    ("0", 0, None), ("1", 1, None), ("2", 1, "::error title=perfgate error::"),
-    ("3", 0, "::warning title=perfgate inconclusive::"), ("", 1, "::error title=perfgate error::"),
-])
-def test_the_verdict_step_maps_exit_codes(tmp_path: Path, bin_dir: Path, code: str, status: int,
-                                          annotation: str | None) -> None:
-    script = step_script((TEMPLATE_WORKFLOWS / "perfgate.yml").read_text(), "Verdict")
-    done = bash(script, tmp_path, {"EXIT_CODE": code}, bin_dir)
-    assert done.returncode == status
-    if annotation:
-        assert done.stdout.startswith(annotation)
+def test_without_results_the_judge_is_quiet_only_if_the_measuring_job_did_not_run(identify) -> None:
+    done, out, _ = identify(downloaded="failure")
+    assert done.returncode == 0 and out == {}, done.stderr
+    assert "the measuring job did not run" in done.stdout
+    (identify.dir / "jobs.tsv").write_text("perfgate (T4)\tfailure\n")
+    done, out, _ = identify(downloaded="failure")
+    assert done.returncode == 0, done.stderr
+    assert out == {"error": "the measuring job ended (failure) without results to judge"}
+    assert done.stdout.startswith("::error title=perfgate judge::")
+
+
+def test_the_judge_refuses_results_over_64_mb_before_reading_them(identify) -> None:
+    with open(identify.results / "trace.json", "wb") as handle:
+        handle.truncate(64 * 1024 * 1024 + 1)
+    done, out, calls = identify()
+    assert done.returncode == 0, done.stderr
+    assert out == {"error": "the measuring job's results are larger than 64 MB; not read"} and calls == []
+
+
+@pytest.mark.parametrize("manifest", [
+    '{"pr_number": "7; rm -rf /", "base_sha": "' + BASE + '"}',
+    '{"pr_number": true, "base_sha": "' + BASE + '"}',
+    '{"pr_number": 0, "base_sha": "' + BASE + '"}',
+    '{"pr_number": -7, "base_sha": "' + BASE + '"}',
+    '{"pr_number": 7.0, "base_sha": "' + BASE + '"}',
+    '{"pr_number": 7, "base_sha": "main"}',
+    '{"pr_number": 7, "base_sha": "' + BASE.upper() + '"}',
+    '{"pr_number": 7}',
+    '[7]',
+    'not json',
+    '{"pr_number": 7, "base_sha": "' + BASE + '", "pad": "' + "x" * (1 << 20) + '"}',
+    None,
+], ids=["text", "bool", "zero", "negative", "float", "ref", "upper", "no base", "list", "not json", "too long",
+        "missing"])
+def test_the_judge_refuses_a_bad_run_json(identify, manifest: str | None) -> None:
+    if manifest is None:
+        (identify.results / "run.json").unlink()
+        (identify.results / "other.json").write_text("{}")
+    else:
+        (identify.results / "run.json").write_text(manifest)
+    done, out, calls = identify()
+    assert done.returncode == 0, done.stderr
+    assert out == {"error": "the results have no valid run.json (pull request number and base commit)"}
+    assert calls == []
+
+
+def test_a_superseded_pull_request_gets_no_comment_and_no_status(identify) -> None:
+    (identify.dir / "pr.txt").write_text(f"{'d' * 40}\nacme/train\nfeature\nmain\n")
+    done, out, _ = identify()
+    assert done.returncode == 0 and out == {}, done.stderr
+    assert f"::warning title=perfgate judge::pull request #7 is at {'d' * 40}" in done.stdout
+
+
+@pytest.mark.parametrize("pull", [f"{HEAD}\nmallory/train\nfeature\nmain\n", f"{HEAD}\nacme/train\nother\nmain\n",
+                                  f"{HEAD}\n\nacme/train\nfeature\n", f"{HEAD}\n", None],
+                         ids=["other repository", "other branch", "deleted fork", "short answer", "no such pull request"])
+def test_the_judge_refuses_a_pull_request_that_was_not_measured(identify, pull: str | None) -> None:
+    if pull is None:
+        (identify.dir / "pr.txt").unlink()
+    else:
+        (identify.dir / "pr.txt").write_text(pull)
+    done, out, _ = identify()
+    assert done.returncode == 0, done.stderr
+    assert list(out) == ["error"] and out["error"].startswith("pull request #7")
+
+
+def git(cwd: Path, *argv: str) -> str:
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *argv], cwd=cwd,
+                          check=True, capture_output=True, text=True).stdout
+
+
+def commit(work: Path, name: str) -> str:
+    (work / name).write_text(name)
+    git(work, "add", name)
+    git(work, "commit", "-qm", name)
+    return git(work, "rev-parse", "HEAD").strip()
+
+
+def test_the_base_commit_must_be_on_the_base_branch(tmp_path: Path, bin_dir: Path) -> None:
+    remote, work = tmp_path / "remote.git", tmp_path / "work"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
+    git(tmp_path, "init", "-q", "-b", "main", str(work))
+    first, second = commit(work, "a"), commit(work, "b")
+    git(work, "switch", "-q", "-c", "side", first)
+    side = commit(work, "c")
+    git(work, "push", "-q", str(remote), "main", "side")
+    git(tmp_path, "clone", "-q", str(remote), str(tmp_path / ".perfgate-base"))
+    script = step_script(template("perfgate-judge.yml"), "Check that the base commit is on the base branch")
+
+    def run(at: str, base_sha: str) -> dict[str, str]:
+        git(tmp_path / ".perfgate-base", "checkout", "-q", "--detach", at)
+        (tmp_path / "out").write_text("")
+        done = bash(script, tmp_path, {"BASE_SHA": base_sha, "BASE_REF": "main",
+                                       "GITHUB_OUTPUT": str(tmp_path / "out")}, bin_dir)
+        assert done.returncode == 0, done.stderr
+        return outputs(tmp_path / "out")
+
+    assert run(first, first) == {"ok": "true"}
+    assert run(second, second) == {"ok": "true"}
+    assert run(side, side) == {"error": "the measured base commit is not on the pull request's base branch"}
+    assert run(second, first) == {"error": "the base checkout is not the measured base commit"}
+
+
+@pytest.mark.parametrize("pyproject", [True, False], ids=["head pyproject", "none"])
+def test_the_judge_step(tmp_path: Path, bin_dir: Path, pyproject: bool) -> None:
+    fake(bin_dir, "gh", f"""\
+        case "$*" in
+          *"--paginate repos/acme/train/pulls/7/files --jq "*) printf 'modified\\tbaselines/a/w.json\\t\\n' ;;
+          *"-H Accept: application/vnd.github.raw repos/mallory/train/contents/pyproject.toml?ref={HEAD}")
+            [ "{pyproject}" = True ] || {{ echo "HTTP 404" >&2; exit 1; }}
+            printf '[tool.perfgate]\\nrepeats = 3\\n' ;;
+          *) echo "unexpected: $*" >&2; exit 1 ;;
+        esac
+        """)
+    fake(tmp_path / "perfgate-venv" / "bin", "perfgate",
+         f'printf "%s\\n" "$@" > "{tmp_path}/argv"\nexit 1\n')
+    script = step_script(template("perfgate-judge.yml"), "Judge")
+    env = {"GH_TOKEN": "t", "GH_REPO": "acme/train", "NUMBER": "7", "HEAD_SHA": HEAD, "HEAD_REPO": "mallory/train",
+           "RESULTS": str(tmp_path / "perfgate-results")}
+    done = bash(script, tmp_path, env, bin_dir)
+    assert done.returncode == 0, done.stderr  # the verdict is mapped by the last step
+    assert "perfgate judge exited with 1" in done.stdout
+    argv = (tmp_path / "argv").read_text().splitlines()
+    head = ["--head-pyproject", f"{tmp_path}/head-pyproject.toml"] if pyproject else []
+    assert argv == ["judge", f"{tmp_path}/perfgate-results", "--base-dir", ".perfgate-base",
+                    "--artifacts", f"{tmp_path}/perfgate-judged", "--changed-files", f"{tmp_path}/changed.tsv",
+                    *head, "--expect-head-sha", HEAD, "--expect-pr", "7"]
+    assert (tmp_path / "changed.tsv").read_text() == "modified\tbaselines/a/w.json\t\n"
+    parser = argparse.ArgumentParser()
+    add_judge_parser(parser.add_subparsers())
+    args = parser.parse_args(argv)
+    assert (args.expect_pr, args.expect_head_sha, args.design) == (7, HEAD, "paired")
 
 
 @pytest.fixture
 def comment_run(tmp_path: Path, bin_dir: Path):
     """Runs the comment step against a fake `gh` that plays the GitHub API."""
-    report_dir = tmp_path / "artifact"
-    report_dir.mkdir()
-    (report_dir / "report.md").write_text(f"{MARKER}\n## perfgate: pass (1 PASS)\n")
-    (report_dir / "pr-number").write_text("7\n")
+    judged = tmp_path / "perfgate-judged"
+    judged.mkdir()
+    (judged / "comment.md").write_text(f"{MARKER}\n## perfgate: pass (1 PASS)\n")
     comments = tmp_path / "comments.json"
     comments.write_text("[]")
     fake(bin_dir, "gh", f"""\
         printf '%s\\n' "$*" >> "{tmp_path}/gh-calls"
         args="$*"
         case "$args" in
-          *"/pulls/7 --jq .head.sha"*) echo "$FAKE_PR_HEAD" ;;
           *"--paginate"*)
             for ((i = 1; i <= $#; i++)); do
               if [ "${{!i}}" = --jq ]; then j=$((i + 1)); jq -r "${{!j}}" "{comments}"; fi
@@ -298,16 +698,16 @@ def comment_run(tmp_path: Path, bin_dir: Path):
             for a in "$@"; do case "$a" in body=@*) cp "${{a#body=@}}" "{tmp_path}/posted.md" ;; esac; done ;;
         esac
         """)
-    script = step_script((TEMPLATE_WORKFLOWS / "perfgate-comment.yml").read_text(), "Post or update the sticky comment")
+    script = step_script(template("perfgate-judge.yml"), "Post or update the sticky comment")
 
-    def run(pr_head: str = "c" * 40):
-        env = {"GH_TOKEN": "t", "GH_REPO": "acme/train", "HEAD_SHA": "c" * 40, "REPORT_DIR": str(report_dir),
-               "FAKE_PR_HEAD": pr_head}
+    def run(number: str = "7"):
+        (tmp_path / "gh-calls").unlink(missing_ok=True)
+        env = {"GH_TOKEN": "t", "GH_REPO": "acme/train", "NUMBER": number, "COMMENT": str(judged / "comment.md")}
         done = bash(script, tmp_path, env, bin_dir)
         calls = (tmp_path / "gh-calls").read_text().splitlines() if (tmp_path / "gh-calls").exists() else []
         return done, calls
 
-    run.report_dir, run.comments, run.posted = report_dir, comments, tmp_path / "posted.md"
+    run.comment, run.comments, run.posted = judged / "comment.md", comments, tmp_path / "posted.md"
     return run
 
 
@@ -332,45 +732,166 @@ def test_the_comment_is_created_then_edited_in_place(comment_run) -> None:
 
 
 @needs_jq
-def test_the_comment_gets_the_marker_even_if_the_artifact_lost_it(comment_run) -> None:
-    (comment_run.report_dir / "report.md").write_text("## tampered\n")
+def test_the_comment_gets_the_marker_and_fits_the_limit(comment_run) -> None:
+    comment_run.comment.write_text("## no marker\n")
     done, _ = comment_run()
     assert done.returncode == 0, done.stderr
-    assert comment_run.posted.read_text() == f"{MARKER}\n## tampered\n"
+    assert comment_run.posted.read_text() == f"{MARKER}\n## no marker\n"
+    comment_run.comment.write_text(MARKER + "x" * 70000)
+    done, _ = comment_run()
+    assert done.returncode == 0, done.stderr
+    assert comment_run.posted.read_text().startswith(f"{MARKER}\n\nThe report is too long for a comment")
 
 
-def test_the_comment_goes_only_to_the_pull_request_that_was_measured(comment_run) -> None:
-    done, calls = comment_run(pr_head="d" * 40)
-    assert done.returncode == 0
-    assert "::warning title=perfgate comment::pull request #7 is at dddd" in done.stdout
-    assert not any("--method" in c for c in calls)
-    (comment_run.report_dir / "pr-number").write_text("7; rm -rf /\n")
+def test_no_comment_without_a_number_or_a_comment_file(comment_run) -> None:
+    done, calls = comment_run(number="7; rm -rf /")
+    assert done.returncode == 1 and calls == []
+    comment_run.comment.unlink()
     done, calls = comment_run()
-    assert done.returncode == 1 and "is not a number" in done.stdout
-    assert not any("--method" in c for c in calls)
+    assert done.returncode == 0 and calls == [] and "wrote no comment.md" in done.stdout
 
+
+@pytest.mark.parametrize(("env", "state", "description"), [
+    ({"JUDGED_STATE": "failure", "JUDGED_DESCRIPTION": "REGRESSION: 1 of 2 workloads"},
+     "failure", "REGRESSION: 1 of 2 workloads"),
+    ({"JUDGED_STATE": "success", "JUDGED_DESCRIPTION": "inconclusive (1 INCONCLUSIVE)"},
+     "success", "inconclusive (1 INCONCLUSIVE)"),
+    ({"IDENTIFY_ERROR": "the measuring job ended (failure) without results to judge"},
+     "error", "perfgate could not judge: the measuring job ended (failure) without results to judge"),
+    ({"BASE_ERROR": "the measured base commit is not on the pull request's base branch",
+      "JUDGED_STATE": "success"},
+     "error", "perfgate could not judge: the measured base commit is not on the pull request's base branch"),
+    ({}, "error", "perfgate judge failed before a verdict (see the run)"),
+    ({"JUDGED_STATE": "success; rm -rf /", "JUDGED_DESCRIPTION": "pass"},
+     "error", "perfgate judge failed before a verdict (see the run)"),
+    ({"JUDGED_STATE": "error", "JUDGED_DESCRIPTION": "é\x1b[31m" + "y" * 200},
+     "error", "é[31m" + "y" * 135),
+], ids=["regression", "inconclusive", "no results", "base", "no verdict", "bad state", "long"])
+def test_the_commit_status(tmp_path: Path, bin_dir: Path, env: dict[str, str], state: str, description: str) -> None:
+    fake(bin_dir, "gh", f'printf "%s\\n" "$@" > "{tmp_path}/gh-argv"\n')
+    script = step_script(template("perfgate-judge.yml"), "Set the commit status")
+    variables = {"GH_TOKEN": "t", "GH_REPO": "acme/train", "HEAD_SHA": HEAD, "GITHUB_SERVER_URL": "https://github.com",
+                 "GITHUB_REPOSITORY": "acme/train", "GITHUB_RUN_ID": "123",
+                 **{k: "" for k in ("IDENTIFY_ERROR", "BASE_ERROR", "JUDGED_STATE", "JUDGED_DESCRIPTION")}, **env}
+    done = bash(script, tmp_path, variables, bin_dir)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "gh-argv").read_text().split("\n")[:-1] == [
+        "api", "--method", "POST", f"repos/acme/train/statuses/{HEAD}", "-f", f"state={state}",
+        "-f", "context=perfgate", "-f", f"description={description}",
+        "-f", "target_url=https://github.com/acme/train/actions/runs/123"]
+    assert len(description) <= 140
+
+
+@pytest.mark.parametrize(("code", "status", "annotation"), [
+    ("0", 0, None), ("1", 1, None), ("2", 1, "::error title=perfgate error::"),
+    ("3", 0, "::warning title=perfgate inconclusive::"), ("", 1, "::error title=perfgate error::"),
+])
+def test_the_verdict_step_maps_exit_codes(tmp_path: Path, bin_dir: Path, code: str, status: int,
+                                          annotation: str | None) -> None:
+    script = step_script(template("perfgate-judge.yml"), "Verdict")
+    done = bash(script, tmp_path, {"EXIT_CODE": code}, bin_dir)
+    assert done.returncode == status
+    if annotation:
+        assert done.stdout.startswith(annotation)
+
+
+def test_the_comment_status_and_verdict_come_after_the_judge_whatever_it_said() -> None:
+    text = template("perfgate-judge.yml")
+    names = re.findall(r"^      - name: (.*)$", text, re.M)
+    assert names[-3:] == ["Post or update the sticky comment", "Set the commit status", "Verdict"]
+    judge = step_script(text, "Judge")
+    assert judge.rstrip().endswith('--expect-head-sha "$HEAD_SHA" --expect-pr "$NUMBER" || code=$?\n'
+                                   'echo "perfgate judge exited with $code"')
+    for name in ("Set the commit status", "Verdict"):
+        condition = " ".join(step_text(text, name).split("if: >-\n", 1)[1].split("env:", 1)[0].split())
+        assert condition == ("${{ !cancelled() && (steps.identify.outcome == 'failure' || steps.identify.outputs.ok "
+                             "== 'true' || steps.identify.outputs.error != '') }}")
+
+
+# --- the rebaseline workflow's steps --------------------------------------------------------
 
 def test_the_rebaseline_step_passes_inputs_as_arguments(tmp_path: Path, bin_dir: Path) -> None:
     (tmp_path / ".venv" / "bin").mkdir(parents=True)
     fake(tmp_path / ".venv" / "bin", "python", f'exec {shlex.quote(sys.executable)} "$@"\n')
     fake(tmp_path / ".venv" / "bin", "perfgate", f'printf "%s\\n" "$@" > "{tmp_path}/argv"\n')
     (tmp_path / "pyproject.toml").write_text('[tool.perfgate]\nbaselines = "perf/baselines"\n')
-    script = step_script((TEMPLATE_WORKFLOWS / "rebaseline.yml").read_text(), "Rebaseline")
+    script = step_script(template("rebaseline.yml"), "Rebaseline")
     (tmp_path / "out").touch()
     env = {"REASON": 'new loader; "intended" $(touch pwned)', "WORKLOADS": "a  b", "APPEND": "true",
            "GITHUB_OUTPUT": str(tmp_path / "out")}
     done = bash(script, tmp_path, env, bin_dir)
     assert done.returncode == 0, done.stderr
-    assert outputs(tmp_path / "out") == {"baselines": "perf/baselines"}
+    assert outputs(tmp_path / "out") == {"baselines": "perf/baselines"}  # for the upload only
     assert (tmp_path / "argv").read_text().splitlines() == [
         "rebaseline", "a", "b", "--reason", 'new loader; "intended" $(touch pwned)', "--device", "cuda",
-        "--out", "perfgate-artifacts/results", "--append"]
+        "--cache-dir", f"{tmp_path}/perfgate-cache", "--out", "perfgate-artifacts/results", "--append"]
     assert not (tmp_path / "pwned").exists()
 
 
-def git(cwd: Path, *argv: str) -> str:
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *argv], cwd=cwd,
-                          check=True, capture_output=True, text=True).stdout
+@pytest.mark.parametrize(("pyproject", "store"), [
+    (None, "baselines"),
+    ('[project]\nname = "train"\n', "baselines"),
+    ('[tool.perfgate]\nbaselines = "perf/baselines"\n', "perf/baselines"),
+    ('[tool.perfgate]\nbaselines = "./perf/baselines/"\n', "perf/baselines"),
+    ('[tool.perfgate]\nbaselines = "../elsewhere"\n', None),
+    ('[tool.perfgate]\nbaselines = "perf/../../elsewhere"\n', None),
+    ('[tool.perfgate]\nbaselines = "/srv/baselines"\n', None),
+    ('[tool.perfgate]\nbaselines = "."\n', None),
+    ('[tool.perfgate]\nbaselines = ".git"\n', None),
+    ('[tool.perfgate]\nbaselines = ".git/hooks"\n', None),
+    ('[tool.perfgate]\nbaselines = ".github/workflows"\n', None),
+    ('[tool.perfgate]\nbaselines = "./.github"\n', None),
+    ('[tool.perfgate]\nbaselines = "link/baselines"\n', None),
+    ('[tool.perfgate]\nbaselines = 3\n', None),
+    ('tool = 3\n', "baselines"),
+], ids=["no pyproject", "no table", "configured", "dotted", "parent", "escapes", "absolute", "root", ".git",
+        "hooks", "workflows", "dot github", "symlink", "number", "odd tool"])
+def test_the_hosted_job_finds_the_store_itself(tmp_path: Path, bin_dir: Path, pyproject: str | None,
+                                               store: str | None) -> None:
+    work = tmp_path / "work"
+    (work / ".github").mkdir(parents=True)
+    (work / "link").symlink_to(".github")
+    if pyproject is not None:
+        (work / "pyproject.toml").write_text(pyproject)
+    (tmp_path / "out").touch()
+    script = step_script(template("rebaseline.yml"), "Find the baseline store")
+    done = bash(script, work, {"GITHUB_OUTPUT": str(tmp_path / "out")}, bin_dir)
+    if store is None:
+        assert done.returncode != 0 and outputs(tmp_path / "out") == {}
+        assert "[tool.perfgate] baselines" in done.stderr
+    else:
+        assert done.returncode == 0, done.stderr
+        assert outputs(tmp_path / "out") == {"path": store}
+
+
+@pytest.mark.parametrize("case", ["valid", "invalid", "link"])
+def test_the_new_baselines_are_validated_before_they_are_copied(tmp_path: Path, bin_dir: Path, case: str) -> None:
+    new, work = tmp_path / "new-baselines", tmp_path / "work"
+    (new / "cuda-tesla-t4").mkdir(parents=True)
+    (new / "cuda-tesla-t4" / "my-model.json").write_text("{}\n")
+    (new / "README.md").write_text("store\n")
+    (work / "perf" / "baselines" / "cuda-tesla-t4").mkdir(parents=True)
+    (work / "perf" / "baselines" / "cuda-tesla-t4" / "other.json").write_text("{}\n")
+    if case == "link":
+        (new / "cuda-tesla-t4" / "linked.json").symlink_to(tmp_path / "secret")
+    code = 2 if case == "invalid" else 0
+    fake(tmp_path / "perfgate-venv" / "bin", "perfgate", f'printf "%s\\n" "$@" > "{tmp_path}/argv"\nexit {code}\n')
+    script = step_script(template("rebaseline.yml"), "Validate the new baselines and put them in place")
+    done = bash(script, work, {"STORE": "perf/baselines", "NEW": str(new), "RUNNER_TEMP": str(tmp_path)}, bin_dir)
+    argv = (tmp_path / "argv").read_text().splitlines()
+    assert argv == ["validate-baselines", str(new)]
+    parser = argparse.ArgumentParser()
+    add_judge_parser(parser.add_subparsers())
+    assert parser.parse_args(argv).folder == str(new)
+    copied = sorted(str(p.relative_to(work)) for p in work.rglob("*") if not p.is_dir())
+    if case == "valid":
+        assert done.returncode == 0, done.stderr
+        assert copied == ["perf/baselines/README.md", "perf/baselines/cuda-tesla-t4/my-model.json",
+                          "perf/baselines/cuda-tesla-t4/other.json"]
+    else:
+        assert done.returncode != 0
+        assert copied == ["perf/baselines/cuda-tesla-t4/other.json"]
+        assert case != "link" or "not a plain file" in done.stdout
 
 
 def test_the_rebaseline_pull_request(tmp_path: Path, bin_dir: Path) -> None:
@@ -383,12 +904,18 @@ def test_the_rebaseline_pull_request(tmp_path: Path, bin_dir: Path) -> None:
     git(work, "commit", "-qm", "init")
     git(work, "remote", "add", "origin", str(remote))
     git(work, "push", "-q", "origin", "main")
+    # Commands git would run from its configuration: neither may run in this job.
+    hooks = tmp_path / "hooks"
+    for hook in ("pre-commit", "post-commit", "pre-push", "post-checkout"):
+        fake(hooks, hook, f'touch "{tmp_path}/hook-ran"\n')
+    fake(tmp_path / "bin-fsmonitor", "fsmonitor", f'touch "{tmp_path}/fsmonitor-ran"\nexit 1\n')
+    git(work, "config", "core.hooksPath", str(hooks))
+    git(work, "config", "core.fsmonitor", str(tmp_path / "bin-fsmonitor" / "fsmonitor"))
     fake(bin_dir, "gh", f'printf "%s\\n" "$@" > "{tmp_path}/gh-argv"\n'
                         f'for a in "$@"; do [ -f "$a" ] && cp "$a" "{tmp_path}/body.md"; done; exit 0\n')
-    script = step_script((TEMPLATE_WORKFLOWS / "rebaseline.yml").read_text(),
-                         "Open a pull request with the new baselines")
+    script = step_script(template("rebaseline.yml"), "Open a pull request with the new baselines")
     env = {"GH_TOKEN": "token", "GH_REPO": "acme/train", "REASON": "new data loader, intended",
-           "STORE": "baselines", "CLOCKS": "locked: graphics clock 1245 MHz (nvidia-smi -lgc)",
+           "STORE": "baselines", "CLOCKS": "locked: graphics clock 1245 MHz (nvidia-smi -lgc)`[x](https://e.example)`",
            "BASE_BRANCH": "main", "GITHUB_RUN_ID": "99", "GITHUB_RUN_ATTEMPT": "1",
            "GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "acme/train"}
 
@@ -408,6 +935,8 @@ def test_the_rebaseline_pull_request(tmp_path: Path, bin_dir: Path) -> None:
         "pr", "create", "--base", "main", "--head", "perfgate/rebaseline-99-1",
         "--title", "perfgate: rebaseline (new data loader, intended)", "--body-file"]
     body = (tmp_path / "body.md").read_text()
-    assert "**Reason:** new data loader, intended" in body and "locked: graphics clock 1245 MHz" in body
+    assert "**Reason:** new data loader, intended" in body
+    assert "**GPU clocks:** `locked: graphics clock 1245 MHz (nvidia-smi -lgc)x(https://e.example)`" in body
     assert "A\tbaselines/cuda-tesla-t4/my-model.json" in body
     assert "token" not in (work / ".git" / "config").read_text()
+    assert not (tmp_path / "hook-ran").exists() and not (tmp_path / "fsmonitor-ran").exists()
