@@ -270,15 +270,13 @@ class Published:
     context: ReportContext | None = None
 
 
-def _write_report(markdown: str, artifacts: Path, summary: Path | None, pr: PullRequest | None) -> Path:
+def _write_report(markdown: str, artifacts: Path, summary: Path | None) -> Path:
+    """report.md and comment.md (the same text: the comment as `perfgate judge` writes it)
+    in the artifacts directory, and the job summary."""
     artifacts.mkdir(parents=True, exist_ok=True)
     report = artifacts / "report.md"
     report.write_text(markdown, encoding="utf-8")
-    if pr is not None:
-        comment = artifacts / "comment"
-        comment.mkdir(exist_ok=True)
-        (comment / "report.md").write_text(markdown, encoding="utf-8")
-        (comment / "pr-number").write_text(f"{pr.number}\n", encoding="utf-8")
+    (artifacts / "comment.md").write_text(markdown, encoding="utf-8")
     if summary is not None:
         with open(summary, "a", encoding="utf-8") as handle:
             handle.write(markdown)
@@ -369,7 +367,7 @@ def run_ci(args: argparse.Namespace, environ: Mapping[str, str] | None = None,
                 set_output(output, {"measured": "true", "exit-code": str(EXIT_OK)})
             return EXIT_OK
         markdown = compose(outcome, context, changes, traces=judged.traces, artifacts=artifacts)
-        done.markdown = _write_report(markdown, artifacts, summary, pr)
+        done.markdown = _write_report(markdown, artifacts, summary)
         write_json_atomic(artifacts / "report.json", outcome_to_dict(outcome))
         for command in _annotations(outcome):
             print(command, file=out)
@@ -410,7 +408,7 @@ def _fail(message: str, args: argparse.Namespace, output: Path | None, summary: 
     try:
         if summary is not None and not summary.parent.is_dir():
             summary = None
-        values["markdown"] = str(_write_report(markdown, artifacts, summary, done.pr).resolve())
+        values["markdown"] = str(_write_report(markdown, artifacts, summary).resolve())
     except OSError as exc:
         print(f"perfgate: error: could not write the report: {exc}", file=err)
     if output is not None:
@@ -448,7 +446,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--trace-on-fail", action="store_true",
                    help="after a REGRESSION, take a profiler trace of that workload into <artifacts>/traces")
     p.add_argument("--artifacts", default="perfgate-artifacts", metavar="DIR",
-                   help="where report.md, report.json and comment/ go (default: perfgate-artifacts)")
+                   help="where report.md, comment.md and report.json go (default: perfgate-artifacts)")
     p.add_argument("--results", metavar="DIR",
                    help="judge the result files in DIR instead of measuring (one look, full alpha)")
     p.add_argument("--workloads-path", action="append", default=[], metavar="PATH",

@@ -222,8 +222,7 @@ def test_the_summary_and_the_artifacts(capsys, repo: Repo) -> None:
     assert "GPU clocks: not locked: nvidia-smi not found." in summary
     assert "[run 4242](https://github.com/acme/train/actions/runs/4242)" in summary
     assert "tiny: PASS" in out  # the terminal table in the log
-    assert (artifacts / "comment" / "report.md").read_text() == summary
-    assert (artifacts / "comment" / "pr-number").read_text() == "7\n"
+    assert (artifacts / "comment.md").read_text() == summary
     report = json.loads((artifacts / "report.json").read_text())
     assert report["kind"] == "perfgate.gate-report" and report["exit_code"] == 0
 

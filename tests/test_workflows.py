@@ -286,7 +286,9 @@ def test_the_judge_runs_only_after_the_measuring_workflow_of_a_pull_request() ->
     (job,) = jobs(text).values()
     condition = job.split("    if: >-\n", 1)[1].split("    runs-on:", 1)[0]
     assert "github.event.workflow_run.event == 'pull_request'" in condition
+    # the run's workflow file, exactly (GitHub may append '@<ref>' to the path)
     assert "github.event.workflow_run.path == '.github/workflows/perfgate.yml'" in condition
+    assert "startsWith(github.event.workflow_run.path, '.github/workflows/perfgate.yml@')" in condition
     assert "github.event.workflow_run.conclusion == 'success'" in condition
     (permissions,) = re.findall(r"^    permissions:\n((?:      .*\n)+)", job, re.M)
     assert [line.split("#")[0].strip() for line in permissions.splitlines()] == [
