@@ -118,8 +118,8 @@ class RunManifest:
             "design": self.design,
             "device": self.device,
             "workloads": list(self.workloads),
-            "pr": {"number": self.pr_number, "head_sha": self.head_sha, "head_ref": self.head_ref,
-                   "head_repo": self.head_repo, "base_sha": self.base_sha, "base_ref": self.base_ref},
+            "pr_number": self.pr_number, "head_sha": self.head_sha, "head_ref": self.head_ref,
+            "head_repo": self.head_repo, "base_sha": self.base_sha, "base_ref": self.base_ref,
             "errors": dict(self.errors),
             "base_errors": dict(self.base_errors),
             "base_missing": list(self.base_missing),
@@ -170,17 +170,15 @@ def manifest_from_dict(data: object) -> RunManifest:
     device = data.get("device")
     if not isinstance(device, str) or not re.fullmatch(r"[a-z0-9:]{1,16}", device):
         raise ValueError("device: expected a device name such as cuda or cpu")
-    pr = data.get("pr") or {}
-    if not isinstance(pr, dict):
-        raise ValueError("pr: expected an object")
-    number = pr.get("number")
+    pr = data
+    number = pr.get("pr_number")
     if number is not None and (isinstance(number, bool) or not isinstance(number, int) or number < 1):
-        raise ValueError("pr.number: expected a positive integer")
+        raise ValueError("pr_number: expected a positive integer")
     shas = {}
     for key in ("head_sha", "base_sha"):
-        value = _str_or_none(pr, key, "pr.")
+        value = _str_or_none(pr, key, "")
         if value is not None and not SHA_RE.fullmatch(value):
-            raise ValueError(f"pr.{key}: expected 40 hexadecimal digits")
+            raise ValueError(f"{key}: expected 40 hexadecimal digits")
         shas[key] = value
     notes_raw = data.get("notes") or {}
     if not isinstance(notes_raw, dict):
@@ -196,9 +194,9 @@ def manifest_from_dict(data: object) -> RunManifest:
         raise ValueError("second_look_blocks: expected an integer from 1 to 1000")
     return RunManifest(
         design=design, device=device, workloads=_names(data.get("workloads", []), "workloads"),
-        pr_number=number, head_sha=shas["head_sha"], head_ref=_str_or_none(pr, "head_ref", "pr."),
-        head_repo=_str_or_none(pr, "head_repo", "pr."), base_sha=shas["base_sha"],
-        base_ref=_str_or_none(pr, "base_ref", "pr."),
+        pr_number=number, head_sha=shas["head_sha"], head_ref=_str_or_none(pr, "head_ref", ""),
+        head_repo=_str_or_none(pr, "head_repo", ""), base_sha=shas["base_sha"],
+        base_ref=_str_or_none(pr, "base_ref", ""),
         errors=_messages(data.get("errors") or {}, "errors"),
         base_errors=_messages(data.get("base_errors") or {}, "base_errors"),
         base_missing=_names(data.get("base_missing") or [], "base_missing"),

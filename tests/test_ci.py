@@ -369,7 +369,7 @@ def test_measure_only_writes_data_alone_and_the_judge_decides(capsys, repo: Repo
     assert sorted(p.name for p in results_dir.iterdir()) == ["run.json", "tiny.json"]
     manifest = json.loads((results_dir / "run.json").read_text())
     assert manifest["kind"] == "perfgate.ci-run" and manifest["design"] == "stored"
-    assert manifest["pr"]["number"] == 7 and manifest["pr"]["head_sha"] == HEAD_SHA
+    assert manifest["pr_number"] == 7 and manifest["head_sha"] == HEAD_SHA and manifest["base_sha"] == BASE_SHA
     assert manifest["workloads"] == ["tiny"] and manifest["errors"] == {}
     assert not (artifacts / "report.md").exists() and repo.summary.read_text() == ""
     assert repo.outputs() == {"measured": "true", "exit-code": "0"}

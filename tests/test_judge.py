@@ -357,3 +357,13 @@ def test_the_changed_files_list_is_read_strictly(tmp_path: Path) -> None:
     bad.write_text("exploded\tx\n")
     with pytest.raises(FileFormatError, match="expected 'status"):
         read_changed_files(bad)
+
+
+def test_the_manifest_has_what_the_judge_workflow_reads_first() -> None:
+    """perfgate-judge.yml reads `pr_number` and `base_sha` at the top of run.json before any
+    perfgate code runs (tests/test_workflows.py runs that step on such a file)."""
+    data = RunManifest(design="paired", device="cuda", workloads=("tiny",), pr_number=7, head_sha=HEAD_SHA,
+                       base_sha=BASE_SHA).to_dict()
+    assert data["pr_number"] == 7 and data["base_sha"] == BASE_SHA and data["kind"] == "perfgate.ci-run"
+    workflow = (Path(__file__).resolve().parents[1] / ".github" / "workflows" / "perfgate-judge.yml").read_text()
+    assert 'data["pr_number"], data["base_sha"]' in workflow
