@@ -13,14 +13,16 @@ import pytest
 
 from perfgate.config import load_settings
 from perfgate.discovery import discover
-from perfgate.scaffold import FILES, TEMPLATES, add_parser, scaffold, template_text
+from perfgate.scaffold import (CODEOWNERS_TEMPLATE, FILES, PLACEHOLDER_OWNER, TEMPLATES, add_parser,
+                                parse_owners, render_codeowners, scaffold, template_text)
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 EXPECTED = {
     "workloads/my_model.py", "baselines/README.md", "pyproject.toml", ".github/workflows/ci.yml",
-    ".github/workflows/perfgate.yml", ".github/workflows/perfgate-comment.yml",
-    ".github/workflows/rebaseline.yml", ".github/actionlint.yaml",
+    ".github/workflows/perfgate.yml", ".github/workflows/perfgate-judge.yml",
+    ".github/workflows/rebaseline.yml", ".github/actionlint.yaml", ".github/CODEOWNERS",
 }
+GATE_INPUTS = ["/workloads/", "/baselines/", "/constraints.txt", "/pyproject.toml", "/.github/"]
 
 
 def init(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -45,6 +47,7 @@ def test_init_into_an_empty_directory(capsys, tmp_path: Path) -> None:
     for relative, template in FILES:
         assert (target / relative).read_text() == template_text(template)
         assert f"\n  created  {relative}\n" in out, relative
+    assert re.search(r"^  created  \.github/CODEOWNERS\s+\(rules commented out: no --owners given\)$", out, re.M)
     assert "kept" not in out and "Add to pyproject.toml" not in out
     assert "There is no constraints.txt yet" in out
     # The settings it wrote are valid, and name the example workload it wrote.
@@ -119,4 +122,146 @@ def test_the_example_workload_is_the_readme_example() -> None:
 
 def test_every_template_is_scaffolded() -> None:
     templates = {p.relative_to(TEMPLATES).as_posix() for p in TEMPLATES.rglob("*") if p.is_file()}
-    assert templates == {template for _, template in FILES}
+    assert templates == {template for _, template in FILES} | {CODEOWNERS_TEMPLATE}
+
+
+def test_the_readme_lists_every_file_init_writes() -> None:
+    text = README.read_text()
+    for relative in EXPECTED:
+        assert f"| `{relative}` |" in text, relative
+    assert "perfgate-comment.yml" not in {relative for relative, _ in FILES}
+
+
+# --- CODEOWNERS -----------------------------------------------------------------------------
+
+def rules(text: str) -> dict[str, list[str]]:
+    """The active rules of a CODEOWNERS file: path -> owners."""
+    return {line.split()[0]: line.split()[1:] for line in text.splitlines()
+            if line.strip() and not line.lstrip().startswith("#")}
+
+
+def commented_rules(text: str) -> dict[str, list[str]]:
+    """The rules a user gets by uncommenting the commented ones."""
+    return rules("\n".join(line[2:] for line in text.splitlines() if line.startswith("# /")))
+
+
+def test_without_owners_codeowners_has_no_active_rule(capsys, tmp_path: Path) -> None:
+    code, out, _ = init(capsys, str(tmp_path))
+    assert code == 0
+    text = (tmp_path / ".github" / "CODEOWNERS").read_text()
+    # GitHub reports an active rule whose owner does not exist as an error: none is written.
+    assert rules(text) == {}
+    first = text.splitlines()[0]
+    assert first.startswith("#") and PLACEHOLDER_OWNER in first and "uncomment" in first
+    assert commented_rules(text) == {path: [PLACEHOLDER_OWNER] for path in GATE_INPUTS}
+    assert "/perfgate/" not in text  # only perfgate's own repository has that folder
+    assert text == render_codeowners(tmp_path, ())
+    assert f"Review .github/CODEOWNERS: replace {PLACEHOLDER_OWNER} with your owners and uncomment" in out
+
+
+def test_owners_make_active_rules_for_the_gate_inputs(capsys, tmp_path: Path) -> None:
+    code, out, err = init(capsys, str(tmp_path), "--owners", "@acme/perf-team", "--owners", "@alice, @Bob-2")
+    assert code == 0, err
+    text = (tmp_path / ".github" / "CODEOWNERS").read_text()
+    owners = ["@acme/perf-team", "@alice", "@Bob-2"]
+    assert rules(text) == {path: owners for path in GATE_INPUTS}
+    assert PLACEHOLDER_OWNER not in text and "uncomment" not in text
+    assert text.startswith(template_text(CODEOWNERS_TEMPLATE).split("\n/")[0])  # the template's comments
+    assert re.search(r"^  created  \.github/CODEOWNERS$", out, re.M)
+    assert "Review .github/CODEOWNERS, then turn on \"Require review from Code Owners\"" in out
+
+
+def test_codeowners_covers_the_configured_store_and_workload_paths(capsys, tmp_path: Path) -> None:
+    (tmp_path / "perf").mkdir()
+    (tmp_path / "perf" / "extra.py").write_text("")
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.perfgate]\nbaselines = "./perf/baselines"\n'
+        'workloads_path = ["perf/more", "perf/extra.py", "workloads", "../elsewhere", "/abs"]\n')
+    code, _, err = init(capsys, str(tmp_path), "--owners", "@acme/perf")
+    assert code == 0, err
+    got = rules((tmp_path / ".github" / "CODEOWNERS").read_text())
+    assert list(got) == ["/workloads/", "/perf/more/", "/perf/extra.py", "/perf/baselines/",
+                         "/constraints.txt", "/pyproject.toml", "/.github/"]
+
+
+@pytest.mark.parametrize("handles, expected", [
+    (["@octocat"], ("@octocat",)),
+    (["@acme/perf-team"], ("@acme/perf-team",)),
+    (["@acme/perf_team", "@a-b"], ("@acme/perf_team", "@a-b")),
+    (["@a,@b  @c"], ("@a", "@b", "@c")),
+    (["@Alice", "@alice"], ("@Alice",)),
+    ([f"@{'x' * 39}"], (f"@{'x' * 39}",)),
+    (None, ()),
+])
+def test_owner_handles(handles, expected) -> None:
+    assert parse_owners(handles) == expected
+
+
+@pytest.mark.parametrize("value", [
+    "acme", "@", "@-acme", "@acme-", "@ac--me", "@acme/", "@acme/team/sub", "@acme/-team", "a@example.com",
+    "@ac.me", f"@{'x' * 40}", "@acme;rm", "", " , ", "@org/team\n/pyproject.toml @me",
+])
+def test_a_bad_owner_is_a_one_line_error_and_writes_nothing(capsys, tmp_path: Path, value: str) -> None:
+    target = tmp_path / "repo"
+    code, out, err = init(capsys, str(target), "--owners", "@fine", "--owners", value)
+    assert code == 2 and out == ""
+    assert err.startswith("perfgate: error: --owners: ") and err.count("\n") == 1, err
+    assert not target.exists()
+
+
+@pytest.mark.parametrize("location", [".github/CODEOWNERS", "CODEOWNERS", "docs/CODEOWNERS"])
+def test_an_existing_codeowners_is_kept_and_the_missing_rules_printed(capsys, tmp_path: Path,
+                                                                       location: str) -> None:
+    existing = tmp_path / location
+    existing.parent.mkdir(parents=True, exist_ok=True)
+    existing.write_text("*  @acme/everyone\n/workloads  @acme/ml\n# /baselines/  @acme/old\n")
+    before = existing.read_bytes()
+
+    code, out, _ = init(capsys, str(tmp_path), "--owners", "@acme/perf")
+
+    assert code == 0 and existing.read_bytes() == before
+    assert [loc for loc in (".github/CODEOWNERS", "CODEOWNERS", "docs/CODEOWNERS")
+            if (tmp_path / loc).exists()] == [location]  # no second file GitHub would ignore
+    assert re.search(rf"^  kept     {re.escape(location)}\s+\(exists without rules for /baselines/, "
+                     r"/constraints\.txt, /pyproject\.toml, /\.github/; not edited: add the lines below\)$",
+                     out, re.M)
+    printed = out.split(f"Add to {location}, below any broader rule:\n\n")[1].split("\n\n")[0]
+    assert rules(printed) == {path: ["@acme/perf"] for path in GATE_INPUTS[1:]}
+    assert f"Review {location}: add the lines printed above" in out
+
+    # Once the rules are there, a second run prints nothing to add.
+    with open(existing, "a") as handle:
+        handle.write(printed)
+    code, out, _ = init(capsys, str(tmp_path))
+    assert code == 0 and "Add to" not in out
+    assert re.search(rf"^  kept     {re.escape(location)}\s+\(exists and has rules for the gate's inputs\)$",
+                     out, re.M)
+
+
+def test_an_existing_codeowners_without_owners_prints_the_placeholder(capsys, tmp_path: Path) -> None:
+    (tmp_path / "CODEOWNERS").write_text("")
+    code, out, _ = init(capsys, str(tmp_path))
+    assert code == 0 and (tmp_path / "CODEOWNERS").read_text() == ""
+    assert not (tmp_path / ".github" / "CODEOWNERS").exists()
+    assert (f"Add to CODEOWNERS, with your owners in place of {PLACEHOLDER_OWNER} "
+            "(or run again with --owners @org/team), below any broader rule:") in out
+    printed = out.split("below any broader rule:\n\n")[1].split("\n\n")[0]
+    assert rules(printed) == {path: [PLACEHOLDER_OWNER] for path in GATE_INPUTS}
+
+
+def test_a_codeowners_symlink_counts_as_existing(capsys, tmp_path: Path) -> None:
+    (tmp_path / ".github").mkdir()
+    (tmp_path / ".github" / "CODEOWNERS").symlink_to(tmp_path / "nowhere")
+    code, out, _ = init(capsys, str(tmp_path), "--owners", "@acme/perf")
+    assert code == 0 and not (tmp_path / "nowhere").exists()
+    assert re.search(r"^  kept     \.github/CODEOWNERS\s+\(exists but could not be read", out, re.M)
+
+
+def test_next_steps_require_the_perfgate_status_and_code_owner_review(capsys, tmp_path: Path) -> None:
+    code, out, _ = init(capsys, str(tmp_path), "--owners", "@acme/perf")
+    assert code == 0
+    steps = out.split("\nNext steps:\n")[1]
+    assert "Make the `perfgate` commit status a required check" in steps
+    assert "\"perfgate judge\" workflow" in steps
+    assert "\"Require review from Code Owners\"" in steps
+    assert "ephemeral" in steps
