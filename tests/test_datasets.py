@@ -1,12 +1,17 @@
 """The reference datasets: real layouts found and read by torchvision, synthetic stand-ins
-generated once, deterministically, in the real formats."""
+generated once, deterministically, in the real formats, and never trusted from the cache
+without a check against the content pinned in code."""
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import math
 import os
 import pickle
+import pickletools
+import shutil
 import time
 from pathlib import Path
 
@@ -19,10 +24,14 @@ from torchvision.datasets import CIFAR10, ImageFolder
 
 from perfgate.errors import DataError
 from perfgate.measure import datasets
-from perfgate.measure.datasets import IMAGENETTE_CLASSES, cifar10, imagenette, with_sample_delay
+from perfgate.measure.datasets import GENERATOR_VERSION, IMAGENETTE_CLASSES, cifar10, imagenette, with_sample_delay
 from perfgate.workload import BuildContext, Params
 
 PARAMS = Params(batch_size=2, input_size=32, warmup_steps=0, steps=2)
+CIFAR_DIR = f"cifar10-synthetic-v{GENERATOR_VERSION}"
+IMAGENETTE_DIR = f"imagenette-synthetic-v{GENERATOR_VERSION}"
+CIFAR_DEFAULT_KEY = ("cifar10", (("per_batch", 2000), ("test_size", 1000)))
+IMAGENETTE_DEFAULT_KEY = ("imagenette", (("per_class", 50),))
 
 
 def make_ctx(cache_dir: Path, data_root: Path | None = None) -> BuildContext:
@@ -40,11 +49,54 @@ def assert_one_line_naming(exc: pytest.ExceptionInfo[DataError], path: Path) -> 
 
 @pytest.fixture(scope="session")
 def synthetic_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Both full-size synthetic sets, generated once for the session (about 1.5 s)."""
+    """Both full-size synthetic sets, generated once for the session by the loaders (a few seconds)."""
     cache = tmp_path_factory.mktemp("cache")
     cifar10(make_ctx(cache), None)
     imagenette(make_ctx(cache), None)
     return cache
+
+
+def read_files(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` but the manifest, by relative POSIX path."""
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in folder.rglob("*")
+        if p.is_file() and p.relative_to(folder).as_posix() != "manifest.json"
+    }
+
+
+@pytest.fixture(scope="session")
+def default_files(synthetic_cache: Path) -> dict[str, dict[str, bytes]]:
+    """The bytes the generator made in this session, at the default settings."""
+    names = ("cifar10", "imagenette")
+    return {name: read_files(synthetic_cache / f"{name}-synthetic-v{GENERATOR_VERSION}") for name in names}
+
+
+def rewrite_manifest(target: Path, rel: str) -> None:
+    """Make ``manifest.json`` vouch for the file ``rel`` as it is now (size and md5).
+
+    This is what a planted copy comes with: a cache that trusted its own manifest would
+    accept it.
+    """
+    path = target / "manifest.json"
+    manifest = json.loads(path.read_text())
+    data = (target / rel).read_bytes()
+    entries = [entry for entry in manifest["files"] if entry["path"] == rel]
+    if not entries:
+        entries = [{"path": rel}]
+        manifest["files"].append(entries[0])
+    entries[0].update(size=len(data), md5=hashlib.md5(data).hexdigest())
+    path.write_text(json.dumps(manifest))
+
+
+class Payload:
+    """Unpickling this creates the file ``marker``: the stand-in for a planted pickle's code."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, tuple[str, str]]:
+        return open, (str(self.marker), "w")
 
 
 def write_cifar_folder(folder: Path, per_batch: int = 4) -> dict[str, str]:
@@ -112,7 +164,7 @@ def test_synthetic_cifar_is_read_by_torchvision_cifar10(synthetic_cache: Path) -
 
 
 def test_synthetic_cifar_files_are_real_cifar_batches(synthetic_cache: Path) -> None:
-    folder = synthetic_cache / "cifar10-synthetic-v1" / "cifar-10-batches-py"
+    folder = synthetic_cache / CIFAR_DIR / "cifar-10-batches-py"
     with open(folder / "data_batch_3", "rb") as f:
         entry = pickle.load(f, encoding="latin1")
     assert entry["data"].dtype == np.uint8 and entry["data"].shape == (2000, 3072)
@@ -132,14 +184,17 @@ def test_synthetic_cifar_generation_is_deterministic(tmp_path: Path) -> None:
     _, second = datasets._synthetic_cifar10(tmp_path / "b", None, per_batch=20, test_size=10)
     assert first.content_hash == second.content_hash
     assert first.num_samples == 100
-    manifest = json.loads((tmp_path / "a" / "cifar10-synthetic-v1" / "manifest.json").read_text())
-    assert manifest["generator_version"] == 1 and manifest["content_hash"] == first.content_hash
+    assert datasets._generate_cifar10(20, 10) == datasets._generate_cifar10(20, 10)
+    # The manifest describes the folder for a person; it is written, never read.
+    manifest = json.loads((tmp_path / "a" / CIFAR_DIR / "manifest.json").read_text())
+    assert manifest["generator_version"] == GENERATOR_VERSION and manifest["content_hash"] == first.content_hash
     assert [f["path"] for f in manifest["files"]][0] == "cifar-10-batches-py/batches.meta"
 
 
 def test_synthetic_cache_is_reused_without_regenerating(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _, first = datasets._synthetic_cifar10(tmp_path, None, per_batch=20, test_size=10)
-    target = tmp_path / "cifar10-synthetic-v1"
+    target = tmp_path / CIFAR_DIR
+    (target / "manifest.json").unlink()  # never read: its absence changes nothing
     stamps = {p: p.stat().st_mtime_ns for p in target.rglob("*")}
 
     def refuse(*args: object) -> int:
@@ -149,46 +204,232 @@ def test_synthetic_cache_is_reused_without_regenerating(tmp_path: Path, monkeypa
     dataset, second = datasets._synthetic_cifar10(tmp_path, None, per_batch=20, test_size=10)
     assert second == first and len(dataset) == 100
     assert {p: p.stat().st_mtime_ns for p in target.rglob("*")} == stamps
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["cifar10-synthetic-v1"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [CIFAR_DIR]
 
 
 def test_incomplete_or_stale_cache_is_regenerated(tmp_path: Path) -> None:
     _, first = datasets._synthetic_cifar10(tmp_path, None, per_batch=20, test_size=10)
-    folder = tmp_path / "cifar10-synthetic-v1" / "cifar-10-batches-py"
+    folder = tmp_path / CIFAR_DIR / "cifar-10-batches-py"
     (folder / "data_batch_2").unlink()
     _, again = datasets._synthetic_cifar10(tmp_path, None, per_batch=20, test_size=10)
     assert again.content_hash == first.content_hash and (folder / "data_batch_2").is_file()
     # Other sizes recorded in the manifest: not reused.
     _, other = datasets._synthetic_cifar10(tmp_path, None, per_batch=30, test_size=10)
     assert other.num_samples == 150 and other.content_hash != first.content_hash
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["cifar10-synthetic-v1"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [CIFAR_DIR]
 
 
-def test_corrupt_synthetic_file_fails_torchvision_md5_check(tmp_path: Path) -> None:
-    datasets._synthetic_cifar10(tmp_path, None, per_batch=20, test_size=10)
-    path = tmp_path / "cifar10-synthetic-v1" / "cifar-10-batches-py" / "data_batch_4"
-    data = bytearray(path.read_bytes())
-    data[-100] ^= 0xFF  # same size, so the manifest check passes and torchvision's md5 catches it
-    path.write_bytes(bytes(data))
-    with pytest.raises(DataError, match="md5") as exc:
-        datasets._synthetic_cifar10(tmp_path, None, per_batch=20, test_size=10)
-    assert_one_line_naming(exc, path.parent)
-
-
-def test_losing_a_generation_race_keeps_the_winners_copy(tmp_path: Path) -> None:
+def test_losing_a_generation_race_keeps_the_winners_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    files = {"file.bin": b"the same bytes in every generation"}
     calls = []
 
-    def generate(tmp: Path) -> int:
-        calls.append(tmp)
+    def generate() -> dict[str, bytes]:
+        calls.append(1)
         if len(calls) == 1:  # another process finishes first, while this one generates
-            datasets._ensure_synthetic(tmp_path, "race", {}, generate)
-        (tmp / "file.bin").write_bytes(str(len(calls)).encode())
-        return len(calls)
+            datasets._ensure_synthetic(tmp_path, spec)
+        return dict(files)
 
-    target, manifest = datasets._ensure_synthetic(tmp_path, "race", {}, generate)
-    assert manifest["num_samples"] == 2  # the inner (winning) generation
-    assert (target / "file.bin").read_bytes() == b"2"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["race-synthetic-v1"]
+    spec = datasets._Spec("race", {}, 1, generate)
+    monkeypatch.setattr(datasets, "_PINS", {spec.key: datasets._pin_of(files)})
+    target, pin = datasets._ensure_synthetic(tmp_path, spec)
+    assert len(calls) == 2 and pin == datasets._pin_of(files)
+    assert (target / "file.bin").read_bytes() == files["file.bin"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"race-synthetic-v{GENERATOR_VERSION}"]
+
+
+# --- the cache is not trusted ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("settings", ["default", "small"])
+def test_a_planted_pickle_in_the_cache_is_never_unpickled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, synthetic_cache: Path, settings: str
+) -> None:
+    cache = tmp_path / "cache"
+    sizes = {"per_batch": 2000, "test_size": 1000} if settings == "default" else {"per_batch": 20, "test_size": 10}
+    if settings == "default":  # a copy of a finished cache, manifest included
+        shutil.copytree(synthetic_cache / CIFAR_DIR, cache / CIFAR_DIR)
+    else:
+        datasets._synthetic_cifar10(cache, None, **sizes)
+        # These settings have no pin in code: a fresh process, which has not computed
+        # their hash yet, must not trust the cache either.
+        monkeypatch.setattr(datasets, "_COMPUTED_PINS", {}, raising=False)
+    rel = "cifar-10-batches-py/data_batch_1"
+    genuine = (cache / CIFAR_DIR / rel).read_bytes()
+    marker = tmp_path / "pwned"
+    (cache / CIFAR_DIR / rel).write_bytes(pickle.dumps(Payload(marker)))
+    rewrite_manifest(cache / CIFAR_DIR, rel)
+
+    dataset, source = datasets._synthetic_cifar10(cache, transforms.ToTensor(), **sizes)
+
+    assert not marker.exists()
+    assert (cache / CIFAR_DIR / rel).read_bytes() == genuine  # regenerated
+    assert len(dataset) == 5 * sizes["per_batch"] and dataset[0][0].shape == (3, 32, 32)
+    assert sorted(p.name for p in cache.iterdir()) == [CIFAR_DIR]  # the planted copy is gone
+    if settings == "default":
+        assert source.content_hash == datasets._PINS[CIFAR_DEFAULT_KEY].content_hash
+
+
+@pytest.mark.parametrize("change", ["altered", "truncated", "extra file", "symlink", "linked folder"])
+def test_a_changed_synthetic_cifar_file_is_detected_and_regenerated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    cache = tmp_path / "cache"
+    _, first = datasets._synthetic_cifar10(cache, None, per_batch=20, test_size=10)
+    target = cache / CIFAR_DIR
+    rel = "cifar-10-batches-py/data_batch_4"
+    path = target / rel
+    genuine = path.read_bytes()
+    if change == "altered":
+        data = bytearray(genuine)
+        data[-100] ^= 0xFF  # the same size
+        path.write_bytes(bytes(data))
+    elif change == "truncated":
+        path.write_bytes(genuine[: len(genuine) // 2])
+    elif change == "extra file":
+        rel = "cifar-10-batches-py/data_batch_6"
+        (target / rel).write_bytes(genuine)
+    elif change == "symlink":  # the same bytes, but through a link that could point anywhere later
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.write_bytes(genuine)
+        path.unlink()
+        path.symlink_to(elsewhere)
+    else:  # the whole folder, unchanged, behind a link
+        target.rename(tmp_path / "moved")
+        target.symlink_to(tmp_path / "moved", target_is_directory=True)
+    rewrite_manifest(target, rel)
+    unpickled = []
+    real_load = pickle.load
+    monkeypatch.setattr(pickle, "load", lambda f, **kw: unpickled.append(f.name) or real_load(f, **kw))
+
+    dataset, again = datasets._synthetic_cifar10(cache, None, per_batch=20, test_size=10)
+
+    assert again == first and len(dataset) == 100
+    assert path.read_bytes() == genuine and not path.is_symlink()
+    assert not (target / "cifar-10-batches-py" / "data_batch_6").exists()
+    assert len(unpickled) == 6  # the five train batches and the meta file, each once, after the check
+    assert sorted(p.name for p in cache.iterdir()) == [CIFAR_DIR]
+
+
+@pytest.mark.parametrize("change", ["altered", "extra image", "extra class"])
+def test_a_changed_synthetic_imagenette_file_is_regenerated_before_pil_opens_anything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    _, first = datasets._synthetic_imagenette(tmp_path, None, per_class=2)
+    train = tmp_path / IMAGENETTE_DIR / "train"
+    path = train / IMAGENETTE_CLASSES[3] / f"{IMAGENETTE_CLASSES[3]}_00001.JPEG"
+    genuine = path.read_bytes()
+    planted = io.BytesIO()
+    Image.new("RGB", (16, 16), (1, 2, 3)).save(planted, format="TIFF")  # any format PIL would decode
+    changed = {
+        "altered": path,
+        "extra image": train / IMAGENETTE_CLASSES[3] / "planted.JPEG",
+        "extra class": train / "n99999999" / "planted.JPEG",
+    }[change]
+    changed.parent.mkdir(exist_ok=True)
+    changed.write_bytes(planted.getvalue())
+    rewrite_manifest(tmp_path / IMAGENETTE_DIR, changed.relative_to(tmp_path / IMAGENETTE_DIR).as_posix())
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("PIL opened a file while the dataset was being checked")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Image, "open", refuse)
+        dataset, again = datasets._synthetic_imagenette(tmp_path, None, per_class=2)
+
+    assert again == first and len(dataset) == 20
+    assert path.read_bytes() == genuine
+    assert changed == path or not changed.exists()
+    assert tuple(dataset.classes) == IMAGENETTE_CLASSES
+    assert all(Path(p).read_bytes()[:2] == b"\xff\xd8" for p, _ in dataset.samples)
+
+
+def test_the_pins_are_what_the_generator_makes_now(default_files: dict[str, dict[str, bytes]]) -> None:
+    pairs = ((CIFAR_DEFAULT_KEY, default_files["cifar10"]), (IMAGENETTE_DEFAULT_KEY, default_files["imagenette"]))
+    for key, files in pairs:
+        made = datasets._pin_of(files)
+        assert made == datasets._PINS[key], (
+            f"the synthetic {key[0]} generator no longer makes the pinned bytes: "
+            f"bump GENERATOR_VERSION and set the pin to {made}"
+        )
+    assert set(datasets._PINS) == {CIFAR_DEFAULT_KEY, IMAGENETTE_DEFAULT_KEY}
+
+
+def test_the_synthetic_cache_is_read_under_the_pinned_hash(synthetic_cache: Path) -> None:
+    _, cifar = cifar10(make_ctx(synthetic_cache), None)
+    _, nette = imagenette(make_ctx(synthetic_cache), None)
+    assert cifar.content_hash == datasets._PINS[CIFAR_DEFAULT_KEY].content_hash
+    assert nette.content_hash == datasets._PINS[IMAGENETTE_DEFAULT_KEY].content_hash
+
+
+def test_generated_bytes_that_miss_their_pin_are_a_data_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    key = ("cifar10", (("per_batch", 20), ("test_size", 10)))
+    monkeypatch.setattr(datasets, "_PINS", {key: datasets._Pin("0" * 64, 7, 1)})
+    with pytest.raises(DataError, match="GENERATOR_VERSION") as exc:
+        datasets._synthetic_cifar10(tmp_path, None, per_batch=20, test_size=10)
+    assert "\n" not in str(exc.value)
+    assert list(tmp_path.iterdir()) == []  # nothing written, no temporary folder left
+
+
+def test_cifar_pickles_do_not_depend_on_the_numpy_version(default_files: dict[str, dict[str, bytes]]) -> None:
+    # numpy's own pickles name numpy._core.multiarray (numpy 2) or numpy.core.multiarray (1).
+    for rel, data in default_files["cifar10"].items():
+        globals_named = {arg for op, arg, _ in pickletools.genops(data) if op.name in ("GLOBAL", "STACK_GLOBAL")}
+        assert globals_named <= {"numpy ndarray", "builtins bytearray"}, rel
+    entry = pickle.loads(default_files["cifar10"]["cifar-10-batches-py/test_batch"], encoding="latin1")
+    assert entry["data"].dtype == np.uint8 and entry["data"].shape == (1000, 3072) and entry["data"].flags.writeable
+    assert entry["batch_label"] == "testing batch 1 of 1" and len(entry["labels"]) == 1000
+    assert entry["filenames"][1] == "synthetic_test_batch_00001.png"
+    value = {"a": [0, 255, 256, 65535, 65536, 2**31 - 1], "é": [], "": {}, "rows": ["x"]}
+    assert pickle.loads(datasets._pickle(value)) == value
+    for bad in (True, -1, 2**31, 1.5, (1,), b"x"):
+        with pytest.raises(TypeError):
+            datasets._pickle([bad])
+
+
+def decode(data: bytes) -> np.ndarray:
+    with Image.open(io.BytesIO(data)) as image:
+        return np.asarray(image.convert("RGB"), dtype=np.int64)
+
+
+def libjpeg(pixels: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format="JPEG", quality=90)  # 4:2:0 at this quality, as ours
+    return buffer.getvalue()
+
+
+def test_the_jpeg_encoder_writes_baseline_jpegs_as_good_as_libjpeg() -> None:
+    rng = np.random.default_rng(3)
+    noise = datasets._Draw("test").noise("noise", 1 << 20, 12)
+    images = [datasets._smooth_image(datasets._Draw(f"test {i}"), noise) for i in range(2)]
+    for height, width in ((160, 320), (17, 23), (8, 8), (1, 1)):
+        smooth = datasets._resize(rng.integers(0, 256, size=(3, 3, 3)), max(height, 2), max(width, 2))
+        pixels = np.clip(smooth, 0, 255).astype(np.uint8).transpose(1, 2, 0)[:height, :width]
+        images.append(np.ascontiguousarray(pixels))
+    for pixels in images:
+        data = datasets._encode_jpeg(pixels, quality=90)
+        with Image.open(io.BytesIO(data)) as image:
+            assert image.format == "JPEG" and image.size == pixels.shape[1::-1] and not image.getexif()
+            assert "progressive" not in image.info and "jfif" in image.info
+        ours, theirs = decode(data), decode(libjpeg(pixels))
+        error = np.abs(ours - pixels).mean()
+        assert error <= np.abs(theirs - pixels).mean() + 0.5, pixels.shape
+        assert np.abs(ours - theirs).mean() < 2, pixels.shape
+        assert 0.8 < len(data) / len(libjpeg(pixels)) < 1.25 or pixels.size < 1000
+
+
+def test_the_integer_dct_matrix_is_the_rounded_dct() -> None:
+    for u in range(8):
+        for x in range(8):
+            exact = 16384 * (math.sqrt(0.5) if u == 0 else 1.0) / 2 * math.cos((2 * x + 1) * u * math.pi / 16)
+            assert abs(datasets._DCT[u, x] - exact) <= 0.5
+
+
+def test_checking_the_default_cifar_cache_is_cheap(synthetic_cache: Path) -> None:
+    pin = datasets._PINS[CIFAR_DEFAULT_KEY]
+    start = time.perf_counter()
+    assert datasets._matches_pin(synthetic_cache / CIFAR_DIR, pin)
+    elapsed = time.perf_counter() - start
+    assert elapsed < 5.0  # a loose bound for a shared machine; typically tens of milliseconds
 
 
 # --- synthetic Imagenette -------------------------------------------------------------
