@@ -178,3 +178,64 @@ def test_pytest_perfgate_against_runs_the_paired_gate(repo: Path) -> None:
          "--perfgate-against", "no-such-ref", *sets], cwd=repo, capture_output=True, text=True, timeout=600)
     assert bad.returncode != 0
     assert "--against no-such-ref: names no commit" in bad.stdout + bad.stderr
+
+
+# --- the GitHub flow: the pull request's job measures, the judge decides -------------------------
+
+def _github_measure(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                    capsys: pytest.CaptureFixture[str], base_sha: str, workload: str) -> Path:
+    import json
+
+    base_dir = tmp_path / "base-checkout"
+    subprocess.run(["git", "clone", "-q", str(repo), str(base_dir)], check=True)
+    git(base_dir, "checkout", "-q", base_sha)
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"pull_request": {
+        "number": 9, "base": {"ref": "main", "sha": base_sha, "repo": {"full_name": "acme/x"}},
+        "head": {"ref": "topic", "sha": git(repo, "rev-parse", "HEAD"), "repo": {"full_name": "acme/x"}}}}))
+    monkeypatch.setenv("GITHUB_EVENT_NAME", "pull_request")
+    monkeypatch.setenv("GITHUB_EVENT_PATH", str(event))
+    for name in ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY"):
+        monkeypatch.delenv(name, raising=False)
+    results = tmp_path / "perfgate-results"
+    code, out, err = run_cli(["ci", workload, "--measure-only", "--base-dir", str(base_dir), "--out", str(results),
+                              "--artifacts", str(tmp_path / "artifacts"), *FAST[:-3], "--no-telemetry"], capsys)
+    assert code == 0, out + err
+    return base_dir
+
+
+def _judge(results: Path, base_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code, out, err = run_cli(["judge", str(results), "--base-dir", str(base_dir),
+                              "--artifacts", str(tmp_path / "judged")], capsys)
+    return code, (tmp_path / "judged" / "comment.md").read_text()
+
+
+def test_the_github_flow_measures_in_one_job_and_judges_in_another(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    (repo / "pyproject.toml").write_text("[tool.perfgate]\nblocks = 3\nlooks = 1\n")
+    git(repo, "add", "pyproject.toml")
+    git(repo, "commit", "-qm", "three blocks")
+    base = git(repo, "rev-parse", "HEAD")
+    commit_change(repo, 'os.environ.get("TINY_FORWARD_DELAY_MS", "0")', 'os.environ.get("TINY_FORWARD_DELAY_MS", "40")',
+                  "forward 40 ms slower")
+    base_dir = _github_measure(repo, tmp_path, monkeypatch, capsys, base, "tiny")
+    results = tmp_path / "perfgate-results"
+    assert sorted(p.name for p in results.iterdir()) == ["base", "run.json", "tiny.json"]
+    code, comment = _judge(results, base_dir, tmp_path, capsys)
+    assert code == 1, comment
+    assert f"paired, 3 ABBA blocks against {base[:7]}" in comment
+    assert "Judged by perfgate" in comment
+
+
+def test_the_github_flow_names_a_renamed_workload(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    (repo / "pyproject.toml").write_text("[tool.perfgate]\nblocks = 2\nlooks = 1\n")
+    git(repo, "add", "pyproject.toml")
+    git(repo, "commit", "-qm", "two blocks")
+    base = git(repo, "rev-parse", "HEAD")
+    commit_change(repo, 'name="tiny",', 'name="tiny2",', "rename the workload")
+    base_dir = _github_measure(repo, tmp_path, monkeypatch, capsys, base, "tiny2")
+    code, comment = _judge(tmp_path / "perfgate-results", base_dir, tmp_path, capsys)
+    assert code == 2, comment
+    assert any("**tiny**" in line and "removed or renamed" in line for line in comment.splitlines()), comment
+    assert any("**tiny2**" in line and "has no workload" in line for line in comment.splitlines()), comment
