@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.contention import DEFAULT_MAX_OTHER_CPU_SHARE
+from perfgate.environment import GPU_CLOCKS_VARIABLE, parse_gpu_clocks
 from perfgate.errors import EXIT_OK, EXIT_REGRESSION, DeviceError, UsageError
 from perfgate.measure import probe
 from perfgate.measure.probe import MicroRun, NvmlSession, TorchFacts
@@ -386,21 +387,10 @@ def check_persistence(gpu: Gpu) -> Check:
                  "initialised and in the same state")
 
 
-_LOCKED = re.compile(r"locked:([1-9][0-9]{2,3})")
-
-
 def declared_clocks(environ: Mapping[str, str]) -> tuple[str, int | None]:
-    """``PERFGATE_GPU_CLOCKS`` as ``perfgate.measure.fingerprint`` records it: ("locked", MHz),
-    ("unlocked", None), ("unset", None) or ("bad", None)."""
-    value = environ.get("PERFGATE_GPU_CLOCKS")
-    if value is None:
-        return "unset", None
-    if value == "unlocked":
-        return "unlocked", None
-    match = _LOCKED.fullmatch(value)
-    if match is not None and 100 <= int(match[1]) <= 5000:
-        return "locked", int(match[1])
-    return "bad", None
+    """``PERFGATE_GPU_CLOCKS`` as the fingerprint reads it: ("locked", MHz), ("unlocked",
+    None), ("unset", None) or ("bad", None)."""
+    return parse_gpu_clocks(environ.get(GPU_CLOCKS_VARIABLE))
 
 
 def check_clocks(gpu: Gpu, environ: Mapping[str, str]) -> Check:

@@ -36,6 +36,24 @@ compared with one whose clock was free (or locked at another frequency)."""
 
 GPU_CLOCKS_UNLOCKED = "unlocked"
 GPU_CLOCKS_UNKNOWN = "unknown"
+GPU_CLOCKS_VARIABLE = "PERFGATE_GPU_CLOCKS"
+"""Set by the runner after it tried to lock the graphics clock: ``locked:<MHz>`` (an
+integer from 100 to 5000, e.g. ``locked:1245``) or ``unlocked``."""
+GPU_CLOCKS_MHZ_RANGE = (100, 5000)
+_LOCKED = re.compile(r"locked:([1-9][0-9]{2,3})")  # ASCII digits, no sign, no leading zero
+
+
+def parse_gpu_clocks(value: str | None) -> tuple[str, int | None]:
+    """A ``PERFGATE_GPU_CLOCKS`` value: ("locked", MHz), ("unlocked", None), ("unset", None)
+    or ("bad", None). The one reading of the variable, for the fingerprint and the doctor."""
+    if value is None:
+        return "unset", None
+    if value == "unlocked":
+        return "unlocked", None
+    match = _LOCKED.fullmatch(value)
+    if match is not None and GPU_CLOCKS_MHZ_RANGE[0] <= int(match[1]) <= GPU_CLOCKS_MHZ_RANGE[1]:
+        return "locked", int(match[1])
+    return "bad", None
 """Values of ``Environment.gpu_clocks`` besides ``"locked <MHz> MHz"``. A CUDA result
 without the field (written before it existed) compares as unknown."""
 

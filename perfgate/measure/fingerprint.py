@@ -5,22 +5,14 @@ from __future__ import annotations
 import logging
 import os
 import platform
-import re
 from collections.abc import Mapping
 
 import torch
 
-from perfgate.environment import GPU_CLOCKS_UNKNOWN, GPU_CLOCKS_UNLOCKED, Environment
+from perfgate.environment import (GPU_CLOCKS_MHZ_RANGE, GPU_CLOCKS_UNKNOWN, GPU_CLOCKS_UNLOCKED, GPU_CLOCKS_VARIABLE,
+                                  Environment, parse_gpu_clocks)
 from perfgate.measure.loop import available_cores
 
-GPU_CLOCKS_VARIABLE = "PERFGATE_GPU_CLOCKS"
-"""Set by the runner after it tried to lock the graphics clock: ``locked:<MHz>`` (an
-integer from 100 to 5000, e.g. ``locked:1245``) or ``unlocked``. Unset, or any other
-value, records ``"unknown"``; another value also logs a warning."""
-
-GPU_CLOCKS_MHZ_RANGE = (100, 5000)
-
-_LOCKED = re.compile(r"locked:([1-9][0-9]{2,3})")  # ASCII digits, no sign, no leading zero
 
 _log = logging.getLogger(__name__)
 
@@ -57,13 +49,14 @@ def declared_gpu_clocks(environ: Mapping[str, str] | None = None) -> str:
     environment: ``"locked <MHz> MHz"``, ``"unlocked"`` or ``"unknown"``. A value that is
     not one of the two forms never stops the run: it reads as unknown, with a warning."""
     value = (os.environ if environ is None else environ).get(GPU_CLOCKS_VARIABLE)
-    if value is None:
+    state, mhz = parse_gpu_clocks(value)
+    if state == "unset":
         return GPU_CLOCKS_UNKNOWN
-    if value == "unlocked":
+    if state == "unlocked":
         return GPU_CLOCKS_UNLOCKED
-    match = _LOCKED.fullmatch(value)
-    if match is not None and GPU_CLOCKS_MHZ_RANGE[0] <= int(match[1]) <= GPU_CLOCKS_MHZ_RANGE[1]:
-        return f"locked {int(match[1])} MHz"
+    if state == "locked":
+        return f"locked {mhz} MHz"
+    assert value is not None
     shown = value if len(value) <= 40 else value[:40] + "..."
     _log.warning("%s=%r is neither 'locked:<MHz>' (%d to %d) nor 'unlocked'; the GPU clocks are recorded as %s",
                  GPU_CLOCKS_VARIABLE, shown, *GPU_CLOCKS_MHZ_RANGE, GPU_CLOCKS_UNKNOWN)
