@@ -22,7 +22,7 @@ from perfgate.compare import GateOutcome, compare
 from perfgate.config import Settings, load_settings
 from perfgate.contention import ContentionPolicy, contention
 from perfgate.discovery import Registry, discover
-from perfgate.errors import EXIT_ERROR, EXIT_OK, DataError, PerfgateError, UsageError
+from perfgate.errors import EXIT_ERROR, EXIT_OK, CudaUnavailable, DataError, PerfgateError, UsageError
 from perfgate.gating import GateRun, PairedPlan, base_jobs_for, entries_for, run_gate, run_paired_gate
 from perfgate.jsonfile import write_json_atomic
 from perfgate.measure.runner import Job, Progress, RunOutcome, default_cache_dir, measure, resolve_device
@@ -597,6 +597,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except PerfgateError as exc:
+        if isinstance(exc, CudaUnavailable):
+            from perfgate.doctor import cuda_unavailable_reason
+
+            exc = CudaUnavailable(f"{exc.message.removesuffix('; use --device cpu')}: {cuda_unavailable_reason()}; "
+                                  "use --device cpu (perfgate doctor checks the machine)")
         _err(exc.message)
         if getattr(args, "verbose", False) and exc.detail:
             print(exc.detail, file=sys.stderr)

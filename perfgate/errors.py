@@ -44,5 +44,10 @@ class DeviceError(PerfgateError):
     """The requested device is not available."""
 
 
+class CudaUnavailable(DeviceError):
+    """``--device cuda`` where torch cannot use CUDA; the command line adds why (no
+    driver, a driver too old for the installed torch, a CPU-only torch)."""
+
+
 class FileFormatError(PerfgateError):
     """A result or baseline file that is empty, truncated, of another shape or version."""

@@ -623,3 +623,15 @@ def test_the_real_card_on_a_gpu() -> None:
     statuses = {c["name"]: c["status"] for c in data["checks"]}
     assert statuses["torch cuda"] == OK and statuses["window sync"] == OK
     assert data["micro_run"]["steps"] >= 20
+
+
+def test_run_on_cuda_without_cuda_names_the_cause_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    import torch
+
+    from perfgate import cli
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    assert cli.main(["run", "--device", "cuda", "--repeats", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no usable CUDA device" in err[0] and "no NVIDIA driver" in err[0]

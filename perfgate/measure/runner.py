@@ -22,7 +22,7 @@ from typing import Any
 
 from perfgate import __version__
 from perfgate.environment import Environment
-from perfgate.errors import DeviceError, PerfgateError, WorkloadError
+from perfgate.errors import CudaUnavailable, DeviceError, PerfgateError, WorkloadError
 from perfgate.gitinfo import git_revision
 from perfgate.measure.child import call
 from perfgate.result import RepeatResult, RunResult, repeat_from_dict, result_path, save_result
@@ -40,7 +40,7 @@ def resolve_device(requested: str) -> str:
     available = torch.cuda.is_available()
     if requested == "cuda" and not available:
         built_with = torch.version.cuda or "no CUDA"
-        raise DeviceError(
+        raise CudaUnavailable(
             f"--device cuda: no usable CUDA device (torch {torch.__version__}, built with {built_with}); use --device cpu"
         )
     return "cuda" if available else "cpu"
