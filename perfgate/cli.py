@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from perfgate import __version__, ci, doctor, judge, scaffold, selftest
+from perfgate import __version__, ci, counters_cli, doctor, judge, scaffold, selftest
 from perfgate.baseline import baseline_path, load_baseline, save_baseline, updated_baseline
 from perfgate.calibrate import calibration_report
 from perfgate.compare import GateOutcome, compare
@@ -584,6 +584,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_tune_loader)
 
     ci.add_parser(sub)
+    counters_cli.add_parser(sub)
     doctor.add_parser(sub)
     judge.add_parser(sub)
     scaffold.add_parser(sub)
