@@ -600,9 +600,9 @@ def _compare_phase(phase: str, b: PhaseCounters, a: PhaseCounters, sb: int, sa: 
                                          f"{what} in {phase}: counted in only one of the runs"))
             continue
         before, after = vb / sb, va / sa
-        if before == after and (counter != "ops" or b.ops == a.ops):
-            continue
         changed = _deltas(b.ops, a.ops, sb, sa) if counter == "ops" else ()
+        if before == after and not changed:
+            continue
         fails = gated and "launches" in t.enabled and _up_by_more(before, after, t.launch_threshold)
         reason = f"{what} per step in {phase}: {_num(before)} → {_num(after)}"
         if fails:
@@ -615,8 +615,8 @@ def _compare_phase(phase: str, b: PhaseCounters, a: PhaseCounters, sb: int, sa: 
     # Copies and dtype conversions.
     before, after = b.copy_calls / sb, a.copy_calls / sa
     conv_b, conv_a = b.dtype_conversions / sb, a.dtype_conversions / sa
-    if before != after or conv_b != conv_a or b.copies != a.copies:
-        changed = _deltas(b.copies, a.copies, sb, sa)
+    changed = _deltas(b.copies, a.copies, sb, sa)
+    if before != after or conv_b != conv_a or changed:
         if conv_b != conv_a:
             changed += (f"dtype conversions {_num(conv_b)} → {_num(conv_a)}",)
         fails = "copies" in t.enabled and (_up_by_more(before, after, t.copy_threshold)

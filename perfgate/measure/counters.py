@@ -86,6 +86,8 @@ SYNC_SOURCE_CPU = ("aten calls that force a synchronisation on a device (.item()
 SYNC_SOURCE_CUDA = ("aten calls on device tensors that force a synchronisation, and the synchronising calls "
                     "torch.cuda.set_sync_debug_mode reports outside any operator")
 _SYNC_WARNING = "synchronizing CUDA operation"
+_GLOBAL_HOOKS_WARNING = r"Using `torch\.compile\(module\)` when there are global hooks"
+"""FlopCounterMode's module tracker installs global hooks, which a compiled module warns about."""
 OUTSIDE_OPS = "cuda synchronize"
 """The call of a synchronisation the CUDA debug mode reported outside any aten operator."""
 
@@ -317,6 +319,7 @@ def _sync_warnings(counts: _Counts) -> Any:
     previous = torch.cuda.get_sync_debug_mode()
     with warnings.catch_warnings():
         warnings.simplefilter("always")
+        warnings.filterwarnings("ignore", message=_GLOBAL_HOOKS_WARNING)
         warnings.showwarning = show
         torch.cuda.set_sync_debug_mode("warn")
         try:
@@ -539,6 +542,8 @@ def count_workload(
                 stack.callback(sync)  # every kernel finished before the profiler stops
                 ranges = _PhaseRanges(record_function)
                 stack.callback(ranges.close)
+            stack.enter_context(warnings.catch_warnings())
+            warnings.filterwarnings("ignore", message=_GLOBAL_HOOKS_WARNING)
             flop_mode = stack.enter_context(FlopCounterMode(display=False))
             if cuda:
                 stack.enter_context(_sync_warnings(counts))
