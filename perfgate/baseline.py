@@ -20,13 +20,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 from perfgate import __version__
 from perfgate.environment import Environment
 from perfgate.errors import FileFormatError, UsageError
 from perfgate.jsonfile import write_json_atomic, load_document
-from perfgate.result import RunResult
+from perfgate.result import RunResult, describe_slowdown
 from perfgate.schema import Fields, migrate, number_series
 from perfgate.summary import ROWS, summarise
 from perfgate.workload import PHASES
@@ -45,11 +46,34 @@ class BaselineRepeat:
     peak_memory_bytes: int | None
     raw_ms: Mapping[str, tuple[float, ...]]
     throttled: bool = False
-    """NVML reported a clock slowdown during this repeat; the gate leaves it out."""
+    """The GPU slowed down for heat or by hardware during this repeat; the gate leaves it out.
+    Written by perfgate before the power cap stopped counting, it may mean the power cap:
+    see :attr:`throttle_reason`."""
+    slowdown_reasons: tuple[str, ...] | None = None
+    """The thermal and hardware slowdown reasons NVML reported (``()``: none); None: not
+    recorded (a baseline written before they were kept)."""
+    sm_clock_mhz: float | None = None
+    """The median SM clock during the repeat (None: not sampled, or not recorded)."""
+    power_cap_share: float | None = None
+    """The share of samples in which the software power cap held the clock: shown, never a reason to leave out."""
+
+    @property
+    def throttle_reason(self) -> str | None:
+        """Why the gate leaves this repeat out, in words; None when it does not.
+
+        A repeat recorded as throttled before the reasons were kept is left out, as it was
+        then, and says so: the flag then also meant the power cap, but nothing tells which
+        (a rebaseline records the reasons)."""
+        if self.slowdown_reasons:
+            return describe_slowdown(self.slowdown_reasons)
+        return describe_slowdown(None) if self.throttled else None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "throttled": self.throttled,
+            "slowdown_reasons": list(self.slowdown_reasons) if self.slowdown_reasons is not None else None,
+            "sm_clock_mhz": self.sm_clock_mhz,
+            "power_cap_share": self.power_cap_share,
             "medians_ms": dict(self.medians_ms),
             "shares": dict(self.shares),
             "samples_per_s": self.samples_per_s,
@@ -134,14 +158,22 @@ class Baseline:
     def without_throttled(self) -> tuple[Baseline, LeftOut]:
         """The baseline less its throttled repeats, and what was left out, for the report.
 
+        A repeat is throttled when the GPU slowed down for heat or by hardware while it was
+        recorded (:attr:`BaselineRepeat.throttle_reason`); the messages name the reason.
+
         A recording left empty is dropped. So is one left with a single repeat, when a
         recording of two or more remains: one repeat shows no run-to-run variation, the
         statistics refuse it, and keeping it would turn the whole workload into an ERROR
         that the other recordings can avoid. When none of two or more remains, the
         single repeats are kept so that the refusal says why.
         """
-        kept = [tuple(r for r in rec.repeats if not r.throttled) for rec in self.recordings]
+        kept = [tuple(r for r in rec.repeats if r.throttle_reason is None) for rec in self.recordings]
         throttled = sum(len(rec.repeats) - len(k) for rec, k in zip(self.recordings, kept))
+        why: dict[str, int] = {}
+        for rec in self.recordings:
+            for r in rec.repeats:
+                if r.throttle_reason is not None:
+                    why[r.throttle_reason] = why.get(r.throttle_reason, 0) + 1
         usable = any(len(k) >= 2 for k in kept)
         recordings = []
         short: list[int] = []
@@ -154,11 +186,18 @@ class Baseline:
             recordings.append(dataclasses.replace(rec, repeats=repeats))
         messages = []
         if throttled:
-            messages.append(f"{throttled} baseline repeat(s) left out: the GPU throttled while they were recorded")
+            parts = [reason if len(why) == 1 else f"{reason} in {n}" for reason, n in why.items()]
+            rebaseline = "; a rebaseline records the reasons" if describe_slowdown(None) in why else ""
+            messages.append(f"{throttled} baseline repeat(s) left out: {'; '.join(parts)}{rebaseline}")
         messages += [f"baseline recording {j} left out: 1 repeat was left once its throttled repeats were left "
                      "out, and a recording needs at least 2" for j in short]
         return (dataclasses.replace(self, recordings=tuple(recordings)),
                 LeftOut(throttled, tuple(short), tuple(messages)))
+
+    def sm_clock_mhz(self) -> float | None:
+        """The median of its repeats' median SM clocks (None: no repeat recorded one)."""
+        clocks = [r.sm_clock_mhz for rec in self.recordings for r in rec.repeats if r.sm_clock_mhz is not None]
+        return median(clocks) if clocks else None
 
     def peak_memory(self) -> list[float]:
         return [float(r.peak_memory_bytes) for rec in self.recordings for r in rec.repeats
@@ -190,6 +229,9 @@ def recording_from_result(result: RunResult, reason: str, *, now: datetime | Non
             peak_memory_bytes=rep.peak_memory_bytes,
             raw_ms={k: tuple(v) for k, v in rep.phases_ms.items() if not (phase_free and k in PHASES)},
             throttled=rep.throttled,
+            slowdown_reasons=rep.slowdown_reasons,
+            sm_clock_mhz=rep.sm_clock_mhz,
+            power_cap_share=rep.power_cap_share,
         ))
     return Recording(
         provenance=Provenance(
@@ -283,7 +325,25 @@ def _repeat_from_dict(data: object, where: str) -> BaselineRepeat:
         peak_memory_bytes=peak,
         raw_ms={k: _raw_series(v, f"{raw.where}.{k}") for k, v in raw.data.items()},
         throttled=bool(f.get("throttled", bool, optional=True)),
+        slowdown_reasons=_slowdown_reasons(f.get("slowdown_reasons", list, optional=True), where),
+        sm_clock_mhz=_optional_number(f, "sm_clock_mhz", upper=None),
+        power_cap_share=_optional_number(f, "power_cap_share", upper=1.0),
     )
+
+
+def _slowdown_reasons(data: list | None, where: str) -> tuple[str, ...] | None:
+    if data is None:
+        return None
+    if not all(isinstance(x, str) for x in data):
+        raise ValueError(f"{where}.slowdown_reasons: expected a list of reason names")
+    return tuple(data)
+
+
+def _optional_number(f: Fields, name: str, *, upper: float | None) -> float | None:
+    value = f.number(name, optional=True)
+    if value is not None and (value < 0 or (upper is not None and value > upper)):
+        raise ValueError(f"{f.where}.{name}: {value} is out of range")
+    return value
 
 
 def _recording_from_dict(data: object, where: str) -> Recording:

@@ -105,7 +105,8 @@ class WorkloadComparison:
     labels: tuple[Label, ...] = ()
     """What bounds the current run's step (INPUT-BOUND, ...), with evidence."""
     left_out: tuple[str, ...] = ()
-    """Repeats the gate did not use, each with its reason (a throttled GPU)."""
+    """Repeats the gate did not use, with the reason: a thermal or hardware slowdown, or an SM
+    clock off the comparison side's."""
     design: str = ""
     """Which design decided: "paired, 6 ABBA blocks against a1b2c3d" or "stored baseline, 3 recordings"."""
     since_baseline: str | None = None
@@ -323,15 +324,44 @@ def _phase_rows(summary: WorkloadSummary, baseline: Baseline, config: GateConfig
     return tuple(rows)
 
 
-def _without_throttled(result: RunResult, side: str) -> tuple[RunResult, str | None]:
-    """``result`` less the repeats during which the GPU throttled, and the note saying so."""
-    throttled = [r for r in result.repeats if r.throttled]
-    if not throttled:
+def _median_clock(result: RunResult) -> float | None:
+    clocks = [r.sm_clock_mhz for r in result.repeats if r.sm_clock_mhz is not None]
+    return median(clocks) if clocks else None
+
+
+def _without_throttled(result: RunResult, side: str, *, reference_clock: float | None = None,
+                       reference: str = "", clock_deviation: float = 0.05) -> tuple[RunResult, str | None]:
+    """``result`` less the repeats the GPU did not run at full speed in, and the note saying why.
+
+    A repeat is left out when NVML reported a thermal or hardware slowdown during it
+    (``RepeatResult.throttle_reason``; the software power cap does not count), or when its
+    median SM clock is off ``reference_clock`` (the comparison side's median: the
+    baseline's, or the base side's in the paired design) by more than ``clock_deviation``.
+    A repeat without a sampled clock, or a comparison side without one, is not judged by
+    its clock.
+    """
+    slowed: dict[str, list[int]] = {}
+    off: list[tuple[int, float]] = []
+    kept = []
+    for r in result.repeats:
+        reason = r.throttle_reason
+        if reason is not None:
+            slowed.setdefault(reason, []).append(r.index + 1)
+            continue
+        clock = r.sm_clock_mhz
+        if reference_clock and clock is not None and abs(clock / reference_clock - 1) > clock_deviation:
+            off.append((r.index + 1, clock / reference_clock - 1))
+            continue
+        kept.append(r)
+    if len(kept) == len(result.repeats):
         return result, None
-    reasons = sorted({x for r in throttled for x in ((r.telemetry or {}).get("gpu") or {}).get("throttle_reasons") or []})
-    note = (f"{len(throttled)} of {len(result.repeats)} {side} repeat(s) left out: the GPU "
-            f"throttled during the window ({', '.join(reasons)})")
-    return dataclasses.replace(result, repeats=tuple(r for r in result.repeats if not r.throttled)), note
+    parts = [f"{reason} in repeat {', '.join(map(str, numbers))}" for reason, numbers in slowed.items()]
+    if off:
+        each = ", ".join(f"{deviation * 100:+.1f}% in repeat {number}" for number, deviation in off)
+        parts.append(f"SM clock off by {each} (against {reference} median of {reference_clock:.0f} MHz; "
+                     f"more than {clock_deviation * 100:g}% leaves a repeat out)")
+    note = f"{len(result.repeats) - len(kept)} of {len(result.repeats)} {side} repeat(s) left out: {'; '.join(parts)}"
+    return dataclasses.replace(result, repeats=tuple(kept)), note
 
 
 def _short(commit: str) -> str:
@@ -354,7 +384,7 @@ def _since_baseline(result: RunResult, summary: WorkloadSummary, lookup: Lookup 
         return "since the last rebaseline: no stored baseline for this environment"
     baseline, _ = lookup.baseline.without_throttled()
     if not baseline.recordings:
-        return "since the last rebaseline: every stored repeat was recorded while the GPU throttled"
+        return "since the last rebaseline: every stored repeat was left out (the GPU slowed down while they were recorded)"
     diffs = incomparable(result, baseline)
     if diffs:
         return f"since the last rebaseline: not comparable ({_describe(diffs)})"
@@ -422,7 +452,23 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
             continue
         lookup = entry.lookup
         labels = tuple(diagnose(entry.result))
-        result, note = _without_throttled(entry.result, "head" if entry.pairing else "current")
+        # The comparison side first, less its own slowed-down repeats: its median SM clock
+        # is what the current repeats' clocks are held against.
+        base: RunResult | None = None
+        base_note: str | None = None
+        baseline: Baseline | None = None
+        dropped = None
+        reference_clock: float | None = None
+        reference_side = ""
+        if entry.pairing is not None:
+            base, base_note = _without_throttled(entry.pairing.base, "base")
+            reference_clock, reference_side = _median_clock(base), "the base side's"
+        elif lookup is not None and lookup.baseline is not None:
+            baseline, dropped = lookup.baseline.without_throttled()
+            reference_clock, reference_side = baseline.sm_clock_mhz(), "the baseline's"
+        result, note = _without_throttled(entry.result, "head" if entry.pairing else "current",
+                                          reference_clock=reference_clock, reference=reference_side,
+                                          clock_deviation=config.clock_deviation)
         left_out: list[str] = [note] if note else []
         if not result.repeats:
             settled[name] = WorkloadComparison(name, Verdict.ERROR, f"cannot compare: {left_out[0]}, none is left",
@@ -434,9 +480,9 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
                                   "labels": labels, "left_out": tuple(left_out)}
         if entry.pairing is not None:
             pairing = entry.pairing
-            base, note = _without_throttled(pairing.base, "base")
-            if note:
-                left_out.append(note)
+            assert base is not None
+            if base_note:
+                left_out.append(base_note)
                 common["left_out"] = tuple(left_out)
             since = _since_baseline(result, summary, lookup, config)
             if not base.repeats:
@@ -479,13 +525,14 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
                         f"no baseline for {name} in environment {result.environment.key()}",
                         baseline_path=str(lookup.path) if lookup else None, **common)
                 continue
-            baseline, dropped = lookup.baseline.without_throttled()
+            assert baseline is not None and dropped is not None
             if dropped:
                 left_out.extend(dropped.messages)
                 common["left_out"] = tuple(left_out)
             if not baseline.recordings:
                 settled[name] = WorkloadComparison(name, Verdict.ERROR, "cannot compare: every baseline repeat was "
-                                                   "recorded while the GPU throttled; rebaseline", **common)
+                                                   "left out (the GPU slowed down while they were recorded); "
+                                                   "rebaseline", **common)
                 continue
             diffs = incomparable(result, baseline)
             if diffs:

@@ -73,6 +73,9 @@ class GateConfig:
     outlier_sd: float | None = DEFAULT_OUTLIER_SD
     gate_phases: tuple[str, ...] = ()
     fail_on_missing_baseline: bool = False
+    clock_deviation: float = 0.05
+    """A GPU repeat whose median SM clock is off the comparison side's median by more than
+    this (0.05 = 5%) is left out (``perfgate.compare``)."""
 
     def __post_init__(self) -> None:
         def need(ok: bool, field: str, rule: str) -> None:
@@ -108,6 +111,8 @@ class GateConfig:
             raise ValueError(f"GateConfig.gate_phases must be a tuple of phase names, got {self.gate_phases!r}")
         object.__setattr__(self, "gate_phases", tuple(self.gate_phases))
         need(isinstance(self.fail_on_missing_baseline, bool), "fail_on_missing_baseline", "must be True or False")
+        need(_is_number(self.clock_deviation) and 0 < self.clock_deviation < 1,
+             "clock_deviation", "must be between 0 and 1 (0.05 = 5%)")
 
 
 def alpha_for_look(config: GateConfig, look: int, rho: float | None = None) -> float:

@@ -8,6 +8,7 @@ every repeat every raw per-step phase value. Summaries are derived from these va
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,62 @@ RESULT_KIND = "perfgate.run-result"
 RESULT_SCHEMA_VERSION = 1
 SERIES = (*PHASES, "step")
 """Per-step series every repeat holds; CUDA runs add ``device_busy``."""
+
+
+SLOWDOWN_REASONS: Mapping[str, str] = {
+    "hw_slowdown": "hardware slowdown",
+    "hw_power_brake_slowdown": "hardware slowdown",
+    "sw_thermal_slowdown": "thermal",
+    "hw_thermal_slowdown": "thermal",
+}
+"""NVML clock-event reasons (as the telemetry names them) that leave a repeat out, and their kind.
+
+The software power cap (``sw_power_cap``) is not one of them: a GPU with a low power limit
+(a 70 W T4) sets it on most samples under load, at a clock that is its normal working
+clock. Its share of the samples is telemetry (``power_cap_share``); a clock that really
+moved is caught by the comparison of median SM clocks instead (``perfgate.compare``)."""
+
+
+def _gpu_telemetry(telemetry: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    gpu = (telemetry or {}).get("gpu") if isinstance(telemetry, Mapping) else None
+    return gpu if isinstance(gpu, Mapping) else {}
+
+
+def _positive(value: object, *, zero: bool = False) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value) if value > 0 or (zero and value == 0) else None
+
+
+def slowdown_reasons(gpu: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """The thermal and hardware slowdown reasons in one repeat's GPU telemetry.
+
+    ``()`` when there were none, or nothing was sampled; ``None`` when the repeat is marked
+    throttled but the reason was not recorded. Telemetry written since the power cap stopped
+    counting holds ``slowdown_reasons``. Older telemetry holds ``throttle_reasons`` (every
+    reason seen, the power cap included) and ``throttled``: its slowdown reasons are read
+    from that list, so a repeat that only hit the power cap is kept. A repeat marked
+    ``throttled: true`` without any reason is left out, as it was when it was recorded:
+    the reason may have been a slowdown, and nothing tells.
+    """
+    recorded = gpu.get("slowdown_reasons")
+    if isinstance(recorded, list):
+        return tuple(sorted({x for x in recorded if isinstance(x, str)}))
+    legacy = gpu.get("throttle_reasons")
+    if isinstance(legacy, list) and legacy:
+        return tuple(sorted({x for x in legacy if x in SLOWDOWN_REASONS}))
+    return None if gpu.get("throttled") is True else ()
+
+
+def describe_slowdown(reasons: tuple[str, ...] | None) -> str | None:
+    """``"thermal (hw_thermal_slowdown)"``, ``"hardware slowdown (hw_slowdown)"``, ...; None: no slowdown."""
+    if reasons is None:
+        return "throttled, reason not recorded (an older perfgate counted the power cap too)"
+    if not reasons:
+        return None
+    kinds = sorted({SLOWDOWN_REASONS.get(r, "slowdown") for r in reasons}, key=("thermal", "hardware slowdown",
+                                                                             "slowdown").index)
+    return f"{' and '.join(kinds)} ({', '.join(reasons)})"
 
 
 @dataclass(frozen=True)
@@ -51,10 +108,32 @@ class RepeatResult:
     """The ABBA block this repeat was measured in (paired design); None in a plain run."""
 
     @property
+    def slowdown_reasons(self) -> tuple[str, ...] | None:
+        """The thermal and hardware slowdowns NVML reported during the window (see :func:`slowdown_reasons`)."""
+        return slowdown_reasons(_gpu_telemetry(self.telemetry))
+
+    @property
     def throttled(self) -> bool:
-        """True when NVML reported a clock slowdown (power, thermal) during the window."""
-        gpu = (self.telemetry or {}).get("gpu") or {}
-        return gpu.get("throttled") is True
+        """True when the GPU slowed down for heat or by hardware during the window: the gate
+        leaves such a repeat out. The software power cap does not count (see :data:`SLOWDOWN_REASONS`)."""
+        return self.slowdown_reasons != ()
+
+    @property
+    def throttle_reason(self) -> str | None:
+        """Why the repeat is left out for a slowdown, in words; None when it is not."""
+        return describe_slowdown(self.slowdown_reasons)
+
+    @property
+    def sm_clock_mhz(self) -> float | None:
+        """The median SM clock NVML sampled during the window (None: not sampled)."""
+        clock = _gpu_telemetry(self.telemetry).get("sm_clock_mhz")
+        return _positive((clock or {}).get("median") if isinstance(clock, Mapping) else None)
+
+    @property
+    def power_cap_share(self) -> float | None:
+        """The share of the samples in which the software power cap held the clock (telemetry only)."""
+        share = _positive(_gpu_telemetry(self.telemetry).get("power_cap_share"), zero=True)
+        return share if share is None or share <= 1 else None
 
     @property
     def other_cpu_share(self) -> float | None:

@@ -217,15 +217,19 @@ def test_append_refuses_a_recording_of_something_else_and_says_what_differs(
 # --- throttled repeats ----------------------------------------------------------------------
 
 
-def throttled_baseline(throttled: list[list[bool]]) -> Baseline:
-    """One recording per row, one repeat per flag, the flagged repeats throttled."""
+def throttled_baseline(throttled: list[list[bool]], reasons: tuple[str, ...] | None = ("hw_thermal_slowdown",)
+                       ) -> Baseline:
+    """One recording per row, one repeat per flag, the flagged repeats throttled for ``reasons``
+    (None: marked throttled without a reason, as perfgate wrote them before it kept the reasons)."""
     baseline = None
     for day, flags in enumerate(throttled):
         baseline = updated_baseline(baseline, make_result(seed=day, repeats=len(flags)), f"day {day}",
                                     append=True, now=NOW)
     assert baseline is not None
     recordings = tuple(
-        dataclasses.replace(rec, repeats=tuple(dataclasses.replace(r, throttled=f) for r, f in zip(rec.repeats, flags)))
+        dataclasses.replace(rec, repeats=tuple(
+            dataclasses.replace(r, throttled=f, slowdown_reasons=(reasons if f else ()) if reasons is not None else None)
+            for r, f in zip(rec.repeats, flags)))
         for rec, flags in zip(baseline.recordings, throttled))
     return dataclasses.replace(baseline, recordings=recordings)
 
@@ -234,7 +238,7 @@ def test_throttled_repeats_are_left_out_and_counted() -> None:
     kept, dropped = throttled_baseline([[False, True, False], [False, False]]).without_throttled()
     assert [len(rec.repeats) for rec in kept.recordings] == [2, 2]
     assert dropped and dropped.throttled == 1 and dropped.short_recordings == ()
-    assert dropped.messages == ("1 baseline repeat(s) left out: the GPU throttled while they were recorded",)
+    assert dropped.messages == ("1 baseline repeat(s) left out: thermal (hw_thermal_slowdown)",)
     clean, nothing = throttled_baseline([[False, False]]).without_throttled()
     assert not nothing and nothing.messages == () and len(clean.recordings) == 1
 
@@ -248,7 +252,7 @@ def test_a_recording_left_with_one_repeat_is_dropped_when_others_remain() -> Non
     assert [rec.provenance.reason for rec in kept.recordings] == ["day 0", "day 2"]
     assert dropped.throttled == 3 and dropped.short_recordings == (2,)
     assert dropped.messages == (
-        "3 baseline repeat(s) left out: the GPU throttled while they were recorded",
+        "3 baseline repeat(s) left out: thermal (hw_thermal_slowdown)",
         "baseline recording 2 left out: 1 repeat was left once its throttled repeats were left out, "
         "and a recording needs at least 2",
     )
