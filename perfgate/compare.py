@@ -384,7 +384,8 @@ def _since_baseline(result: RunResult, summary: WorkloadSummary, lookup: Lookup 
         return "since the last rebaseline: no stored baseline for this environment"
     baseline, _ = lookup.baseline.without_throttled()
     if not baseline.recordings:
-        return "since the last rebaseline: every stored repeat was left out (the GPU slowed down while they were recorded)"
+        return ("since the last rebaseline: every stored repeat was left out (the GPU slowed down while they "
+                "were recorded)")
     diffs = incomparable(result, baseline)
     if diffs:
         return f"since the last rebaseline: not comparable ({_describe(diffs)})"

@@ -228,7 +228,8 @@ def throttled_baseline(throttled: list[list[bool]], reasons: tuple[str, ...] | N
     assert baseline is not None
     recordings = tuple(
         dataclasses.replace(rec, repeats=tuple(
-            dataclasses.replace(r, throttled=f, slowdown_reasons=(reasons if f else ()) if reasons is not None else None)
+            dataclasses.replace(r, throttled=f,
+                                slowdown_reasons=None if reasons is None else (reasons if f else ()))
             for r, f in zip(rec.repeats, flags)))
         for rec, flags in zip(baseline.recordings, throttled))
     return dataclasses.replace(baseline, recordings=recordings)
@@ -239,6 +240,8 @@ def test_throttled_repeats_are_left_out_and_counted() -> None:
     assert [len(rec.repeats) for rec in kept.recordings] == [2, 2]
     assert dropped and dropped.throttled == 1 and dropped.short_recordings == ()
     assert dropped.messages == ("1 baseline repeat(s) left out: thermal (hw_thermal_slowdown)",)
+    _, old = throttled_baseline([[False, True, False], [False, False]], reasons=None).without_throttled()
+    assert old.throttled == 1 and "reason not recorded" in old.messages[0]
     clean, nothing = throttled_baseline([[False, False]]).without_throttled()
     assert not nothing and nothing.messages == () and len(clean.recordings) == 1
 

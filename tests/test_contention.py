@@ -442,7 +442,7 @@ def test_another_process_on_the_gpu_is_named_and_our_own_child_is_not() -> None:
         import pynvml
 
         pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
+        handle, _ = T._open_device(pynvml, T._cuda_identity(None))  # this process's GPU, by UUID
         while time.monotonic() < deadline:  # the stranger's context exists
             if len(pynvml.nvmlDeviceGetComputeRunningProcesses(handle)) >= 3:
                 break

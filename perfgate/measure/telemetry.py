@@ -1,16 +1,32 @@
 """Telemetry during the measured window, sampled in a background thread.
 
 On a GPU, NVML (nvidia-ml-py): utilisation, memory used, SM clock, temperature, power and
-the clock-event (throttle) reasons. On the CPU, psutil: this process's CPU use, the
-machine's CPU use and the resident set size. The sampler only reads counters and sleeps
+the clock-event reasons. On the CPU, psutil: this process's CPU use, the machine's CPU
+use, the resident set size, and the peak of the summed resident set size of this process
+and its descendants (DataLoader workers). The sampler only reads counters and sleeps
 between samples, so the training step is not synchronised or otherwise disturbed (its
 cost is measured by ``benchmarks/overhead.py --telemetry``).
 
-A signal that is unavailable is ``None``, never 0. NVML failing mid-run stops the GPU
-samples and records the error; the run goes on. NVML's utilisation is averaged by the
-driver over a period of 1/6 s to 1 s, so it is coarse: the device busy fraction from the
-CUDA events is the precise number, this is the corroboration and the explanation of a
-noisy repeat (clocks, power, throttling).
+NVML is opened on the GPU this process uses, found by the UUID CUDA gives for it (so
+``CUDA_VISIBLE_DEVICES`` is honoured: NVML numbers every GPU of the machine, CUDA only the
+visible ones); ``gpu.device`` says which GPU and how it was found. On a MIG instance NVML
+gives memory and processes per instance, but the SM clock, temperature, power and
+clock-event reasons only for the whole GPU, and no utilisation: ``gpu.limited`` says so.
+
+Clock events: the share of samples in which each reason was set (``clock_event_shares``),
+the software power cap's share apart (``power_cap_share``, telemetry only: a 70 W T4 sets
+it on most samples under load), and the thermal and hardware slowdowns seen in any sample
+(``slowdown_reasons``; ``throttled`` is true when there was one, and the gate then leaves
+the repeat out: see ``perfgate.result.SLOWDOWN_REASONS``).
+
+A signal that is unavailable is ``None``, never 0. An NVML call that fails mid-run makes
+its signal null for the whole window (its earlier samples alone would pass part of the
+window off as all of it), with the reason under ``gpu.errors`` (and the first one under
+``gpu.error``); the other signals and the run go on. A slowdown seen before the clock-event
+reasons failed still counts; when none was seen, ``throttled`` is None (not known).
+NVML's utilisation is averaged by the driver over a period of 1/6 s to 1 s, so it is
+coarse: the device busy fraction from the CUDA events is the precise number, this is the
+corroboration and the explanation of a noisy repeat (clocks, power, throttling).
 
 Contention evidence (``summary()["machine"]``, judged by ``perfgate.contention``): per
 interval between samples, the CPU time that processes other than this one and its
@@ -32,22 +48,33 @@ from dataclasses import dataclass, field
 from statistics import mean, median
 from typing import Any
 
-# NVML clock-event reasons that mean the GPU ran slower than it could (not idle, not an
-# application clock setting): software power cap, hardware slowdown, software and
-# hardware thermal slowdown, power brake.
-THROTTLE_REASONS = {
+from perfgate.result import SLOWDOWN_REASONS
+
+# NVML's clock-event reasons (nvmlClocksEventReason*, formerly nvmlClocksThrottleReason*).
+CLOCK_EVENT_REASONS = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
     0x4: "sw_power_cap",
     0x8: "hw_slowdown",
+    0x10: "sync_boost",
     0x20: "sw_thermal_slowdown",
     0x40: "hw_thermal_slowdown",
     0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
 }
+POWER_CAP = 0x4
+SLOWDOWN = sum(bit for bit, name in CLOCK_EVENT_REASONS.items() if name in SLOWDOWN_REASONS)
+"""The bits that leave a repeat out: hardware slowdown, software and hardware thermal
+slowdown, hardware power brake (the names and their kinds are ``perfgate.result``'s)."""
+
+MIG_LIMITED = ("MIG instance: NVML gives memory and processes per instance, but the SM clock, temperature, "
+               "power and clock-event reasons are the whole GPU's (shared with the other instances), and no "
+               "utilisation")
 
 
 @dataclass
 class _Samples:
     values: dict[str, list[float]] = field(default_factory=dict)
-    throttle_mask: int = 0
     errors: list[str] = field(default_factory=list)
 
     def add(self, name: str, value: float | None) -> None:
@@ -55,31 +82,192 @@ class _Samples:
             self.values.setdefault(name, []).append(float(value))
 
 
+@dataclass(frozen=True)
+class _GpuIdentity:
+    """What CUDA says about the device this process uses, to find the same GPU in NVML."""
+
+    ordinal: int
+    uuid: str | None
+    pci_bus_id: str | None
+
+
+def _cuda_identity(ordinal: int | None) -> _GpuIdentity:
+    """The UUID and PCI bus id of CUDA device ``ordinal`` (None: the current device)."""
+    import torch  # the measure layer; the loop has loaded it already
+
+    if ordinal is None:
+        ordinal = torch.cuda.current_device()
+    props = torch.cuda.get_device_properties(ordinal)
+    uuid = getattr(props, "uuid", None)
+    pci = None
+    domain, bus, device = (getattr(props, f"pci_{k}_id", None) for k in ("domain", "bus", "device"))
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in (domain, bus, device)):
+        pci = f"{domain:04x}:{bus:02x}:{device:02x}.0"
+    return _GpuIdentity(ordinal, str(uuid) if uuid is not None else None, pci)
+
+
+def _open_device(nvml: Any, identity: _GpuIdentity) -> tuple[Any, dict[str, Any]]:
+    """NVML's handle of the GPU CUDA calls ``identity``, and how it was found.
+
+    By UUID: torch gives it without NVML's prefix, which says whether it is a whole GPU
+    (``GPU-``) or a MIG instance (``MIG-``), so both are tried. Without a UUID (an older
+    torch), by PCI bus id; without that, only when NVML sees a single GPU. Never by index:
+    NVML numbers all the machine's GPUs, ``CUDA_VISIBLE_DEVICES`` renumbers them for CUDA.
+    """
+    tried: list[str] = []
+    if identity.uuid:
+        raw = identity.uuid.strip()
+        candidates = [raw] if raw[:4].upper() in ("GPU-", "MIG-") else [f"GPU-{raw}", f"MIG-{raw}"]
+        for uuid in candidates:
+            try:
+                handle = nvml.nvmlDeviceGetHandleByUUID(uuid)
+            except Exception as exc:  # noqa: BLE001 - NVMLError_NotFound: try the next form
+                tried.append(f"nvmlDeviceGetHandleByUUID({uuid}): {type(exc).__name__}: {exc}")
+                continue
+            return handle, {"uuid": uuid, "found_by": "uuid", "mig": uuid[:4].upper() == "MIG-",
+                            "cuda_device": identity.ordinal}
+    if identity.pci_bus_id:
+        try:
+            handle = nvml.nvmlDeviceGetHandleByPciBusId(identity.pci_bus_id)
+        except Exception as exc:  # noqa: BLE001
+            tried.append(f"nvmlDeviceGetHandleByPciBusId({identity.pci_bus_id}): {type(exc).__name__}: {exc}")
+        else:
+            return handle, {"uuid": None, "found_by": "pci_bus_id", "pci_bus_id": identity.pci_bus_id,
+                            "mig": None, "cuda_device": identity.ordinal}
+    count = int(nvml.nvmlDeviceGetCount())
+    if count == 1:
+        return nvml.nvmlDeviceGetHandleByIndex(0), {"uuid": None, "found_by": "the only GPU", "mig": None,
+                                                    "cuda_device": identity.ordinal}
+    tried.append(f"NVML sees {count} GPUs and CUDA gave neither a UUID nor a PCI bus id that it knows")
+    raise LookupError(f"cannot tell which GPU CUDA device {identity.ordinal} is: {'; '.join(tried)}")
+
+
 class _Nvml:
-    def __init__(self, index: int) -> None:
+    """NVML's signals of one GPU, each read on its own: one that fails is null, the others go on."""
+
+    def __init__(self, identity: _GpuIdentity) -> None:
         import pynvml
 
         self.nvml = pynvml
         pynvml.nvmlInit()
-        self.handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-        reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
-        self.reasons = reasons or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        try:
+            self.handle, self.device = _open_device(pynvml, identity)
+            whole = self.handle
+            if self.device["mig"]:  # clocks, temperature, power and reasons exist only for the whole GPU
+                whole = pynvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self.handle)
+        except BaseException:
+            self.close()
+            raise
+        n, h = pynvml, self.handle
+        reasons_name = "nvmlDeviceGetCurrentClocksEventReasons"
+        if not hasattr(n, reasons_name):  # nvidia-ml-py before 12.535
+            reasons_name = "nvmlDeviceGetCurrentClocksThrottleReasons"
+        reasons = getattr(n, reasons_name)
+        self.signals: list[tuple[str, str, Any]] = [
+            ("util_percent", "nvmlDeviceGetUtilizationRates", lambda: n.nvmlDeviceGetUtilizationRates(h).gpu),
+            ("memory_used_bytes", "nvmlDeviceGetMemoryInfo", lambda: n.nvmlDeviceGetMemoryInfo(h).used),
+            ("sm_clock_mhz", "nvmlDeviceGetClockInfo", lambda: n.nvmlDeviceGetClockInfo(whole, n.NVML_CLOCK_SM)),
+            ("temperature_c", "nvmlDeviceGetTemperature",
+             lambda: n.nvmlDeviceGetTemperature(whole, n.NVML_TEMPERATURE_GPU)),
+            ("power_w", "nvmlDeviceGetPowerUsage", lambda: n.nvmlDeviceGetPowerUsage(whole) / 1000.0),
+            ("clock_events", reasons_name, lambda: int(reasons(whole))),
+        ]
+        self.values: dict[str, list[float]] = {}
+        self.failed: dict[str, str] = {}
+        self.absent: dict[str, str] = {}
+        if self.device["mig"]:
+            self.absent["util_percent"] = "NVML gives no utilisation for a MIG instance"
+        self.calls = 0
+        self.event_samples = 0
+        self.event_counts: dict[int, int] = {}
+        self.slowdown_mask = 0
 
     def sample(self, into: _Samples) -> None:
-        n, h = self.nvml, self.handle
-        util = n.nvmlDeviceGetUtilizationRates(h)
-        into.add("gpu_util_percent", util.gpu)
-        into.add("gpu_memory_used_bytes", n.nvmlDeviceGetMemoryInfo(h).used)
-        into.add("sm_clock_mhz", n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM))
-        into.add("temperature_c", n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU))
-        into.add("power_w", n.nvmlDeviceGetPowerUsage(h) / 1000.0)
-        into.throttle_mask |= int(self.reasons(h))
+        self.calls += 1
+        for signal, call, read in self.signals:
+            if signal in self.failed or signal in self.absent:
+                continue
+            try:
+                value = read()
+            except Exception as exc:  # noqa: BLE001 - NVMLError: this signal is null from here on
+                reason = f"{call} failed at sample {self.calls}: {type(exc).__name__}: {exc}"
+                self.failed[signal] = reason
+                into.errors.append(f"Nvml: {reason}")
+                continue
+            if signal == "clock_events":
+                self._events(int(value))
+            else:
+                self.values.setdefault(signal, []).append(float(value))
+
+    def _events(self, mask: int) -> None:
+        self.event_samples += 1
+        self.slowdown_mask |= mask & SLOWDOWN
+        bit = 1
+        while bit <= mask:
+            if mask & bit:
+                self.event_counts[bit] = self.event_counts.get(bit, 0) + 1
+            bit <<= 1
+
+    def summary(self) -> dict[str, Any]:
+        def stats(signal: str, *kinds: str) -> dict[str, float | None]:
+            data = None if signal in self.failed else self.values.get(signal)
+            funcs = {"mean": mean, "median": median, "min": min, "max": max}
+            return {kind: funcs[kind](data) if data else None for kind in kinds}
+
+        slowdown = sorted(name for bit, name in CLOCK_EVENT_REASONS.items() if self.slowdown_mask & bit)
+        complete = "clock_events" not in self.failed and self.event_samples > 0
+        shares = None
+        if complete:
+            shares = {CLOCK_EVENT_REASONS.get(bit, hex(bit)): round(count / self.event_samples, 4)
+                      for bit, count in sorted(self.event_counts.items())}
+        errors = {**self.failed}
+        return {
+            "device": dict(self.device),
+            "samples": self.calls,
+            "util_percent": stats("util_percent", "mean", "min", "max"),
+            "memory_used_bytes": stats("memory_used_bytes", "max"),
+            "sm_clock_mhz": stats("sm_clock_mhz", "min", "median", "max"),
+            "temperature_c": stats("temperature_c", "max"),
+            "power_w": stats("power_w", "mean", "max"),
+            "clock_event_shares": shares,
+            "power_cap_share": round(self.event_counts.get(POWER_CAP, 0) / self.event_samples, 4) if complete else None,
+            "slowdown_reasons": slowdown if self.event_samples else None,
+            "throttled": True if slowdown else (False if complete else None),
+            "limited": MIG_LIMITED if self.device["mig"] else None,
+            "unavailable": dict(self.absent),
+            "errors": errors,
+            "error": next(iter(errors.values()), None),
+        }
 
     def close(self) -> None:
         try:
             self.nvml.nvmlShutdown()
         except Exception:  # noqa: BLE001 - shutting down a library that already failed
             pass
+
+
+def _gpu_unavailable(reason: str) -> dict[str, Any]:
+    """The GPU summary when NVML could not be opened: every signal null, with the reason."""
+    def nulls(*kinds: str) -> dict[str, None]:
+        return {kind: None for kind in kinds}
+
+    return {
+        "device": None,
+        "samples": 0,
+        "util_percent": nulls("mean", "min", "max"),
+        "memory_used_bytes": nulls("max"),
+        "sm_clock_mhz": nulls("min", "median", "max"),
+        "temperature_c": nulls("max"),
+        "power_w": nulls("mean", "max"),
+        "clock_event_shares": None,
+        "power_cap_share": None,
+        "slowdown_reasons": None,
+        "throttled": None,
+        "limited": None,
+        "unavailable": {},
+        "errors": {},
+        "error": reason,
+    }
 
 
 class _GpuProcesses:
@@ -338,6 +526,39 @@ class _ProcessTree:
         return total
 
 
+class _TreeMemory:
+    """The peak, over the samples, of the summed resident set size of this process tree.
+
+    The tree is ``_ProcessTree``'s: this process and its descendants (DataLoader workers,
+    and any other process the workload started), as found by the CPU-share source, which
+    samples just before this one. Each process's RSS counts whole, so pages a forked
+    worker still shares with its parent count once per process: the sum is an upper bound
+    of the memory the tree holds. A spike between two samples is missed.
+    """
+
+    def __init__(self, tree: _ProcessTree) -> None:
+        self.tree = tree
+        self.page = os.sysconf("SC_PAGE_SIZE") if tree.proc_children else 0
+        self.peak: int | None = None
+        self.samples = 0
+
+    def _rss(self, pid: int, process: Any) -> int:
+        if self.page:
+            with open(f"/proc/{pid}/statm", "rb") as handle:
+                return int(handle.read().split()[1]) * self.page
+        return int(process.memory_info().rss)
+
+    def sample(self, into: _Samples | None = None) -> None:
+        total = self._rss(self.tree.pid, self.tree.me)
+        for pid, process in list(self.tree.members.items()):
+            try:
+                total += self._rss(pid, process)
+            except (OSError, IndexError, ValueError, self.tree.psutil.Error):  # exited meanwhile
+                continue
+        self.samples += 1
+        self.peak = total if self.peak is None else max(self.peak, total)
+
+
 class _CpuShare:
     """Per interval between samples: the share of the CPUs that other processes used.
 
@@ -415,7 +636,9 @@ class _CpuShare:
 class TelemetrySampler:
     """Start before the window, stop after it; ``summary()`` is stored in the repeat."""
 
-    def __init__(self, device: str, *, interval_s: float = 0.1, gpu_index: int = 0) -> None:
+    def __init__(self, device: str, *, interval_s: float = 0.1, gpu_index: int | None = None) -> None:
+        """``gpu_index`` is the CUDA device (as torch numbers them: after ``CUDA_VISIBLE_DEVICES``)
+        to sample; None: torch's current device. NVML finds it by its UUID."""
         self.device = device
         self.interval_s = interval_s
         self._samples = _Samples()
@@ -427,6 +650,8 @@ class TelemetrySampler:
         self._sources: list[Any] = []
         self.unavailable: dict[str, str] = {}
         self._cpu_share: _CpuShare | None = None
+        self._tree_memory: _TreeMemory | None = None
+        self._nvml: _Nvml | None = None
         self._gpu_processes: _GpuProcesses | None = None
         try:
             self._sources.append(_Psutil())
@@ -439,24 +664,40 @@ class TelemetrySampler:
             self._sources.append(self._cpu_share)
         except Exception as exc:  # noqa: BLE001 - psutil missing, /proc unreadable
             self.unavailable["other_cpu_share"] = f"{type(exc).__name__}: {exc}"
+        if self._cpu_share is not None:
+            try:
+                self._tree_memory = _TreeMemory(self._cpu_share.tree)
+                self._tree_memory.sample()  # fail here, where it is reported as unavailable
+                self._tree_memory.peak = None
+                self._sources.append(self._tree_memory)
+            except Exception as exc:  # noqa: BLE001 - /proc/<pid>/statm unreadable
+                self._tree_memory = None
+                self.unavailable["peak_tree_rss_bytes"] = f"{type(exc).__name__}: {exc}"
+        else:
+            self.unavailable["peak_tree_rss_bytes"] = self.unavailable["other_cpu_share"]
         if device == "cuda":
             try:
-                nvml = _Nvml(gpu_index)
+                nvml = _Nvml(_cuda_identity(gpu_index))
+                self._nvml = nvml
                 self._sources.append(nvml)
                 self._gpu_processes = _GpuProcesses(nvml, self._cpu_share.tree if self._cpu_share else None)
                 self._sources.append(self._gpu_processes)
             except Exception as exc:  # noqa: BLE001 - NVML missing, no driver, no permission
                 self.unavailable["gpu"] = f"{type(exc).__name__}: {exc}"
 
+    def _tick(self) -> None:
+        """One sample of every source; a source that raises is stopped, the others go on."""
+        for source in list(self._sources):
+            try:
+                source.sample(self._samples)
+            except Exception as exc:  # noqa: BLE001 - e.g. /proc unreadable mid-run: stop that source only
+                self._samples.errors.append(f"{type(source).__name__.strip('_')}: {type(exc).__name__}: {exc}")
+                self._sources.remove(source)
+        self._count += 1
+
     def _run(self) -> None:
         while not self._stop.is_set():
-            for source in list(self._sources):
-                try:
-                    source.sample(self._samples)
-                except Exception as exc:  # noqa: BLE001 - e.g. NVMLError mid-run: stop that source only
-                    self._samples.errors.append(f"{type(source).__name__.strip('_')}: {type(exc).__name__}: {exc}")
-                    self._sources.remove(source)
-            self._count += 1
+            self._tick()
             self._stop.wait(self.interval_s)
 
     def start(self) -> None:
@@ -480,9 +721,8 @@ class TelemetrySampler:
             except Exception as exc:  # noqa: BLE001 - as in the thread: stop that source only
                 self._samples.errors.append(f"CpuShare: {type(exc).__name__}: {exc}")
                 self._sources.remove(self._cpu_share)
-        for source in self._sources:
-            if isinstance(source, _Nvml):
-                source.close()
+        if self._nvml is not None:
+            self._nvml.close()
 
     def summary(self) -> dict[str, Any]:
         values = self._samples.values
@@ -497,26 +737,30 @@ class TelemetrySampler:
                     out[kind] = {"mean": mean, "median": median, "min": min, "max": max}[kind](data)
             return out
 
-        gpu_sampled = "gpu_util_percent" in values
         machine = self._machine()  # before ``unavailable`` is copied: it adds its reasons there
-        reasons = sorted(name for bit, name in THROTTLE_REASONS.items() if self._samples.throttle_mask & bit)
+        gpu = None
+        if self.device == "cuda":
+            gpu = (self._nvml.summary() if self._nvml is not None
+                   else _gpu_unavailable(self.unavailable.get("gpu", "NVML not available")))
+        peak_tree_rss = None
+        if self._tree_memory is not None:  # null when it failed mid-run: a peak of part of the window
+            failed = [e for e in self._samples.errors if e.startswith("TreeMemory")]
+            if failed:
+                self.unavailable["peak_tree_rss_bytes"] = failed[0]
+            elif self._tree_memory.peak is None:
+                self.unavailable["peak_tree_rss_bytes"] = "the window ended before the first sample"
+            else:
+                peak_tree_rss = self._tree_memory.peak
         return {
             "samples": self._count,
             "interval_s": self.interval_s,
             "sampled_s": self._elapsed,
-            "gpu": {
-                "util_percent": stats("gpu_util_percent", "mean", "min", "max"),
-                "memory_used_bytes": stats("gpu_memory_used_bytes", "max"),
-                "sm_clock_mhz": stats("sm_clock_mhz", "min", "median", "max"),
-                "temperature_c": stats("temperature_c", "max"),
-                "power_w": stats("power_w", "mean", "max"),
-                "throttle_reasons": reasons if gpu_sampled else None,
-                "throttled": bool(reasons) if gpu_sampled else None,
-            } if self.device == "cuda" else None,
+            "gpu": gpu,
             "cpu": {
                 "process_percent": stats("process_cpu_percent", "mean", "max"),
                 "system_percent": stats("system_cpu_percent", "mean", "max"),
                 "rss_bytes": stats("rss_bytes", "max"),
+                "peak_tree_rss_bytes": peak_tree_rss,
             },
             "machine": machine,
             "unavailable": dict(self.unavailable),
