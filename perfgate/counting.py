@@ -15,9 +15,10 @@ over a few steps, per phase of the step (``data_wait`` ... ``optimizer``):
 - ``syncs``: host-device synchronisations, each with the Python line that issued it
   (the first frame outside torch, perfgate and the standard library). On every device
   the aten calls that force one are counted (``aten::_local_scalar_dense`` from
-  ``.item()``, ``aten::nonzero``, a boolean-mask index, a device-to-host copy ...); on
-  CUDA ``torch.cuda.set_sync_debug_mode`` adds the ones outside aten operators
-  (``torch.cuda.synchronize()``, an event's or a stream's);
+  ``.item()``, ``aten::nonzero``, a boolean-mask index, a device-to-host copy ...): on
+  CUDA those on device tensors, on the CPU, where nothing waits, every one outside the
+  data wait, as the stand-in. On CUDA ``torch.cuda.set_sync_debug_mode`` adds the ones
+  outside aten operators (``torch.cuda.synchronize()``, an event's or a stream's);
 - ``kernel_launches`` and ``memcpy_calls`` (CUDA, from ``torch.profiler``), allocator
   calls (CUDA, from ``torch.cuda.memory_stats()``), and for a workload that compiles,
   graph breaks and recompiles (``torch._dynamo``).
@@ -67,6 +68,11 @@ OPTIONAL = ("kernel_launches", "memcpy_calls", "allocator", "compile")
 GATED = ("syncs", "flops", "launches", "copies", "graph_breaks", "recompiles")
 """What :class:`CounterThresholds` can fail on. ``launches`` is the kernel launch count on
 CUDA and, on the CPU where nothing is launched, the aten operator count that stands in."""
+
+HOST_PHASES = frozenset({"data_wait"})
+"""Phases that work on host tensors on every device (``perfgate.measure.loop.HOST_PHASES``):
+their aten calls launch no kernels and wait for no device, so on the CPU they stand in for
+neither launches nor synchronisations."""
 
 STEP = "step"
 """The phase of a change that belongs to the whole run (compile counters)."""
@@ -290,9 +296,9 @@ class CounterSet:
     sync_source: str
     """How synchronisations were found on this device."""
     timings: Mapping[str, float | None] = field(default_factory=dict)
-    """Seconds, reported apart and never compared: ``counted_run_s`` (build to the end of
-    the counted steps, in the counting process) and ``compile_s`` (dynamo's frame
-    compilation; None when the workload does not compile)."""
+    """Seconds, reported apart and never compared: ``counted_run_s`` (in the counting
+    process: importing torch, the build, the warmup and the counted steps) and
+    ``compile_s`` (dynamo's frame compilation; None when the workload does not compile)."""
     torch_version: str = ""
     perfgate_version: str = ""
     created_at: str = ""
@@ -440,7 +446,8 @@ class CounterThresholds:
     - a new host synchronisation per step (any);
     - FLOPs per step of a phase up by more than ``flops_threshold``;
     - kernel launches per step of a phase up by more than ``launch_threshold`` (CUDA);
-      on the CPU, aten operator calls per step up by more than the same share;
+      on the CPU, aten operator calls per step up by more than the same share (outside
+      the data wait, which launches nothing on any device);
     - copies and dtype conversions per step of a phase up by more than ``copy_threshold``
       (0: any new copy);
     - a new graph break, or more of them; more recompiles.
@@ -591,7 +598,7 @@ def _compare_phase(phase: str, b: PhaseCounters, a: PhaseCounters, sb: int, sa: 
 
     # Kernel launches (CUDA), and the aten operator calls that stand in for them on the CPU.
     for counter, what, gated in (("kernel_launches", "kernel launches", device == "cuda"),
-                                 ("ops", "aten operator calls", device == "cpu")):
+                                 ("ops", "aten operator calls", device == "cpu" and phase not in HOST_PHASES)):
         vb, va = _phase_value(b, counter), _phase_value(a, counter)
         if vb is None or va is None:
             if (vb is None) != (va is None):

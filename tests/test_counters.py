@@ -164,6 +164,19 @@ def test_a_per_parameter_optimizer_loop_fails_on_the_operator_count(workloads_di
     assert quiet and not quiet.failed
 
 
+def test_a_scalar_read_in_the_data_wait_is_no_synchronisation(workloads_dir: Path, cache_dir: Path,
+                                                             base: CounterSet) -> None:
+    from perfgate.counting import HOST_PHASES
+    from perfgate.measure.loop import HOST_PHASES as LOOP_HOST_PHASES
+
+    assert HOST_PHASES == LOOP_HOST_PHASES
+    head = count(workloads_dir, cache_dir, sync_in_data=True)
+    assert head.phases["data_wait"].ops["aten::_local_scalar_dense"] == head.steps * 8  # one per sample
+    assert head.phases["data_wait"].syncs == ()
+    changes = compare_counters(base, head)
+    assert [c.counter for c in changes] == ["ops"] and not changes.failed  # reported, not failed
+
+
 def test_a_new_graph_break_and_a_recompile_fail(workloads_dir: Path, cache_dir: Path) -> None:
     compiled = count_compiled(workloads_dir, cache_dir)
     assert compiled.compile is not None and "compile" not in compiled.unavailable

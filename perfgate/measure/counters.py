@@ -82,7 +82,7 @@ _MASK_INDEXED = frozenset({"aten::index", "aten::index_put_", "aten::index_put",
 """Indexing that synchronises when an index is a boolean (or byte) mask: it becomes nonzero()."""
 _D2H = frozenset({"aten::_to_copy", "aten::copy_", "aten::_copy_from", "aten::_copy_from_and_resize"})
 SYNC_SOURCE_CPU = ("aten calls that force a synchronisation on a device (.item(), nonzero, boolean-mask "
-                   "indexing, unique, ...), counted on the CPU as the stand-in for one")
+                   "indexing, unique, ...), counted on the CPU as the stand-in for one, outside the data wait")
 SYNC_SOURCE_CUDA = ("aten calls on device tensors that force a synchronisation, and the synchronising calls "
                     "torch.cuda.set_sync_debug_mode reports outside any operator")
 _SYNC_WARNING = "synchronizing CUDA operation"
@@ -264,6 +264,12 @@ class _Counts:
 def _op_counter(counts: _Counts) -> Any:
     from torch.utils._python_dispatch import TorchDispatchMode
 
+    from perfgate.measure.loop import HOST_PHASES
+
+    # The CPU stand-in counts a sync-forcing call where the same code on a GPU would work
+    # on device tensors; the data wait works on host tensors on every device.
+    host_only = HOST_PHASES if counts.device == "cpu" else frozenset()
+
     class OpCounter(TorchDispatchMode):
         """Counts aten calls by phase; notes the ones that force a synchronisation."""
 
@@ -274,7 +280,7 @@ def _op_counter(counts: _Counts) -> Any:
             if phase is None or func.namespace != "aten":
                 return func(*args, **kwargs)
             name = func._schema.name
-            sync = forces_sync(name, func._overloadname, args, kwargs, counts.device)
+            sync = phase not in host_only and forces_sync(name, func._overloadname, args, kwargs, counts.device)
             with counts.lock:
                 counts.ops[phase][name] += 1
                 if name in COPY_OPS:
