@@ -24,7 +24,8 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 MEMORY_FORMATS = ("contiguous", "channels_last")
 DEVICES = ("cpu", "cuda")
 PHASES = ("data_wait", "h2d", "forward", "backward", "optimizer")
-"""The timed phases of a step, in order; ``step`` is the wall time start to start."""
+"""The timed phases of a step, in order; ``step`` is the time start to start (on CUDA
+between the step's first CUDA events, on the device)."""
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 _TRUE = {"1", "true", "yes", "on"}
@@ -182,6 +183,19 @@ _FIELD_TYPES = {
 }
 
 
+def check_device_params(params: Params, device: str, *, workload: str = "") -> None:
+    """What a device asks of the parameters beyond their ranges; a :class:`UsageError` otherwise.
+
+    On CUDA at least one warmup step: the first steps autotune cuDNN, grow the caching
+    allocator and load kernels lazily, and none of that may land in the measured window.
+    On the CPU ``warmup_steps=0`` stays allowed.
+    """
+    if device == "cuda" and params.warmup_steps < 1:
+        where = f" (workload {workload})" if workload else ""
+        raise UsageError(f"warmup_steps must be at least 1 on cuda{where}, got {params.warmup_steps}: the first "
+                         "steps autotune cuDNN and grow the allocator, which must not land in the measured window")
+
+
 def parse_assignments(items: Iterable[str]) -> dict[str, str]:
     """Parse ``key=value`` strings (``--set``); a later key wins over an earlier one."""
     out: dict[str, str] = {}
@@ -294,7 +308,7 @@ class Workload:
             _check_choice("profile", device, DEVICES)
             # Fail at import time, not at run time, if a profile is malformed.
             try:
-                apply_overrides(self.params, overrides, workload=self.name)
+                check_device_params(apply_overrides(self.params, overrides, workload=self.name), device)
             except UsageError as exc:
                 raise ValueError(f"profile {device!r} of workload {self.name}: {exc}") from None
         object.__setattr__(self, "profiles", MappingProxyType({k: dict(v) for k, v in self.profiles.items()}))
@@ -303,4 +317,6 @@ class Workload:
         """Parameters for ``device``: the profile applied, then the user's overrides."""
         _check_choice("device", device, DEVICES)
         params = apply_overrides(self.params, self.profiles.get(device, {}), workload=self.name)
-        return apply_overrides(params, overrides or {}, workload=self.name)
+        params = apply_overrides(params, overrides or {}, workload=self.name)
+        check_device_params(params, device, workload=self.name)
+        return params

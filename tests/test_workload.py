@@ -84,3 +84,30 @@ def test_a_malformed_workload_fails_when_defined(kwargs: dict, message: str) -> 
 def test_extra_parameters_cannot_shadow_standard_ones() -> None:
     with pytest.raises(ValueError, match="shadows a standard parameter"):
         params(extra={"steps": 3})
+
+
+def test_cuda_needs_a_warmup_step_and_the_cpu_does_not() -> None:
+    from perfgate.errors import EXIT_ERROR
+
+    w = Workload("w", 1, build=lambda ctx: None, params=params(warmup_steps=2))  # type: ignore[arg-type, return-value]
+    assert w.resolve("cpu", {"warmup_steps": "0"}).warmup_steps == 0
+    assert w.resolve("cuda", {"warmup_steps": "1"}).warmup_steps == 1
+    with pytest.raises(UsageError) as caught:
+        w.resolve("cuda", {"warmup_steps": "0"})
+    message = caught.value.message
+    assert message.startswith("warmup_steps must be at least 1 on cuda (workload w), got 0")
+    assert "\n" not in message and "cuDNN" in message
+    assert caught.value.exit_code == EXIT_ERROR == 2
+    # a reference value of 0 is fine on the CPU, refused on CUDA unless a profile fixes it
+    cpu_only = Workload("w", 1, build=lambda ctx: None, params=params(warmup_steps=0))  # type: ignore[arg-type, return-value]
+    assert cpu_only.resolve("cpu").warmup_steps == 0
+    with pytest.raises(UsageError, match="warmup_steps must be at least 1 on cuda"):
+        cpu_only.resolve("cuda")
+    fixed = Workload("w", 1, build=lambda ctx: None, params=params(warmup_steps=0),  # type: ignore[arg-type, return-value]
+                     profiles={"cuda": {"warmup_steps": 5}})
+    assert fixed.resolve("cuda").warmup_steps == 5
+
+
+def test_a_cuda_profile_without_warmup_fails_when_defined() -> None:
+    with pytest.raises(ValueError, match="profile 'cuda' of workload w: warmup_steps must be at least 1 on cuda"):
+        Workload("w", 1, build=lambda ctx: None, params=params(), profiles={"cuda": {"warmup_steps": 0}})  # type: ignore[arg-type, return-value]
