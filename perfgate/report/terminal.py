@@ -64,12 +64,17 @@ def telemetry_lines(result: RunResult) -> list[str]:
         lines.append(f"telemetry cpu: this process {median(proc):.0f}% (median of repeat means), "
                      f"machine {median(system):.0f}%")
     gpu = [s["gpu"] for s in summaries if s.get("gpu")]
-    util = [g["util_percent"]["mean"] for g in gpu if g["util_percent"]["mean"] is not None]
-    if util:
-        clocks = [g["sm_clock_mhz"]["median"] for g in gpu if g["sm_clock_mhz"]["median"] is not None]
+    util = [u for g in gpu if (u := (g.get("util_percent") or {}).get("mean")) is not None]
+    clocks = [c for g in gpu if (c := (g.get("sm_clock_mhz") or {}).get("median")) is not None]
+    caps = [c for g in gpu if (c := g.get("power_cap_share")) is not None]
+    if util or clocks:
+        parts = [f"NVML utilisation {median(util):.0f}%" if util else "NVML utilisation not read",
+                 f"SM clock {median(clocks):.0f} MHz" if clocks else "SM clock not read"]
+        if caps:
+            parts.append(f"at the power cap {median(caps):.0%} of the time")
         throttled = sum(1 for r in result.repeats if r.throttled)
-        lines.append(f"telemetry gpu: NVML utilisation {median(util):.0f}%, SM clock {median(clocks):.0f} MHz, "
-                     f"throttled in {throttled} of {len(result.repeats)} repeat(s)")
+        lines.append(f"telemetry gpu: {', '.join(parts)}, thermal or hardware slowdown in {throttled} of "
+                     f"{len(result.repeats)} repeat(s)")
     missing = sorted({f"{t(k)} ({t(v)})" for s in summaries for k, v in s.get("unavailable", {}).items()})
     errors = sorted({t(e) for s in summaries for e in s.get("errors", [])})
     if missing:
