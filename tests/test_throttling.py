@@ -585,3 +585,19 @@ def test_a_new_baseline_keeps_the_reasons_the_clock_and_the_share(tmp_path: Path
         data["recordings"][0]["repeats"][0].update(bad)
         with pytest.raises(ValueError, match=next(iter(bad))):
             baseline_from_dict(data)
+
+
+def test_the_terminal_line_survives_a_signal_that_failed() -> None:
+    import dataclasses
+
+    from factories import make_result
+
+    from perfgate.report.terminal import telemetry_lines
+
+    gpu = {"util_percent": None, "sm_clock_mhz": {"median": 1590.0}, "power_cap_share": 0.8,
+           "errors": ["nvmlDeviceGetUtilizationRates failed at sample 4: GPU is lost"]}
+    result = make_result("tiny", repeats=2)
+    result = dataclasses.replace(result, repeats=tuple(dataclasses.replace(r, telemetry={"gpu": gpu})
+                                                       for r in result.repeats))
+    (line,) = [x for x in telemetry_lines(result) if x.startswith("telemetry gpu")]
+    assert "utilisation not read" in line and "1590 MHz" in line and "power cap 80%" in line
