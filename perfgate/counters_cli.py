@@ -54,7 +54,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("workloads", nargs=1, metavar="WORKLOAD", help="the workload to count")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"],
                    help="where to count (default: [tool.perfgate] device, else auto = cuda when available)")
-    p.add_argument("--steps", dest="count_steps", type=int, default=DEFAULT_STEPS,
+    p.add_argument("--steps", dest="count_steps", type=int, default=DEFAULT_STEPS, metavar="N",
                    help=f"steps counted after the warmup (default {DEFAULT_STEPS})")
     p.add_argument("--set", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
                    help="override a workload parameter")
