@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import itertools
+from statistics import median
 
 import pytest
 
@@ -60,42 +60,80 @@ def test_host_clock_refuses_an_incomplete_window() -> None:
         clock.finish()
 
 
-class FakeEvent:
-    """A CUDA event whose device timestamp (ms) is scripted; records are counted."""
+class FakeCuda:
+    """The CUDA calls a device clock makes, scripted.
 
-    def __init__(self, stamps: dict[int, float], ids: itertools.count) -> None:
-        self.id = next(ids)
-        self.stamps = stamps
+    Device timestamps (ms) are handed out in the order events are recorded. An event must
+    be recorded on the current stream, and it can be read only once a synchronisation
+    after its record has completed it: a read before that fails the test, as reading an
+    unfinished event fails on a GPU.
+    """
+
+    def __init__(self, stamps: list[float]) -> None:
+        self.stream = object()
+        self.stamps = iter(stamps)
+        self.log: list[str] = []
+        self.pending: list[FakeEvent] = []
+        self.made: list[FakeEvent] = []
+
+    def current_stream(self) -> object:
+        self.log.append("current_stream")
+        return self.stream
+
+    def synchronize(self) -> None:
+        self.log.append("sync")
+        for event in self.pending:
+            event.done = True
+        self.pending.clear()
+
+    def event(self) -> FakeEvent:
+        self.made.append(FakeEvent(self))
+        return self.made[-1]
+
+
+class FakeEvent:
+    def __init__(self, cuda: FakeCuda) -> None:
+        self.cuda = cuda
+        self.stamp: float | None = None
+        self.done = False
         self.recorded = 0
 
-    def record(self) -> None:
+    def record(self, stream: object = None) -> None:
+        assert stream is self.cuda.stream, "recorded on another stream than the current one"
         self.recorded += 1
+        self.stamp = next(self.cuda.stamps)
+        self.cuda.pending.append(self)
+        self.cuda.log.append("record")
 
     def elapsed_time(self, end: FakeEvent) -> float:
-        assert self.recorded and end.recorded, "read before record"
-        return self.stamps[end.id] - self.stamps[self.id]
+        assert self.done and end.done, "read before the synchronisation that closes the window"
+        assert self.stamp is not None and end.stamp is not None
+        return end.stamp - self.stamp
+
+
+def device_clock(steps: int, stamps: list[float], host: list[float]) -> tuple[DeviceClock, FakeCuda]:
+    cuda = FakeCuda(stamps)
+    clock = DeviceClock(steps, cuda.event, synchronize=cuda.synchronize, current_stream=cuda.current_stream,
+                        now=FakeClock(host))
+    return clock, cuda
 
 
 def test_device_clock_reads_events_after_the_window() -> None:
-    ids = itertools.count()
-    # event 0 is the window origin; then 5 per step: pre-h2d, h2d, fwd, bwd, opt
-    stamps = {0: 0.0,
-              1: 5.0, 2: 6.0, 3: 16.0, 4: 36.0, 5: 41.0,      # step 0: busy 36 ms
-              6: 60.0, 7: 61.0, 8: 71.0, 9: 91.0, 10: 96.0}   # step 1: starts after a 19 ms idle gap
-    events: list[FakeEvent] = []
-
-    def factory() -> FakeEvent:
-        events.append(FakeEvent(stamps, ids))
-        return events[-1]
-
-    host = FakeClock([0.0,            # window start
-                      0.000, 0.004,   # step 0 begin, after data
-                      0.020, 0.058,   # step 1 begin, after data (waited 38 ms for data)
-                      0.100])         # window end, after synchronize
-    clock = DeviceClock(2, factory, now=host)
-    assert len(events) == 11  # allocated before the window
+    # in record order: the window origin, then 5 per step (pre-h2d, h2d, fwd, bwd, opt), then the closing event
+    stamps = [0.0,
+              5.0, 6.0, 16.0, 36.0, 41.0,      # step 0: busy 36 ms
+              60.0, 61.0, 71.0, 91.0, 96.0,    # step 1: starts after a 19 ms idle gap
+              97.0]
+    host = [0.0,            # window start
+            0.000, 0.004,   # step 0 begin, after data
+            0.020, 0.058,   # step 1 begin, after data (waited 38 ms for data)
+            0.100]          # window end, after synchronize
+    clock, cuda = device_clock(2, stamps, host)
+    assert len(cuda.made) == 12  # allocated before the window
     drive(clock, 2)
-    assert all(e.recorded == 1 for e in events)
+    assert all(e.recorded == 1 for e in cuda.made)
+    # one synchronisation, the last thing on the device: after the closing event's record
+    assert cuda.log.count("sync") == 1 and cuda.log[-2:] == ["record", "sync"]
     times = clock.finish()
     s = times.series_ms
     assert s["data_wait"] == pytest.approx([4.0, 38.0])
@@ -104,15 +142,83 @@ def test_device_clock_reads_events_after_the_window() -> None:
     assert s["backward"] == pytest.approx([20.0, 20.0])
     assert s["optimizer"] == pytest.approx([5.0, 5.0])
     assert s["device_busy"] == pytest.approx([36.0, 36.0])
-    assert s["step"] == pytest.approx([20.0, 80.0])
+    # the gated step is timed on the device: origin to step 1's first event, then to the closing event
+    assert s["step"] == pytest.approx([60.0, 37.0])
+    # the host's start-to-start times stay, as a diagnostic series
+    assert s["host_step"] == pytest.approx([20.0, 80.0])
     assert times.window_s == pytest.approx(0.100)
+    assert times.device_window_ratio == pytest.approx(0.97)
     # busy fraction: 72 ms of device work in a 100 ms window
     assert sum(s["device_busy"]) / (times.window_s * 1e3) == pytest.approx(0.72)
 
 
+def test_device_clock_marks_only_record_on_the_current_stream() -> None:
+    steps = 3
+    clock, cuda = device_clock(steps, [float(i) for i in range(2 + 5 * steps)],
+                               [float(i) for i in range(2 + 2 * steps)])
+    assert cuda.log == ["current_stream"]  # resolved once, when the clock is made
+    clock.start_window()
+    for _ in range(steps):
+        clock.begin_step()
+        clock.after_data()
+        clock.after_h2d()
+        clock.after_forward()
+        clock.after_backward()
+        clock.after_optimizer()
+    # nothing but records inside the window: no synchronisation, no stream look-up per mark
+    assert cuda.log == ["current_stream"] + ["record"] * (1 + 5 * steps)
+    with pytest.raises(RuntimeError, match="not closed"):
+        clock.finish()
+    clock.end_window()
+    assert cuda.log[-2:] == ["record", "sync"]
+    assert len(clock.finish().series_ms["step"]) == steps
+
+
+def test_a_device_backlog_is_timed_on_the_device_not_in_the_last_host_step() -> None:
+    # Fast host, slow device (CUDA graphs, reduce-overhead): the host enqueues a step in
+    # 0.1 ms, the device needs 5 ms for it. Each step's first event completes when the
+    # device gets to it; the closing synchronisation waits for the whole backlog.
+    steps, launch_ms, device_ms = 20, 0.1, 5.0
+    stamps = [0.0]
+    for k in range(steps):
+        t = k * device_ms
+        stamps += [t, t + 0.2, t + 1.5, t + 4.0, t + device_ms]
+    stamps.append(steps * device_ms)
+    host = [0.0]
+    for k in range(steps):
+        host += [k * launch_ms / 1e3, (k * launch_ms + 0.01) / 1e3]
+    host.append((steps * device_ms + 0.05) / 1e3)  # after the synchronisation
+    clock, _ = device_clock(steps, stamps, host)
+    drive(clock, steps)
+    times = clock.finish()
+    s = times.series_ms
+    window_ms = times.window_s * 1e3
+    assert s["step"] == pytest.approx([device_ms] * steps)
+    assert sum(s["step"]) == pytest.approx(window_ms, rel=0.01)
+    assert times.device_window_ratio == pytest.approx(1.0, rel=0.01)
+    # the host median is the launch time, far below the device's step, and the backlog
+    # lands in the host's last step
+    assert median(s["host_step"]) == pytest.approx(launch_ms)
+    assert median(s["host_step"]) < 0.05 * median(s["step"])
+    assert s["host_step"][-1] > 0.9 * window_ms
+    assert sum(s["host_step"]) == pytest.approx(window_ms)
+
+
 def test_device_clock_refuses_an_incomplete_window() -> None:
-    ids = itertools.count()
-    clock = DeviceClock(2, lambda: FakeEvent({}, ids), now=FakeClock([float(i) for i in range(50)]))
+    clock, _ = device_clock(2, [float(i) for i in range(50)], [float(i) for i in range(50)])
     drive(clock, 1)
     with pytest.raises(RuntimeError, match="incomplete window"):
         clock.finish()
+
+
+def test_an_injected_delay_wraps_the_device_clock_marks() -> None:
+    # The injecting clock takes the marks when it is made: the device clock has them then.
+    from perfgate.measure.loop import InjectingClock
+
+    calls: list[str] = []
+    clock, cuda = device_clock(2, [float(i) for i in range(12)], [float(i) for i in range(6)])
+    injecting = InjectingClock(clock, {"forward": lambda: calls.append("delay")})
+    drive(injecting, 2)
+    assert calls == ["delay", "delay"]
+    assert cuda.log.count("record") == 12 and cuda.log[-1] == "sync"
+    assert injecting.finish().series_ms["step"] == pytest.approx([6.0, 5.0])  # origin 0, firsts 1 and 6, end 11

@@ -3,9 +3,10 @@
 The training loop calls the six marks of a step in order (``begin_step``, ``after_data``,
 ``after_h2d``, ``after_forward``, ``after_backward``, ``after_optimizer``) and, once the
 window is closed and synchronised, ``finish`` turns the marks into per-step durations.
-Nothing here synchronises: on CUDA the marks only enqueue events, which are read after
-the window. Clocks and event factories are injectable so the accounting is tested
-without a GPU.
+Nothing synchronises inside the window: on CUDA the marks only enqueue events on the
+current stream, ``end_window`` records the closing event and is the synchronisation that
+ends the window, and the events are read after it. Clocks, event factories, the stream
+and the synchronisation are injectable so the accounting is tested without a GPU.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ class WindowTimes:
 
     series_ms: dict[str, list[float]]
     window_s: float
+    device_window_ratio: float | None = None
+    """CUDA: the device steps' sum over the window's wall time (about 1 when the events
+    time all of the window's work; well below 1 when work ran where the events did not)."""
 
 
 class PhaseClock(Protocol):
@@ -34,7 +38,8 @@ class PhaseClock(Protocol):
     def after_forward(self) -> None: ...
     def after_backward(self) -> None: ...
     def after_optimizer(self) -> None: ...
-    def end_window(self) -> None: ...
+    def end_window(self) -> None:
+        """Close the window: on CUDA, the closing event and the synchronisation."""
     def finish(self) -> WindowTimes: ...
 
 
@@ -86,19 +91,29 @@ class HostClock:
 
 
 class TimingEvent(Protocol):
-    def record(self) -> None: ...
+    def record(self, stream: Any = None) -> None: ...
     def elapsed_time(self, end: Any) -> float: ...
 
 
 class DeviceClock:
-    """CUDA timing: host clock for the data wait and the step, CUDA events for the rest.
+    """CUDA timing: CUDA events for the step and the device phases, the host clock for the data wait.
 
     Per step five events are recorded on the current stream: before the host-to-device
     copies (right after the batch arrived), after them, after forward, after backward and
-    after the optimizer. All events are allocated before the window and read after the
-    synchronisation that closes it. An event completes when the stream reaches it, so
-    ``last - first`` of a step is the device time of that step and the gaps between steps
-    are the time the device sat idle waiting for the host.
+    after the optimizer. One more opens the window (``origin``) and one closes it, recorded
+    just before the synchronisation that ends the window. All events are allocated, and
+    the stream resolved, when the clock is made (before the window); they are read only
+    after that synchronisation.
+
+    An event completes when the stream reaches it, so the step series is timed on the
+    device: step *k* runs from the first event of step *k* to the first event of step
+    *k + 1* (step 0 from the origin, the last step to the closing event), and the steps
+    tile the window. When the host runs ahead of the device (few launches per step: CUDA
+    graphs, ``torch.compile``), start-to-start host times measure the launches and the
+    backlog lands in the last step; the device steps do not. The host's start-to-start
+    times are kept as ``host_step``. ``last - first`` of a step is the device's busy
+    time in it (``device_busy``); the gaps between steps are the time it sat idle waiting
+    for the host.
     """
 
     timing = "cuda_events"
@@ -107,54 +122,77 @@ class DeviceClock:
         self,
         steps: int,
         event_factory: Callable[[], TimingEvent],
+        *,
+        synchronize: Callable[[], None],
+        current_stream: Callable[[], Any],
         now: Callable[[], float] = time.perf_counter,
     ) -> None:
         self._steps = steps
         self._now = now
+        self._synchronize = synchronize
         self._origin = event_factory()
         self._events = [event_factory() for _ in range(5 * steps)]
+        self._end = event_factory()
         self._host: list[float] = []
-        self._next = 0
         self._window = (0.0, 0.0)
+        self._closed = False
+        self._stream = stream = current_stream()
+        # The marks are closures over pre-resolved objects: a host mark is one clock read
+        # and one append, a device mark takes the next pre-allocated event and records it.
+        self._pending = pending = iter(self._events)
+        take = pending.__next__
         host = self._host.append
-        self.begin_step = lambda: host(now())  # type: ignore[method-assign]
 
-    def _record(self) -> None:
-        self._events[self._next].record()
-        self._next += 1
+        def record() -> None:
+            take().record(stream)
+
+        def after_data() -> None:
+            host(now())
+            take().record(stream)
+
+        self.begin_step = lambda: host(now())  # type: ignore[method-assign]
+        self.after_data = after_data  # type: ignore[method-assign]
+        self.after_h2d = record  # type: ignore[method-assign]
+        self.after_forward = record  # type: ignore[method-assign]
+        self.after_backward = record  # type: ignore[method-assign]
+        self.after_optimizer = record  # type: ignore[method-assign]
 
     def start_window(self) -> None:
-        self._origin.record()
+        self._origin.record(self._stream)
         self._window = (self._now(), 0.0)
 
-    def after_data(self) -> None:
-        self._host.append(self._now())
-        self._record()
-
-    after_h2d = _record
-    after_forward = _record
-    after_backward = _record
-    after_optimizer = _record
-
     def end_window(self) -> None:
+        """Record the closing event, synchronise, then read the host clock."""
+        self._end.record(self._stream)
+        self._synchronize()
+        self._closed = True
         self._window = (self._window[0], self._now())
 
     def finish(self) -> WindowTimes:
-        """Read the events; call only after the synchronisation that closes the window."""
-        if self._next != 5 * self._steps or len(self._host) != 2 * self._steps:
+        """Read the events; only after :meth:`end_window` (the synchronisation that closes the window)."""
+        unrecorded = sum(1 for _ in self._pending)
+        recorded = len(self._events) - unrecorded
+        if not self._closed or recorded != 5 * self._steps or len(self._host) != 2 * self._steps:
             raise RuntimeError(
-                f"incomplete window: {self._next} events and {len(self._host)} host marks for {self._steps} steps"
+                f"incomplete window: {recorded} events and {len(self._host)} host marks for {self._steps} steps"
+                + ("" if self._closed else ", not closed")
             )
-        stamps = [self._origin.elapsed_time(e) for e in self._events]
+        origin = self._origin
+        stamps = [origin.elapsed_time(e) for e in self._events]
+        end = origin.elapsed_time(self._end)
         rows = [stamps[i : i + 5] for i in range(0, len(stamps), 5)]
+        firsts = [r[0] for r in rows]
         host = [self._host[i : i + 2] for i in range(0, len(self._host), 2)]
+        window_s = self._window[1] - self._window[0]
         series = {
             "data_wait": [(h[1] - h[0]) * 1e3 for h in host],
             "h2d": [r[1] - r[0] for r in rows],
             "forward": [r[2] - r[1] for r in rows],
             "backward": [r[3] - r[2] for r in rows],
             "optimizer": [r[4] - r[3] for r in rows],
-            "step": _step_series([h[0] for h in host], self._window[1]),
+            "step": [e - s for s, e in zip([0.0, *firsts[1:]], [*firsts[1:], end])],
+            "host_step": _step_series([h[0] for h in host], self._window[1]),
             "device_busy": [r[4] - r[0] for r in rows],
         }
-        return WindowTimes(series, self._window[1] - self._window[0])
+        ratio = end / (window_s * 1e3) if window_s > 0 else None
+        return WindowTimes(series, window_s, device_window_ratio=ratio)

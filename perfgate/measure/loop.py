@@ -1,9 +1,10 @@
 """One repeat, in the current process: build, warm up, measure a synchronised window.
 
-This is the only place the training step is run. The step is the same function during
-warmup and during the window; only the clock differs (a no-op clock for warmup). Inside
-the window nothing synchronises: the loss stays on the device and is read after the
-window, together with the CUDA events.
+This is the only place the training step is run. Warmup and the window run the same
+step in the same loop; only the clock differs (a no-op clock for warmup). Nothing
+synchronises per step in either: the losses stay on the device and are read once, at
+the end of warmup and after the window (together with the CUDA events), so the host runs
+ahead of the device in warmup as it does in the window.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from perfgate.errors import PerfgateError, WorkloadError
 from perfgate.measure.clock import DeviceClock, HostClock, PhaseClock, WindowTimes
 from perfgate.measure.telemetry import TelemetrySampler
 from perfgate.result import RepeatResult
-from perfgate.workload import BuildContext, Built, DataSource, Params, Workload
+from perfgate.workload import BuildContext, Built, DataSource, Params, Workload, check_device_params
 
 
 class _NoClock:
@@ -78,7 +79,11 @@ def apply_torch_settings(params: Params, device: str) -> dict[str, Any]:
 
 
 class _PeakMemory:
-    """Peak allocated CUDA memory, or the peak RSS of this process on the CPU."""
+    """Peak allocated CUDA memory, or the peak RSS of this process on the CPU.
+
+    On CUDA the peak reserved by the caching allocator is read too (``read_reserved``):
+    the memory the process held, which is what another job on the GPU could not have.
+    """
 
     def __init__(self, device: str) -> None:
         self.device = device
@@ -95,6 +100,10 @@ class _PeakMemory:
                 handle.write("5")
         except OSError:
             self.kind = "cpu_peak_rss_since_start"
+
+    def read_reserved(self) -> int | None:
+        """CUDA: the window's peak of memory reserved by the caching allocator; None on the CPU."""
+        return int(torch.cuda.max_memory_reserved()) if self.device == "cuda" else None
 
     def read(self) -> int | None:
         if self.device == "cuda":
@@ -127,44 +136,66 @@ def _check_built(built: object, name: str) -> Built:
     return built
 
 
+GRAD_SCALER_SYNC = "GradScaler.step (one per step)"
+"""fp16 with an optimizer that cannot take the scaler's inf check: ``GradScaler.step`` reads
+it with ``.item()`` before stepping."""
+
+BLOCKING_COPY_SYNC = "blocking host-to-device copy (one per copied tensor per step)"
+"""A copy from pageable host memory (``pin_memory=False``) blocks the host until it is done,
+and it runs only after everything queued before it on the stream."""
+
+
 @dataclass
 class _Step:
-    """The training step, shared by warmup and the measured window."""
+    """The training step, shared by warmup and the measured window.
+
+    Per step it does what a plain training loop does for the workload's settings and
+    nothing more: a batch is moved only when the device needs it (on CUDA, a tensor not
+    already there; channels_last asks for its layout on any device), autocast is entered
+    only for bf16 or fp16 (one context object, made once), the GradScaler exists only for
+    fp16.
+    """
 
     built: Built
     device: torch.device
     params: Params
     loader_restarts: int = 0
+    """Times the DataLoader ran out and was restarted (the window's count: reset before it)."""
+    copied_from_host: bool = False
+    """True once a batch tensor was copied to the device (CUDA): the copies exist."""
 
     def __post_init__(self) -> None:
         self.model = self.built.model
         self.optimizer = self.built.optimizer
         self.loss_fn = self.built.loss_fn
         self.iterator: Iterator[Any] = iter(self.built.loader)
-        self.non_blocking = self.device.type == "cuda" and self.params.pin_memory
+        cuda = self.device.type == "cuda"
+        if cuda and self.device.index is None:
+            # A tensor's device always has its index: compare with the device it will be on.
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        self.non_blocking = cuda and self.params.pin_memory
         self.channels_last = self.params.memory_format == "channels_last"
+        # On the CPU a batch is already where the model is: nothing to move unless a layout is asked for.
+        self.move: Callable[[Any], Any] | None = self._move if cuda or self.channels_last else None
         dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.params.precision)
-        self.autocast: Callable[[], Any] = (
-            (lambda: torch.autocast(device_type=self.device.type, dtype=dtype))
-            if dtype is not None
-            else contextlib.nullcontext
-        )
+        self.autocast: Any = torch.autocast(device_type=self.device.type, dtype=dtype) if dtype is not None else None
         self.scaler = torch.amp.GradScaler(self.device.type) if self.params.precision == "fp16" else None
 
-    def _next_batch(self) -> Any:
-        try:
-            return next(self.iterator)
-        except StopIteration:
-            # A loader shorter than the run: restart it, and say so in the result.
-            self.loader_restarts += 1
-            self.iterator = iter(self.built.loader)
-            return next(self.iterator)
+    def _restart(self) -> Any:
+        # A loader shorter than the run: restart it, and say so in the result.
+        self.loader_restarts += 1
+        self.iterator = iter(self.built.loader)
+        return next(self.iterator)
 
     def _move(self, value: Any) -> Any:
         if isinstance(value, torch.Tensor):
-            if self.channels_last and value.dim() == 4:
-                return value.to(self.device, non_blocking=self.non_blocking, memory_format=torch.channels_last)
-            return value.to(self.device, non_blocking=self.non_blocking)
+            layout = self.channels_last and value.dim() == 4
+            if value.device != self.device:
+                self.copied_from_host = True
+                if layout:
+                    return value.to(self.device, non_blocking=self.non_blocking, memory_format=torch.channels_last)
+                return value.to(self.device, non_blocking=self.non_blocking)
+            return value.contiguous(memory_format=torch.channels_last) if layout else value
         if isinstance(value, (list, tuple)):
             return type(value)(self._move(v) for v in value)
         if isinstance(value, dict):
@@ -173,26 +204,121 @@ class _Step:
 
     def __call__(self, clock: PhaseClock) -> torch.Tensor:
         clock.begin_step()
-        batch = self._next_batch()
+        try:
+            inputs, targets = next(self.iterator)
+        except StopIteration:
+            inputs, targets = self._restart()
         clock.after_data()
-        inputs, targets = self._move(batch)
+        move = self.move
+        if move is not None:
+            inputs = move(inputs)
+            targets = move(targets)
         clock.after_h2d()
-        with self.autocast():
+        autocast = self.autocast
+        if autocast is None:
             loss = self.loss_fn(self.model(inputs), targets)
+        else:
+            with autocast:
+                loss = self.loss_fn(self.model(inputs), targets)
         clock.after_forward()
-        if self.scaler is not None:
-            self.scaler.scale(loss).backward()
-        else:
+        scaler = self.scaler
+        if scaler is None:
             loss.backward()
-        clock.after_backward()
-        if self.scaler is not None:
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
+            clock.after_backward()
             self.optimizer.step()
+        else:
+            scaler.scale(loss).backward()
+            clock.after_backward()
+            scaler.step(self.optimizer)
+            scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
         clock.after_optimizer()
         return loss
+
+    def synchronizes(self, pinned: bool) -> list[str]:
+        """The synchronisations per step the workload's settings bring (CUDA; empty on the CPU).
+
+        ``pinned``: whether the DataLoader pins its batches (read back from the loader).
+        """
+        if self.device.type != "cuda":
+            return []
+        found = []
+        if self.scaler is not None and not getattr(self.optimizer, "_step_supports_amp_scaling", False):
+            found.append(GRAD_SCALER_SYNC)
+        if self.copied_from_host and not pinned:
+            found.append(BLOCKING_COPY_SYNC)
+        return found
+
+
+_NO_CLOCK = _NoClock()
+
+
+def drive(step: Callable[[PhaseClock], torch.Tensor], clock: PhaseClock, steps: int) -> list[torch.Tensor]:
+    """Run ``steps`` steps, keeping each loss on the device: the loop of warmup and window alike."""
+    losses: list[torch.Tensor] = []
+    keep = losses.append
+    for _ in range(steps):
+        keep(step(clock).detach())
+    return losses
+
+
+def loss_values(losses: list[torch.Tensor]) -> list[float]:
+    """The kept losses as numbers: one read for all of them (a synchronisation on CUDA)."""
+    return torch.stack(losses).float().cpu().tolist() if losses else []
+
+
+def warm_up(step: Callable[[PhaseClock], torch.Tensor], steps: int, synchronize: Callable[[], None]) -> None:
+    """Warmup runs like the window: no synchronisation per step, one check of the losses at its end.
+
+    A per-step read of the loss would keep the host in lockstep with the device, and the
+    window would be the first time the host runs ahead.
+    """
+    losses = drive(step, _NO_CLOCK, steps)
+    synchronize()
+    values = loss_values(losses)
+    bad = _first_non_finite(values)
+    if bad is not None:
+        raise WorkloadError(f"loss is non-finite ({values[bad]}) at warmup step {bad}")
+
+
+def measure_window(
+    step: Callable[[PhaseClock], torch.Tensor],
+    clock: PhaseClock,
+    steps: int,
+    *,
+    on_open: Callable[[], None] = lambda: None,
+    on_close: Callable[[], None] = lambda: None,
+    guard: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+) -> tuple[WindowTimes, list[float]]:
+    """The measured window: ``steps`` steps with nothing synchronising between the clock's
+    opening and its ``end_window`` (on CUDA the closing synchronisation), then the events
+    and the losses are read.
+
+    ``on_open`` runs just before the window opens (peak memory reset, sampler start),
+    ``on_close`` just after it closed; ``guard`` wraps the steps and nothing else (the
+    sync debug mode, in the CUDA tests).
+    """
+    on_open()
+    with guard():
+        clock.start_window()
+        losses = drive(step, clock, steps)
+    clock.end_window()
+    on_close()
+    return clock.finish(), loss_values(losses)
+
+
+def sync_debug_error() -> contextlib.AbstractContextManager[None]:
+    """``torch.cuda.set_sync_debug_mode("error")`` for the duration: any synchronisation raises."""
+
+    @contextlib.contextmanager
+    def mode() -> Iterator[None]:
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            yield
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+
+    return mode()
 
 
 PHASE_END = {"data_wait": "after_data", "h2d": "after_h2d", "forward": "after_forward",
@@ -322,12 +448,16 @@ def run_repeat(
     index: int,
     telemetry: bool = True,
     inject_ms: Mapping[str, float] | None = None,
+    sync_check: bool = False,
 ) -> tuple[RepeatResult, DataSource]:
     """Build ``workload`` and measure one repeat on ``device``; raises WorkloadError.
 
     ``inject_ms`` (``perfgate selftest`` only): milliseconds added per measured step
-    inside each named phase (see :class:`InjectingClock`).
+    inside each named phase (see :class:`InjectingClock`). ``sync_check`` (CUDA): the
+    steps of the window run under ``torch.cuda.set_sync_debug_mode("error")``, so a
+    synchronisation inside the window fails the repeat.
     """
+    check_device_params(params, device)
     name = workload.name
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     settings = apply_torch_settings(params, device)
@@ -343,50 +473,55 @@ def run_repeat(
 
     torch_device = torch.device(device)
     memory_format = torch.channels_last if params.memory_format == "channels_last" else torch.contiguous_format
-    sync: Callable[[], None] = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    cuda = device == "cuda"
+    sync: Callable[[], None] = torch.cuda.synchronize if cuda else (lambda: None)
     peak = _PeakMemory(device)
     try:
         built.model.to(torch_device, memory_format=memory_format)
         built.model.train()
         step = _Step(built, torch_device, params)
-        warmup = _NoClock()
-        for i in range(params.warmup_steps):
-            value = float(step(warmup).detach().float().item())  # a sync is fine outside the window
-            if not math.isfinite(value):
-                raise WorkloadError(f"loss is non-finite ({value}) at warmup step {i}")
+        warm_up(step, params.warmup_steps, sync)
 
         clock: PhaseClock
-        if device == "cuda":
-            clock = DeviceClock(params.steps, lambda: torch.cuda.Event(enable_timing=True))
+        if cuda:
+            clock = DeviceClock(params.steps, lambda: torch.cuda.Event(enable_timing=True),
+                                synchronize=torch.cuda.synchronize, current_stream=torch.cuda.current_stream)
         else:
             clock = HostClock(params.steps)
         if inject_ms:
             clock = InjectingClock(clock, injection_delays(inject_ms, device))
-        losses: list[torch.Tensor] = []
-        keep = losses.append
         sampler = TelemetrySampler(device) if telemetry else None
-        sync()
-        peak.reset()
-        if sampler is not None:
-            sampler.start()
-        clock.start_window()
-        for _ in range(params.steps):
-            keep(step(clock).detach())
-        sync()
-        clock.end_window()
-        if sampler is not None:
-            sampler.stop()
-        times: WindowTimes = clock.finish()
+
+        def on_open() -> None:
+            step.loader_restarts = 0  # the window's restarts, not warmup's
+            peak.reset()
+            if sampler is not None:
+                sampler.start()
+
+        def on_close() -> None:
+            if sampler is not None:
+                sampler.stop()
+
+        times, losses = measure_window(step, clock, params.steps, on_open=on_open, on_close=on_close,
+                                       guard=sync_debug_error if cuda and sync_check else contextlib.nullcontext)
         peak_bytes = peak.read()
-        loss_values = torch.stack(losses).float().cpu().tolist()
+        reserved_bytes = peak.read_reserved()
     except BaseException as exc:  # noqa: BLE001
         if isinstance(exc, KeyboardInterrupt):
             raise
         raise _fail(name, "the training step", exc) from None
 
-    bad = _first_non_finite(loss_values)
+    bad = _first_non_finite(losses)
     if bad is not None:
-        raise WorkloadError(f"{name}: loss is non-finite ({loss_values[bad]}) at measured step {bad}")
+        raise WorkloadError(f"{name}: loss is non-finite ({losses[bad]}) at measured step {bad}")
+    loader_settings = _loader_settings(built.loader)
+    if cuda:
+        pinned = bool(loader_settings.get("pin_memory", params.pin_memory))
+        settings["synchronizes"] = step.synchronizes(pinned)
+        settings["cuda_window"] = {
+            "device_steps_over_window": times.device_window_ratio,
+            "max_memory_reserved_bytes": reserved_bytes,
+        }
     samples_per_s = params.steps * params.batch_size / times.window_s
     repeat = RepeatResult(
         index=index,
@@ -397,10 +532,10 @@ def run_repeat(
         samples_per_s=samples_per_s,
         peak_memory_bytes=peak_bytes,
         peak_memory_kind=peak.kind,
-        first_loss=loss_values[0],
-        last_loss=loss_values[-1],
+        first_loss=losses[0],
+        last_loss=losses[-1],
         torch_settings=settings,
-        loader_settings=_loader_settings(built.loader),
+        loader_settings=loader_settings,
         loader_restarts=step.loader_restarts,
         telemetry=sampler.summary() if sampler is not None else None,
     )
@@ -408,6 +543,12 @@ def run_repeat(
 
 
 def _loader_settings(loader: object) -> dict[str, Any]:
-    """The DataLoader settings actually in effect, read back from the loader."""
+    """The DataLoader settings actually in effect, read back from the loader, and how many
+    batches one pass over it yields (``num_batches``, when it knows)."""
     keys = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "drop_last")
-    return {k: getattr(loader, k) for k in keys if hasattr(loader, k)}
+    settings = {k: getattr(loader, k) for k in keys if hasattr(loader, k)}
+    try:
+        settings["num_batches"] = len(loader)  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001 - no length (an iterable dataset, a generator): left out
+        pass
+    return settings
