@@ -1,18 +1,26 @@
 """Instrumentation overhead: perfgate's phase-timed step against a plain training loop.
 
-Both loops run in this one process on the same model, optimizer and batches, interleaved
-in alternating blocks (ABBA...), so drift of a shared machine hits both alike. The plain
-loop is what a user would write; the instrumented one is exactly what the runner executes
-inside its measured window (``perfgate.measure.loop._Step`` with the CPU phase clock,
-the loss kept on the device). Prints microseconds per step and the ratio, per workload.
+Both loops run in this one process on the same model, optimizer and batches. The plain
+loop is what a user would write on the CPU (``next``, forward, loss, backward, step,
+``zero_grad``; autocast entered per step when a lower precision is asked for). The
+measured one is exactly what the runner executes inside its window: ``loop._Step`` with
+the CPU phase clock, the loss kept on the device (``loop.drive``'s body), in windows of
+``--window`` steps.
 
-    .venv/bin/python benchmarks/overhead.py [--blocks N]
+The main figure pairs single steps: plain and measured steps alternate (ABBA), each
+timed on its own, and the median of the paired differences is the driver's cost per
+step, with a 95% interval from order statistics. Pairing neighbouring steps cancels the
+drift of a shared machine far better than comparing blocks, so a few microseconds are
+resolved on a step of a few hundred.
+
+    .venv/bin/python benchmarks/overhead.py [--pairs N] [--precision bf16] [--telemetry] [--resnet-blocks N]
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import math
 import statistics
 import sys
 import time
@@ -28,16 +36,94 @@ from perfgate.measure.telemetry import TelemetrySampler
 from perfgate.workload import BuildContext, Built, DataSource, Params
 
 
+def plain_step_fn(step: _Step) -> Callable[[], object]:
+    """One step as a plain loop writes it, over the same model, optimizer and batches."""
+    model, optimizer, loss_fn, iterator = step.model, step.optimizer, step.loss_fn, step.iterator
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(step.params.precision)
+    device_type = step.device.type
+    if dtype is None:
+        def plain() -> object:
+            inputs, targets = next(iterator)
+            loss = loss_fn(model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            return loss
+    else:
+        def plain() -> object:
+            inputs, targets = next(iterator)
+            with torch.autocast(device_type, dtype=dtype):
+                loss = loss_fn(model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            return loss
+    return plain
+
+
+def paired_steps(step: _Step, pairs: int, window: int) -> tuple[list[float], list[float], list[float]]:
+    """Alternate plain and measured single steps; (plain us, measured us, paired difference us)."""
+    plain = plain_step_fn(step)
+    now = time.perf_counter
+    plain_us: list[float] = []
+    measured_us: list[float] = []
+    clock = HostClock(window)
+    losses: list[torch.Tensor] = []
+    keep = losses.append
+    in_window = 0
+    for i in range(pairs):
+        if in_window == window:  # a new window, outside the timed steps
+            clock, losses = HostClock(window), []
+            keep = losses.append
+            in_window = 0
+        if in_window == 0:
+            clock.start_window()
+        if i % 2 == 0:
+            t0 = now()
+            plain()
+            t1 = now()
+            keep(step(clock).detach())
+            t2 = now()
+            p, m = t1 - t0, t2 - t1
+        else:
+            t0 = now()
+            keep(step(clock).detach())
+            t1 = now()
+            plain()
+            t2 = now()
+            m, p = t1 - t0, t2 - t1
+        plain_us.append(p * 1e6)
+        measured_us.append(m * 1e6)
+        in_window += 1
+    diffs = [m - p for p, m in zip(plain_us, measured_us)]
+    return plain_us, measured_us, diffs
+
+
+def median_interval(values: list[float]) -> tuple[float, float, float]:
+    """Median and a distribution-free 95% interval for it (binomial order statistics)."""
+    ordered = sorted(values)
+    n = len(ordered)
+    half = 1.96 * math.sqrt(n) / 2
+    lo, hi = max(0, int(math.floor(n / 2 - half))), min(n - 1, int(math.ceil(n / 2 + half)))
+    return statistics.median(ordered), ordered[lo], ordered[hi]
+
+
+def report_pairs(label: str, step: _Step, pairs: int, window: int) -> None:
+    plain, measured, diffs = paired_steps(step, pairs, window)
+    mid, lo, hi = median_interval(diffs)
+    q = statistics.quantiles(diffs, n=4)
+    print(f"{label}: {pairs} single steps, plain and measured alternating, windows of {window}")
+    print(f"  plain loop                 median {statistics.median(plain):10.1f} us/step")
+    print(f"  perfgate measured          median {statistics.median(measured):10.1f} us/step")
+    print(f"  difference (paired median) {mid:+8.2f} us/step   [95% interval {lo:+.2f}, {hi:+.2f};"
+          f" quartiles {q[0]:+.1f}, {q[2]:+.1f}]")
+
+
 def plain_block(step: _Step, n: int) -> float:
-    model, optimizer, loss_fn, device = step.model, step.optimizer, step.loss_fn, step.device
+    plain = plain_step_fn(step)
     start = time.perf_counter()
     for _ in range(n):
-        inputs, targets = next(step.iterator)
-        inputs, targets = inputs.to(device), targets.to(device)
-        loss = loss_fn(model(inputs), targets)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        plain()
     return (time.perf_counter() - start) / n
 
 
@@ -63,25 +149,25 @@ def sampled_block(step: _Step, n: int) -> float:
         sampler.stop()
 
 
-def compare(label: str, step: _Step, blocks: int, steps_per_block: int,
-            base: Callable[[_Step, int], float] = plain_block,
-            other: Callable[[_Step, int], float] = instrumented_block,
-            names: tuple[str, str] = ("plain loop", "perfgate measured")) -> None:
-    plain: list[float] = []
-    instrumented: list[float] = []
+def compare_blocks(label: str, step: _Step, blocks: int, steps_per_block: int,
+                   base: Callable[[_Step, int], float] = plain_block,
+                   other: Callable[[_Step, int], float] = instrumented_block,
+                   names: tuple[str, str] = ("plain loop", "perfgate measured")) -> None:
+    """Blocks of steps in alternating order (ABBA...): for costs that are not per step (a sampler thread)."""
+    first: list[float] = []
+    second: list[float] = []
     for b in range(blocks):
         order = (base, other) if b % 2 == 0 else (other, base)
         for fn in order:
-            (plain if fn is base else instrumented).append(fn(step, steps_per_block))
-    p, i = statistics.median(plain), statistics.median(instrumented)
-    # Paired by block: each block's instrumented time against its neighbour plain time.
-    diffs = sorted((b - a) * 1e6 for a, b in zip(plain, instrumented))
+            (first if fn is base else second).append(fn(step, steps_per_block))
+    a, b = statistics.median(first), statistics.median(second)
+    diffs = sorted((y - x) * 1e6 for x, y in zip(first, second))
     print(f"{label}: {blocks} blocks x {steps_per_block} steps per loop, interleaved")
-    print(f"  {names[0]:<26} median {p * 1e6:10.1f} us/step")
-    print(f"  {names[1]:<26} median {i * 1e6:10.1f} us/step")
+    print(f"  {names[0]:<26} median {a * 1e6:10.1f} us/step")
+    print(f"  {names[1]:<26} median {b * 1e6:10.1f} us/step")
     print(f"  difference (paired median) {statistics.median(diffs):+8.1f} us/step"
           f"   [quartiles {diffs[len(diffs) // 4]:+.1f}, {diffs[3 * len(diffs) // 4]:+.1f}]")
-    print(f"  ratio                       {i / p:.4f}")
+    print(f"  ratio                       {b / a:.4f}")
 
 
 def bookkeeping_only(n: int = 200_000) -> tuple[float, float]:
@@ -112,10 +198,10 @@ def bookkeeping_only(n: int = 200_000) -> tuple[float, float]:
     return (marked - empty) * 1e6, finish * 1e6
 
 
-def tiny_step() -> _Step:
-    params = Params(batch_size=4, input_size=16, warmup_steps=0, steps=2, num_threads=1)
+def tiny_step(precision: str = "fp32", width: int = 16) -> _Step:
+    params = Params(batch_size=4, input_size=16, warmup_steps=0, steps=2, num_threads=1, precision=precision)
     apply_torch_settings(params, "cpu")
-    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    model = torch.nn.Sequential(torch.nn.Linear(16, width), torch.nn.ReLU(), torch.nn.Linear(width, 4))
     batches = [(torch.randn(4, 16), torch.randint(0, 4, (4,))) for _ in range(8)]
     built = Built(model, torch.optim.SGD(model.parameters(), lr=0.01), torch.nn.CrossEntropyLoss(),
                   itertools.cycle(batches), DataSource("synthetic", "memory", "", "none", 8))
@@ -136,24 +222,33 @@ def workload_step(name: str, steps: int) -> _Step:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--blocks", type=int, default=40, help="interleaved blocks per loop for the tiny model")
-    parser.add_argument("--resnet-blocks", type=int, default=12, help="interleaved blocks for resnet18-cifar10")
+    parser.add_argument("--pairs", type=int, default=8000, help="single steps of each loop, paired (tiny MLP)")
+    parser.add_argument("--window", type=int, default=100, help="steps per measured window")
+    parser.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32",
+                        help="the tiny MLP's precision (the plain loop enters autocast per step for bf16/fp16)")
+    parser.add_argument("--width", type=int, default=16, help="hidden width of the tiny MLP")
     parser.add_argument("--telemetry", action="store_true", help="also measure the telemetry sampler's cost")
+    parser.add_argument("--resnet-blocks", type=int, default=0,
+                        help="interleaved blocks for resnet18-cifar10 (0: skip; its steps are too long to"
+                             " resolve microseconds)")
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; command: {' '.join(sys.argv)}")
     per_step, finish = bookkeeping_only()
     print(f"bookkeeping alone (6 marks + keeping the loss): {per_step:.2f} us/step inside the window,"
           f" {finish:.2f} us/step to turn marks into phases after it")
-    step = tiny_step()
+    step = tiny_step(args.precision, args.width)
     plain_block(step, 200)
-    compare("tiny MLP (16-16-4, batch 4, in-memory batches)", step, args.blocks, 500)
+    report_pairs(f"tiny MLP (16-{args.width}-4, batch 4, {args.precision}, in-memory batches)", step, args.pairs,
+                 args.window)
     if args.telemetry:
         # blocks of ~1 s so each holds about ten samples of the 100 ms sampler
-        compare("tiny MLP, telemetry sampler on vs off", step, args.blocks // 2, 4000,
-                base=instrumented_block, other=sampled_block, names=("measured, no sampler", "measured, sampler on"))
-    steps_per_block = 4
-    step = workload_step("resnet18-cifar10", 3 + 2 * args.resnet_blocks * steps_per_block + 8)
-    compare("resnet18-cifar10, CPU profile (batch 16)", step, args.resnet_blocks, steps_per_block)
+        compare_blocks("tiny MLP, telemetry sampler on vs off", step, 20, 4000,
+                       base=instrumented_block, other=sampled_block,
+                       names=("measured, no sampler", "measured, sampler on"))
+    if args.resnet_blocks > 0:
+        steps_per_block = 4
+        step = workload_step("resnet18-cifar10", 3 + 2 * args.resnet_blocks * steps_per_block + 8)
+        compare_blocks("resnet18-cifar10, CPU profile (batch 16)", step, args.resnet_blocks, steps_per_block)
     return 0
 
 
