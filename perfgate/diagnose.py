@@ -11,6 +11,15 @@ all steps decides the label (a median, so a few slow steps do not relabel a run)
 - COMPUTE-BOUND: forward + backward + optimizer ≥ 90% of the step (informational);
 - BALANCED: none of the above.
 
+Three more labels are read from what each repeat recorded rather than from the shares:
+
+- SYNC-PER-STEP: the workload's settings synchronise the host with the device every
+  step on CUDA (a GradScaler over an optimizer that cannot take its inf check on the
+  device, copies from unpinned memory), with what to change (warning);
+- LOADER-RESTART: the DataLoader ran out inside the window and was restarted (warning);
+- CLOCK-MISMATCH: on CUDA the device steps do not add up to the window's wall time, so
+  the events miss part of the work (warning).
+
 Pure: no torch, no I/O.
 """
 
@@ -24,6 +33,26 @@ from perfgate.result import RunResult
 WARNING_SHARE = 0.10
 CRITICAL_SHARE = 0.20
 COMPUTE_SHARE = 0.90
+CLOCK_RATIO = (0.95, 1.02)
+"""On CUDA the device steps' sum over the window's wall time outside this range is CLOCK-MISMATCH."""
+
+GRAD_SCALER_SYNC = "GradScaler.step (one per step)"
+"""fp16 with an optimizer that cannot take the scaler's inf check on the device:
+``GradScaler.step`` reads it with ``.item()`` before every step (a repeat's
+``torch_settings["synchronizes"]`` names it so)."""
+
+BLOCKING_COPY_SYNC = "blocking host-to-device copy (one per copied tensor per step)"
+"""Batches copied from pageable host memory (``pin_memory=false``): each copy blocks the host
+until the device has run everything queued before it."""
+
+SYNC_FIXES = {
+    GRAD_SCALER_SYNC: "for GradScaler: precision=bf16 needs no scaler (bf16 has fp32's exponent range; "
+                      "Ampere or newer; a change of numerics, so a new baseline), or keep fp16 and build the "
+                      "optimizer with fused=True (SGD, Adam, AdamW), whose step takes the scaler's inf check "
+                      "on the device",
+    BLOCKING_COPY_SYNC: "for the copies: pin_memory=true (pinned batches are copied without blocking)",
+}
+"""What to change to avoid each synchronisation, shown in the label's evidence."""
 
 PHASE_HINTS = {
     "data_wait": "data wait usually moves with DataLoader workers, decoding, augmentation or storage speed",
@@ -42,6 +71,9 @@ class Label:
     severity: str
     """``"critical"``, ``"warning"`` or ``"info"``."""
     share: float
+    """The share of the step the label is about; for the labels read from what the
+    repeats recorded (SYNC-PER-STEP, LOADER-RESTART, CLOCK-MISMATCH), the share of the
+    repeats it applies to."""
     evidence: str
 
     def to_dict(self) -> dict[str, object]:
@@ -96,5 +128,72 @@ def diagnose(result: RunResult) -> list[Label]:
                             f"no phase dominates: compute {compute * 100:.0f}%, data wait "
                             f"{median(shares['data_wait']) * 100:.0f}%, h2d {median(shares['h2d']) * 100:.0f}% "
                             f"of a {step_ms:.1f} ms step ({where}){busy_note}"))
+    labels += [label for label in (_sync_label(result), _restart_label(result), _clock_label(result))
+               if label is not None]
     order = {"critical": 0, "warning": 1, "info": 2}
     return sorted(labels, key=lambda label: order[label.severity])
+
+
+def _sync_label(result: RunResult) -> Label | None:
+    """SYNC-PER-STEP: what each repeat recorded under ``torch_settings["synchronizes"]``."""
+    per_repeat = [list(r.torch_settings.get("synchronizes") or ()) for r in result.repeats]
+    sources = list(dict.fromkeys(s for found in per_repeat for s in found))
+    if not sources:
+        return None
+    with_sync = sum(1 for found in per_repeat if found)
+    how_often = "once per step" if sources == [GRAD_SCALER_SYNC] else "every step"
+    fixes = [SYNC_FIXES[s] for s in sources if s in SYNC_FIXES]
+    evidence = (f"this workload synchronises {how_often}: {'; '.join(sources)} "
+                f"({with_sync} of {len(result.repeats)} repeat(s)); the host waits for the device there, "
+                f"so it cannot queue the next step ahead")
+    if fixes:
+        evidence += f"; to avoid it, {'; '.join(fixes)}"
+    return Label("SYNC-PER-STEP", "warning", with_sync / len(result.repeats), evidence)
+
+
+def _restart_label(result: RunResult) -> Label | None:
+    """LOADER-RESTART: repeats whose DataLoader ran out inside the window."""
+    restarted = [r for r in result.repeats if r.loader_restarts > 0]
+    if not restarted:
+        return None
+    total = sum(r.loader_restarts for r in restarted)
+    worst = max(max(r.phases_ms["data_wait"], default=0.0) for r in restarted)
+    typical = _median_ms(result, "data_wait")
+    warmup, steps = result.params.get("warmup_steps"), result.params.get("steps")
+    batches = restarted[0].loader_settings.get("num_batches")
+    facts = []
+    if isinstance(batches, int):
+        facts.append(f"the loader holds {batches} batches")
+    if isinstance(warmup, int) and isinstance(steps, int):
+        facts.append(f"warmup_steps + steps = {warmup + steps}")
+    held = f" ({', '.join(facts)})" if facts else ""
+    loader = restarted[0].loader_settings
+    persist = ("; with num_workers > 0, persistent_workers=true keeps the workers across a restart"
+               if (loader.get("num_workers") or 0) > 0 and not loader.get("persistent_workers") else "")
+    evidence = (f"the DataLoader ran out inside the window {total} time(s) in {len(restarted)} of "
+                f"{len(result.repeats)} repeat(s){held}: the slowest data wait there was {worst:.1f} ms against a "
+                f"median of {typical:.1f} ms; make warmup_steps + steps <= len(loader) (fewer steps, or a loader "
+                f"from perfgate.measure.loader.make_loader, which holds exactly that many batches){persist}")
+    return Label("LOADER-RESTART", "warning", len(restarted) / len(result.repeats), evidence)
+
+
+def _clock_label(result: RunResult) -> Label | None:
+    """CLOCK-MISMATCH: on CUDA the device steps should tile the window's wall time."""
+    ratios = []
+    for r in result.repeats:
+        window = r.torch_settings.get("cuda_window")
+        ratio = window.get("device_steps_over_window") if isinstance(window, dict) else None
+        if isinstance(ratio, (int, float)):
+            ratios.append(float(ratio))
+    if not ratios:
+        return None
+    ratio = median(ratios)
+    low, high = CLOCK_RATIO
+    if low <= ratio <= high:
+        return None
+    off = [x for x in ratios if not low <= x <= high]
+    return Label("CLOCK-MISMATCH", "warning", len(off) / len(result.repeats),
+                 f"the device steps add up to {ratio * 100:.0f}% of the window's wall time (median of "
+                 f"{len(ratios)} repeat(s); about 100% expected): the step's events miss part of the work, such as "
+                 f"kernels on a stream the step does not wait for, or the device and host clocks disagree "
+                 f"(perfgate doctor checks that); the step times of this run are not reliable")

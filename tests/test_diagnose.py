@@ -97,3 +97,73 @@ def test_each_workload_keeps_its_own_labels_in_a_gate() -> None:
         entries.append(Entry(name, result, Lookup(base, Path(f"{name}.json"))))
     by_name = {c.workload: [label.name for label in c.labels] for c in compare(entries, GateConfig()).comparisons}
     assert by_name == {"slow-input": ["INPUT-BOUND"], "plain": ["COMPUTE-BOUND"]}
+
+
+def with_repeats(result, **changes_by_index):
+    """``result`` with fields of some repeats replaced: index -> dict of fields."""
+    reps = [dataclasses.replace(rep, **changes_by_index.get(f"r{rep.index}", {})) for rep in result.repeats]
+    return dataclasses.replace(result, repeats=tuple(reps))
+
+
+def everywhere(result, **fields):
+    return with_repeats(result, **{f"r{rep.index}": fields for rep in result.repeats})
+
+
+def test_a_workload_that_synchronises_once_per_step_is_told_what_to_change() -> None:
+    from perfgate.diagnose import GRAD_SCALER_SYNC
+
+    result = everywhere(make_result(), torch_settings={"num_threads": 2, "synchronizes": [GRAD_SCALER_SYNC]})
+    labels = diagnose(result)
+    assert [(label.name, label.severity) for label in labels] == [("SYNC-PER-STEP", "warning"),
+                                                                 ("COMPUTE-BOUND", "info")]
+    sync = labels[0]
+    assert sync.evidence.startswith("this workload synchronises once per step: GradScaler.step (one per step) "
+                                    "(5 of 5 repeat(s))")
+    assert "precision=bf16 needs no scaler" in sync.evidence and "fused=True" in sync.evidence
+    assert "pin_memory" not in sync.evidence
+    assert sync.share == 1.0
+
+
+def test_unpinned_copies_and_a_scaler_synchronise_every_step() -> None:
+    from perfgate.diagnose import BLOCKING_COPY_SYNC, GRAD_SCALER_SYNC
+
+    result = with_repeats(make_result(), r0={"torch_settings": {"synchronizes": [GRAD_SCALER_SYNC, BLOCKING_COPY_SYNC]}},
+                          r1={"torch_settings": {"synchronizes": []}})
+    (sync,) = [label for label in diagnose(result) if label.name == "SYNC-PER-STEP"]
+    assert sync.evidence.startswith("this workload synchronises every step: GradScaler.step (one per step); "
+                                    "blocking host-to-device copy (one per copied tensor per step) (1 of 5 repeat(s))")
+    assert "pin_memory=true" in sync.evidence and sync.share == 0.2
+    # nothing recorded (a CPU run, an older file): no label
+    assert "SYNC-PER-STEP" not in [label.name for label in diagnose(make_result())]
+
+
+def test_a_loader_restart_inside_the_window_is_reported_with_its_data_wait() -> None:
+    result = dataclasses.replace(make_result(), params={"batch_size": 8, "warmup_steps": 2, "steps": 10})
+    rep = result.repeats[3]
+    waits = list(rep.phases_ms["data_wait"])
+    waits[4] = 32.7  # the step that restarted the loader, against ~2 ms
+    result = with_repeats(result, r3={"loader_restarts": 1,
+                                      "phases_ms": {**rep.phases_ms, "data_wait": tuple(waits)},
+                                      "loader_settings": {"batch_size": 8, "num_workers": 4, "num_batches": 11,
+                                                          "persistent_workers": False}})
+    labels = diagnose(result)
+    (restart,) = [label for label in labels if label.name == "LOADER-RESTART"]
+    assert restart.severity == "warning" and restart.share == 0.2
+    assert restart.evidence.startswith(
+        "the DataLoader ran out inside the window 1 time(s) in 1 of 5 repeat(s) (the loader holds 11 batches, "
+        "warmup_steps + steps = 12): the slowest data wait there was 32.7 ms against a median of 2.0 ms; "
+        "make warmup_steps + steps <= len(loader)")
+    assert "persistent_workers=true" in restart.evidence
+    assert "COMPUTE-BOUND" in [label.name for label in labels]  # the phase labels stay
+    assert "LOADER-RESTART" not in [label.name for label in diagnose(make_result())]
+
+
+def test_device_steps_that_do_not_fill_the_window_are_a_clock_mismatch() -> None:
+    def cuda(ratio: float):
+        return everywhere(make_result(), torch_settings={
+            "synchronizes": [], "cuda_window": {"device_steps_over_window": ratio, "max_memory_reserved_bytes": 1}})
+
+    assert "CLOCK-MISMATCH" not in [label.name for label in diagnose(cuda(0.998))]
+    (label,) = [label for label in diagnose(cuda(0.6)) if label.name == "CLOCK-MISMATCH"]
+    assert label.severity == "warning" and label.share == 1.0
+    assert label.evidence.startswith("the device steps add up to 60% of the window's wall time (median of 5 repeat(s)")

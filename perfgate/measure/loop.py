@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from perfgate.diagnose import BLOCKING_COPY_SYNC, GRAD_SCALER_SYNC
 from perfgate.errors import PerfgateError, WorkloadError
 from perfgate.measure.clock import DeviceClock, HostClock, PhaseClock, WindowTimes
 from perfgate.measure.telemetry import TelemetrySampler
@@ -134,15 +135,6 @@ def _check_built(built: object, name: str) -> Built:
     if not isinstance(built.data, DataSource):
         raise WorkloadError(f"{name}: Built.data must be a perfgate.DataSource")
     return built
-
-
-GRAD_SCALER_SYNC = "GradScaler.step (one per step)"
-"""fp16 with an optimizer that cannot take the scaler's inf check: ``GradScaler.step`` reads
-it with ``.item()`` before stepping."""
-
-BLOCKING_COPY_SYNC = "blocking host-to-device copy (one per copied tensor per step)"
-"""A copy from pageable host memory (``pin_memory=False``) blocks the host until it is done,
-and it runs only after everything queued before it on the stream."""
 
 
 @dataclass
