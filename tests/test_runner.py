@@ -83,3 +83,18 @@ def test_a_heavier_model_shows_up_in_forward_and_backward(runs: dict) -> None:
     assert heavy.median_ms["forward"] > 3 * plain.median_ms["forward"]
     assert heavy.median_ms["backward"] > 3 * plain.median_ms["backward"]
     assert heavy.share["forward"] + heavy.share["backward"] > 0.8
+
+
+def test_a_cpu_repeat_keeps_its_shape_and_says_how_long_its_loader_is(runs: dict) -> None:
+    for repeat in runs["plain"].repeats:
+        # the CPU's step is still the host's start to start: no device series, no CUDA keys
+        assert "host_step" not in repeat.phases_ms and "device_busy" not in repeat.phases_ms
+        assert "synchronizes" not in repeat.torch_settings and "cuda_window" not in repeat.torch_settings
+        assert repeat.loader_settings["num_batches"] == 2 + 12  # make_loader: warmup_steps + steps
+
+
+def test_the_cpu_still_runs_without_warmup(tiny_path: Path, tmp_path: Path) -> None:
+    result = run_tiny(tiny_path, tmp_path, warmup_steps=0)
+    (repeat,) = result.repeats
+    assert repeat.steps == 12 and repeat.loader_restarts == 0
+    assert repeat.loader_settings["num_batches"] == 12
