@@ -417,11 +417,13 @@ def load_benchmark_files(paths: Sequence[Path]) -> list[RunResult]:
 def load_results_dir(directory: Path) -> list[RunResult]:
     """Every ``*.json`` in ``directory``: perfgate results and pytest-benchmark files alike,
     told apart by content; pytest-benchmark files there are runs of one commit and are
-    merged per benchmark (see :func:`load_benchmark_files`). Anything else, or two files
+    merged per benchmark (see :func:`load_benchmark_files`); counted runs' ``*.counters.json``
+    are left out. Anything else, or two files
     holding the same workload, is a :class:`FileFormatError`."""
     if not directory.is_dir():
         raise FileFormatError(f"{directory}: results directory not found")
-    files = sorted(p for p in directory.glob("*.json") if not p.name.startswith("."))
+    files = sorted(p for p in directory.glob("*.json")
+                   if not p.name.startswith(".") and not p.name.endswith(".counters.json"))  # counted runs' files
     results: list[RunResult] = []
     origin: dict[str, Path] = {}
     grouped: dict[str, list[_Run]] = {}

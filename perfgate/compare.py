@@ -24,6 +24,7 @@ from perfgate.baseline import Baseline, Lookup, Provenance, Recording, param_dif
 from perfgate.benchmark_json import KIND as BENCHMARK_KIND
 from perfgate.benchmark_json import STATISTICS_BLOCKS, STATISTICS_PROCESSES, STATISTICS_SUMMARY
 from perfgate.blocks import BlockValue, block_log_ratio, blocks_of
+from perfgate.counting import GATED, CounterChanges, CounterSet, CounterThresholds, compare_counters
 from perfgate.decide import (
     GateConfig,
     MemoryDecision,
@@ -42,7 +43,8 @@ from perfgate.summary import ROWS, WorkloadSummary, summarise
 from perfgate.workload import PHASES
 
 
-WORKLOAD_FIELDS = ("delta", "memory_threshold", "gate_phases", "phase_q", "phase_min_share")
+WORKLOAD_FIELDS = ("delta", "memory_threshold", "gate_phases", "phase_q", "phase_min_share",
+                   "flops_threshold", "launch_threshold", "counters_off")
 """The fields of a per-workload :class:`GateConfig` that ``compare`` uses; the others (α,
 the looks, the estimation settings) are the whole run's and come from its own config."""
 
@@ -59,6 +61,49 @@ class Pairing:
     """Another interpreter measured the base side (``--base-python``): environments may differ."""
 
 
+STORED_COUNTERS_NOTE = "not compared: the stored design has no counted baseline yet"
+"""Why a stored-design comparison has no counters."""
+NOT_COUNTED = "not counted"
+"""Why a paired comparison given no counted runs has no counters."""
+
+
+@dataclass(frozen=True)
+class Counted:
+    """The counted runs of a paired comparison (``perfgate.counting``): one per side, or
+    what kept one from being counted (an info line, never a verdict on timing)."""
+
+    base: CounterSet | None = None
+    head: CounterSet | None = None
+    note: str | None = None
+    """Why there is nothing to compare (a counted run failed, counters are off, no file)."""
+
+
+def counter_thresholds(config: GateConfig) -> CounterThresholds:
+    """The counters' thresholds of a (per-workload) gate configuration."""
+    return CounterThresholds(flops_threshold=config.flops_threshold, launch_threshold=config.launch_threshold,
+                             enabled=frozenset(GATED) - set(config.counters_off))
+
+
+def _counter_changes(counted: Counted | None, paired: bool,
+                     config: GateConfig) -> tuple[CounterChanges | None, str | None]:
+    """The counters' changes of one workload, or None with the reason."""
+    if not paired:
+        return None, STORED_COUNTERS_NOTE
+    if counted is None:
+        return None, NOT_COUNTED
+    if counted.base is None or counted.head is None:
+        return None, counted.note or NOT_COUNTED
+    try:
+        return compare_counters(counted.base, counted.head, counter_thresholds(config)), counted.note
+    except ValueError as exc:
+        return None, f"not compared: {exc}"
+
+
+def counters_reason(changes: CounterChanges) -> str:
+    """The reason line of a workload its counters fail."""
+    return "counters: " + "; ".join(c.reason for c in changes.failures)
+
+
 @dataclass(frozen=True)
 class Entry:
     """One workload of a gate: its current result (or the error that prevented one).
@@ -73,6 +118,8 @@ class Entry:
     lookup: Lookup | None
     error: str | None = None
     pairing: Pairing | None = None
+    counted: Counted | None = None
+    """Paired: the counted runs of both sides (exact counters, a second signal)."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +164,14 @@ class WorkloadComparison:
     """Paired with differing environments: the base side's :class:`Environment`, shown beside the head's."""
     against: str | None = None
     """Paired: the base commit the head was measured against."""
+    counters: CounterChanges | None = None
+    """Paired: what changed between the base side's counted run and the head's (empty: nothing)."""
+    counters_note: str | None = None
+    """Why ``counters`` is None, or what else there is to know (a counted run that failed)."""
+
+    @property
+    def counters_failed(self) -> bool:
+        return self.counters is not None and self.counters.failed
 
     @property
     def paired(self) -> bool:
@@ -417,6 +472,7 @@ class _Judged:
     since_baseline: str | None = None
     environment_differences: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
     base_environment: Any = None
+    counted: Counted | None = None
 
 
 def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
@@ -510,7 +566,7 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
                 continue
             judged_entry = _Judged(result, summary, reference, None, _paired_estimator(summary, base_summary, config),
                                    labels, tuple(left_out), design, pairing.against, since, env_diffs,
-                                   base.environment if env_diffs else None)
+                                   base.environment if env_diffs else None, entry.counted)
         else:
             if lookup is None or lookup.baseline is None:
                 if lookup is not None and lookup.other_environments:
@@ -605,6 +661,11 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
         elif open_phases and verdict in (Verdict.PASS, Verdict.IMPROVED):
             verdict = Verdict.INCONCLUSIVE
             reason = f"gated phase {open_phases[0]}: {gated[open_phases[0]].reason}"
+        counters, counters_note = _counter_changes(j.counted, j.against is not None, wcfg)
+        if counters is not None and counters.failed:
+            # Exact counts: a failing change decides, whatever the timing says (shown beside it).
+            reason = f"{counters_reason(counters)} (time: {verdict.value}, {reason})"
+            verdict = Verdict.REGRESSION
         out[name] = WorkloadComparison(
             workload=name, verdict=verdict, reason=reason, time=time,
             phases=_phase_rows(j.summary, j.reference, wcfg, j.estimate), memory=memory, gated=gated,
@@ -613,6 +674,7 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
             labels=j.labels, left_out=j.left_out, design=j.design, against=j.against,
             since_baseline=j.since_baseline,
             environment_differences=j.environment_differences, base_environment=j.base_environment,
+            counters=counters, counters_note=counters_note,
         )
     ordered = tuple(out[e.workload] for e in entries)
     return GateOutcome(ordered, config, look, rho)

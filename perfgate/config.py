@@ -4,8 +4,9 @@ Precedence: a command-line option, then the workload's own table
 (``[tool.perfgate.workload.NAME]``), then ``[tool.perfgate]``, then the defaults. Only
 thresholds that can differ per workload without breaking the multiple-testing
 correction are allowed in a workload table (``delta``, ``memory_threshold``,
-``gate_phases``, ``phase_q``, ``phase_min_share``); α and the number of looks belong to
-the whole run.
+``gate_phases``, ``phase_q``, ``phase_min_share``, and the counters' ``flops_threshold``,
+``launch_threshold``, ``counters_off``); α, the number of looks and ``counters`` (the
+counted runs on or off) belong to the whole run.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from perfgate.errors import UsageError
 from perfgate.workload import PHASES
 
 GATE_KEYS = {f.name for f in dataclasses.fields(GateConfig)}
-PER_WORKLOAD_KEYS = {"delta", "memory_threshold", "gate_phases", "phase_q", "phase_min_share"}
+PER_WORKLOAD_KEYS = {"delta", "memory_threshold", "gate_phases", "phase_q", "phase_min_share",
+                     "flops_threshold", "launch_threshold", "counters_off"}
 RUN_KEYS = {"baselines", "workloads", "repeats", "device", "workloads_path", "blocks"}
 
 
@@ -53,6 +55,11 @@ def _gate_config(values: Mapping[str, Any], where: str, base: GateConfig | None 
         if unknown:
             raise UsageError(f"{where}: unknown phase {unknown[0]!r} in gate_phases; phases: {', '.join(PHASES)}")
         data["gate_phases"] = tuple(phases)
+    if "counters_off" in data:
+        off = data["counters_off"]
+        if not isinstance(off, list) or not all(isinstance(c, str) for c in off):
+            raise UsageError(f"{where}: counters_off must be a list of counter names")
+        data["counters_off"] = tuple(off)
     try:
         return dataclasses.replace(base, **data) if base else GateConfig(**data)
     except (TypeError, ValueError) as exc:

@@ -14,6 +14,7 @@ from statistics import median
 
 import numpy as np
 
+from perfgate.counting import GATED as COUNTER_NAMES
 from perfgate.stats import (
     DEFAULT_ASSUMED_DAY_SD_LOG,
     DEFAULT_DAY_PRIOR_DF,
@@ -76,6 +77,15 @@ class GateConfig:
     clock_deviation: float = 0.05
     """A GPU repeat whose median SM clock is off the comparison side's median by more than
     this (0.05 = 5%) is left out (``perfgate.compare``)."""
+    counters: bool = True
+    """Paired design: one counted run per side after the timed blocks (``perfgate.counting``);
+    a counter change that fails makes the workload a REGRESSION whatever the timing says."""
+    flops_threshold: float = 0.01
+    """FLOPs per step of a phase up by more than this share fail (0.01 = 1%)."""
+    launch_threshold: float = 0.10
+    """Kernel launches per step of a phase (on the CPU: aten operator calls) up by more than this share fail."""
+    counters_off: tuple[str, ...] = ()
+    """Counters reported when they change but never failing (names in ``perfgate.counting.GATED``)."""
 
     def __post_init__(self) -> None:
         def need(ok: bool, field: str, rule: str) -> None:
@@ -113,6 +123,17 @@ class GateConfig:
         need(isinstance(self.fail_on_missing_baseline, bool), "fail_on_missing_baseline", "must be True or False")
         need(_is_number(self.clock_deviation) and 0 < self.clock_deviation < 1,
              "clock_deviation", "must be between 0 and 1 (0.05 = 5%)")
+        need(isinstance(self.counters, bool), "counters", "must be True or False")
+        for name in ("flops_threshold", "launch_threshold"):
+            need(_is_number(getattr(self, name)) and getattr(self, name) >= 0, name,
+                 "must be a finite number >= 0 (0.01 = 1%)")
+        if isinstance(self.counters_off, str) or not all(isinstance(c, str) for c in self.counters_off):
+            raise ValueError(f"GateConfig.counters_off must be a list of counter names, got {self.counters_off!r}")
+        unknown = [c for c in self.counters_off if c not in COUNTER_NAMES]
+        if unknown:
+            raise ValueError(f"GateConfig.counters_off: unknown counter {unknown[0]!r}; counters: "
+                             f"{', '.join(COUNTER_NAMES)}")
+        object.__setattr__(self, "counters_off", tuple(self.counters_off))
 
 
 def alpha_for_look(config: GateConfig, look: int, rho: float | None = None) -> float:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perfgate.baseline import find_baseline
-from perfgate.compare import Entry, GateOutcome, Pairing, WorkloadComparison, compare
+from perfgate.compare import Counted, Entry, GateOutcome, Pairing, WorkloadComparison, compare
 from perfgate.config import Settings
 from perfgate.discovery import discover, load_source
 from perfgate.measure.paired import ContentionCheck, PairedOutcome, Side, base_results_dir, measure_paired
@@ -150,8 +150,39 @@ class PairedPlan:
     base_python: str | None = None
 
 
+def count_pairs(plan: PairedPlan, names: Sequence[str], *, device: str, cache_dir: Path, out_dir: Path,
+                timeout_s: float, announce: Callable[[str], None] = lambda message: None) -> dict[str, Counted]:
+    """One counted run per side of each workload (``perfgate.measure.counters``), written
+    to ``out_dir/<w>.counters.json`` and ``out_dir/base/<w>.counters.json``.
+
+    A counted run that fails is a note naming the error, never an error of the gate: the
+    timed verdict stands without the counters.
+    """
+    from perfgate.counting import counters_path
+    from perfgate.measure.counters import count_job
+
+    head_jobs = {job.workload.name: job for job in plan.head_jobs}
+    out: dict[str, Counted] = {}
+    for name in names:
+        announce(f"{name}: one counted run per side (exact counters)")
+        sides = {}
+        notes = []
+        for side, job, directory, where, python in (
+                ("head", head_jobs[name], plan.head_dir, out_dir, None),
+                ("base", plan.base_jobs[name], plan.base_dir, base_results_dir(out_dir), plan.base_python)):
+            counters_path(where, name).unlink(missing_ok=True)  # never a stale file from an earlier run
+            outcome = count_job(job, device, cache_dir, out_dir=where, timeout_s=timeout_s, project_dir=directory,
+                                python=python)
+            sides[side] = outcome.counters
+            if outcome.error is not None:
+                notes.append(f"the {side} side's counted run failed: {outcome.error.message}")
+        out[name] = Counted(sides["base"], sides["head"], "; ".join(notes) or None)
+    return out
+
+
 def paired_entries(head: RunOutcome, base: RunOutcome, names: Sequence[str], plan: PairedPlan,
-                   baselines: Path, extra_errors: Mapping[str, str]) -> list[Entry]:
+                   baselines: Path, extra_errors: Mapping[str, str],
+                   counted: Mapping[str, Counted] | None = None) -> list[Entry]:
     entries = []
     for name in names:
         if name in extra_errors:
@@ -164,7 +195,8 @@ def paired_entries(head: RunOutcome, base: RunOutcome, names: Sequence[str], pla
         else:
             result = head.results[name]
             entries.append(Entry(name, result, find_baseline(baselines, result.environment.key(), name),
-                                 pairing=Pairing(base.results[name], plan.against, plan.base_python)))
+                                 pairing=Pairing(base.results[name], plan.against, plan.base_python),
+                                 counted=(counted or {}).get(name)))
     return entries
 
 
@@ -187,7 +219,10 @@ def run_paired_gate(
     """Measure base and head in ABBA blocks, judge them paired, and look again if planned.
 
     A workload the base tree does not define is measured on the head alone (its result is
-    written) and is an ERROR naming the cause; so is one whose base side fails.
+    written) and is an ERROR naming the cause; so is one whose base side fails. After the
+    first look's blocks, each workload measured on both sides gets one counted run per
+    side (unless ``counters = false``); a counter change that fails is a REGRESSION
+    whatever the timing says (``perfgate.compare``), so it takes no second look.
     """
     names = [job.workload.name for job in plan.head_jobs]
     head_jobs = {job.workload.name: job for job in plan.head_jobs}
@@ -211,12 +246,18 @@ def run_paired_gate(
 
     first = run(paired, blocks, 0, out_dir)
     config = settings.gate
+    both = [n for n in paired if n not in first.head.errors and n not in first.base.errors]
+    if config.counters:
+        counted = count_pairs(plan, both, device=device, cache_dir=cache_dir, out_dir=out_dir,
+                              timeout_s=timeout_s, announce=announce)
+    else:
+        counted = {n: Counted(note="not counted: counters = false in [tool.perfgate]") for n in both}
     extra = second_look_blocks or blocks
     # Blocks are independent, so the looks' correlation is known by design: α is spent by
     # the equal-z boundary for it (about 0.0057 per look for α = 0.01 and as many blocks again).
     rho = paired_look_correlation(blocks, blocks + extra) if config.looks == 2 else None
-    outcome = compare(paired_entries(first.head, first.base, names, plan, settings.baselines, extra_errors),
-                      config, look=1, per_workload=settings.per_workload, rho=rho)
+    outcome = compare(paired_entries(first.head, first.base, names, plan, settings.baselines, extra_errors,
+                                     counted), config, look=1, per_workload=settings.per_workload, rho=rho)
     outcome = _with_contention(outcome, first.reruns, first.contended)
     again = [c.workload for c in outcome.comparisons if c.second_look]
     if not again:
@@ -237,7 +278,8 @@ def run_paired_gate(
             save_result(merged, result_path(target, name))
             merged_into.results[name] = merged
     decided = [n for n in names if n not in again]
-    second_outcome = compare(paired_entries(head, base, again, plan, settings.baselines, extra_errors), config,
+    second_outcome = compare(paired_entries(head, base, again, plan, settings.baselines, extra_errors, counted),
+                             config,
                              look=2, already_decided=decided, per_workload=settings.per_workload, rho=rho)
     for name in again:
         first.reruns.setdefault(name, []).extend(second.reruns.get(name, []))

@@ -38,7 +38,8 @@ from typing import Any, TextIO
 
 from perfgate import __version__
 from perfgate.baseline import baseline_from_dict, find_baseline
-from perfgate.compare import Entry, GateOutcome, Pairing, compare
+from perfgate.compare import Counted, Entry, GateOutcome, Pairing, compare
+from perfgate.counting import COUNTERS_SUFFIX, CounterSet, counters_from_dict
 from perfgate.config import Settings, load_settings
 from perfgate.decide import Verdict
 from perfgate.environment import Environment
@@ -213,6 +214,10 @@ class Measured:
     manifest: RunManifest | None
     head: Mapping[str, RunResult]
     base: Mapping[str, RunResult]
+    head_counters: Mapping[str, CounterSet] = field(default_factory=dict)
+    """The head's counted runs (``<workload>.counters.json``)."""
+    base_counters: Mapping[str, CounterSet] = field(default_factory=dict)
+    """The base side's counted runs (``base/<workload>.counters.json``)."""
 
 
 _ENV_TYPES: dict[str, tuple[type, ...]] = {"cpu_count": (int,), "git_dirty": (bool, type(None))}
@@ -246,14 +251,37 @@ def _load_results(root: Path, files: Sequence[Path], limits: Limits) -> dict[str
     return results
 
 
+def _load_counters(root: Path, files: Sequence[Path], limits: Limits) -> dict[str, CounterSet]:
+    out: dict[str, CounterSet] = {}
+    for rel in files:
+        path = root / rel
+        data = read_untrusted_json(path, "counters", limits)
+        try:
+            counters = counters_from_dict(data)
+            safe_name(counters.workload, "workload")
+            if rel.name != counters.workload + COUNTERS_SUFFIX:
+                raise ValueError(f"holds workload {counters.workload!r}, but a counters file is named after its "
+                                 "workload")
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise FileFormatError(f"{path}: {exc}") from None
+        out[counters.workload] = counters
+    return out
+
+
 def load_measured(directory: Path, limits: Limits = LIMITS) -> Measured:
-    """The head's results, the base side's (``base/``) and the manifest, all checked."""
+    """The head's results, the base side's (``base/``), their counted runs' counters
+    (``*.counters.json``) and the manifest, all checked."""
     files = list_folder(directory, limits)
     head_files, base_files = [], []
+    head_counted, base_counted = [], []
     manifest = None
     for rel in files:
         parts = rel.parts
-        if rel == Path(MANIFEST_NAME):
+        if rel.name.endswith(COUNTERS_SUFFIX) and len(parts) == 1:
+            head_counted.append(rel)
+        elif rel.name.endswith(COUNTERS_SUFFIX) and len(parts) == 2 and parts[0] == BASE_DIR_NAME:
+            base_counted.append(Path(parts[1]))
+        elif rel == Path(MANIFEST_NAME):
             data = read_untrusted_json(directory / rel, "run manifest", limits)
             try:
                 manifest = manifest_from_dict(data)
@@ -265,9 +293,12 @@ def load_measured(directory: Path, limits: Limits = LIMITS) -> Measured:
             base_files.append(Path(parts[1]))
         else:
             raise FileFormatError(f"{directory / rel}: unexpected file; a results folder holds <workload>.json, "
-                                  f"{BASE_DIR_NAME}/<workload>.json and {MANIFEST_NAME} only")
+                                  f"{BASE_DIR_NAME}/<workload>.json, their <workload>{COUNTERS_SUFFIX} and "
+                                  f"{MANIFEST_NAME} only")
     return Measured(manifest, _load_results(directory, head_files, limits),
-                    _load_results(directory / BASE_DIR_NAME, base_files, limits))
+                    _load_results(directory / BASE_DIR_NAME, base_files, limits),
+                    _load_counters(directory, head_counted, limits),
+                    _load_counters(directory / BASE_DIR_NAME, base_counted, limits))
 
 
 # --- the base's rules ------------------------------------------------------------------------
@@ -418,6 +449,15 @@ def judge_measured(measured: Measured, settings: Settings, *, design: str, again
         extra = (manifest.second_look_blocks if manifest and manifest.second_look_blocks else None) or first_blocks
         rho = paired_look_correlation(first_blocks, first_blocks + extra) if config.looks == 2 else None
 
+        def counted(name: str) -> Counted:
+            if not config.counters:
+                return Counted(note="not compared: counters = false in the base's [tool.perfgate]")
+            base_c, head_c = measured.base_counters.get(name), measured.head_counters.get(name)
+            lacking = [side for side, c in (("head", head_c), ("base", base_c)) if c is None]
+            note = (f"not compared: no counted run of the {' and the '.join(lacking)} side"
+                    f"{'s' if len(lacking) == 2 else ''} in the results" if lacking else None)
+            return Counted(base_c, head_c, note)
+
         def entries(which: Sequence[str], hi: int, lo: int = 0) -> list[Entry]:
             out = []
             for name in which:
@@ -432,7 +472,8 @@ def judge_measured(measured: Measured, settings: Settings, *, design: str, again
                     continue
                 h = _keep(head, lambda r: r.block is not None and r.block < hi)
                 b = _keep(base, lambda r: r.block is not None and r.block < hi)
-                out.append(Entry(name, h, lookup(head), pairing=Pairing(b, against or "base")))  # type: ignore[arg-type]
+                out.append(Entry(name, h, lookup(head), pairing=Pairing(b, against or "base"),  # type: ignore[arg-type]
+                                 counted=counted(name)))
             return out
 
         first = compare(entries(names, first_blocks), config, look=1, per_workload=settings.per_workload, rho=rho)

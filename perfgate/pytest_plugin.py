@@ -575,6 +575,8 @@ class GateSession:
 
         assert self.outcome is not None
         head = f"perfgate: {terminal(c.workload)} {c.verdict.value}: {terminal(c.reason)}"
+        if c.counters is not None:  # exact counters that fail, one line each
+            head += "".join(f"\n  counters FAIL: {terminal(ch.reason)}" for ch in c.counters.failures)
         text = f"{head}\n\n{render_workload(self.outcome, c.workload)}"
         if c.verdict is Verdict.NO_BASELINE:
             text += f"\n(fail_on_missing_baseline is set)\n\n    {self.rebaseline_command(c)}\n"

@@ -279,7 +279,8 @@ def load_results(directory: Path) -> list[RunResult]:
     """Every result file in ``directory`` (sorted by name); other JSON there is an error."""
     if not directory.is_dir():
         raise FileFormatError(f"{directory}: results directory not found")
-    files = sorted(p for p in directory.glob("*.json") if not p.name.startswith("."))
+    files = sorted(p for p in directory.glob("*.json")
+                   if not p.name.startswith(".") and not p.name.endswith(".counters.json"))
     return [load_result(p) for p in files]
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from perfgate import __version__
 from perfgate.compare import GateOutcome, WorkloadComparison
+from perfgate.counting import CounterChange
 from perfgate.stats import LogRatio
 
 REPORT_KIND = "perfgate.gate-report"
@@ -29,6 +30,11 @@ def _estimate(est: LogRatio | None) -> dict[str, Any] | None:
     return data
 
 
+def _change(ch: CounterChange) -> dict[str, Any]:
+    return {"phase": ch.phase, "counter": ch.counter, "base": _finite(ch.before), "head": _finite(ch.after),
+            "changed": list(ch.changed), "failed": ch.failed, "reason": ch.reason}
+
+
 def _workload(c: WorkloadComparison) -> dict[str, Any]:
     out: dict[str, Any] = {
         "workload": c.workload,
@@ -45,6 +51,8 @@ def _workload(c: WorkloadComparison) -> dict[str, Any]:
         "against": c.against,
         "since_baseline": c.since_baseline,
         "environment_differences": {k: list(v) for k, v in c.environment_differences.items()},
+        "counters": None if c.counters is None else [_change(ch) for ch in c.counters],
+        "counters_note": c.counters_note,
     }
     if c.time is not None:
         out["step"] = {

@@ -23,7 +23,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 from perfgate import __version__
-from perfgate.compare import GateOutcome, PhaseRow, WorkloadComparison
+from perfgate.compare import NOT_COUNTED, GateOutcome, PhaseRow, WorkloadComparison
+from perfgate.counting import _flops, _num
 from perfgate.decide import Verdict
 from perfgate.diagnose import PHASE_HINTS
 from perfgate.report.inert import code, code_cell, flatten, inline
@@ -112,6 +113,34 @@ def _phase_table(c: WorkloadComparison) -> list[str]:
     est = c.time.estimate
     lines.append(f"| **step** | **{ms(step.baseline_ms)}** | **{ms(step.current_ms)}** | "
                  f"**{change_ci(est.ratio, est.ci_low, est.ci_high)}** | 100% | {c.time.verdict.value} |")
+    return lines
+
+
+def _counter_value(counter: str, value: float | None) -> str:
+    if value is None:
+        return "—"
+    return _flops(value) if counter == "flops" else _num(value)
+
+
+def counters_table(c: WorkloadComparison, *, limit: int = 6) -> list[str]:
+    """The exact counters that changed between the base side's counted run and the
+    head's (per step), with the operators or stack lines behind each, all inert."""
+    if c.counters is None:
+        if c.paired and c.counters_note and c.counters_note != NOT_COUNTED:
+            return [f"Counters: {inline(c.counters_note)}."]
+        return []
+    if not c.counters:
+        note = f" ({inline(c.counters_note)})" if c.counters_note else ""
+        return [f"Counters: no change between the base side's counted run and the head's{note}."]
+    lines = ["Counters (exact, per step; a counted run per side):", "",
+             "| phase | counter | base | head | what changed |", "|---|---|---:|---:|---|"]
+    for ch in sorted(c.counters, key=lambda ch: not ch.failed):
+        mark = " ❌" if ch.failed else ""
+        shown = ", ".join(code_cell(x) for x in ch.changed[:limit]) + (" …" if len(ch.changed) > limit else "")
+        lines.append(f"| {inline(ch.phase)} | {inline(ch.counter)}{mark} | {_counter_value(ch.counter, ch.before)} | "
+                     f"{_counter_value(ch.counter, ch.after)} | {shown or inline(ch.reason)} |")
+    if c.counters_note:
+        lines += ["", f"Counters: {inline(c.counters_note)}."]
     return lines
 
 
@@ -304,6 +333,9 @@ def _section(c: WorkloadComparison, power: float, *, details: bool, table: bool,
         memory = memory_line(c)
         if memory:
             lines += ["", memory]
+        counters = counters_table(c)
+        if counters:
+            lines += ["", *counters]
         if trace is not None:
             lines += ["", *_trace_lines(c, trace, relative_to)]
         if c.verdict is Verdict.IMPROVED:

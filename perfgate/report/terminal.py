@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from statistics import median
 
-from perfgate.compare import GateOutcome
+from perfgate.compare import NOT_COUNTED, GateOutcome, WorkloadComparison
 from perfgate.diagnose import diagnose
 from perfgate.report.inert import terminal as t
 from perfgate.report.units import change_ci, ms, percent, size, table
@@ -84,6 +84,14 @@ def telemetry_lines(result: RunResult) -> list[str]:
     return lines
 
 
+def counter_lines(c: WorkloadComparison) -> list[str]:
+    """One line per failing counter, and why a paired workload has no counters."""
+    lines = [f"  counters FAIL: {t(ch.reason)}" for ch in (c.counters.failures if c.counters is not None else [])]
+    if c.paired and c.counters_note and c.counters_note != NOT_COUNTED:
+        lines.append(f"  counters: {t(c.counters_note)}")
+    return lines
+
+
 def gate_table(outcome: GateOutcome) -> str:
     """The gate's verdicts and, per judged workload, the phase table, as plain text."""
     lines = [outcome.headline, ""]
@@ -93,6 +101,7 @@ def gate_table(outcome: GateOutcome) -> str:
         lines += [f"  environment {t(k)}: base {t(a)}, head {t(b)}" for k, (a, b) in c.environment_differences.items()]
         lines += [f"  {t(label.name)} ({t(label.severity)}): {t(label.evidence)}" for label in c.labels]
         lines += [f"  left out: {t(note)}" for note in c.left_out]
+        lines += counter_lines(c)
     for c in outcome.comparisons:
         if c.time is None:
             continue
