@@ -9,6 +9,7 @@ usable.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from statistics import median
 from types import SimpleNamespace
@@ -373,3 +374,116 @@ def test_cuda_events_are_recorded_on_the_current_stream(tiny_path: Path, tmp_pat
     # the work and the events share the stream the window ran on: the steps tile the window
     assert sum(repeat.phases_ms["step"]) == pytest.approx(repeat.window_s * 1e3, rel=0.03)
 
+
+
+# --- the CUDA path of a repeat, on fakes ---------------------------------------------------------
+
+
+class Box:
+    """A batch element that is not a tensor: the step hands it to the model as it is."""
+
+    def __init__(self, value: torch.Tensor) -> None:
+        self.value = value
+
+
+class BoxModel(torch.nn.Module):
+    """A CPU model that stays where it is when asked to move, and logs its forward calls."""
+
+    def __init__(self, log: list[str]) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 3)
+        self.log = log
+
+    def to(self, *args: Any, **kwargs: Any) -> BoxModel:  # type: ignore[override]
+        return self
+
+    def forward(self, x: Box) -> torch.Tensor:
+        self.log.append("forward")
+        return self.lin(x.value)
+
+
+class FakeTorchCuda:
+    """The torch.cuda calls a repeat makes, on the host: each event is stamped with the host
+    clock when recorded, and can be read once a synchronisation has followed its record."""
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+        self.stream = object()
+        self.pending: list[Any] = []
+        cuda = self
+
+        class Event:
+            def __init__(self, enable_timing: bool = False) -> None:
+                assert enable_timing
+                self.stamp: float | None = None
+                self.done = False
+
+            def record(self, stream: object = None) -> None:
+                assert stream in (None, cuda.stream)
+                self.stamp, self.done = time.perf_counter() * 1e3, False
+                cuda.pending.append(self)
+
+            def elapsed_time(self, end: Any) -> float:
+                assert self.done and end.done, "read before the synchronisation"
+                return end.stamp - self.stamp
+
+        self.Event = Event
+
+    def synchronize(self) -> None:
+        self.log.append("sync")
+        for event in self.pending:
+            event.done = True
+        self.pending.clear()
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(torch.cuda, "Event", self.Event)
+        monkeypatch.setattr(torch.cuda, "synchronize", self.synchronize)
+        monkeypatch.setattr(torch.cuda, "current_stream", lambda: self.stream)
+        monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+        monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda: self.log.append("reset peak"))
+        monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda: 2048)
+        monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda: 4096)
+
+
+def box_workload(log: list[str]) -> Workload:
+    def build(ctx: BuildContext) -> Built:
+        model = BoxModel(log)
+        gen = torch.Generator().manual_seed(0)
+        data = [(Box(torch.randn(2, 8, generator=gen)), Box(torch.tensor([0, 2]))) for _ in range(20)]
+        cross_entropy = torch.nn.CrossEntropyLoss()
+        return Built(model, torch.optim.SGD(model.parameters(), lr=0.01), lambda out, t: cross_entropy(out, t.value),
+                     data, DataSource("synthetic", "memory", "", "none", 40))
+
+    return Workload("boxes", 1, build=build, params=params())
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # autocast and GradScaler on a machine without CUDA
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_a_cuda_repeat_on_fakes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, keep_threads: None,
+                                precision: str) -> None:
+    log: list[str] = []
+    FakeTorchCuda(log).install(monkeypatch)
+    warmup, steps = 3, 8
+    repeat, _ = run_repeat(box_workload(log), params(warmup_steps=warmup, steps=steps, precision=precision), "cuda",
+                           data_root=None, cache_dir=tmp_path, index=0, telemetry=False)
+    # one synchronisation ends warmup, one closes the window; none per step
+    assert log == ["forward"] * warmup + ["sync", "reset peak"] + ["forward"] * steps + ["sync"]
+    assert repeat.timing == "cuda_events"
+    assert {"step", "host_step", "device_busy"} <= set(repeat.phases_ms)
+    assert all(len(v) == steps for v in repeat.phases_ms.values())
+    window_ms = repeat.window_s * 1e3
+    ratio = repeat.torch_settings["cuda_window"]["device_steps_over_window"]
+    assert sum(repeat.phases_ms["step"]) == pytest.approx(ratio * window_ms)
+    assert 0.5 < ratio < 1.5  # both clocks read the host here: the steps tile the window
+    assert repeat.peak_memory_bytes == 2048
+    assert repeat.torch_settings["cuda_window"]["max_memory_reserved_bytes"] == 4096
+    assert repeat.torch_settings["synchronizes"] == ([GRAD_SCALER_SYNC] if precision == "fp16" else [])
+    assert repeat.loader_settings["num_batches"] == 20 and repeat.loader_restarts == 0
+
+
+def test_cuda_events_exist_before_the_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    log: list[str] = []
+    fake = FakeTorchCuda(log)
+    fake.install(monkeypatch)
+    event = loop._created_event()
+    assert event.stamp is not None  # recorded once: torch creates the driver's event at its first record
