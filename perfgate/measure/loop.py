@@ -304,11 +304,12 @@ def sync_debug_error() -> contextlib.AbstractContextManager[None]:
 
     @contextlib.contextmanager
     def mode() -> Iterator[None]:
+        before = torch.cuda.get_sync_debug_mode()
         torch.cuda.set_sync_debug_mode("error")
         try:
             yield
         finally:
-            torch.cuda.set_sync_debug_mode("default")
+            torch.cuda.set_sync_debug_mode(before)
 
     return mode()
 
