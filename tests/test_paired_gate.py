@@ -220,9 +220,12 @@ def test_the_github_flow_measures_in_one_job_and_judges_in_another(
                   "forward 40 ms slower")
     base_dir = _github_measure(repo, tmp_path, monkeypatch, capsys, base, "tiny")
     results = tmp_path / "perfgate-results"
-    assert sorted(p.name for p in results.iterdir()) == ["base", "run.json", "tiny.json"]
+    assert sorted(p.name for p in results.iterdir()) == ["base", "run.json", "tiny.counters.json", "tiny.json"]
+    assert sorted(p.name for p in (results / "base").iterdir()) == ["tiny.counters.json", "tiny.json"]
     code, comment = _judge(results, base_dir, tmp_path, capsys)
     assert code == 1, comment
+    # a sleep adds no operator: the counters are unchanged and the timing decides
+    assert "Counters: no change between the base side's counted run and the head's" in comment
     assert f"paired, 3 ABBA blocks against {base[:7]}" in comment
     assert "Judged by perfgate" in comment
 
