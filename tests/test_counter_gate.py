@@ -307,3 +307,12 @@ def test_count_pairs_writes_both_sides_and_a_failure_is_a_note(tmp_path: Path,
     assert not (out / "base" / "tiny.counters.json").exists()  # the stale file is gone
     assert counted["tiny"].head is not None and counted["tiny"].base is None
     assert counted["tiny"].note == "the base side's counted run failed: tiny: the builder blew up"
+
+
+def test_the_html_report_shows_the_counters_escaped() -> None:
+    from perfgate.report.html import render_html
+
+    outcome, _ = judge_paired(counters(syncs=(SyncSite(HOSTILE_LINE, "aten::equal", 2),)), counters())
+    page = render_html(outcome)
+    assert "<th>what changed</th>" in page and "syncs ❌" in page
+    assert "<img src=x>" not in page and "&lt;img src=x&gt;" in page

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfgate import __version__
-from perfgate.compare import GateOutcome, PhaseRow, WorkloadComparison
+from perfgate.compare import NOT_COUNTED, GateOutcome, PhaseRow, WorkloadComparison
 from perfgate.decide import Verdict
 from perfgate.jsonfile import write_text_atomic
 from perfgate.report.markdown import (
@@ -386,6 +386,28 @@ def _differences_table(c: WorkloadComparison) -> list[str]:
     return lines + ["</tbody></table>"]
 
 
+def _counters(c: WorkloadComparison) -> list[str]:
+    """The exact counters that changed (per step), failing ones marked; or why there are none."""
+    if c.counters is None:
+        if c.paired and c.counters_note and c.counters_note != NOT_COUNTED:
+            return [f"<p>Counters: {_e(c.counters_note)}.</p>"]
+        return []
+    if not c.counters:
+        return ["<p>Counters: no change between the base side's counted run and the head's.</p>"]
+    lines = ["<p>Counters (exact, per step; a counted run per side):</p>",
+             "<table><thead><tr><th>phase</th><th>counter</th><th>base</th><th>head</th><th>what changed</th>"
+             "</tr></thead><tbody>"]
+    for ch in sorted(c.counters, key=lambda ch: not ch.failed):
+        cell = lambda v: "—" if v is None else _e(f"{v:g}")  # noqa: E731
+        shown = ", ".join(f"<code>{_e(x)}</code>" for x in ch.changed[:6]) or _e(ch.reason)
+        lines.append(f"<tr><td>{_e(ch.phase)}</td><td>{_e(ch.counter)}{' ❌' if ch.failed else ''}</td>"
+                     f"<td>{cell(ch.before)}</td><td>{cell(ch.after)}</td><td>{shown}</td></tr>")
+    lines.append("</tbody></table>")
+    if c.counters_note:
+        lines.append(f"<p>Counters: {_e(c.counters_note)}.</p>")
+    return lines
+
+
 def _kv(pairs: Sequence[tuple[str, object]]) -> list[str]:
     lines = ['<dl class="kv">']
     lines += [f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in pairs if v not in (None, "")]
@@ -455,6 +477,7 @@ def _section(c: WorkloadComparison, index: int, power: float) -> list[str]:
         memory = memory_line(c, plain=True)
         if memory:
             lines.append(f"<p>{_e(memory)}</p>")
+        lines += _counters(c)
         if c.verdict is Verdict.IMPROVED:
             lines += ["<p>Faster beyond the threshold: consider recording a new baseline:</p>",
                       f'<pre class="cmd">{_e(rebaseline_command(c))}</pre>']
