@@ -316,3 +316,14 @@ def test_the_html_report_shows_the_counters_escaped() -> None:
     page = render_html(outcome)
     assert "<th>what changed</th>" in page and "syncs ❌" in page
     assert "<img src=x>" not in page and "&lt;img src=x&gt;" in page
+
+
+def test_the_pytest_failure_text_names_the_failing_counter() -> None:
+    from perfgate.pytest_plugin import GateSession
+
+    outcome, c = judge_paired(counters(syncs=(SYNC,)), counters())
+    text = GateSession.failure_text(SimpleNamespace(outcome=outcome), c)  # type: ignore[arg-type]
+    first, second = text.splitlines()[:2]
+    assert first.startswith("perfgate: tiny REGRESSION: counters: 1 new host synchronisation")
+    assert second == "  counters FAIL: 1 new host synchronisation per step in forward: workloads/x.py:42"
+    assert "| forward | syncs ❌ |" in text
