@@ -327,3 +327,26 @@ def test_the_pytest_failure_text_names_the_failing_counter() -> None:
     assert first.startswith("perfgate: tiny REGRESSION: counters: 1 new host synchronisation")
     assert second == "  counters FAIL: 1 new host synchronisation per step in forward: workloads/x.py:42"
     assert "| forward | syncs ❌ |" in text
+
+
+# --- end to end -----------------------------------------------------------------------------------
+
+from test_paired_gate import FAST, commit_change, repo, run_cli  # noqa: E402,F401 - the repo fixture
+
+
+@pytest.mark.slow
+def test_a_head_that_adds_an_item_in_the_loss_fails_on_its_counters(repo: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Real runs: two ABBA blocks, then a counted run per side; the timing cannot tell, the counters can."""
+    commit_change(repo, "        loss = cross_entropy(output, target)\n",
+                  "        loss = cross_entropy(output, target)\n        loss.item()\n", "read the loss every step")
+    code, out, err = run_cli(["gate", "tiny", "--against", "HEAD~1", "--blocks", "2", "--json", "r.json", *FAST],
+                             capsys)
+    assert code == 1, out + err
+    line = next(x for x in out.splitlines() if x.startswith("tiny: REGRESSION"))
+    assert "counters: 1 new host synchronisation per step in forward: workloads/tiny_workloads.py:" in line, out
+    assert "  counters FAIL: 1 new host synchronisation per step in forward" in out
+    assert (repo / "perfgate-results" / "tiny.counters.json").is_file()
+    assert (repo / "perfgate-results" / "base" / "tiny.counters.json").is_file()
+    report = json.loads((repo / "r.json").read_text())
+    assert any(ch["failed"] and ch["counter"] == "syncs" for ch in report["workloads"][0]["counters"])
