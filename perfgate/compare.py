@@ -10,6 +10,13 @@ Results read from pytest-benchmark JSON (``perfgate.benchmark_json``) say in the
 a single run by the medians of blocks of its rounds, or from its summary statistics when
 the raw rounds are missing. The verdict's reason names the statistics used. They have no
 phases, so only the step is shown and gated phases do not apply.
+
+In the paired design, an entry may carry both sides' counted runs (:class:`Counted`,
+exact counters from ``perfgate.counting``): a counter change that fails by the workload's
+``flops_threshold``, ``launch_threshold`` and ``counters_off`` makes it a REGRESSION with
+the counters' reason whatever the timing says (the timing decision stays in ``time`` and
+in the reason); a change that does not fail is shown and the timing decides. The stored
+design has no counted baseline yet, so its counters are None with that reason.
 """
 
 from __future__ import annotations
