@@ -644,3 +644,29 @@ def test_sample_delay_zero_returns_the_dataset_and_negative_is_refused() -> None
         with pytest.raises(ValueError):
             with_sample_delay(dataset, bad)
 
+
+
+@pytest.mark.slow
+def test_a_corrupt_image_in_a_real_dataset_is_one_line_naming_the_file_and_the_workload(tmp_path: Path) -> None:
+    """Not "OSError: Caught OSError in DataLoader worker process 0" with no file named."""
+    import subprocess
+    import sys
+
+    from PIL import Image as PILImage
+
+    train = tmp_path / "imagenette2-160" / "train"
+    for i, cls in enumerate(IMAGENETTE_CLASSES):
+        (train / cls).mkdir(parents=True)
+        for j in range(3):
+            PILImage.new("RGB", (120 + j, 160), (20 * i, 10 * j, 90)).save(train / cls / f"img{j}.JPEG")
+    bad = train / IMAGENETTE_CLASSES[4] / "broken.JPEG"
+    bad.write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
+    env = {**os.environ, "PERFGATE_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-m", "perfgate.cli", "run", "resnet18-imagenette", "--device", "cpu",
+                           "--repeats", "1", "--data-root", str(tmp_path / "imagenette2-160"), "--out",
+                           str(tmp_path / "out"), "--no-telemetry"],
+                          capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("perfgate: error:")]
+    assert len(errors) == 1, done.stderr
+    assert "resnet18-imagenette" in errors[0] and str(bad) in errors[0] and "cannot be read as an image" in errors[0]

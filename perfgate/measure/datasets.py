@@ -341,9 +341,22 @@ def _locate_imagenette(root: Path) -> Path:
     return train
 
 
+class _ImageFolder(ImageFolder):
+    """torchvision's ImageFolder, whose unreadable image is one line naming the file (not
+    "OSError: Caught OSError in DataLoader worker process 0" with no file named)."""
+
+    def __getitem__(self, index: int) -> Any:
+        try:
+            return super().__getitem__(index)
+        except (OSError, ValueError, SyntaxError) as exc:  # PIL.UnidentifiedImageError is an OSError
+            path = self.samples[index][0]
+            first = (str(exc).strip().splitlines() or [""])[0][:200]
+            raise DataError(f"{path}: cannot be read as an image ({type(exc).__name__}: {first})") from None
+
+
 def _read_image_folder(train: Path, transform: Transform) -> ImageFolder:
     try:
-        return ImageFolder(str(train), transform=transform)
+        return _ImageFolder(str(train), transform=transform)
     except (FileNotFoundError, ValueError) as exc:
         raise DataError(f"Imagenette folder {train} could not be read as an ImageFolder: {exc}") from None
 

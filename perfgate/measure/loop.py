@@ -427,12 +427,22 @@ def _created_event() -> Any:
 
 def _fail(name: str, stage: str, exc: BaseException) -> WorkloadError:
     if isinstance(exc, PerfgateError):
-        return WorkloadError(f"{name}: {exc.message}", detail=exc.detail)
+        return WorkloadError(f"{name}: {_worker_message(exc.message)}", detail=exc.detail)
     first_line = (str(exc).strip().splitlines() or [""])[0]
     return WorkloadError(
         f"{name}: {stage} failed: {type(exc).__name__}: {first_line}",
         detail="".join(traceback.format_exception(exc)),
     )
+
+
+def _worker_message(message: str) -> str:
+    """A perfgate error raised in a DataLoader worker reaches the main process as "Caught
+    DataError in DataLoader worker process 0. Original Traceback ..."; its own one line is
+    the traceback's last."""
+    if not message.startswith("Caught ") or "Original Traceback" not in message:
+        return message
+    last = next((line for line in reversed(message.splitlines()) if line.strip()), message)
+    return last.split(": ", 1)[1] if last.startswith("perfgate.errors.") and ": " in last else last
 
 
 def _first_non_finite(values: list[float]) -> int | None:
