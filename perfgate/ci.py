@@ -194,7 +194,8 @@ def judge(args: argparse.Namespace,
         raise UsageError("--repeats must be at least 1")
     if args.blocks is not None and args.blocks < 2:
         raise UsageError("--blocks: the paired design needs at least 2 ABBA blocks")
-    settings = settings_for({"repeats": args.repeats, "blocks": args.blocks})
+    settings = settings_for({"repeats": args.repeats, "blocks": args.blocks,
+                             "counters": False if getattr(args, "no_counters", False) else None})
     if settings.repeats < 2:
         raise UsageError("a gate needs at least 2 repeats to know its run-to-run noise")
     device, jobs = cli._jobs(args, settings, prefer_project=True)

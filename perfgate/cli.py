@@ -112,6 +112,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         "looks": getattr(args, "looks", None),
         "second_look_repeats": getattr(args, "second_look_repeats", None),
         "blocks": getattr(args, "blocks", None),
+        "counters": False if getattr(args, "no_counters", False) else None,
         "memory_threshold": getattr(args, "memory_threshold", None),
         "phase_q": getattr(args, "phase_q", None),
         "gate_phases": getattr(args, "gate_phase", None) or None,
@@ -483,6 +484,9 @@ def add_paired_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-other-cpu-share", type=float, metavar="SHARE",
                         help="a repeat is contended when other processes used more than this share of the CPUs "
                              "during its window (default: perfgate.contention's)")
+    parser.add_argument("--no-counters", action="store_true",
+                        help="skip the counted run of each side (exact operator, FLOP and synchronisation counts); "
+                             "[tool.perfgate] counters = false does the same")
 
 
 def build_parser() -> argparse.ArgumentParser:

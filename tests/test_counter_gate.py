@@ -350,3 +350,12 @@ def test_a_head_that_adds_an_item_in_the_loss_fails_on_its_counters(repo: Path,
     assert (repo / "perfgate-results" / "base" / "tiny.counters.json").is_file()
     report = json.loads((repo / "r.json").read_text())
     assert any(ch["failed"] and ch["counter"] == "syncs" for ch in report["workloads"][0]["counters"])
+
+
+def test_no_counters_on_the_command_line_turns_the_counted_runs_off(tmp_path: Path) -> None:
+    from perfgate import cli
+
+    args = cli.build_parser().parse_args(["gate", "--no-counters", "--config", str(tmp_path / "none.toml")])
+    assert cli._settings(args).gate.counters is False
+    args = cli.build_parser().parse_args(["gate", "--config", str(tmp_path / "none.toml")])
+    assert cli._settings(args).gate.counters is True
