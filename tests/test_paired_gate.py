@@ -21,8 +21,10 @@ from perfgate.decide import Verdict
 
 pytestmark = pytest.mark.slow
 FIXTURE = Path(__file__).parent / "fixtures" / "tiny_workloads.py"
-FAST = ["--set", "width=16", "input_size=24", "batch_size=16", "steps=30", "--device", "cpu", "--looks", "1",
-        "--no-telemetry"]
+SETS = ["--set", "width=16", "input_size=24", "batch_size=16", "steps=30", "--device", "cpu", "--no-telemetry"]
+# The counted runs (a process per side, ~10 s each here) are tests/test_counter_gate.py's
+# subject; the GitHub-flow tests below keep them.
+FAST = [*SETS, "--looks", "1", "--no-counters"]
 
 
 def git(repo: Path, *args: str) -> str:
@@ -199,7 +201,7 @@ def _github_measure(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         monkeypatch.delenv(name, raising=False)
     results = tmp_path / "perfgate-results"
     code, out, err = run_cli(["ci", workload, "--measure-only", "--base-dir", str(base_dir), "--out", str(results),
-                              "--artifacts", str(tmp_path / "artifacts"), *FAST[:-3], "--no-telemetry"], capsys)
+                              "--artifacts", str(tmp_path / "artifacts"), *SETS], capsys)
     assert code == 0, out + err
     return base_dir
 
