@@ -35,6 +35,7 @@ from typing import Any
 
 from perfgate.contention import DEFAULT_MAX_OTHER_CPU_SHARE
 from perfgate.environment import GPU_CLOCKS_VARIABLE, parse_gpu_clocks
+from perfgate.result import CLOCK_EVENT_REASONS
 from perfgate.errors import EXIT_OK, EXIT_REGRESSION, DeviceError, UsageError
 from perfgate.measure import probe
 from perfgate.measure.probe import MicroRun, NvmlSession, TorchFacts
@@ -69,17 +70,7 @@ NVIDIA_SMI = "/usr/bin/nvidia-smi"
 
 # NVML clock-event reasons (nvmlClocksEventReason*): the ones that slow a GPU at idle
 # for a fault of the machine (cooling, power) FAIL, a power cap at idle warns.
-EVENT_REASONS = {
-    0x1: "gpu_idle",
-    0x2: "applications_clocks_setting",
-    0x4: "sw_power_cap",
-    0x8: "hw_slowdown",
-    0x10: "sync_boost",
-    0x20: "sw_thermal_slowdown",
-    0x40: "hw_thermal_slowdown",
-    0x80: "hw_power_brake_slowdown",
-    0x100: "display_clock_setting",
-}
+EVENT_REASONS = CLOCK_EVENT_REASONS
 FAILING_REASONS = 0x8 | 0x20 | 0x40 | 0x80
 WARNING_REASONS = 0x4
 

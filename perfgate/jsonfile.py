@@ -36,14 +36,23 @@ def read_json(path: Path, what: str) -> Any:
         raise FileFormatError(f"{path}: {what} file is not UTF-8 text") from None
     except OSError as exc:
         raise FileFormatError(f"{path}: cannot read {what} file: {exc.strerror}") from None
+    return parse_json(text, path, what)
+
+
+def parse_json(text: str, path: Path, what: str) -> Any:
+    """``text`` (read from ``path``) as JSON without NaN or Infinity; one FileFormatError
+    line naming the file when it is empty, truncated, too deep or not JSON."""
     if not text.strip():
         raise FileFormatError(f"{path}: {what} file is empty")
     try:
         return json.loads(text, parse_constant=_reject_constant)
-    except ValueError as exc:
-        if "non-finite" in str(exc):
-            raise FileFormatError(f"{path}: {what} file holds a {exc}") from None
-        raise FileFormatError(f"{path}: {what} file is not valid JSON (truncated?): {exc}") from None
+    except RecursionError:
+        raise FileFormatError(f"{path}: {what} file is nested too deeply to read") from None
+    except ValueError as exc:  # JSONDecodeError, a non-finite constant, an integer too long to convert
+        message = str(exc)[:200]
+        if "non-finite" in message:
+            raise FileFormatError(f"{path}: {what} file holds a {message}") from None
+        raise FileFormatError(f"{path}: {what} file is not valid JSON (truncated?): {message}") from None
 
 
 def load_document(path: Path, what: str, parse: Callable[[Any], T]) -> T:

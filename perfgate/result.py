@@ -26,6 +26,19 @@ SERIES = (*PHASES, "step")
 """Per-step series every repeat holds; CUDA runs add ``device_busy``."""
 
 
+CLOCK_EVENT_REASONS: Mapping[int, str] = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
+"""NVML's clock-event reasons (nvmlClocksEventReason*, formerly nvmlClocksThrottleReason*),
+by bit: the one table for the telemetry and the doctor."""
 SLOWDOWN_REASONS: Mapping[str, str] = {
     "hw_slowdown": "hardware slowdown",
     "hw_power_brake_slowdown": "hardware slowdown",

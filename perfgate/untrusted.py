@@ -16,7 +16,6 @@ The typed readers (``result_from_dict``, ``baseline_from_dict``) then check the 
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import stat
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.errors import FileFormatError
+from perfgate.jsonfile import parse_json
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 """A workload's name, as ``perfgate.workload`` accepts it: safe as one path component."""
@@ -56,10 +56,6 @@ def safe_name(value: object, what: str) -> str:
         raise ValueError(f"{what}: {shown} is not a workload name (lower-case letters, digits, '.', '_', '-'; "
                          "at most 64 characters; no '..')")
     return value
-
-
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"non-finite number {name}")
 
 
 def check_value(value: Any, limits: Limits = LIMITS) -> None:
@@ -119,17 +115,7 @@ def read_untrusted_json(path: Path, what: str, limits: Limits = LIMITS) -> Any:
         raise FileFormatError(f"{path}: {what} file is not UTF-8 text") from None
     except OSError as exc:
         raise FileFormatError(f"{path}: cannot read {what} file: {exc.strerror}") from None
-    if not text.strip():
-        raise FileFormatError(f"{path}: {what} file is empty")
-    try:
-        data = json.loads(text, parse_constant=_reject_constant)
-    except RecursionError:
-        raise FileFormatError(f"{path}: {what} file is nested too deeply to read") from None
-    except ValueError as exc:  # JSONDecodeError, a non-finite constant, an integer too long to convert
-        message = str(exc)[:200]
-        if "non-finite" in message:
-            raise FileFormatError(f"{path}: {what} file holds a {message}") from None
-        raise FileFormatError(f"{path}: {what} file is not valid JSON: {message}") from None
+    data = parse_json(text, path, what)
     try:
         check_value(data, limits)
     except ValueError as exc:

@@ -48,20 +48,8 @@ from dataclasses import dataclass, field
 from statistics import mean, median
 from typing import Any
 
-from perfgate.result import SLOWDOWN_REASONS
+from perfgate.result import CLOCK_EVENT_REASONS, SLOWDOWN_REASONS
 
-# NVML's clock-event reasons (nvmlClocksEventReason*, formerly nvmlClocksThrottleReason*).
-CLOCK_EVENT_REASONS = {
-    0x1: "gpu_idle",
-    0x2: "applications_clocks_setting",
-    0x4: "sw_power_cap",
-    0x8: "hw_slowdown",
-    0x10: "sync_boost",
-    0x20: "sw_thermal_slowdown",
-    0x40: "hw_thermal_slowdown",
-    0x80: "hw_power_brake_slowdown",
-    0x100: "display_clock_setting",
-}
 POWER_CAP = 0x4
 SLOWDOWN = sum(bit for bit, name in CLOCK_EVENT_REASONS.items() if name in SLOWDOWN_REASONS)
 """The bits that leave a repeat out: hardware slowdown, software and hardware thermal
