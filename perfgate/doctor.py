@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.contention import DEFAULT_MAX_OTHER_CPU_SHARE
-from perfgate.environment import GPU_CLOCKS_VARIABLE, parse_gpu_clocks
+from perfgate.environment import GPU_CLOCKS_VARIABLE, cpu_model, parse_gpu_clocks
 from perfgate.result import CLOCK_EVENT_REASONS
 from perfgate.errors import EXIT_OK, EXIT_REGRESSION, DeviceError, UsageError
 from perfgate.measure import probe
@@ -613,19 +613,6 @@ def gpu_checks(gpu: Gpu, host: Host, micro_seconds: float | None,
     return checks, run
 
 
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or platform.machine() or "unknown"
-
-
 def _affinity() -> set[int] | None:
     try:
         return set(os.sched_getaffinity(0))
@@ -663,7 +650,7 @@ def diagnose(device: str, cache_dir: Path, *, micro_seconds: float | None = DEFA
     """The card for ``device`` (``auto``, ``cpu`` or ``cuda``); raises DeviceError when
     ``cuda`` is asked for and there is no NVIDIA driver to check."""
     host = host or Host()
-    card = Card(machine={"host": socket.gethostname(), "cpu_model": _cpu_model(), "cpus": os.cpu_count()})
+    card = Card(machine={"host": socket.gethostname(), "cpu_model": cpu_model(), "cpus": os.cpu_count()})
     card.checks.extend(cpu(cache_dir))
     if device == "cpu":
         card.checks.append(Check("cuda", SKIPPED, "--device cpu: CUDA checks skipped"))

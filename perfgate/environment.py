@@ -43,6 +43,20 @@ GPU_CLOCKS_MHZ_RANGE = (100, 5000)
 _LOCKED = re.compile(r"locked:([1-9][0-9]{2,3})")  # ASCII digits, no sign, no leading zero
 
 
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), else what ``platform`` says."""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine() or "unknown"
+
+
 def parse_gpu_clocks(value: str | None) -> tuple[str, int | None]:
     """A ``PERFGATE_GPU_CLOCKS`` value: ("locked", MHz), ("unlocked", None), ("unset", None)
     or ("bad", None). The one reading of the variable, for the fingerprint and the doctor."""

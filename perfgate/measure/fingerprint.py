@@ -10,22 +10,11 @@ from collections.abc import Mapping
 import torch
 
 from perfgate.environment import (GPU_CLOCKS_MHZ_RANGE, GPU_CLOCKS_UNKNOWN, GPU_CLOCKS_UNLOCKED, GPU_CLOCKS_VARIABLE,
-                                  Environment, parse_gpu_clocks)
+                                  Environment, cpu_model, parse_gpu_clocks)
 from perfgate.measure.loop import available_cores
 
 
 _log = logging.getLogger(__name__)
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
 
 
 def _gpu_driver() -> str | None:
