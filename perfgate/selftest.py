@@ -426,6 +426,9 @@ def run_selftest(
     blocks = blocks or settings.blocks
     if blocks < 2:
         raise UsageError("--blocks: the paired design needs at least 2 ABBA blocks")
+    # The selftest measures the timing's false alarms and power: its A/A and injected-delay
+    # gates run the same code on both sides, so a counted run could only add time.
+    settings = replace(settings, gate=replace(settings.gate, counters=False))
     sizes = tuple(sorted(set(sizes)))
     name = job.workload.name
     config = settings.for_workload(name)
@@ -485,9 +488,6 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     from perfgate import cli  # the run options and their handling, shared with the other commands
 
     settings = cli._settings(args)
-    # The selftest measures the timing's false alarms and power: its A/A and injected-delay
-    # gates run the same code on both sides, so a counted run could only add time.
-    settings = replace(settings, gate=replace(settings.gate, counters=False))
     if len(args.workloads) != 1:
         raise UsageError("selftest takes exactly one workload")
     sizes = parse_sizes(args.sizes)

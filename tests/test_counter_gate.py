@@ -337,6 +337,7 @@ FAST = [*SETS, "--looks", "1"]  # the counted runs on: they are this test's subj
 
 
 @pytest.mark.slow
+@pytest.mark.extended
 def test_a_head_that_adds_an_item_in_the_loss_fails_on_its_counters(repo: Path,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     """Real runs: two ABBA blocks, then a counted run per side; the timing cannot tell, the counters can."""

@@ -51,6 +51,7 @@ def measure_interleaved(tiny_path: Path, tmp: Path, rounds: int, env_by_arm: lis
     return [merge_repeats(results) for results in arms]
 
 
+@pytest.mark.extended
 def test_aa_is_never_a_regression_and_a_slow_forward_is(tiny_path: Path, tmp_path: Path) -> None:
     # One first repeat sizes the slowdown: forward delayed by 30% of the step.
     (probe,) = measure_interleaved(tiny_path, tmp_path, 1, [{}])

@@ -112,6 +112,7 @@ def test_paired_gate_catches_a_slower_forward_and_names_the_design(repo: Path,
     assert worktrees(repo) == [f"worktree {repo.resolve()}"]
 
 
+@pytest.mark.extended
 def test_the_same_commit_against_itself_is_no_regression(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(["gate", "tiny", "--against", "HEAD", "--blocks", "3", *FAST], capsys)
     assert code in (0, 3), out + err
@@ -157,6 +158,7 @@ def test_the_worktree_is_removed_on_ctrl_c(repo: Path, capsys: pytest.CaptureFix
     assert not Path(seen[0][1].removeprefix("worktree ")).exists()
 
 
+@pytest.mark.extended
 def test_pytest_perfgate_against_runs_the_paired_gate(repo: Path) -> None:
     commit_change(repo, 'os.environ.get("TINY_FORWARD_DELAY_MS", "0")', 'os.environ.get("TINY_FORWARD_DELAY_MS", "40")',
                   "forward 40 ms slower")

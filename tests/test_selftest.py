@@ -390,6 +390,7 @@ def test_an_injection_moves_the_named_phase_by_about_its_size(tiny, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.extended
 def test_a_selftest_end_to_end_prints_its_card(tiny, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)  # the gates' project directory: nothing lands in the repository
     settings = Settings(gate=GateConfig(looks=1), baselines=tmp_path / "baselines")
