@@ -64,6 +64,7 @@ from perfgate.counting import (
 from perfgate.errors import DataError, DeviceError, PerfgateError, UsageError, WorkloadError
 from perfgate.measure.child import call, serve
 from perfgate.measure.runner import Job
+from perfgate.measure.trace import PhaseMarks
 from perfgate.workload import PHASES, BuildContext, Params, Workload
 
 # --- what forces a host synchronisation -------------------------------------------------
@@ -334,7 +335,7 @@ def _sync_warnings(counts: _Counts) -> Any:
             torch.cuda.set_sync_debug_mode(previous)
 
 
-class _CountingClock:
+class _CountingClock(PhaseMarks):
     """The timed loop's phase marks, moving the counters from phase to phase.
 
     At each mark the FLOPs and allocator counts so far are read and the difference
@@ -363,7 +364,7 @@ class _CountingClock:
         stats = self.memory_stats()
         return {name: int(stats.get(key, 0)) for name, key in _ALLOCATOR_STATS.items()}
 
-    def _enter(self, phase: str | None) -> None:
+    def enter(self, phase: str | None) -> None:
         counts = self.counts
         closing = counts.phase
         counts.phase = None  # the bookkeeping below is nobody's
@@ -377,38 +378,15 @@ class _CountingClock:
                 counts.allocator[closing][name] += value - self._memory.get(name, 0)
         self._flops, self._memory = flops, memory
         if self.ranges is not None:
-            getattr(self.ranges, _RANGE_MARKS[phase])()
+            self.ranges.enter(phase)
         counts.phase = phase
 
     def start_window(self) -> None:
         return None
 
-    def begin_step(self) -> None:
-        self._enter("data_wait")
-
-    def after_data(self) -> None:
-        self._enter("h2d")
-
-    def after_h2d(self) -> None:
-        self._enter("forward")
-
-    def after_forward(self) -> None:
-        self._enter("backward")
-
-    def after_backward(self) -> None:
-        self._enter("optimizer")
-
-    def after_optimizer(self) -> None:
-        self._enter(None)
-
     def end_window(self) -> None:
         return None
 
-
-_RANGE_MARKS: dict[str | None, str] = {"data_wait": "begin_step", "h2d": "after_data", "forward": "after_h2d",
-                                       "backward": "after_forward", "optimizer": "after_backward",
-                                       None: "after_optimizer"}
-"""The ``trace._PhaseRanges`` mark that opens each phase's profiler range (None: closes the last)."""
 
 
 def _launches(events: list[Any]) -> tuple[dict[str, int], dict[str, int]]:

@@ -261,7 +261,36 @@ class PhaseAttribution:
 # --- the traced run, in this process ---------------------------------------------------
 
 
-class _PhaseRanges:
+class PhaseMarks:
+    """The loop's six clock marks as "enter this phase" (None: after the optimizer, no phase).
+
+    A subclass says what entering a phase does: the traced run opens a profiler range, the
+    counted run attributes its counts.
+    """
+
+    def enter(self, phase: str | None) -> None:
+        raise NotImplementedError
+
+    def begin_step(self) -> None:
+        self.enter("data_wait")
+
+    def after_data(self) -> None:
+        self.enter("h2d")
+
+    def after_h2d(self) -> None:
+        self.enter("forward")
+
+    def after_forward(self) -> None:
+        self.enter("backward")
+
+    def after_backward(self) -> None:
+        self.enter("optimizer")
+
+    def after_optimizer(self) -> None:
+        self.enter(None)
+
+
+class _PhaseRanges(PhaseMarks):
     """A phase clock whose marks open and close one ``record_function`` range per phase."""
 
     timing = "profiler"
@@ -270,35 +299,17 @@ class _PhaseRanges:
         self._record_function = record_function
         self._open: Any = None
 
-    def _enter(self, name: str | None) -> None:
+    def enter(self, phase: str | None) -> None:
         if self._open is not None:
             self._open.__exit__(None, None, None)
             self._open = None
-        if name is not None:
-            scope = self._record_function(name)
+        if phase is not None:
+            scope = self._record_function(phase)
             scope.__enter__()
             self._open = scope
 
-    def begin_step(self) -> None:
-        self._enter("data_wait")
-
-    def after_data(self) -> None:
-        self._enter("h2d")
-
-    def after_h2d(self) -> None:
-        self._enter("forward")
-
-    def after_forward(self) -> None:
-        self._enter("backward")
-
-    def after_backward(self) -> None:
-        self._enter("optimizer")
-
-    def after_optimizer(self) -> None:
-        self._enter(None)
-
     def close(self) -> None:
-        self._enter(None)
+        self.enter(None)
 
 
 class _Collector:
