@@ -31,10 +31,10 @@ import re
 import subprocess
 import sys
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from perfgate import __version__
 from perfgate.baseline import baseline_from_dict, find_baseline
@@ -233,38 +233,28 @@ def _check_environment(result: RunResult, where: str) -> None:
         raise ValueError(f"{where}environment: its key is not a safe folder name")
 
 
-def _load_results(root: Path, files: Sequence[Path], limits: Limits) -> dict[str, RunResult]:
-    results: dict[str, RunResult] = {}
-    for rel in files:
-        path = root / rel
-        data = read_untrusted_json(path, "result", limits)
-        try:
-            result = result_from_dict(data)
-            safe_name(result.workload, "workload")
-            if rel.stem != result.workload:
-                raise ValueError(f"holds workload {result.workload!r}, but a result file is named after its "
-                                 "workload")
-            _check_environment(result, "")
-        except (ValueError, TypeError, AttributeError) as exc:
-            raise FileFormatError(f"{path}: {exc}") from None
-        results[result.workload] = result
-    return results
+T = TypeVar("T", RunResult, CounterSet)
 
 
-def _load_counters(root: Path, files: Sequence[Path], limits: Limits) -> dict[str, CounterSet]:
-    out: dict[str, CounterSet] = {}
+def _load_named(root: Path, files: Sequence[Path], limits: Limits, what: str, suffix: str,
+                parse: Callable[[Any], T]) -> dict[str, T]:
+    """Each file parsed as an untrusted document of one workload, which must be named
+    ``<workload><suffix>``; one FileFormatError line naming the file otherwise."""
+    out: dict[str, T] = {}
     for rel in files:
         path = root / rel
-        data = read_untrusted_json(path, "counters", limits)
+        data = read_untrusted_json(path, what, limits)
         try:
-            counters = counters_from_dict(data)
-            safe_name(counters.workload, "workload")
-            if rel.name != counters.workload + COUNTERS_SUFFIX:
-                raise ValueError(f"holds workload {counters.workload!r}, but a counters file is named after its "
+            document = parse(data)
+            safe_name(document.workload, "workload")
+            if rel.name != document.workload + suffix:
+                raise ValueError(f"holds workload {document.workload!r}, but a {what} file is named after its "
                                  "workload")
+            if isinstance(document, RunResult):
+                _check_environment(document, "")
         except (ValueError, TypeError, AttributeError) as exc:
             raise FileFormatError(f"{path}: {exc}") from None
-        out[counters.workload] = counters
+        out[document.workload] = document
     return out
 
 
@@ -295,10 +285,11 @@ def load_measured(directory: Path, limits: Limits = LIMITS) -> Measured:
             raise FileFormatError(f"{directory / rel}: unexpected file; a results folder holds <workload>.json, "
                                   f"{BASE_DIR_NAME}/<workload>.json, their <workload>{COUNTERS_SUFFIX} and "
                                   f"{MANIFEST_NAME} only")
-    return Measured(manifest, _load_results(directory, head_files, limits),
-                    _load_results(directory / BASE_DIR_NAME, base_files, limits),
-                    _load_counters(directory, head_counted, limits),
-                    _load_counters(directory / BASE_DIR_NAME, base_counted, limits))
+    base = directory / BASE_DIR_NAME
+    return Measured(manifest, _load_named(directory, head_files, limits, "result", ".json", result_from_dict),
+                    _load_named(base, base_files, limits, "result", ".json", result_from_dict),
+                    _load_named(directory, head_counted, limits, "counters", COUNTERS_SUFFIX, counters_from_dict),
+                    _load_named(base, base_counted, limits, "counters", COUNTERS_SUFFIX, counters_from_dict))
 
 
 # --- the base's rules ------------------------------------------------------------------------
