@@ -177,6 +177,22 @@ def test_a_scalar_read_in_the_data_wait_is_no_synchronisation(workloads_dir: Pat
     assert [c.counter for c in changes] == ["ops"] and not changes.failed  # reported, not failed
 
 
+def test_added_parameters_under_adamw_bring_no_new_synchronisation(workloads_dir: Path, cache_dir: Path) -> None:
+    """AdamW reads its step count, a host tensor on every device, with .item() per
+    parameter: torch's own host-side scalar, no synchronisation, and not the workload's."""
+    before = count(workloads_dir, cache_dir, optimizer="adamw")
+    after = count(workloads_dir, cache_dir, optimizer="adamw", extra_layer=True)
+    assert after.phases["optimizer"].ops["aten::_local_scalar_dense"] > before.phases["optimizer"].ops[
+        "aten::_local_scalar_dense"] > 0  # the .item() calls are there, and more of them
+    assert before.phases["optimizer"].syncs == () and after.phases["optimizer"].syncs == ()
+    changes = compare_counters(before, after)
+    assert "syncs" not in {c.counter for c in changes}
+    assert ("forward", "flops") in failures(changes)  # the added layer itself is seen
+    # the same .item() written in the workload's forward still counts, on this optimizer too
+    synced = count(workloads_dir, cache_dir, optimizer="adamw", sync_in_forward=True)
+    assert ("forward", "syncs") in failures(compare_counters(before, synced))
+
+
 def test_a_new_graph_break_and_a_recompile_fail(workloads_dir: Path, cache_dir: Path) -> None:
     compiled = count_compiled(workloads_dir, cache_dir)
     assert compiled.compile is not None and "compile" not in compiled.unavailable

@@ -83,7 +83,8 @@ _MASK_INDEXED = frozenset({"aten::index", "aten::index_put_", "aten::index_put",
 """Indexing that synchronises when an index is a boolean (or byte) mask: it becomes nonzero()."""
 _D2H = frozenset({"aten::_to_copy", "aten::copy_", "aten::_copy_from", "aten::_copy_from_and_resize"})
 SYNC_SOURCE_CPU = ("aten calls that force a synchronisation on a device (.item(), nonzero, boolean-mask "
-                   "indexing, unique, ...), counted on the CPU as the stand-in for one, outside the data wait")
+                   "indexing, unique, ...) made from the workload's own code, counted on the CPU as the stand-in "
+                   "for one, outside the data wait")
 SYNC_SOURCE_CUDA = ("aten calls on device tensors that force a synchronisation, and the synchronising calls "
                     "torch.cuda.set_sync_debug_mode reports outside any operator")
 _SYNC_WARNING = "synchronizing CUDA operation"
@@ -195,6 +196,8 @@ class _Locator:
         self.torch_dir = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
         self.cwd = os.path.abspath(os.getcwd()) + os.sep
         self._cache: dict[str, tuple[str, str]] = {}
+        self.boundary: Any = None
+        """The counting loop's frame: the callers above it are not the step's."""
 
     def _kind_and_name(self, filename: str) -> tuple[str, str]:
         cached = self._cache.get(filename)
@@ -224,17 +227,18 @@ class _Locator:
             return os.path.relpath(path, max(roots, key=len))
         return path
 
-    def locate(self) -> str:
+    def locate(self) -> tuple[str, bool]:
+        """The location, and whether it is the workload's own code (not torch's or perfgate's)."""
         frame = sys._getframe(1)
         fallback = None
-        while frame is not None:
+        while frame is not None and frame is not self.boundary:
             kind, name = self._kind_and_name(frame.f_code.co_filename)
             if kind == "user":
-                return f"{name}:{frame.f_lineno}"
+                return f"{name}:{frame.f_lineno}", True
             if kind == "perfgate" and fallback is None:
                 fallback = f"{name}:{frame.f_lineno}"
             frame = frame.f_back
-        return fallback or NO_FRAME
+        return fallback or NO_FRAME, False
 
 
 # --- counting ---------------------------------------------------------------------------
@@ -297,8 +301,16 @@ def _op_counter(counts: _Counts) -> Any:
             finally:
                 warned = local.warned
                 local.warned = outer
-            if sync or warned:
-                counts.sync(phase, counts.locator.locate(), name)
+            if warned:
+                counts.sync(phase, counts.locator.locate()[0], name)
+            elif sync:
+                location, own = counts.locator.locate()
+                # The CPU stand-in cannot tell which tensors would live on a device. torch's
+                # own host-side scalars (an optimizer's step count, read with .item() by
+                # Adam and AdamW) stay on the host in a GPU run too, so on the CPU only
+                # calls issued by the workload's code count.
+                if own or counts.device != "cpu":
+                    counts.sync(phase, location, name)
             return out
 
     return OpCounter()
@@ -321,7 +333,7 @@ def _sync_warnings(counts: _Counts) -> Any:
         if getattr(local, "warned", None) is not None:
             local.warned = True  # inside an aten call: the dispatch mode records it
         elif counts.phase is not None:
-            counts.sync(counts.phase, counts.locator.locate(), OUTSIDE_OPS)
+            counts.sync(counts.phase, counts.locator.locate()[0], OUTSIDE_OPS)
 
     previous = torch.cuda.get_sync_debug_mode()
     with warnings.catch_warnings():
@@ -531,6 +543,7 @@ def count_workload(
             flop_mode = stack.enter_context(FlopCounterMode(display=False))
             if cuda:
                 stack.enter_context(_sync_warnings(counts))
+            counts.locator.boundary = sys._getframe()
             clock = _CountingClock(counts, flop_mode, torch.cuda.memory_stats if cuda else None, ranges)
             stack.enter_context(_op_counter(counts))
             for _ in range(steps):
