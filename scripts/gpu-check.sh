@@ -3,15 +3,21 @@
 #
 #   bash scripts/gpu-check.sh [OUT_DIR]      (default: gpu-check-<date>)
 #
-# Runs `perfgate doctor` (with its CUDA micro-run), two repeats of each reference workload
-# on cuda, a profiler trace of resnet18-cifar10, and the tests marked `gpu`, each under a
-# timeout (all of them within 10 minutes), and writes everything into OUT_DIR:
+# Runs, in this order, each under its own timeout and all of them within one budget
+# (GPU_CHECK_BUDGET seconds, default 590; a step the budget cannot hold is skipped and
+# named): `perfgate doctor` (with its CUDA micro-run), two repeats of resnet18-cifar10 on
+# cuda, its counted run, the tests marked `gpu`, the counted run of
+# resnet18-cifar10-compiled (compile time, graph breaks, recompiles), the instrumentation
+# overhead benchmark, a profiler trace, and two repeats of resnet18-imagenette. It writes
+# everything into OUT_DIR:
 #   summary.txt      the key figures: device time against wall time, busy fraction, step
-#                    medians per workload, the doctor's verdicts, each step's exit status
-#   doctor.json/.txt the card; nvidia-smi.txt the driver's view; results/ traces/ the runs;
-#   *.log            each step's output; pytest-gpu.xml the tests
-# Exit status: 0 when every step passed, 1 when one failed (named in summary.txt), 2 when
-# it cannot run here (no nvidia-smi). It creates .venv (scripts/setup.sh) when missing.
+#                    medians, counters, overhead, the doctor's verdicts, each step's status
+#   doctor.json/.txt the card; nvidia-smi.txt the driver's view; results/ counters/
+#                    traces/ the runs; *.log each step's output; pytest-gpu.xml the tests
+# Exit status: 0 when every step passed, 1 when one failed or was skipped (named in
+# summary.txt), 2 when it cannot run here (no nvidia-smi). It creates .venv
+# (scripts/setup.sh) when missing, unless PERFGATE_PYTHON names an interpreter that has
+# perfgate installed already.
 
 # First, before anything else runs: a machine without the NVIDIA driver gets one clear line.
 if ! command -v nvidia-smi >/dev/null 2>&1; then
@@ -23,7 +29,7 @@ set -uo pipefail
 
 case "${1:-}" in
     -h | --help)
-        sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+        sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
         exit 0
         ;;
 esac
@@ -38,29 +44,54 @@ out="$(cd "$out" && pwd)"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root" || exit 2
 
-# Timeouts, seconds (their sum stays under 10 minutes, set-up excluded).
+# Each step's own limit, seconds; all of them share GPU_CHECK_BUDGET (set-up excluded).
 T_SMI=30
 T_DOCTOR=120
-T_RUN=280
-T_REPEAT=240
+T_REPEAT=120
+T_RUN=240
+T_COUNT=120
+T_TESTS=120
+T_COMPILED=240
+T_OVERHEAD=120
 T_TRACE=90
-T_TESTS=50
+budget="${GPU_CHECK_BUDGET:-590}"
+case "$budget" in
+    '' | *[!0-9]*) echo "gpu-check: GPU_CHECK_BUDGET must be a whole number of seconds, got '$budget'" >&2; exit 2 ;;
+esac
 
-if [ ! -x .venv/bin/perfgate ]; then
-    echo "gpu-check: no .venv here: bash scripts/setup.sh" >&2
-    bash scripts/setup.sh || { echo "gpu-check: scripts/setup.sh failed" >&2; exit 2; }
+if [ -n "${PERFGATE_PYTHON:-}" ]; then
+    py="$PERFGATE_PYTHON"
+    if ! "$py" -c "import perfgate, perfgate_workloads" >/dev/null 2>&1; then
+        echo "gpu-check: PERFGATE_PYTHON=$py cannot import perfgate and perfgate_workloads" >&2
+        exit 2
+    fi
+    perfgate=("$py" -m perfgate.cli)
+else
+    if [ ! -x .venv/bin/perfgate ]; then
+        echo "gpu-check: no .venv here: bash scripts/setup.sh" >&2
+        bash scripts/setup.sh || { echo "gpu-check: scripts/setup.sh failed" >&2; exit 2; }
+    fi
+    py="$root/.venv/bin/python"
+    perfgate=("$root/.venv/bin/perfgate")
 fi
-py="$root/.venv/bin/python"
-perfgate="$root/.venv/bin/perfgate"
 
 steps="$out/steps.tsv"
 printf 'step\texit\tseconds\n' >"$steps"
 started=$SECONDS
 
-# step NAME LIMIT_S COMMAND...: run it under a timeout, output to NAME.log, status to steps.tsv.
+# step NAME LIMIT_S COMMAND...: run it under a timeout (its own limit, or what is left of
+# the budget when that is less), output to NAME.log, status to steps.tsv. A step with less
+# than 20 s of the budget left is skipped, with exit status "skipped".
 step() {
-    local name=$1 limit=$2 rc t0=$SECONDS
+    local name=$1 limit=$2 rc t0=$SECONDS left
     shift 2
+    left=$((budget - (SECONDS - started)))
+    if [ "$left" -lt 20 ]; then
+        echo "gpu-check: $name skipped: ${left} s of the ${budget} s budget left" | tee "$out/$name.log" >&2
+        printf '%s\t%s\t%s\n' "$name" skipped 0 >>"$steps"
+        return 0
+    fi
+    [ "$left" -lt "$limit" ] && limit=$left
     echo "gpu-check: $name (at most ${limit} s) ..." >&2
     timeout --kill-after=10 "$limit" "$@" >"$out/$name.log" 2>&1
     rc=$?
@@ -76,19 +107,23 @@ step nvidia-smi "$T_SMI" nvidia-smi -q -d CLOCK,PERFORMANCE,ECC,PIDS
 cp "$out/nvidia-smi.log" "$out/nvidia-smi.txt"
 nvidia-smi >>"$out/nvidia-smi.txt" 2>&1
 
-# The doctor's JSON goes to doctor.json; its stderr (an error line) to doctor.log.
-t0=$SECONDS
-echo "gpu-check: doctor (at most ${T_DOCTOR} s) ..." >&2
-timeout --kill-after=10 "$T_DOCTOR" "$perfgate" doctor --device cuda --json >"$out/doctor.json" 2>"$out/doctor.log"
-rc=$?
-printf '%s\t%s\t%s\n' doctor "$rc" "$((SECONDS - t0))" >>"$steps"
-echo "gpu-check: doctor: exit $rc in $((SECONDS - t0)) s" >&2
+# The doctor's JSON goes to doctor.json, its stderr to doctor.log.
+# shellcheck disable=SC2016  # expanded by the inner bash
+step doctor "$T_DOCTOR" bash -c '"$@" 2>"$0"' "$out/doctor.log.stderr" "${perfgate[@]}" doctor --device cuda --json
+mv "$out/doctor.log" "$out/doctor.json"
+mv "$out/doctor.log.stderr" "$out/doctor.log" 2>/dev/null || true
 
-step run "$T_RUN" "$perfgate" run resnet18-cifar10 resnet18-imagenette --device cuda --repeats 2 \
+step run-cifar10 "$T_RUN" "${perfgate[@]}" run resnet18-cifar10 --device cuda --repeats 2 \
     --timeout "$T_REPEAT" --out "$out/results"
-step trace "$T_TRACE" "$perfgate" trace resnet18-cifar10 --device cuda --timeout "$((T_TRACE - 10))" \
-    --trace-dir "$out/traces" --out "$out/trace-results"
+step counters-cifar10 "$T_COUNT" "${perfgate[@]}" counters resnet18-cifar10 --device cuda --out "$out/counters"
 step tests "$T_TESTS" "$py" -m pytest -q -m gpu -p no:cacheprovider --junitxml "$out/pytest-gpu.xml"
+step counters-compiled "$T_COMPILED" "${perfgate[@]}" counters resnet18-cifar10-compiled --device cuda \
+    --timeout "$((T_COMPILED - 10))" --out "$out/counters"
+step overhead "$T_OVERHEAD" "$py" benchmarks/overhead_cuda.py
+step trace "$T_TRACE" "${perfgate[@]}" trace resnet18-cifar10 --device cuda --timeout "$((T_TRACE - 10))" \
+    --trace-dir "$out/traces" --out "$out/trace-results"
+step run-imagenette "$T_RUN" "${perfgate[@]}" run resnet18-imagenette --device cuda --repeats 2 \
+    --timeout "$T_REPEAT" --out "$out/results"
 
 "$py" - "$out" "$((SECONDS - started))" <<'PY' >"$out/summary.txt" 2>&1
 import json
@@ -105,7 +140,7 @@ print(f"gpu-check in {out} ({elapsed} s)")
 rows = [line.split("\t") for line in (out / "steps.tsv").read_text().splitlines()[1:]]
 failed = [name for name, rc, _ in rows if rc != "0"]
 for name, rc, seconds in rows:
-    print(f"  {name:<11} exit {rc:>3}  {seconds:>4} s")
+    print(f"  {name:<18} exit {rc:>7}  {seconds:>4} s")
 
 print("\ndoctor")
 try:
@@ -126,7 +161,7 @@ else:
 print("\nworkloads (perfgate run --device cuda --repeats 2)")
 results = sorted((out / "results").glob("*.json")) if (out / "results").is_dir() else []
 if not results:
-    print("  no result files; see run.log")
+    print("  no result files; see run-*.log")
 for path in results:
     try:
         result = load_result(path)
@@ -151,6 +186,38 @@ for path in results:
         if gpu.get("throttled"):
             line += f"; throttled: {', '.join(gpu.get('throttle_reasons') or [])}"
         print(line)
+
+print("\ncounted runs (perfgate counters --device cuda), totals over the counted steps")
+from perfgate.counting import load_counters
+
+counted = sorted((out / "counters").glob("*.counters.json")) if (out / "counters").is_dir() else []
+if not counted:
+    print("  no counter files; see counters-*.log")
+for path in counted:
+    try:
+        cs = load_counters(path)
+    except Exception as exc:  # noqa: BLE001
+        print(f"  {path.name}: unreadable ({type(exc).__name__}: {exc})")
+        continue
+    print(f"  {cs.workload} on {cs.device}, {cs.steps} counted steps, torch {cs.torch_version}; "
+          + ", ".join(f"{k} {v}" for k, v in cs.timings.items()))
+    for phase, pc in cs.phases.items():
+        print(f"    {phase:<10} ops {sum(pc.ops.values()):>6}  launches {pc.kernel_launches}  memcpy {pc.memcpy_calls}  "
+              f"syncs {sum(s.count for s in pc.syncs)}  FLOPs {pc.flops:.3e}"
+              + (f"  allocations {pc.allocator.allocations}" if pc.allocator else ""))
+        for site in pc.syncs:
+            print(f"      sync: {site.call} at {site.location} x{site.count}")
+    if cs.compile is not None:
+        c = cs.compile
+        print(f"    compile: {c.frames_compiled} frame(s), {c.recompiles} recompile(s), "
+              f"{c.graph_break_count} graph break(s), {c.compiles_in_counted_steps} compile(s) while counting")
+    for key, why in cs.unavailable.items():
+        print(f"    not counted: {key}: {why}")
+
+overhead = (out / "overhead.log").read_text(errors="replace").splitlines() if (out / "overhead.log").exists() else []
+print("\noverhead (benchmarks/overhead_cuda.py)")
+for line in overhead[-12:]:
+    print("  " + line)
 
 folder = out / "traces"
 traces = sorted(str(p.relative_to(out)) for p in folder.rglob("trace-*.json")) if folder.is_dir() else []

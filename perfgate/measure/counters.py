@@ -296,6 +296,7 @@ def _op_counter(counts: _Counts) -> Any:
             local = counts.local
             outer = getattr(local, "warned", None)
             local.warned = False
+            local.counted = False  # this call is the thread's latest; nothing counted for it yet
             try:
                 out = func(*args, **kwargs)
             finally:
@@ -303,6 +304,7 @@ def _op_counter(counts: _Counts) -> Any:
                 local.warned = outer
             if warned:
                 counts.sync(phase, counts.locator.locate()[0], name)
+                local.counted = True
             elif sync:
                 location, own = counts.locator.locate()
                 # The CPU stand-in cannot tell which tensors would live on a device. torch's
@@ -311,6 +313,7 @@ def _op_counter(counts: _Counts) -> Any:
                 # calls issued by the workload's code count.
                 if own or counts.device != "cpu":
                     counts.sync(phase, location, name)
+                    local.counted = True
             return out
 
     return OpCounter()
@@ -332,6 +335,11 @@ def _sync_warnings(counts: _Counts) -> Any:
         local = counts.local
         if getattr(local, "warned", None) is not None:
             local.warned = True  # inside an aten call: the dispatch mode records it
+        elif getattr(local, "counted", False):
+            # The warning of the aten call just counted, handed to Python only when the
+            # outer call returned (``.item()`` reaches the mode from C++; measured on an
+            # H200, torch 2.11): the same synchronisation, counted once.
+            local.counted = False
         elif counts.phase is not None:
             counts.sync(counts.phase, counts.locator.locate()[0], OUTSIDE_OPS)
 
