@@ -302,8 +302,14 @@ class CounterSet:
     torch_version: str = ""
     perfgate_version: str = ""
     created_at: str = ""
+    notes: tuple[str, ...] = ()
+    """What a reader must know about how these were counted (a compiled model's operator
+    calls counted on its eager path, for one)."""
 
     def __post_init__(self) -> None:
+        if not all(isinstance(n, str) and n.strip() for n in self.notes):
+            raise ValueError("notes must be non-empty strings")
+        object.__setattr__(self, "notes", tuple(self.notes))
         if self.device not in DEVICES:
             raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
         if isinstance(self.steps, bool) or not isinstance(self.steps, int) or self.steps < 1:
@@ -360,6 +366,7 @@ class CounterSet:
             "phases": {p: c.to_dict() for p, c in self.phases.items()},
             "compile": self.compile.to_dict() if self.compile is not None else None,
             "unavailable": dict(sorted(self.unavailable.items())),
+            "notes": list(self.notes),
             "timings": dict(self.timings),
         }
 
@@ -400,6 +407,7 @@ def counters_from_dict(data: object) -> CounterSet:
             torch_version=f.get("torch_version", str),
             perfgate_version=f.get("perfgate_version", str),
             created_at=f.get("created_at", str),
+            notes=tuple(f.get("notes", list, optional=True) or ()),
         )
     except TypeError as exc:  # a wrong type deep inside, reported as a bad file
         raise ValueError(str(exc)) from None
@@ -771,6 +779,8 @@ def render_counters(counters: CounterSet, top: int = 8) -> str:
             lines.append(f"  recompile: {terminal(reason)}")
     for name, reason in sorted(c.unavailable.items()):
         lines.append(f"not counted: {name}: {terminal(reason)}")
+    for note in c.notes:
+        lines.append(f"note: {terminal(note)}")
     timings = ", ".join(f"{k} {v:.2f} s" for k, v in c.timings.items() if v is not None)
     if timings:
         lines.append(f"timings (not compared): {timings}")

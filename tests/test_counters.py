@@ -40,7 +40,13 @@ from perfgate.counting import (
 )
 from perfgate.discovery import discover
 from perfgate.errors import EXIT_ERROR, EXIT_OK, FileFormatError, WorkloadError
-from perfgate.measure.counters import count_job, count_workload, forces_sync
+from perfgate.measure.counters import (
+    COMPILED_EAGER_NOTE_CPU,
+    COMPILED_EAGER_NOTE_CUDA,
+    count_job,
+    count_workload,
+    forces_sync,
+)
 from perfgate.measure.runner import Job
 from perfgate.workload import PHASES, Workload
 from conftest import FIXTURES, cuda_available
@@ -199,6 +205,9 @@ def test_a_new_graph_break_and_a_recompile_fail(workloads_dir: Path, cache_dir: 
     assert compiled.compile.graph_break_count == 0 and compiled.compile.recompiles == 0
     assert compiled.compile.compiles_in_counted_steps == 0
     assert compiled.timings["compile_s"] is not None  # a timing, apart from the counters
+    # a dispatch mode makes a compiled model run its eager code: the file says so
+    assert compiled.notes == (COMPILED_EAGER_NOTE_CPU,)
+    assert "note: compiled: operator calls" in render_counters(compiled)
     assert count_compiled(workloads_dir, cache_dir).counters_dict() == compiled.counters_dict()
 
     broken = count_compiled(workloads_dir, cache_dir, graph_break=True)
@@ -211,7 +220,7 @@ def test_a_new_graph_break_and_a_recompile_fail(workloads_dir: Path, cache_dir: 
 
 
 def test_a_workload_that_does_not_compile_has_no_compile_counters(base: CounterSet) -> None:
-    assert base.compile is None
+    assert base.compile is None and base.notes == ()
     assert "does not compile" in base.unavailable["compile"]
 
 
@@ -417,3 +426,23 @@ def test_cuda_counts_launches_allocator_calls_and_device_syncs(workloads_dir: Pa
     sync = failures(compare_counters(first, head))[("forward", "syncs")]
     line = line_of(workloads_dir / "counted_workloads.py", "x.sum().item()")
     assert sync.reason == f"1 new host synchronisation per step in forward: {workloads_dir}/counted_workloads.py:{line}"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not cuda_available(), reason="needs a CUDA device")
+def test_cuda_counts_a_compiled_models_launches_apart_from_its_eager_operators(workloads_dir: Path,
+                                                                             cache_dir: Path) -> None:
+    """The profiler's pass runs with no dispatch mode, so the launches are the compiled
+    code's; the operators are counted on the eager path, and the file says so."""
+    eager = count(workloads_dir, cache_dir, device="cuda")
+    import torch
+
+    torch._dynamo.reset()
+    compiled = count(workloads_dir, cache_dir, device="cuda", compile=True, backend="inductor")
+    assert compiled.compile is not None and compiled.compile.frames_compiled >= 1
+    assert compiled.notes == (COMPILED_EAGER_NOTE_CUDA,)
+    for phase in ("forward", "backward"):
+        assert compiled.phases[phase].ops == eager.phases[phase].ops  # the eager path
+        assert compiled.phases[phase].kernel_launches
+    launches = [(eager.phases[p].kernel_launches, compiled.phases[p].kernel_launches) for p in ("forward", "backward")]
+    assert any(e != c for e, c in launches), launches  # inductor's kernels, not eager's
