@@ -24,6 +24,7 @@ from statistics import median
 from typing import Any
 
 from perfgate import __version__
+from perfgate.counting import CounterSet, counters_path, load_counters
 from perfgate.environment import Environment
 from perfgate.errors import FileFormatError, UsageError
 from perfgate.jsonfile import write_json_atomic, load_document
@@ -406,12 +407,24 @@ class Lookup:
     path: Path
     other_environments: tuple[Baseline, ...] = ()
     """Baselines of the same workload recorded in other environments (for INCOMPARABLE)."""
+    counters: CounterSet | None = None
+    """The baseline's counted run (``<workload>.counters.json`` beside it), when recorded."""
+
+
+def baseline_counters_path(root: Path, environment_key: str, workload: str) -> Path:
+    """``<root>/<environment key>/<workload>.counters.json``: the counted run of a baseline."""
+    return counters_path(Path(root) / environment_key, workload)
 
 
 def find_baseline(root: Path, environment_key: str, workload: str) -> Lookup:
     path = baseline_path(root, environment_key, workload)
     if path.exists():
-        return Lookup(load_baseline(path), path)
+        counted = baseline_counters_path(root, environment_key, workload)
+        counters = load_counters(counted) if counted.exists() else None
+        if counters is not None and (counters.workload != workload or counters.device != environment_key.split("-")[0]):
+            raise FileFormatError(f"{counted}: holds the counters of {counters.workload!r} on {counters.device}, "
+                                  "not what its path says")
+        return Lookup(load_baseline(path), path, counters=counters)
     others = []
     if root.is_dir():
         for candidate in sorted(root.glob(f"*/{workload}.json")):

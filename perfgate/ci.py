@@ -34,6 +34,7 @@ from perfgate.compare import GateOutcome, compare
 from perfgate.config import Settings
 from perfgate.decide import Verdict
 from perfgate.errors import EXIT_ERROR, EXIT_OK, PerfgateError, UsageError
+from perfgate.counting import load_counters_beside
 from perfgate.gating import GateRun, entries_for, run_gate
 from perfgate.github import path_variable as _path_variable, set_output, workflow_command
 from perfgate.inputs import (GITHUB, HARNESS, PYPROJECT, WORKLOADS, InputChanges, classify, perfgate_table,
@@ -187,7 +188,8 @@ def judge(args: argparse.Namespace,
         if not names:
             raise UsageError(f"{args.results}: no result files to judge")
         config = dataclasses.replace(settings.gate, looks=1)  # results on disk: one look, full α
-        outcome = compare(entries_for(results, {}, names, settings.baselines), config, look=1,
+        head_counters = load_counters_beside(Path(args.results), names)
+        outcome = compare(entries_for(results, {}, names, settings, head_counters), config, look=1,
                           per_workload=settings.per_workload)
         return Judged(outcome, settings, {}, names=tuple(names))
     if args.repeats is not None and args.repeats < 1:

@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from perfgate import __version__, ci, counters_cli, doctor, judge, scaffold, selftest
-from perfgate.baseline import baseline_path, load_baseline, save_baseline, updated_baseline
+from perfgate.baseline import baseline_counters_path, baseline_path, load_baseline, save_baseline, updated_baseline
 from perfgate.calibrate import calibration_report
 from perfgate.compare import GateOutcome, compare
 from perfgate.config import Settings, load_settings
 from perfgate.contention import ContentionPolicy, contention
 from perfgate.discovery import Registry, discover
 from perfgate.errors import EXIT_ERROR, EXIT_OK, CudaUnavailable, DataError, PerfgateError, UsageError
+from perfgate.counting import CounterSet, load_counters_beside, save_counters
 from perfgate.gating import GateRun, PairedPlan, base_jobs_for, entries_for, run_gate, run_paired_gate
 from perfgate.jsonfile import write_json_atomic
 from perfgate.measure.runner import Job, Progress, RunOutcome, default_cache_dir, measure, resolve_device
@@ -196,6 +197,7 @@ def cmd_rebaseline(args: argparse.Namespace) -> int:
     if not reason:
         raise UsageError("--reason must say why the baseline changes")
     errors: dict[str, PerfgateError] = {}
+    counted: dict[str, CounterSet] = {}
     if args.from_results:
         results = {r.workload: r for r in load_results_dir(Path(args.from_results))}
         if args.workloads:
@@ -205,21 +207,30 @@ def cmd_rebaseline(args: argparse.Namespace) -> int:
             results = {w: results[w] for w in args.workloads}
         if not results:
             raise UsageError(f"{args.from_results}: no result files")
+        if settings.gate.counters and not args.no_counters:
+            counted = load_counters_beside(Path(args.from_results), results)
     else:
         if settings.repeats < 2:
             raise UsageError("a baseline needs at least 2 repeats to know its run-to-run noise")
-        _, outcome, _ = _measure(args, settings, settings.repeats)
+        jobs, outcome, device = _measure(args, settings, settings.repeats)
         results, errors = outcome.results, outcome.errors
+        if settings.gate.counters and not args.no_counters:
+            counted = _count_for_baseline(args, jobs, results, device)
     injected = sorted(n for n, r in results.items() if "inject_ms" in r.overrides)
     if injected:
         raise UsageError(f"{', '.join(injected)}: a result with injected slowdowns (perfgate selftest) cannot be a baseline")
-    written = []
     for name, result in results.items():
         # A pytest-benchmark file without several runs is judged from its summary
         # statistics (mean, sd, rounds), so one "repeat" is all it can have.
         if len(result.repeats) < 2 and result.data.get("statistics") != STATISTICS_SUMMARY:
             raise UsageError(f"{name}: a baseline needs at least 2 repeats, the result has {len(result.repeats)}")
-        path = baseline_path(settings.baselines, result.environment.key(), name)
+        c = counted.get(name)
+        if c is not None and (c.device != result.device or c.workload_version != result.workload_version):
+            raise UsageError(f"{name}: its counted run is of {c.device} v{c.workload_version}, the result of "
+                             f"{result.device} v{result.workload_version}: count the same code and device again")
+    for name, result in results.items():
+        key = result.environment.key()
+        path = baseline_path(settings.baselines, key, name)
         existing = load_baseline(path) if path.exists() else None
         baseline = updated_baseline(existing, result, reason, append=args.append, max_recordings=args.max_recordings)
         save_baseline(baseline, settings.baselines)
@@ -227,9 +238,36 @@ def cmd_rebaseline(args: argparse.Namespace) -> int:
         what = "appended to" if args.append and existing else ("replaced" if existing else "created")
         print(f"{what} {path}: {kept} recording(s), {len(result.repeats)} repeats, "
               f"step median {ms(summarise(result).median_ms['step'])} ms")
-        written.append(path)
+        counters_file = baseline_counters_path(settings.baselines, key, name)
+        if name in counted:
+            save_counters(counted[name], counters_file.parent)
+            print(f"  with its counted run {counters_file} ({counted[name].steps} steps)")
+        elif counters_file.exists() and not (args.append and existing):
+            # The recordings are replaced: counters of the code they replace would gate the new code.
+            counters_file.unlink()
+            print(f"  removed {counters_file}: the counted run of the replaced baseline")
     _report_errors(args, errors)
     return EXIT_ERROR if errors else EXIT_OK
+
+
+def _count_for_baseline(args: argparse.Namespace, jobs: Sequence[Job], results: Mapping[str, RunResult],
+                        device: str) -> dict[str, CounterSet]:
+    """One counted run per measured workload, to store beside its baseline (also written
+    to ``--out``). A counted run that fails is a warning: the baseline is recorded without."""
+    from perfgate.measure.counters import count_job
+
+    counted = {}
+    for job in jobs:
+        name = job.workload.name
+        if name not in results:
+            continue
+        print(f"{name}: one counted run (exact counters) to store beside the baseline", file=sys.stderr)
+        outcome = count_job(job, device, _cache_dir(args), out_dir=Path(args.out), timeout_s=args.timeout)
+        if outcome.counters is not None:
+            counted[name] = outcome.counters
+        elif outcome.error is not None:
+            _err(f"warning: {outcome.error.message}; the baseline is recorded without counters")
+    return counted
 
 
 def _publish(args: argparse.Namespace, outcome: GateOutcome,
@@ -265,7 +303,8 @@ def _compare_on_disk(args: argparse.Namespace) -> GateOutcome:
     if not names:
         raise UsageError(f"{args.results}: no result files to compare")
     config = dataclasses.replace(settings.gate, looks=1)
-    return compare(entries_for(results, {}, names, settings.baselines), config, look=1,
+    head_counters = load_counters_beside(Path(args.results), names) if args.results else {}
+    return compare(entries_for(results, {}, names, settings, head_counters), config, look=1,
                    per_workload=settings.per_workload)
 
 
@@ -517,6 +556,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-recordings", type=int, default=10, help="recordings kept with --append (default 10)")
     p.add_argument("--from-results", metavar="DIR", help="record from result files already on disk, without measuring")
     p.add_argument("--baselines", metavar="DIR", help="baseline store (default: [tool.perfgate] baselines, else baselines/)")
+    p.add_argument("--no-counters", action="store_true",
+                   help="record no counted run beside the baseline ([tool.perfgate] counters = false does the same)")
     _add_common(p)
     p.set_defaults(func=cmd_rebaseline)
 

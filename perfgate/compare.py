@@ -11,12 +11,14 @@ a single run by the medians of blocks of its rounds, or from its summary statist
 the raw rounds are missing. The verdict's reason names the statistics used. They have no
 phases, so only the step is shown and gated phases do not apply.
 
-In the paired design, an entry may carry both sides' counted runs (:class:`Counted`,
-exact counters from ``perfgate.counting``): a counter change that fails by the workload's
+An entry may carry two counted runs (:class:`Counted`, exact counters from
+``perfgate.counting``): the base side's and the head's (paired design), or the
+baseline's, stored beside it by ``perfgate rebaseline``, and the current code's (stored
+design, :func:`stored_counted`). A counter change that fails by the workload's
 ``flops_threshold``, ``launch_threshold`` and ``counters_off`` makes it a REGRESSION with
 the counters' reason whatever the timing says (the timing decision stays in ``time`` and
-in the reason); a change that does not fail is shown and the timing decides. The stored
-design has no counted baseline yet, so its counters are None with that reason.
+in the reason); a change that does not fail is shown and the timing decides. Without
+both runs the counters are None with the reason.
 """
 
 from __future__ import annotations
@@ -68,16 +70,17 @@ class Pairing:
     """Another interpreter measured the base side (``--base-python``): environments may differ."""
 
 
-STORED_COUNTERS_NOTE = "not compared: the stored design has no counted baseline yet"
+STORED_COUNTERS_NOTE = "not compared: the baseline has no counted run (perfgate rebaseline records one)"
 """Why a stored-design comparison has no counters."""
 NOT_COUNTED = "not counted"
-"""Why a paired comparison given no counted runs has no counters."""
+"""Why a comparison given no counted runs has no counters."""
+COUNTERS_OFF_NOTE = "not counted: counters = false in [tool.perfgate]"
 
 
 @dataclass(frozen=True)
 class Counted:
-    """The counted runs of a paired comparison (``perfgate.counting``): one per side, or
-    what kept one from being counted (an info line, never a verdict on timing)."""
+    """The counted runs of a comparison (``perfgate.counting``): one per side, or what
+    kept one from being counted (an info line, never a verdict on timing)."""
 
     base: CounterSet | None = None
     head: CounterSet | None = None
@@ -91,11 +94,22 @@ def counter_thresholds(config: GateConfig) -> CounterThresholds:
                              enabled=frozenset(GATED) - set(config.counters_off))
 
 
-def _counter_changes(counted: Counted | None, paired: bool,
-                     config: GateConfig) -> tuple[CounterChanges | None, str | None]:
+def stored_counted(lookup: Lookup | None, head: CounterSet | None, config: GateConfig) -> Counted | None:
+    """The stored design's counters of one workload: the baseline's counted run against
+    the current one. None when there is no baseline to compare with at all."""
+    if lookup is None or lookup.baseline is None:
+        return None
+    if not config.counters:
+        return Counted(note=COUNTERS_OFF_NOTE)
+    if lookup.counters is None:
+        return Counted(head=head, note=STORED_COUNTERS_NOTE)
+    if head is None:
+        return Counted(base=lookup.counters, note="not compared: no counted run of the current code")
+    return Counted(lookup.counters, head)
+
+
+def _counter_changes(counted: Counted | None, config: GateConfig) -> tuple[CounterChanges | None, str | None]:
     """The counters' changes of one workload, or None with the reason."""
-    if not paired:
-        return None, STORED_COUNTERS_NOTE
     if counted is None:
         return None, NOT_COUNTED
     if counted.base is None or counted.head is None:
@@ -126,7 +140,8 @@ class Entry:
     error: str | None = None
     pairing: Pairing | None = None
     counted: Counted | None = None
-    """Paired: the counted runs of both sides (exact counters, a second signal)."""
+    """The counted runs of both sides (paired) or of the baseline and the current code
+    (stored): exact counters, a second signal."""
 
 
 @dataclass(frozen=True)
@@ -172,7 +187,8 @@ class WorkloadComparison:
     against: str | None = None
     """Paired: the base commit the head was measured against."""
     counters: CounterChanges | None = None
-    """Paired: what changed between the base side's counted run and the head's (empty: nothing)."""
+    """What changed between the reference's counted run (the base side's or the
+    baseline's) and the current one (empty: nothing)."""
     counters_note: str | None = None
     """Why ``counters`` is None, or what else there is to know (a counted run that failed)."""
 
@@ -606,7 +622,7 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
                 continue
             judged_entry = _Judged(result, summary, baseline, str(lookup.path),
                                    _stored_estimator(summary, baseline, config), labels, tuple(left_out),
-                                   stored_design(baseline))
+                                   stored_design(baseline), counted=entry.counted)
         if not _has_phases(summary, judged_entry.reference):
             phase_free.add(name)
         row = "step"
@@ -668,7 +684,7 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
         elif open_phases and verdict in (Verdict.PASS, Verdict.IMPROVED):
             verdict = Verdict.INCONCLUSIVE
             reason = f"gated phase {open_phases[0]}: {gated[open_phases[0]].reason}"
-        counters, counters_note = _counter_changes(j.counted, j.against is not None, wcfg)
+        counters, counters_note = _counter_changes(j.counted, wcfg)
         if counters is not None and counters.failed:
             # Exact counts: a failing change decides, whatever the timing says (shown beside it).
             reason = f"{counters_reason(counters)} (time: {verdict.value}, {reason})"

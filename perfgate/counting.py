@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfgate.errors import PerfgateError
+from perfgate.errors import FileFormatError, PerfgateError
 from perfgate.jsonfile import load_document, write_json_atomic
 from perfgate.report.inert import terminal
 from perfgate.report.units import table
@@ -416,6 +416,20 @@ def counters_from_dict(data: object) -> CounterSet:
 def counters_path(out_dir: Path, workload: str) -> Path:
     """``<out_dir>/<workload>.counters.json``, beside the workload's result file."""
     return Path(out_dir) / f"{workload}{COUNTERS_SUFFIX}"
+
+
+def load_counters_beside(results_dir: Path, names: Iterable[str]) -> dict[str, CounterSet]:
+    """The counted runs found beside result files (``<w>.counters.json``), by workload; a
+    bad file is a FileFormatError, one that names another workload too."""
+    out = {}
+    for name in names:
+        path = counters_path(results_dir, name)
+        if path.is_file():
+            counters = load_counters(path)
+            if counters.workload != name:
+                raise FileFormatError(f"{path}: holds the counters of {counters.workload!r}, not {name!r}")
+            out[name] = counters
+    return out
 
 
 def save_counters(counters: CounterSet, out_dir: Path) -> Path:

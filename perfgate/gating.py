@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perfgate.baseline import find_baseline
-from perfgate.compare import Counted, Entry, GateOutcome, Pairing, WorkloadComparison, compare
+from perfgate.compare import Counted, Entry, GateOutcome, Pairing, WorkloadComparison, compare, stored_counted
 from perfgate.config import Settings
+from perfgate.counting import CounterSet
 from perfgate.discovery import discover, load_source
 from perfgate.measure.paired import ContentionCheck, PairedOutcome, Side, base_results_dir, measure_paired
 from perfgate.measure.runner import Job, Progress, RunOutcome, measure
@@ -25,16 +26,49 @@ from perfgate.stats import paired_look_correlation
 from perfgate.worktree import BaseTree
 
 
-def entries_for(results: dict[str, RunResult], errors: dict[str, str], names: Sequence[str],
-                baselines: Path) -> list[Entry]:
+def entries_for(results: Mapping[str, RunResult], errors: Mapping[str, str], names: Sequence[str],
+                settings: Settings, head_counters: Mapping[str, CounterSet] | None = None) -> list[Entry]:
+    """The stored design's entries: each result with its baseline, and the baseline's
+    counted run against ``head_counters`` (the current code's) when both exist."""
     entries = []
     for name in names:
         if name in errors:
             entries.append(Entry(name, None, None, error=errors[name]))
         else:
             result = results[name]
-            entries.append(Entry(name, result, find_baseline(baselines, result.environment.key(), name)))
+            lookup = find_baseline(settings.baselines, result.environment.key(), name)
+            entries.append(Entry(name, result, lookup,
+                                 counted=stored_counted(lookup, (head_counters or {}).get(name), settings.gate)))
     return entries
+
+
+def count_stored(jobs: Sequence[Job], results: Mapping[str, RunResult], settings: Settings, *, device: str,
+                 cache_dir: Path, out_dir: Path, timeout_s: float,
+                 announce: Callable[[str], None] = lambda message: None) -> dict[str, CounterSet]:
+    """Stored design: one counted run of each measured workload whose baseline has one,
+    written to ``out_dir/<w>.counters.json``. A counted run that fails is a note on the
+    workload (its counters are simply missing), never an error of the gate."""
+    from perfgate.counting import counters_path
+    from perfgate.measure.counters import count_job
+
+    if not settings.gate.counters:
+        return {}
+    out: dict[str, CounterSet] = {}
+    for job in jobs:
+        name = job.workload.name
+        result = results.get(name)
+        if result is None:
+            continue
+        counters_path(out_dir, name).unlink(missing_ok=True)  # never a stale file from an earlier run
+        if find_baseline(settings.baselines, result.environment.key(), name).counters is None:
+            continue
+        announce(f"{name}: one counted run (exact counters, against the baseline's)")
+        outcome = count_job(job, device, cache_dir, out_dir=out_dir, timeout_s=timeout_s)
+        if outcome.counters is not None:
+            out[name] = outcome.counters
+        elif outcome.error is not None:
+            announce(f"{name}: the counted run failed: {outcome.error.message}")
+    return out
 
 
 @dataclass(frozen=True)
@@ -77,7 +111,9 @@ def run_gate(
                     contention_check=contention_check, max_reruns=max_reruns)
     errors = {n: e.message for n, e in first.errors.items()}
     config = settings.gate
-    outcome = compare(entries_for(first.results, errors, names, settings.baselines), config, look=1,
+    counted = count_stored(jobs, first.results, settings, device=device, cache_dir=cache_dir, out_dir=out_dir,
+                           timeout_s=timeout_s, announce=announce)
+    outcome = compare(entries_for(first.results, errors, names, settings, counted), config, look=1,
                       per_workload=settings.per_workload)
     outcome = _with_contention(outcome, first.reruns, first.contended)
     again = [c.workload for c in outcome.comparisons if c.second_look]
@@ -98,7 +134,7 @@ def run_gate(
         save_result(merged, result_path(out_dir, name))
         results[name] = merged
     decided = [n for n in names if n not in again]
-    second_outcome = compare(entries_for(results, errors, again, settings.baselines), config, look=2,
+    second_outcome = compare(entries_for(results, errors, again, settings, counted), config, look=2,
                              already_decided=decided, per_workload=settings.per_workload)
     second_outcome = _with_contention(
         second_outcome, {n: [*first.reruns.get(n, []), *second.reruns.get(n, [])] for n in again},

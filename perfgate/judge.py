@@ -38,7 +38,7 @@ from typing import Any, TextIO, TypeVar
 
 from perfgate import __version__
 from perfgate.baseline import baseline_from_dict, find_baseline
-from perfgate.compare import Counted, Entry, GateOutcome, Pairing, compare
+from perfgate.compare import Counted, Entry, GateOutcome, Pairing, compare, stored_counted
 from perfgate.counting import COUNTERS_SUFFIX, CounterSet, counters_from_dict
 from perfgate.config import Settings, load_settings
 from perfgate.decide import Verdict
@@ -335,6 +335,8 @@ def gated_by_base(settings: Settings, device: str) -> dict[str, str]:
     store = settings.baselines
     if store.is_dir():
         for path in sorted(store.glob(f"{device}-*/*.json")):
+            if path.name.endswith(COUNTERS_SUFFIX):
+                continue  # a baseline's counted run, beside it
             if KEY_RE.fullmatch(path.parent.name) and path.is_file() and not path.is_symlink():
                 name = path.stem
                 try:
@@ -488,7 +490,9 @@ def judge_measured(measured: Measured, settings: Settings, *, design: str, again
                                                              f"repeat(s) of the planned {count}"))
                     continue
                 kept = dataclasses.replace(result, repeats=tuple(ordered[:count]))
-                out.append(Entry(name, kept, lookup(result)))
+                found = lookup(result)
+                out.append(Entry(name, kept, found,
+                                 counted=stored_counted(found, measured.head_counters.get(name), config)))
             return out
 
         first = compare(stored(names, repeats, False), config, look=1, per_workload=settings.per_workload)
@@ -693,10 +697,27 @@ def run_judge(args: argparse.Namespace, environ: Mapping[str, str] | None = None
 
 # --- validating a downloaded baseline folder ------------------------------------------------
 
+def _validate_baseline_counters(root: Path, rel: Path, key: str, name: str, limits: Limits) -> None:
+    """``<key>/<workload>.counters.json``: a valid counted run of that workload on the
+    key's device, beside that workload's baseline."""
+    path = root / rel
+    try:
+        safe_name(name, "file name")
+        counters = counters_from_dict(read_untrusted_json(path, "counters", limits))
+    except (ValueError, TypeError) as exc:
+        raise FileFormatError(f"{path}: {exc}") from None
+    if counters.workload != name or not key.startswith(f"{counters.device}-"):
+        raise FileFormatError(f"{path}: holds the counters of {counters.workload!r} on {counters.device}, "
+                              "not what its path says")
+    if not (root / key / f"{name}.json").is_file():
+        raise FileFormatError(f"{path}: a counted run with no baseline {key}/{name}.json beside it")
+
+
 def validate_baselines(root: Path, limits: Limits = LIMITS) -> list[Path]:
     """Every file of a baseline folder from an untrusted job, checked: ``README.md`` at
     the top, else ``<environment key>/<workload>.json`` holding a valid baseline of that
-    workload and key. Returns the files; FileFormatError (one line) on the first problem."""
+    workload and key, or ``<environment key>/<workload>.counters.json`` holding its
+    counted run. Returns the files; FileFormatError (one line) on the first problem."""
     files = list_folder(root, limits)
     for rel in files:
         parts = PurePosixPath(rel.as_posix()).parts
@@ -704,6 +725,9 @@ def validate_baselines(root: Path, limits: Limits = LIMITS) -> list[Path]:
             continue
         if len(parts) != 2 or not KEY_RE.fullmatch(parts[0]) or not parts[1].endswith(".json"):
             raise FileFormatError(f"{root / rel}: not <environment key>/<workload>.json")
+        if parts[1].endswith(COUNTERS_SUFFIX):
+            _validate_baseline_counters(root, rel, parts[0], parts[1][:-len(COUNTERS_SUFFIX)], limits)
+            continue
         try:
             safe_name(parts[1][:-5], "file name")
         except ValueError as exc:

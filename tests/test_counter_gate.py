@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 from factories import make_result
 
-from perfgate.compare import STORED_COUNTERS_NOTE, Counted, Entry, Pairing, compare
+from perfgate.compare import STORED_COUNTERS_NOTE, Counted, Entry, Pairing, compare, stored_counted
 from perfgate.config import load_settings
 from perfgate.counting import CounterError, CounterOutcome, CounterSet, PhaseCounters, SyncSite, save_counters
 from perfgate.decide import GateConfig, Verdict
@@ -133,19 +133,111 @@ def test_a_failed_counted_run_is_a_note_and_the_timing_stands() -> None:
                counted=Counted(counters(), None, "the head side's counted run failed: boom"))], GateConfig(looks=1)))
 
 
-def test_the_stored_design_says_why_it_has_no_counters() -> None:
-    from perfgate.baseline import Lookup, updated_baseline
+def stored_baseline():
+    from perfgate.baseline import updated_baseline
 
     baseline = None
     for day in range(3):
         baseline = updated_baseline(baseline, make_result("tiny", seed=day + 50), "test", append=True)
     assert baseline is not None
-    outcome = compare([Entry("tiny", make_result("tiny", seed=1), Lookup(baseline, Path("b.json"), ()))],
-                      GateConfig(looks=1))
+    return baseline
+
+
+def test_the_stored_design_says_why_it_has_no_counters() -> None:
+    from perfgate.baseline import Lookup
+
+    lookup = Lookup(stored_baseline(), Path("b.json"), ())
+    outcome = compare([Entry("tiny", make_result("tiny", seed=1), lookup,
+                             counted=stored_counted(lookup, counters(), GateConfig(looks=1)))], GateConfig(looks=1))
     c = outcome.comparisons[0]
     assert c.counters is None and c.counters_note == STORED_COUNTERS_NOTE
     data = outcome_to_dict(outcome)["workloads"][0]
     assert data["counters"] is None and data["counters_note"] == STORED_COUNTERS_NOTE
+    # with the baseline's counted run and the current one: compared, and a new sync fails
+    counted = Lookup(lookup.baseline, lookup.path, (), counters=counters())
+    entry = Entry("tiny", make_result("tiny", seed=1), counted,
+                  counted=stored_counted(counted, counters(syncs=(SYNC,)), GateConfig(looks=1)))
+    (c,) = compare([entry], GateConfig(looks=1)).comparisons
+    assert c.verdict is Verdict.REGRESSION and c.reason.startswith("counters: 1 new host synchronisation")
+    # counters = false: nothing compared, and it says so
+    off = stored_counted(counted, counters(syncs=(SYNC,)), GateConfig(looks=1, counters=False))
+    assert off is not None and off.base is None and "counters = false" in (off.note or "")
+
+
+def test_rebaseline_stores_the_counted_run_and_the_stored_gate_compares_with_it(tmp_path: Path, capsys) -> None:
+    from perfgate.cli import main
+    from perfgate.judge import gated_by_base, validate_baselines
+
+    config = ["--config", str(tmp_path / "absent.toml")]
+    store = tmp_path / "baselines"
+    base = tmp_path / "base"
+    base.mkdir()
+    save_result(make_result("tiny", seed=1), base / "tiny.json")
+    save_counters(counters(), base)
+    assert main(["rebaseline", "--from-results", str(base), "--reason", "first", "--baselines", str(store),
+                 *config]) == EXIT_OK
+    out = capsys.readouterr().out
+    (key_dir,) = store.iterdir()
+    assert sorted(p.name for p in key_dir.iterdir()) == ["tiny.counters.json", "tiny.json"]
+    assert "with its counted run" in out
+    assert {p.name for p in validate_baselines(store)} == {"tiny.json", "tiny.counters.json"}
+    settings = load_settings(None, {"baselines": str(store)})
+    assert list(gated_by_base(settings, "cpu")) == ["tiny"]  # the counted run is no workload of its own
+
+    head = tmp_path / "head"
+    head.mkdir()
+    save_result(make_result("tiny", seed=2), head / "tiny.json")
+    save_counters(counters(syncs=(SYNC,)), head)
+    code = main(["compare", "--results", str(head), "--baselines", str(store), *config])
+    out = capsys.readouterr().out
+    assert code == EXIT_REGRESSION
+    assert "1 new host synchronisation per step in forward: workloads/x.py:42" in out
+    (head / "tiny.counters.json").unlink()
+    main(["compare", "--results", str(head), "--baselines", str(store), *config])
+    assert "not compared: no counted run of the current code" in capsys.readouterr().out
+
+    # a counted run of other code or another device is refused before anything is written
+    before = {p.name: p.read_bytes() for p in key_dir.iterdir()}
+    other = tmp_path / "other"
+    other.mkdir()
+    save_result(make_result("tiny", seed=3), other / "tiny.json")
+    save_counters(dataclasses.replace(counters(), workload_version=7), other)
+    assert main(["rebaseline", "--from-results", str(other), "--reason", "r", "--baselines", str(store),
+                 *config]) == 2
+    assert "its counted run is of cpu v7" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in key_dir.iterdir()} == before
+
+    # replacing the recordings without a counted run removes the replaced code's one;
+    # appending keeps it
+    (other / "tiny.counters.json").unlink()
+    assert main(["rebaseline", "--from-results", str(other), "--reason", "r", "--baselines", str(store),
+                 "--append", *config]) == EXIT_OK
+    assert (key_dir / "tiny.counters.json").exists()
+    assert main(["rebaseline", "--from-results", str(other), "--reason", "r", "--baselines", str(store),
+                 *config]) == EXIT_OK
+    assert "removed" in capsys.readouterr().out and not (key_dir / "tiny.counters.json").exists()
+
+
+def test_a_bad_counted_run_in_the_store_is_one_line(tmp_path: Path) -> None:
+    from perfgate.baseline import find_baseline, save_baseline
+    from perfgate.judge import validate_baselines
+
+    baseline = stored_baseline()
+    save_baseline(baseline, tmp_path)
+    key_dir = tmp_path / baseline.environment_key
+    (key_dir / "tiny.counters.json").write_text("{\"kind\": \"perfgate.counters\"}")
+    with pytest.raises(FileFormatError, match="tiny.counters.json"):
+        validate_baselines(tmp_path)
+    with pytest.raises(FileFormatError, match="tiny.counters.json"):
+        find_baseline(tmp_path, baseline.environment_key, "tiny")
+    save_counters(counters("other"), key_dir)
+    (key_dir / "other.counters.json").rename(key_dir / "tiny.counters.json")
+    with pytest.raises(FileFormatError, match="not what its path says"):
+        validate_baselines(tmp_path)
+    (key_dir / "tiny.counters.json").unlink()
+    save_counters(counters("lonely"), key_dir)
+    with pytest.raises(FileFormatError, match="no baseline"):
+        validate_baselines(tmp_path)
 
 
 # --- the reports ------------------------------------------------------------------------------
@@ -362,3 +454,26 @@ def test_no_counters_on_the_command_line_turns_the_counted_runs_off(tmp_path: Pa
     assert cli._settings(args).gate.counters is False
     args = cli.build_parser().parse_args(["gate", "--config", str(tmp_path / "none.toml")])
     assert cli._settings(args).gate.counters is True
+
+
+@pytest.mark.slow
+@pytest.mark.extended
+def test_a_measured_rebaseline_counts_and_stores_the_counted_run(tmp_path: Path, capsys) -> None:
+    """The measuring path end to end: two repeats of the tiny workload and its counted run,
+    stored beside the baseline (the --from-results path is tested above, without torch)."""
+    import shutil
+
+    from perfgate.cli import main
+    from perfgate.counting import load_counters
+    from conftest import FIXTURES
+
+    shutil.copy(FIXTURES / "tiny_workloads.py", tmp_path / "tiny_workloads.py")
+    store = tmp_path / "baselines"
+    code = main(["rebaseline", "tiny", "--workloads-path", str(tmp_path / "tiny_workloads.py"), "--device", "cpu",
+                 "--repeats", "2", "--baselines", str(store), "--reason", "r", "--out", str(tmp_path / "results"),
+                 "--cache-dir", str(tmp_path / "cache"), "--config", str(tmp_path / "absent.toml"), "-q"])
+    assert code == EXIT_OK, capsys.readouterr().err
+    (key_dir,) = store.iterdir()
+    counted = load_counters(key_dir / "tiny.counters.json")
+    assert counted.workload == "tiny" and counted.device == "cpu" and counted.total("ops")
+    assert (tmp_path / "results" / "tiny.counters.json").is_file()

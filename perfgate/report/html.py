@@ -389,14 +389,17 @@ def _differences_table(c: WorkloadComparison) -> list[str]:
 def _counters(c: WorkloadComparison) -> list[str]:
     """The exact counters that changed (per step), failing ones marked; or why there are none."""
     if c.counters is None:
-        if c.paired and c.counters_note and c.counters_note != NOT_COUNTED:
+        if c.counters_note and c.counters_note != NOT_COUNTED:
             return [f"<p>Counters: {_e(c.counters_note)}.</p>"]
         return []
+    pair = ("the base side's counted run and the head's" if c.paired
+            else "the baseline's counted run and the current one")
     if not c.counters:
-        return ["<p>Counters: no change between the base side's counted run and the head's.</p>"]
-    lines = ["<p>Counters (exact, per step; a counted run per side):</p>",
-             "<table><thead><tr><th>phase</th><th>counter</th><th>base</th><th>head</th><th>what changed</th>"
-             "</tr></thead><tbody>"]
+        return [f"<p>Counters: no change between {pair}.</p>"]
+    before, after = ("base", "head") if c.paired else ("baseline", "current")
+    lines = [f"<p>Counters (exact, per step; {pair}):</p>",
+             f"<table><thead><tr><th>phase</th><th>counter</th><th>{before}</th><th>{after}</th>"
+             "<th>what changed</th></tr></thead><tbody>"]
     for ch in sorted(c.counters, key=lambda ch: not ch.failed):
         cell = lambda v: "—" if v is None else _e(f"{v:g}")  # noqa: E731
         shown = ", ".join(f"<code>{_e(x)}</code>" for x in ch.changed[:6]) or _e(ch.reason)

@@ -122,18 +122,25 @@ def _counter_value(counter: str, value: float | None) -> str:
     return _flops(value) if counter == "flops" else _num(value)
 
 
+def _counted_pair(c: WorkloadComparison) -> str:
+    return ("the base side's counted run and the head's" if c.paired
+            else "the baseline's counted run and the current one")
+
+
 def counters_table(c: WorkloadComparison, *, limit: int = 6) -> list[str]:
-    """The exact counters that changed between the base side's counted run and the
-    head's (per step), with the operators or stack lines behind each, all inert."""
+    """The exact counters that changed between the reference's counted run (the base
+    side's, or the baseline's) and the current one (per step), with the operators or
+    stack lines behind each, all inert."""
     if c.counters is None:
-        if c.paired and c.counters_note and c.counters_note != NOT_COUNTED:
+        if c.counters_note and c.counters_note != NOT_COUNTED:
             return [f"Counters: {inline(c.counters_note)}."]
         return []
     if not c.counters:
         note = f" ({inline(c.counters_note)})" if c.counters_note else ""
-        return [f"Counters: no change between the base side's counted run and the head's{note}."]
-    lines = ["Counters (exact, per step; a counted run per side):", "",
-             "| phase | counter | base | head | what changed |", "|---|---|---:|---:|---|"]
+        return [f"Counters: no change between {_counted_pair(c)}{note}."]
+    before, after = ("base", "head") if c.paired else ("baseline", "current")
+    lines = [f"Counters (exact, per step; {_counted_pair(c)}):", "",
+             f"| phase | counter | {before} | {after} | what changed |", "|---|---|---:|---:|---|"]
     for ch in sorted(c.counters, key=lambda ch: not ch.failed):
         mark = " ❌" if ch.failed else ""
         shown = ", ".join(code_cell(x) for x in ch.changed[:limit]) + (" …" if len(ch.changed) > limit else "")

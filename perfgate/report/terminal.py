@@ -87,7 +87,7 @@ def telemetry_lines(result: RunResult) -> list[str]:
 def counter_lines(c: WorkloadComparison) -> list[str]:
     """One line per failing counter, and why a paired workload has no counters."""
     lines = [f"  counters FAIL: {t(ch.reason)}" for ch in (c.counters.failures if c.counters is not None else [])]
-    if c.paired and c.counters_note and c.counters_note != NOT_COUNTED:
+    if c.counters_note and c.counters_note != NOT_COUNTED:
         lines.append(f"  counters: {t(c.counters_note)}")
     return lines
 
