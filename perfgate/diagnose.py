@@ -18,7 +18,12 @@ Three more labels are read from what each repeat recorded rather than from the s
   device, copies from unpinned memory), with what to change (warning);
 - LOADER-RESTART: the DataLoader ran out inside the window and was restarted (warning);
 - CLOCK-MISMATCH: on CUDA the device steps do not add up to the window's wall time, so
-  the events miss part of the work (warning).
+  the events miss part of the work (warning);
+- STALLS: the steps' time beyond the median step is 10% of the window or more (20%:
+  critical), with the phase that holds most of it and how often a step takes over twice
+  the median. The shares above and the gate's per-repeat medians are medians: a stall
+  every few steps (a DataLoader whose workers cannot keep up, measured on an H200 as
+  90 ms every fourth step of a 15 ms one) moves neither, so this label says so.
 
 Pure: no torch, no I/O.
 """
@@ -29,6 +34,10 @@ from dataclasses import dataclass
 from statistics import median
 
 from perfgate.result import RunResult
+from perfgate.workload import PHASES
+
+PHASE_WORDS = {"data_wait": "the data wait", "h2d": "host-to-device copies", "forward": "forward",
+               "backward": "backward", "optimizer": "the optimizer step"}
 
 WARNING_SHARE = 0.10
 CRITICAL_SHARE = 0.20
@@ -128,8 +137,8 @@ def diagnose(result: RunResult) -> list[Label]:
                             f"no phase dominates: compute {compute * 100:.0f}%, data wait "
                             f"{median(shares['data_wait']) * 100:.0f}%, h2d {median(shares['h2d']) * 100:.0f}% "
                             f"of a {step_ms:.1f} ms step ({where}){busy_note}"))
-    labels += [label for label in (_sync_label(result), _restart_label(result), _clock_label(result))
-               if label is not None]
+    labels += [label for label in (_stall_label(result), _sync_label(result), _restart_label(result),
+                                   _clock_label(result)) if label is not None]
     order = {"critical": 0, "warning": 1, "info": 2}
     return sorted(labels, key=lambda label: order[label.severity])
 
@@ -149,6 +158,42 @@ def _sync_label(result: RunResult) -> Label | None:
     if fixes:
         evidence += f"; to avoid it, {'; '.join(fixes)}"
     return Label("SYNC-PER-STEP", "warning", with_sync / len(result.repeats), evidence)
+
+
+def _stall_label(result: RunResult) -> Label | None:
+    """STALLS: time in steps beyond the median step, a share of the window's step time."""
+    shares, slow, steps_seen = [], 0, 0
+    excess = {p: 0.0 for p in PHASES}
+    means, medians = [], []
+    for r in result.repeats:
+        steps = r.phases_ms["step"]
+        total = sum(steps)
+        if len(steps) < 4 or total <= 0:
+            continue
+        typical = median(steps)
+        shares.append(max(0.0, total - typical * len(steps)) / total)
+        means.append(total / len(steps))
+        medians.append(typical)
+        slow += sum(1 for v in steps if v > 2 * typical)
+        steps_seen += len(steps)
+        for p in PHASES:
+            values = r.phases_ms[p]
+            middle = median(values)
+            excess[p] += sum(max(0.0, v - middle) for v in values)
+    if not shares:
+        return None
+    share = median(shares)
+    if share < WARNING_SHARE:
+        return None
+    phase = max(PHASES, key=lambda p: excess[p])
+    held = excess[phase] / sum(excess.values()) if sum(excess.values()) > 0 else 0.0
+    evidence = (f"the mean step is {median(means):.1f} ms against a median step of {median(medians):.1f} ms: "
+                f"{share * 100:.0f}% of the window's step time is beyond the median step (median over "
+                f"{len(shares)} repeat(s)), {held * 100:.0f}% of that excess in {PHASE_WORDS[phase]}; "
+                f"{slow} of {steps_seen} steps took over twice the median. The phase shares and the gate's "
+                f"per-repeat medians do not see stalls this periodic: compare throughput (samples/s) too")
+    severity = "critical" if share >= CRITICAL_SHARE else "warning"
+    return Label("STALLS", severity, share, evidence)
 
 
 def _restart_label(result: RunResult) -> Label | None:

@@ -167,3 +167,42 @@ def test_device_steps_that_do_not_fill_the_window_are_a_clock_mismatch() -> None
     (label,) = [label for label in diagnose(cuda(0.6)) if label.name == "CLOCK-MISMATCH"]
     assert label.severity == "warning" and label.share == 1.0
     assert label.evidence.startswith("the device steps add up to 60% of the window's wall time (median of 5 repeat(s)")
+
+
+def stalled(result, every: int = 4, wait_ms: float = 90.0):
+    """Every ``every``-th step waits ``wait_ms`` more for data (a loader that cannot keep up)."""
+    repeats = []
+    for r in result.repeats:
+        phases = {k: list(v) for k, v in r.phases_ms.items()}
+        for i in range(every - 1, len(phases["step"]), every):
+            phases["data_wait"][i] += wait_ms
+            phases["step"][i] += wait_ms
+        repeats.append(dataclasses.replace(r, phases_ms=phases))
+    return dataclasses.replace(result, repeats=tuple(repeats))
+
+
+def test_periodic_stalls_that_medians_do_not_see_are_labelled() -> None:
+    plain = make_result()
+    assert "STALLS" not in [name for name, _ in names(plain)]
+    result = stalled(plain)
+    labels = {label.name: label for label in diagnose(result)}
+    # the median shares still say compute-bound: that is the blind spot
+    assert "COMPUTE-BOUND" in labels and "INPUT-BOUND" not in labels
+    stall = labels["STALLS"]
+    assert stall.severity == "warning" and 0.1 < stall.share < 0.2  # 22.5 ms of ~122 ms a step
+    assert "in the data wait" in stall.evidence and "took over twice the median" in stall.evidence
+    assert ("STALLS", "critical") in names(stalled(plain, wait_ms=200.0))
+    # a stall every tenth step of 5 ms is under 10% of the window: no label
+    assert "STALLS" not in [name for name, _ in names(stalled(plain, every=10, wait_ms=5.0))]
+
+
+def test_the_stalls_measured_on_an_h200_are_labelled() -> None:
+    """resnet18-imagenette on an NVIDIA H200 (gpu-check, torch 2.11): every fourth step
+    waited 85-100 ms for data; the median step was 15 ms, the mean 30 ms."""
+    from perfgate.result import load_result
+
+    result = load_result(Path(__file__).parent / "fixtures" / "h200" / "resnet18-imagenette.json")
+    labels = {label.name: label for label in diagnose(result)}
+    stall = labels["STALLS"]
+    assert stall.severity == "critical" and stall.share > 0.4
+    assert "98% of that excess in the data wait" in stall.evidence
