@@ -446,3 +446,22 @@ def test_cuda_counts_a_compiled_models_launches_apart_from_its_eager_operators(w
         assert compiled.phases[phase].kernel_launches
     launches = [(eager.phases[p].kernel_launches, compiled.phases[p].kernel_launches) for p in ("forward", "backward")]
     assert any(e != c for e, c in launches), launches  # inductor's kernels, not eager's
+
+
+@pytest.mark.slow
+@pytest.mark.extended
+def test_the_compiled_reference_workload_is_counted_on_the_cpu(cache_dir: Path) -> None:
+    """resnet18-cifar10-compiled, counted as the gate does (a fresh process): one frame
+    compiled by inductor, no graph break, no recompile, the compile time apart, and the
+    note that its operators are counted on the eager path."""
+    if not shutil.which("g++") and not shutil.which("c++"):
+        pytest.skip("inductor needs a C++ compiler on the CPU")
+    w = discover().get("resnet18-cifar10-compiled")
+    outcome = count_job(Job(w, w.resolve("cpu"), {}), "cpu", cache_dir, timeout_s=900)
+    assert outcome.ok, outcome.error
+    counted = outcome.counters
+    assert counted is not None and counted.compile is not None
+    assert counted.compile.frames_compiled >= 1 and counted.compile.graph_break_count == 0
+    assert counted.compile.recompiles == 0 and counted.compile.compiles_in_counted_steps == 0
+    assert counted.timings["compile_s"] and counted.timings["compile_s"] > 0
+    assert counted.notes == (COMPILED_EAGER_NOTE_CPU,)

@@ -111,3 +111,23 @@ def test_cuda_needs_a_warmup_step_and_the_cpu_does_not() -> None:
 def test_a_cuda_profile_without_warmup_fails_when_defined() -> None:
     with pytest.raises(ValueError, match="profile 'cuda' of workload w: warmup_steps must be at least 1 on cuda"):
         Workload("w", 1, build=lambda ctx: None, params=params(), profiles={"cuda": {"warmup_steps": 0}})  # type: ignore[arg-type, return-value]
+
+
+def test_the_compiled_reference_workload_says_when_inductor_has_no_cpu_compiler(monkeypatch) -> None:
+    import shutil
+
+    import pytest
+
+    from perfgate.discovery import discover
+    from perfgate.errors import WorkloadError
+    from perfgate_workloads import resnet18_cifar10
+
+    compiled = discover().get("resnet18-cifar10-compiled")
+    plain = discover().get("resnet18-cifar10")
+    assert compiled.resolve("cpu").extra["compile_backend"] == "inductor"
+    assert "compile_backend" not in plain.resolve("cpu").extra  # the eager workload's parameters are unchanged
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(WorkloadError) as caught:
+        resnet18_cifar10._require_cpu_toolchain("resnet18-cifar10-compiled")
+    message = caught.value.message
+    assert "\n" not in message and "needs a C++ compiler" in message and "--set compile_backend=eager" in message
