@@ -942,3 +942,15 @@ def test_the_rebaseline_pull_request(tmp_path: Path, bin_dir: Path) -> None:
     assert "A\tbaselines/cuda-tesla-t4/my-model.json" in body
     assert "token" not in (work / ".git" / "config").read_text()
     assert not (tmp_path / "hook-ran").exists() and not (tmp_path / "fsmonitor-ran").exists()
+
+
+def test_the_python_versions_agree() -> None:
+    """pyproject's floor is what tomllib needs, and every workflow runs at least that."""
+    import re
+    import tomllib
+
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert data["project"]["requires-python"] == ">=3.11"
+    for path in sorted((ROOT / ".github" / "workflows").glob("*.yml")):
+        for version in re.findall(r'python-version: "(\d+\.\d+)"', path.read_text()):
+            assert tuple(map(int, version.split("."))) >= (3, 11), (path.name, version)
