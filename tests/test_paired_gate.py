@@ -234,6 +234,7 @@ def test_the_github_flow_measures_in_one_job_and_judges_in_another(
     assert "Judged by perfgate" in comment
 
 
+@pytest.mark.extended  # the judge's side of a rename is tested without measuring in test_judge.py
 def test_the_github_flow_names_a_renamed_workload(
         repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     (repo / "pyproject.toml").write_text("[tool.perfgate]\nblocks = 2\nlooks = 1\n")
