@@ -9,10 +9,12 @@ current run, with the medians marked. A workload that was not judged shows its c
 run alone.
 
 Everything is inline (CSS in a ``<style>`` element, figures as base64 PNG), so the file
-can be archived as a CI artifact and opened anywhere; the page needs no JavaScript. Every
-piece of text that comes from a result, a baseline or a reason is escaped (``html.escape``
-with quotes, so also inside attributes), its control characters dropped and a lone
-surrogate replaced, so that writing the page as UTF-8 cannot fail.
+can be archived as a CI artifact and opened anywhere; the page needs no JavaScript. The
+markup is a jinja2 template (``perfgate/templates/report/page.html.j2``) rendered with
+autoescaping, so every piece of text that comes from a result, a baseline or a reason is
+escaped (quotes too, so also inside attributes); the environment's ``finalize`` hook
+drops control characters and replaces a lone surrogate first, so that writing the page as
+UTF-8 cannot fail. Only the CSS is marked safe.
 
 Matplotlib is imported only when a figure is drawn, through ``Figure`` and the Agg canvas
 (never pyplot), so importing this module stays cheap and rendering works headless.
@@ -21,7 +23,7 @@ Matplotlib is imported only when a figure is drawn, through ``Figure`` and the A
 from __future__ import annotations
 
 import base64
-import html
+import functools
 import io
 import math
 import re
@@ -29,6 +31,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import jinja2
+from markupsafe import Markup
 
 from perfgate import __version__
 from perfgate.compare import NOT_COUNTED, GateOutcome, PhaseRow, WorkloadComparison
@@ -110,12 +115,6 @@ footer { margin-top: 40px; border-top: 1px solid #ddd; padding-top: 12px; font-s
 
 _UNSHOWN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _e(text: object) -> str:
-    """``text`` as HTML text or attribute value: escaped, control characters (not tab or line breaks) dropped."""
-    s = _SURROGATE.sub("\ufffd", str(text))
-    return html.escape(_UNSHOWN.sub("", s), quote=True)
 
 
 # ---------------------------------------------------------------------------- figures
@@ -272,10 +271,10 @@ def figure_png(fig: Figure) -> bytes:
     return buffer.getvalue()
 
 
-def _figure_html(c: WorkloadComparison) -> list[str]:
+def _figure(c: WorkloadComparison) -> dict[str, object] | None:
     fig = workload_figure(c)
     if fig is None:
-        return []
+        return None
     width, height = (round(v * 100) for v in fig.get_size_inches())
     data = base64.b64encode(figure_png(fig)).decode("ascii")
     shown = panels(c)
@@ -291,15 +290,17 @@ def _figure_html(c: WorkloadComparison) -> list[str]:
     else:
         caption = ("This run alone: nothing to compare it with. Each point is one repeat's median time of the "
                    "phase, in the order measured; the bar marks the median.")
-    return [f'<figure><img src="data:image/png;base64,{data}" width="{width}" height="{height}" alt="{_e(alt)}">',
-            f"<figcaption>{_e(caption)}</figcaption></figure>"]
+    return {"data": data, "width": width, "height": height, "alt": alt, "caption": caption}
 
 
 # ---------------------------------------------------------------------------- page
+#
+# The page is perfgate/templates/report/page.html.j2, rendered by jinja2 with
+# autoescaping; the functions below only turn a comparison into plain values for it.
 
 
-def _badge(verdict: Verdict) -> str:
-    return f'<span class="badge {VERDICT_CLASS[verdict]}">{_e(verdict.value)}</span>'
+def _verdict(verdict: Verdict) -> dict[str, str]:
+    return {"name": verdict.value, "css": VERDICT_CLASS[verdict]}
 
 
 def _anchor(index: int) -> str:
@@ -325,212 +326,164 @@ def _phase_cells(c: WorkloadComparison, row: PhaseRow) -> tuple[str, str, str]:
     return change, mark, css
 
 
-def _phase_table(c: WorkloadComparison) -> list[str]:
+def _phase_rows(c: WorkloadComparison) -> list[dict[str, object]]:
     assert c.time is not None
-    before, after = column_names(c)
-    lines = ['<table class="phases"><thead><tr><th>phase</th>'
-             f'<th class="num">{before} ms</th>'
-             f'<th class="num">{after} ms</th><th class="num">change (95% CI)</th><th class="num">share</th>'
-             "<th>flag</th></tr></thead><tbody>"]
+    rows = []
     for row in c.phases:
         if row.baseline_ms == 0 and row.current_ms == 0:
             continue  # a phase this kind of measurement does not have
-        css = ""
         if row.phase == "step":
             est = c.time.estimate
-            change, mark, share = change_ci(est.ratio, est.ci_low, est.ci_high), c.time.verdict.value, "100%"
-            css = ' class="step"'
-            flag_css = ""
+            change, mark, css, share = change_ci(est.ratio, est.ci_low, est.ci_high), c.time.verdict.value, "", "100%"
         elif row.phase == "residual":
-            change, mark, flag_css, share = "—", "not attributed to a phase", "", percent(row.share)
+            change, mark, css, share = "—", "not attributed to a phase", "", percent(row.share)
         else:
-            change, mark, flag_css = _phase_cells(c, row)
+            change, mark, css = _phase_cells(c, row)
             share = percent(row.share)
-        cls = f' class="{flag_css}"' if flag_css else ""
-        lines.append(f"<tr{css}><td>{_e(row.phase)}</td><td class=\"num\">{_e(ms(row.baseline_ms))}</td>"
-                     f"<td class=\"num\">{_e(ms(row.current_ms))}</td><td class=\"num\">{_e(change)}</td>"
-                     f"<td class=\"num\">{_e(share)}</td><td{cls}>{_e(mark)}</td></tr>")
-    lines.append("</tbody></table>")
-    return lines
+        rows.append({"phase": row.phase, "before": ms(row.baseline_ms), "after": ms(row.current_ms),
+                     "change": change, "share": share, "mark": mark, "css": css, "step": row.phase == "step"})
+    return rows
 
 
-def _current_line(c: WorkloadComparison) -> list[str]:
+def _current_line(c: WorkloadComparison) -> str | None:
     s = c.current
     if s is None:
-        return []
+        return None
     parts = [f"{len(s.repeats)} repeat(s) × {s.steps} steps on {s.device}",
              f"throughput {s.samples_per_s:.1f} samples/s"]
     if s.device_busy_fraction is not None:
         parts.append(f"device busy {percent(s.device_busy_fraction)} of the window")
-    return [f"<p>This run: {_e(', '.join(parts))}.</p>"]
+    return ", ".join(parts)
 
 
-def _labels(c: WorkloadComparison) -> list[str]:
-    if not c.labels:
-        return []
-    lines = ["<h3>Diagnosis</h3>", '<ul class="labels">']
-    for label in c.labels:
-        lines.append(f'<li><strong>{_e(label.name)}</strong> <span class="sev sev-{_e(label.severity)}">'
-                     f"{_e(label.severity)}</span>: {_e(label.evidence)}</li>")
-    return lines + ["</ul>"]
-
-
-def _left_out(c: WorkloadComparison) -> list[str]:
-    return [f'<p class="warning">{_e(line)}</p>' for line in c.left_out]
-
-
-def _differences_table(c: WorkloadComparison) -> list[str]:
-    lines = ["<table><thead><tr><th>what differs</th><th>baseline</th><th>current</th></tr></thead><tbody>"]
-    for key, (a, b) in c.differences.items():
-        lines.append(f"<tr><td>{_e(key)}</td><td><code>{_e(a)}</code></td><td><code>{_e(b)}</code></td></tr>")
-    return lines + ["</tbody></table>"]
-
-
-def _counters(c: WorkloadComparison) -> list[str]:
-    """The exact counters that changed (per step), failing ones marked; or why there are none."""
-    if c.counters is None:
-        if c.counters_note and c.counters_note != NOT_COUNTED:
-            return [f"<p>Counters: {_e(c.counters_note)}.</p>"]
-        return []
+def _counters(c: WorkloadComparison) -> dict[str, object]:
+    """The exact counters that changed (per step), failing ones first; or why there are none."""
     pair = ("the base side's counted run and the head's" if c.paired
             else "the baseline's counted run and the current one")
-    if not c.counters:
-        return [f"<p>Counters: no change between {pair}.</p>"]
-    before, after = ("base", "head") if c.paired else ("baseline", "current")
-    lines = [f"<p>Counters (exact, per step; {pair}):</p>",
-             f"<table><thead><tr><th>phase</th><th>counter</th><th>{before}</th><th>{after}</th>"
-             "<th>what changed</th></tr></thead><tbody>"]
-    for ch in sorted(c.counters, key=lambda ch: not ch.failed):
-        cell = lambda v: "—" if v is None else _e(f"{v:g}")  # noqa: E731
-        shown = ", ".join(f"<code>{_e(x)}</code>" for x in ch.changed[:6]) or _e(ch.reason)
-        lines.append(f"<tr><td>{_e(ch.phase)}</td><td>{_e(ch.counter)}{' ❌' if ch.failed else ''}</td>"
-                     f"<td>{cell(ch.before)}</td><td>{cell(ch.after)}</td><td>{shown}</td></tr>")
-    lines.append("</tbody></table>")
-    if c.counters_note:
-        lines.append(f"<p>Counters: {_e(c.counters_note)}.</p>")
-    return lines
+    out: dict[str, object] = {"note_only": None, "unchanged": False, "rows": [], "pair": pair,
+                              "note": c.counters_note, "columns": ("base", "head") if c.paired else ("baseline", "current")}
+    if c.counters is None:
+        out["note_only"] = c.counters_note if c.counters_note and c.counters_note != NOT_COUNTED else None
+    elif not c.counters:
+        out["unchanged"] = True
+    else:
+        value = lambda v: "—" if v is None else f"{v:g}"  # noqa: E731
+        out["rows"] = [{"phase": ch.phase, "counter": ch.counter, "failed": ch.failed, "before": value(ch.before),
+                        "after": value(ch.after), "changed": list(ch.changed[:6]), "reason": ch.reason}
+                       for ch in sorted(c.counters, key=lambda ch: not ch.failed)]
+    return out
 
 
-def _kv(pairs: Sequence[tuple[str, object]]) -> list[str]:
-    lines = ['<dl class="kv">']
-    lines += [f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in pairs if v not in (None, "")]
-    return lines + ["</dl>"]
+def _kv(pairs: Sequence[tuple[str, object]]) -> list[tuple[str, object]]:
+    return [(k, v) for k, v in pairs if v not in (None, "")]
 
 
-def _details(c: WorkloadComparison) -> list[str]:
+def _details(c: WorkloadComparison) -> dict[str, object] | None:
     """Per-repeat step medians, the current run's identity, the baseline's recordings and environment."""
-    lines = ["<details><summary>Details: per-repeat step medians, environment, baseline provenance</summary>"]
+    if c.current is None and c.baseline is None and not c.baseline_path:
+        return None
     current: list[tuple[str, object]] = [("environment key", c.environment_key), ("device", c.device)]
     if c.overrides:
         current.append(("overrides", " ".join(f"{k}={v}" for k, v in sorted(c.overrides.items()))))
     if c.current is not None:
         current.append(("step medians (ms)", ", ".join(ms(v) for v in c.current.per_repeat("step"))))
         current.append(("peak memory kind", c.current.peak_memory_kind))
-    lines += ["<h3>This run</h3>", *_kv(current)]
+    details: dict[str, object] = {"current": _kv(current), "baseline": None, "expected_at": None, "excluded": None}
     if c.time is not None and c.time.estimate.excluded:
-        names = ", ".join(c.time.estimate.excluded_names())
-        lines.append(f"<p>Set aside as outliers (more than the configured robust sds from their run's median): "
-                     f"{_e(names)}</p>")
+        details["excluded"] = ", ".join(c.time.estimate.excluded_names())
     if c.baseline is not None:
-        title = "Baseline" if c.time is not None else "Closest baseline (not comparable)"
-        lines += [f"<h3>{title}</h3>", *_kv([("file", c.baseline_path), ("environment key", c.baseline.environment_key),
-                                           ("workload version", c.baseline.workload_version)])]
-        lines.append("<table><thead><tr><th>recording</th><th>date</th><th>commit</th><th>perfgate</th>"
-                     "<th>reason</th><th>CI run</th><th>step medians (ms)</th></tr></thead><tbody>")
-        for i, rec in enumerate(c.baseline.recordings, 1):
+        recordings = []
+        for rec in c.baseline.recordings:
             p = rec.provenance
-            commit = (p.commit or "no commit")[:12] + (" (modified)" if p.dirty else "")
-            ci_run = p.ci_run_url or p.ci_run_id or "—"  # shown as text: the page links nowhere outside itself
-            lines.append(f"<tr><td class=\"num\">{i}</td><td>{_e(p.date)}</td><td><code>{_e(commit)}</code></td>"
-                         f"<td>{_e(p.perfgate_version)}</td><td>{_e(p.reason)}</td><td>{_e(ci_run)}</td>"
-                         f"<td>{_e(', '.join(ms(v) for v in rec.medians('step')))}</td></tr>")
-        lines.append("</tbody></table>")
+            recordings.append({
+                "date": p.date, "commit": (p.commit or "no commit")[:12] + (" (modified)" if p.dirty else ""),
+                "perfgate": p.perfgate_version, "reason": p.reason,
+                "ci_run": p.ci_run_url or p.ci_run_id or "—",  # text: the page links nowhere outside itself
+                "steps": ", ".join(ms(v) for v in rec.medians("step"))})
         env = c.baseline.recordings[-1].environment
-        lines += ["<h3>Baseline environment (latest recording)</h3>", *_kv([
-            ("device", env.device), ("GPU", env.gpu_name), ("driver", env.gpu_driver), ("CUDA", env.cuda),
-            ("cuDNN", env.cudnn), ("torch", env.torch), ("torchvision", env.torchvision), ("Python", env.python),
-            ("CPU", f"{env.cpu_model} ({env.cpu_count} cores)"), ("OS", env.os)])]
+        details["baseline"] = {
+            "title": "Baseline" if c.time is not None else "Closest baseline (not comparable)",
+            "facts": _kv([("file", c.baseline_path), ("environment key", c.baseline.environment_key),
+                          ("workload version", c.baseline.workload_version)]),
+            "recordings": recordings,
+            "environment": _kv([
+                ("device", env.device), ("GPU", env.gpu_name), ("driver", env.gpu_driver), ("CUDA", env.cuda),
+                ("cuDNN", env.cudnn), ("torch", env.torch), ("torchvision", env.torchvision),
+                ("Python", env.python), ("CPU", f"{env.cpu_model} ({env.cpu_count} cores)"), ("OS", env.os)]),
+        }
     elif c.baseline_path:
-        lines += ["<h3>Baseline</h3>", *_kv([("expected at", c.baseline_path)])]
-    return lines + ["</details>"]
+        details["expected_at"] = c.baseline_path
+    return details
 
 
-def _section(c: WorkloadComparison, index: int, power: float) -> list[str]:
-    lines = [f'<section id="{_anchor(index)}">', f"<h2>{_badge(c.verdict)} {_e(c.workload)}</h2>"]
-    lines += [f'<p class="design">{_e(line)}</p>' for line in design_lines(c)]
-    if c.environment_differences:
-        lines.append("<p>The two sides ran in different environments (--base-python); the difference measured "
-                     "includes them:</p>")
-        lines += _kv([(f"{k} (base → head)", f"{a} → {b}") for k, (a, b) in c.environment_differences.items()])
-    if c.verdict is Verdict.NO_BASELINE:
-        lines += ["<p>No baseline in this environment, so nothing was judged. Create one with:</p>",
-                  f'<pre class="cmd">{_e(rebaseline_command(c))}</pre>']
-    elif c.verdict is Verdict.INCOMPARABLE:
-        lines += [f'<p class="reason">{_e(c.reason)}</p>', *_differences_table(c),
-                  "<p>Rebaseline if the change is intended:</p>", f'<pre class="cmd">{_e(rebaseline_command(c))}</pre>']
-    elif c.verdict is Verdict.ERROR:
-        lines.append(f'<p class="reason">The workload could not be measured or compared: {_e(c.reason)}</p>')
-    else:
-        lines.append(f'<p class="reason">{_e(c.reason)}</p>')
-    lines += _left_out(c)
-    lines += _figure_html(c)
-    if c.time is not None:
-        lines += _phase_table(c)
-        lines.append(f"<p>{_e(noise_line(c, power))}</p>")
-        memory = memory_line(c, plain=True)
-        if memory:
-            lines.append(f"<p>{_e(memory)}</p>")
-        lines += _counters(c)
-        if c.verdict is Verdict.IMPROVED:
-            lines += ["<p>Faster beyond the threshold: consider recording a new baseline:</p>",
-                      f'<pre class="cmd">{_e(rebaseline_command(c))}</pre>']
-    lines += _current_line(c) if c.time is None else []
-    lines += _labels(c)
-    if c.current is not None or c.baseline is not None or c.baseline_path:
-        lines += _details(c)
-    return lines + ["</section>"]
+_KIND = {Verdict.NO_BASELINE: "no_baseline", Verdict.INCOMPARABLE: "incomparable", Verdict.ERROR: "error"}
 
 
-def _footer(outcome: GateOutcome) -> list[str]:
-    cfg = outcome.config
-    lines = ["<footer>"]
-    runnable = [c for c in outcome.comparisons if c.device]
-    if runnable:
-        lines.append("<p>Reproduce locally:</p>")
-        lines.append(f'<pre class="cmd">{_e(chr(10).join(reproduce_command(c) for c in runnable))}</pre>')
-        lines.append("<p>After an intended change, rebaseline:</p>")
-        lines.append(f'<pre class="cmd">{_e(chr(10).join(rebaseline_command(c) for c in runnable))}</pre>')
-    judged = sum(1 for c in outcome.comparisons if c.time is not None)
-    lines.append(
-        f"<p>perfgate {_e(__version__)} · α={cfg.alpha:g} one-sided, Holm over {judged} judged workload(s), "
-        f"split over {cfg.looks} look(s) · δ={cfg.delta * 100:g}% · phases flagged by Benjamini–Hochberg at "
-        f"q={cfg.phase_q:g} · memory threshold {cfg.memory_threshold * 100:g}%</p>"
-    )
-    return lines + ["</footer>"]
+def _section(c: WorkloadComparison, index: int, power: float) -> dict[str, object]:
+    judged = c.time is not None
+    return {
+        "anchor": _anchor(index),
+        "workload": c.workload,
+        "verdict": _verdict(c.verdict),
+        "reason": c.reason,
+        "kind": _KIND.get(c.verdict, "judged"),
+        "design_lines": list(design_lines(c)),
+        "environment_differences": _kv([(f"{k} (base → head)", f"{a} → {b}")
+                                        for k, (a, b) in c.environment_differences.items()]),
+        "rebaseline": rebaseline_command(c) if c.verdict in (Verdict.NO_BASELINE, Verdict.INCOMPARABLE,
+                                                             Verdict.IMPROVED) else None,
+        "differences": [(k, a, b) for k, (a, b) in c.differences.items()],
+        "left_out": list(c.left_out),
+        "figure": _figure(c),
+        "judged": judged,
+        "columns": column_names(c) if judged else None,
+        "phase_rows": _phase_rows(c) if judged else [],
+        "noise": noise_line(c, power) if judged else None,
+        "memory": memory_line(c, plain=True) if judged else None,
+        "counters": _counters(c),
+        "improved": c.verdict is Verdict.IMPROVED,
+        "current_line": None if judged else _current_line(c),
+        "labels": [{"name": label.name, "severity": label.severity, "evidence": label.evidence} for label in c.labels],
+        "details": _details(c),
+    }
+
+
+def _clean(value: object) -> object:
+    """Every value the template prints: control characters (not tab or line breaks)
+    dropped and lone surrogates replaced, before autoescaping; markup passes untouched."""
+    if value is None or isinstance(value, Markup):
+        return "" if value is None else value
+    return _UNSHOWN.sub("", _SURROGATE.sub("\ufffd", str(value)))
+
+
+@functools.lru_cache(maxsize=1)
+def _template() -> jinja2.Template:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(Path(__file__).resolve().parents[1] / "templates" / "report")),
+        autoescape=True, finalize=_clean, undefined=jinja2.StrictUndefined,
+        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    return env.get_template("page.html.j2")
 
 
 def render_html(outcome: GateOutcome) -> str:
     """The whole report as one self-contained HTML page (inline CSS, figures as base64 PNG)."""
     comparisons = outcome.comparisons
-    lines = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
-             '<meta name="viewport" content="width=device-width, initial-scale=1">',
-             f"<title>{_e(outcome.headline)}</title>", f"<style>\n{CSS}\n</style>", "</head>", "<body>",
-             f"<h1>{_e(outcome.headline)}</h1>", '<ul class="verdicts">']
-    for i, c in enumerate(comparisons):
-        lines.append(f'<li>{_badge(c.verdict)} <a href="#{_anchor(i)}"><strong>{_e(c.workload)}</strong></a>: '
-                     f'<span class="reason">{_e(c.reason)}</span></li>')
-    lines.append("</ul>")
+    cfg = outcome.config
+    runnable = [c for c in comparisons if c.device]
+    judged = sum(1 for c in comparisons if c.time is not None)
     missing = outcome.by_verdict(Verdict.NO_BASELINE)
-    if missing:
-        consequence = missing_baseline_consequence(outcome)
-        names = ", ".join(f"<code>{_e(c.workload)}</code>" for c in missing)
-        lines.append(f'<p class="warning"><strong>No baseline for {names}</strong>: {_e(consequence)}. '
-                     "Record one with <code>perfgate rebaseline</code>.</p>")
-    for i, c in enumerate(comparisons):
-        lines += _section(c, i, outcome.config.power)
-    lines += _footer(outcome)
-    lines += ["</body>", "</html>"]
-    return "\n".join(lines) + "\n"
+    return _template().render(
+        headline=outcome.headline,
+        css=Markup(CSS),
+        sections=[_section(c, i, cfg.power) for i, c in enumerate(comparisons)],
+        missing=[c.workload for c in missing],
+        missing_consequence=missing_baseline_consequence(outcome) if missing else "",
+        reproduce="\n".join(reproduce_command(c) for c in runnable),
+        rebaseline="\n".join(rebaseline_command(c) for c in runnable),
+        footer=(f"perfgate {__version__} · α={cfg.alpha:g} one-sided, Holm over {judged} judged workload(s), "
+                f"split over {cfg.looks} look(s) · δ={cfg.delta * 100:g}% · phases flagged by Benjamini–Hochberg "
+                f"at q={cfg.phase_q:g} · memory threshold {cfg.memory_threshold * 100:g}%"),
+    )
 
 
 def write_html(outcome: GateOutcome, directory: Path) -> Path:
