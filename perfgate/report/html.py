@@ -10,7 +10,7 @@ run alone.
 
 Everything is inline (CSS in a ``<style>`` element, figures as base64 PNG), so the file
 can be archived as a CI artifact and opened anywhere; the page needs no JavaScript. The
-markup is a jinja2 template (``perfgate/templates/report/page.html.j2``) rendered with
+markup is a jinja2 template (``perfgate/report/templates/page.html.j2``) rendered with
 autoescaping, so every piece of text that comes from a result, a baseline or a reason is
 escaped (quotes too, so also inside attributes); the environment's ``finalize`` hook
 drops control characters and replaces a lone surrogate first, so that writing the page as
@@ -295,7 +295,7 @@ def _figure(c: WorkloadComparison) -> dict[str, object] | None:
 
 # ---------------------------------------------------------------------------- page
 #
-# The page is perfgate/templates/report/page.html.j2, rendered by jinja2 with
+# The page is perfgate/report/templates/page.html.j2, rendered by jinja2 with
 # autoescaping; the functions below only turn a comparison into plain values for it.
 
 
@@ -459,7 +459,7 @@ def _clean(value: object) -> object:
 @functools.lru_cache(maxsize=1)
 def _template() -> jinja2.Template:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(Path(__file__).resolve().parents[1] / "templates" / "report")),
+        loader=jinja2.FileSystemLoader(str(Path(__file__).resolve().parent / "templates")),
         autoescape=True, finalize=_clean, undefined=jinja2.StrictUndefined,
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     return env.get_template("page.html.j2")
