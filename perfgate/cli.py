@@ -24,7 +24,7 @@ from perfgate.contention import ContentionPolicy, contention
 from perfgate.discovery import Registry, discover
 from perfgate.errors import EXIT_ERROR, EXIT_OK, CudaUnavailable, DataError, PerfgateError, UsageError
 from perfgate.counting import CounterSet, load_counters_beside, save_counters
-from perfgate.gating import GateRun, PairedPlan, base_jobs_for, entries_for, run_gate, run_paired_gate
+from perfgate.gating import GateRun, PairedPlan, base_jobs_for, count_each, entries_for, run_gate, run_paired_gate
 from perfgate.jsonfile import write_json_atomic
 from perfgate.measure.runner import Job, Progress, RunOutcome, default_cache_dir, measure, resolve_device
 from perfgate.decide import Verdict
@@ -207,15 +207,21 @@ def cmd_rebaseline(args: argparse.Namespace) -> int:
             results = {w: results[w] for w in args.workloads}
         if not results:
             raise UsageError(f"{args.from_results}: no result files")
-        if settings.gate.counters and not args.no_counters:
+        if settings.gate.counters:  # --no-counters turns it off in the settings
             counted = load_counters_beside(Path(args.from_results), results)
     else:
         if settings.repeats < 2:
             raise UsageError("a baseline needs at least 2 repeats to know its run-to-run noise")
         jobs, outcome, device = _measure(args, settings, settings.repeats)
         results, errors = outcome.results, outcome.errors
-        if settings.gate.counters and not args.no_counters:
-            counted = _count_for_baseline(args, jobs, results, device)
+        if settings.gate.counters:
+            # stored beside the baseline (and written to --out); a failure is a warning
+            counted = count_each(
+                jobs, results, device=device, cache_dir=_cache_dir(args), out_dir=Path(args.out),
+                timeout_s=args.timeout,
+                announce=lambda name: print(f"{name}: one counted run (exact counters) to store beside the "
+                                            "baseline", file=sys.stderr),
+                failed=lambda name, message: _err(f"warning: {message}; the baseline is recorded without counters"))
     injected = sorted(n for n, r in results.items() if "inject_ms" in r.overrides)
     if injected:
         raise UsageError(f"{', '.join(injected)}: a result with injected slowdowns (perfgate selftest) cannot be a baseline")
@@ -248,26 +254,6 @@ def cmd_rebaseline(args: argparse.Namespace) -> int:
             print(f"  removed {counters_file}: the counted run of the replaced baseline")
     _report_errors(args, errors)
     return EXIT_ERROR if errors else EXIT_OK
-
-
-def _count_for_baseline(args: argparse.Namespace, jobs: Sequence[Job], results: Mapping[str, RunResult],
-                        device: str) -> dict[str, CounterSet]:
-    """One counted run per measured workload, to store beside its baseline (also written
-    to ``--out``). A counted run that fails is a warning: the baseline is recorded without."""
-    from perfgate.measure.counters import count_job
-
-    counted = {}
-    for job in jobs:
-        name = job.workload.name
-        if name not in results:
-            continue
-        print(f"{name}: one counted run (exact counters) to store beside the baseline", file=sys.stderr)
-        outcome = count_job(job, device, _cache_dir(args), out_dir=Path(args.out), timeout_s=args.timeout)
-        if outcome.counters is not None:
-            counted[name] = outcome.counters
-        elif outcome.error is not None:
-            _err(f"warning: {outcome.error.message}; the baseline is recorded without counters")
-    return counted
 
 
 def _publish(args: argparse.Namespace, outcome: GateOutcome,

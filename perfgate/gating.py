@@ -10,7 +10,7 @@ the second look's α; it is never "re-run until green".
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +42,27 @@ def entries_for(results: Mapping[str, RunResult], errors: Mapping[str, str], nam
     return entries
 
 
+def count_each(jobs: Sequence[Job], names: Collection[str], *, device: str, cache_dir: Path, out_dir: Path,
+               timeout_s: float, announce: Callable[[str], None], failed: Callable[[str, str], None]
+               ) -> dict[str, CounterSet]:
+    """One counted run of each job named in ``names``, written to ``out_dir/<w>.counters.json``.
+    A counted run that fails is handed to ``failed(workload, message)``, never raised."""
+    from perfgate.measure.counters import count_job
+
+    out: dict[str, CounterSet] = {}
+    for job in jobs:
+        name = job.workload.name
+        if name not in names:
+            continue
+        announce(name)
+        outcome = count_job(job, device, cache_dir, out_dir=out_dir, timeout_s=timeout_s)
+        if outcome.counters is not None:
+            out[name] = outcome.counters
+        elif outcome.error is not None:
+            failed(name, outcome.error.message)
+    return out
+
+
 def count_stored(jobs: Sequence[Job], results: Mapping[str, RunResult], settings: Settings, *, device: str,
                  cache_dir: Path, out_dir: Path, timeout_s: float,
                  announce: Callable[[str], None] = lambda message: None) -> dict[str, CounterSet]:
@@ -49,26 +70,18 @@ def count_stored(jobs: Sequence[Job], results: Mapping[str, RunResult], settings
     written to ``out_dir/<w>.counters.json``. A counted run that fails is a note on the
     workload (its counters are simply missing), never an error of the gate."""
     from perfgate.counting import counters_path
-    from perfgate.measure.counters import count_job
 
     if not settings.gate.counters:
         return {}
-    out: dict[str, CounterSet] = {}
-    for job in jobs:
-        name = job.workload.name
-        result = results.get(name)
-        if result is None:
-            continue
+    wanted = set()
+    for name, result in results.items():
         counters_path(out_dir, name).unlink(missing_ok=True)  # never a stale file from an earlier run
-        if find_baseline(settings.baselines, result.environment.key(), name).counters is None:
-            continue
-        announce(f"{name}: one counted run (exact counters, against the baseline's)")
-        outcome = count_job(job, device, cache_dir, out_dir=out_dir, timeout_s=timeout_s)
-        if outcome.counters is not None:
-            out[name] = outcome.counters
-        elif outcome.error is not None:
-            announce(f"{name}: the counted run failed: {outcome.error.message}")
-    return out
+        if find_baseline(settings.baselines, result.environment.key(), name).counters is not None:
+            wanted.add(name)
+    return count_each(jobs, wanted, device=device, cache_dir=cache_dir, out_dir=out_dir, timeout_s=timeout_s,
+                      announce=lambda name: announce(f"{name}: one counted run (exact counters, against the "
+                                                     "baseline's)"),
+                      failed=lambda name, message: announce(f"{name}: the counted run failed: {message}"))
 
 
 @dataclass(frozen=True)

@@ -428,6 +428,16 @@ class _CountingClock(PhaseMarks):
 
 
 
+def _run_steps(step: Any, clock: _CountingClock, steps: int, counts: _Counts) -> None:
+    """``steps`` steps through the counting clock; between steps, and after a step that
+    raised, no phase is open."""
+    for _ in range(steps):
+        try:
+            step(clock)
+        finally:
+            counts.phase = None
+
+
 def _device_pass(step: Any, steps: int, counts: _Counts, sync: Callable[[], None]) -> list[Any]:
     """CUDA: ``steps`` steps under the profiler alone (no dispatch mode, which would make
     a compiled model run its eager code); the allocator counts go into ``counts``.
@@ -442,11 +452,7 @@ def _device_pass(step: Any, steps: int, counts: _Counts, sync: Callable[[], None
         ranges = _PhaseRanges(record_function)
         clock = _CountingClock(counts, None, torch.cuda.memory_stats, ranges)
         try:
-            for _ in range(steps):
-                try:
-                    step(clock)
-                finally:
-                    counts.phase = None
+            _run_steps(step, clock, steps, counts)
         finally:
             ranges.close()
             sync()  # every kernel finished before the profiler stops
@@ -591,11 +597,7 @@ def count_workload(
             counts.locator.boundary = sys._getframe()
             clock = _CountingClock(counts, flop_mode, None, None)
             stack.enter_context(_op_counter(counts))
-            for _ in range(steps):
-                try:
-                    step(clock)
-                finally:
-                    counts.phase = None
+            _run_steps(step, clock, steps, counts)
             sync()
         compile_info, no_compile, compile_s = _compile_info(compile_at_start, compile_before)
     except BaseException as exc:  # noqa: BLE001
