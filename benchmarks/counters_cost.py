@@ -20,11 +20,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from perfgate.counting import CounterSet
-from perfgate.discovery import discover
+from perfgate.analysis.counters import CounterSet
+from perfgate.store.discovery import discover
 from perfgate.measure.counters import count_job
 from perfgate.measure.runner import Job, default_cache_dir
-from perfgate.workload import BuildContext
+from perfgate.model.workload import BuildContext
 
 REFERENCE = ("resnet18-cifar10", "resnet18-imagenette")
 
@@ -37,7 +37,7 @@ def prepare(job: Job, cache_dir: Path) -> None:
 
 def measured_repeat(name: str, cache_dir: Path, out: Path) -> float:
     began = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "perfgate.cli", "run", name, "--repeats", "1", "--device", "cpu",
+    subprocess.run([sys.executable, "-m", "perfgate", "run", name, "--repeats", "1", "--device", "cpu",
                     "--out", str(out), "--cache-dir", str(cache_dir), "--config", str(out / "none.toml"), "-q"],
                    check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - began

@@ -33,7 +33,7 @@ import torch
 
 from perfgate.measure.clock import DeviceClock
 from perfgate.measure.loop import _created_event, _Step, apply_torch_settings
-from perfgate.workload import Built, DataSource, Params
+from perfgate.model.workload import Built, DataSource, Params
 
 
 def plain_fn(step: _Step) -> Callable[[], object]:

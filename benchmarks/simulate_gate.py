@@ -4,7 +4,7 @@
 
 Every gate is a CI job of three workloads; the first may carry a true slowdown, the other
 two never do, so Holm runs over a family of three. The gate is the real one:
-``perfgate.compare.compare`` at look 1, and for the workloads it leaves INCONCLUSIVE a
+``perfgate.analysis.compare.compare`` at look 1, and for the workloads it leaves INCONCLUSIVE a
 second look (5 more repeats, or 6 more ABBA blocks) merged with ``merge_repeats`` and
 judged at look 2 with the others ``already_decided``. The noise model is in
 ``perfgate/simulate.py``: per process in job order, run-to-run sd, AR(1) between
@@ -16,16 +16,16 @@ Table 1, the gate: REGRESSION ... IMPROVED are the shares of the changed workloa
 verdicts; "false REGRESSION" is the share of gates in which a workload that did not
 change (any of the three in an A/A row) was called a REGRESSION, with its one-sided 95%
 Clopper-Pearson upper bound. The second paired look passes the looks' correlation
-(``rho``) to ``compare`` as ``perfgate.gating.run_paired_gate`` does.
+(``rho``) to ``compare`` as ``perfgate.gate.gating.run_paired_gate`` does.
 
 Table 2, the paired estimator inside the gate: the same draws judged with the block model
 swapped for each alternative inside ``compare`` (``Scenario.estimator``).
 
-Table 3, the paired estimators alone (``perfgate.simulate.paired_calibration``): the share
+Table 3, the paired estimators alone (``perfgate.analysis.simulate.paired_calibration``): the share
 of draws with ``p_slower`` below a nominal one-sided level, A/A (size) and 3% slower
 (power), without the gate around them.
 
-The choice of the paired estimator (``perfgate.blocks``)
+The choice of the paired estimator (``perfgate.analysis.blocks``)
 --------------------------------------------------------
 The candidates, on the same ABBA data: the randomised-block model (``block_log_ratio``,
 3J - 1 df), the one-sample t on per-block contrasts (``block_contrast_t``, J - 1 df),
@@ -78,8 +78,8 @@ except ImportError:  # run from a checkout without installing
 
 from scipy.stats import beta
 
-from perfgate.decide import GateConfig, Verdict
-from perfgate.simulate import CellResult, Noise, Scenario, paired_calibration, simulate
+from perfgate.analysis.decide import GateConfig, Verdict
+from perfgate.analysis.simulate import CellResult, Noise, Scenario, paired_calibration, simulate
 
 RUN_SDS = (0.01, 0.02, 0.05, 0.20)
 SLOWDOWNS = (0.0, 0.03, 0.05, 0.10)

@@ -4,8 +4,7 @@ The public API for writing workloads lives here and does not import torch; the
 measuring side (``perfgate.measure``) is the only part that does.
 """
 
-from perfgate.workload import PHASES, BuildContext, Built, DataSource, Params, Workload
-
-__version__ = "0.1.0"
+from perfgate.model.version import __version__
+from perfgate.model.workload import PHASES, BuildContext, Built, DataSource, Params, Workload
 
 __all__ = ["PHASES", "BuildContext", "Built", "DataSource", "Params", "Workload", "__version__"]

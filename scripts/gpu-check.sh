@@ -65,7 +65,7 @@ if [ -n "${PERFGATE_PYTHON:-}" ]; then
         echo "gpu-check: PERFGATE_PYTHON=$py cannot import perfgate and perfgate_workloads" >&2
         exit 2
     fi
-    perfgate=("$py" -m perfgate.cli)
+    perfgate=("$py" -m perfgate)
 else
     if [ ! -x .venv/bin/perfgate ]; then
         echo "gpu-check: no .venv here: bash scripts/setup.sh" >&2
@@ -131,9 +131,9 @@ import sys
 from pathlib import Path
 from statistics import median
 
-from perfgate.doctor import Card, render
-from perfgate.result import load_result
-from perfgate.summary import summarise
+from perfgate.adapters.doctor import Card, render
+from perfgate.model.result import load_result
+from perfgate.analysis.summary import summarise
 
 out, elapsed = Path(sys.argv[1]), int(sys.argv[2])
 print(f"gpu-check in {out} ({elapsed} s)")
@@ -188,7 +188,7 @@ for path in results:
         print(line)
 
 print("\ncounted runs (perfgate counters --device cuda), totals over the counted steps")
-from perfgate.counting import load_counters
+from perfgate.analysis.counters import load_counters
 
 counted = sorted((out / "counters").glob("*.counters.json")) if (out / "counters").is_dir() else []
 if not counted:

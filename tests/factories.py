@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 import random
 
-from perfgate.environment import Environment
-from perfgate.result import RepeatResult, RunResult
+from perfgate.model.environment import Environment
+from perfgate.model.result import RepeatResult, RunResult
 
 ENV = Environment(device="cpu", torch="2.14.1", python="3.11.7", cpu_model="Test CPU", cpu_count=2,
                   os="Linux", torchvision="0.29.1", git_commit="0123abcd", git_dirty=False)

@@ -1,4 +1,4 @@
-"""perfgate.baseline: the committed store of reference measurements.
+"""perfgate.model.baseline: the committed store of reference measurements.
 
 A baseline is ``baselines/<env-key>/<workload>.json``: reviewable JSON with provenance,
 per-repeat summaries and the raw series they came from. It grows by ``--append`` only
@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-import perfgate.jsonfile
-from perfgate import __version__
-from perfgate.baseline import (
+import perfgate.store.jsonfile
+from perfgate.model.version import __version__
+from perfgate.model.baseline import (
     BASELINE_KIND,
     BASELINE_SCHEMA_VERSION,
     Baseline,
@@ -31,12 +31,12 @@ from perfgate.baseline import (
     save_baseline,
     updated_baseline,
 )
-from perfgate.compare import Entry, compare
-from perfgate.decide import GateConfig, Verdict
-from perfgate.errors import EXIT_ERROR, FileFormatError, UsageError
-from perfgate.stats import log_ratio
-from perfgate.summary import ROWS
-from perfgate.workload import PHASES
+from perfgate.analysis.compare import Entry, compare
+from perfgate.analysis.decide import GateConfig, Verdict
+from perfgate.model.errors import EXIT_ERROR, FileFormatError, UsageError
+from perfgate.analysis.stats import log_ratio
+from perfgate.analysis.summary import ROWS
+from perfgate.model.workload import PHASES
 
 from factories import ENV, make_result
 
@@ -289,7 +289,7 @@ def test_an_interrupted_write_leaves_the_old_baseline_intact_and_no_temporary_fi
     def interrupted(src: object, dst: object) -> None:
         raise KeyboardInterrupt("power cut during rename")
 
-    monkeypatch.setattr(perfgate.jsonfile.os, "replace", interrupted)
+    monkeypatch.setattr(perfgate.store.jsonfile.os, "replace", interrupted)
     newer = updated_baseline(load_baseline(path), make_result(seed=7), "day 2", append=True, now=NOW)
     with pytest.raises(KeyboardInterrupt):
         save_baseline(newer, tmp_path / "baselines")
@@ -301,7 +301,7 @@ def test_an_interrupted_first_write_leaves_nothing(tmp_path: Path, monkeypatch: 
     def failing(src: object, dst: object) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(perfgate.jsonfile.os, "replace", failing)
+    monkeypatch.setattr(perfgate.store.jsonfile.os, "replace", failing)
     with pytest.raises(OSError, match="disk full"):
         saved(tmp_path)
     assert list((tmp_path / "baselines" / ENV.key()).iterdir()) == []
@@ -370,7 +370,7 @@ def test_empty_file(tmp_path: Path) -> None:
 
 
 def test_truncated_file(tmp_path: Path) -> None:
-    text = perfgate.jsonfile.dumps(good_dict())
+    text = perfgate.store.jsonfile.dumps(good_dict())
     refused(write(tmp_path, text[: len(text) // 2]), "not valid JSON", "truncated")
 
 

@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from perfgate.baseline import Baseline, Lookup, find_baseline, load_baseline, save_baseline, updated_baseline
-from perfgate.benchmark_json import (
+from perfgate.model.baseline import Baseline, Lookup, find_baseline, load_baseline, save_baseline, updated_baseline
+from perfgate.store.benchmark_json import (
     BLOCKS,
     is_benchmark_json,
     load_benchmark_file,
@@ -29,13 +29,13 @@ from perfgate.benchmark_json import (
     load_results_dir,
     workload_name,
 )
-from perfgate.compare import Entry, GateOutcome, compare
-from perfgate.decide import GateConfig, Verdict
-from perfgate.errors import EXIT_ERROR, FileFormatError
+from perfgate.analysis.compare import Entry, GateOutcome, compare
+from perfgate.analysis.decide import GateConfig, Verdict
+from perfgate.model.errors import EXIT_ERROR, FileFormatError
 from perfgate.report.markdown import render_markdown
-from perfgate.result import RunResult, save_result
-from perfgate.stats import SampleSummary, log_ratio_from_summaries
-from perfgate.workload import PHASES
+from perfgate.model.result import RunResult, save_result
+from perfgate.analysis.stats import SampleSummary, log_ratio_from_summaries
+from perfgate.model.workload import PHASES
 
 from factories import make_result
 

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from factories import make_result
 
-from perfgate.baseline import save_baseline, updated_baseline
-from perfgate.ci import add_parser, read_pull_request, workflow_command
-from perfgate.errors import UsageError
+from perfgate.model.baseline import save_baseline, updated_baseline
+from perfgate.adapters.ci import add_parser, read_pull_request, workflow_command
+from perfgate.model.errors import UsageError
 from perfgate.report.markdown import MARKER
-from perfgate.result import save_result
+from perfgate.model.result import save_result
 
 BASE_SHA = "b" * 40
 HEAD_SHA = "c" * 40
@@ -314,7 +314,7 @@ def test_a_bug_is_an_error_with_outputs_not_a_crash(capsys, repo: Repo, monkeypa
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("perfgate.ci.compare", broken)
+    monkeypatch.setattr("perfgate.adapters.ci.compare", broken)
     code, out, err = judge(capsys, repo, results(repo, "current", seed=2))
     assert code == 2
     assert "perfgate: error: internal error: RuntimeError: boom" in err
@@ -357,7 +357,7 @@ def test_measures_the_tiny_workload_end_to_end(capsys, repo: Repo, tiny_path: Pa
 def test_measure_only_writes_data_alone_and_the_judge_decides(capsys, repo: Repo, tiny_path: Path) -> None:
     """The split of the GitHub workflows: the measuring job writes the result files and
     run.json and no verdict; `perfgate judge` reads them back by the base's rules."""
-    from perfgate.judge import add_parser as add_judge_parser, run_judge
+    from perfgate.gate.judge import add_parser as add_judge_parser, run_judge
 
     shutil.rmtree(repo.base / "baselines")
     (repo.base / "pyproject.toml").write_text('[tool.perfgate]\nworkloads = ["tiny"]\nrepeats = 2\n')

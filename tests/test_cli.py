@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import cuda_available
 
-from perfgate.cli import main
+from perfgate.adapters.cli import main
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from factories import make_result
 
-from perfgate.cli import main
-from perfgate.result import save_result
+from perfgate.adapters.cli import main
+from perfgate.model.result import save_result
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""perfgate.compare: from loaded results and baselines to one verdict per workload.
+"""perfgate.analysis.compare: from loaded results and baselines to one verdict per workload.
 
 Comparability is checked before any statistics (never a silent comparison); then the step
 is judged with Holm over the workloads, phases are flagged with BH, gated phases and peak
@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.baseline import Baseline, Lookup, find_baseline, save_baseline, updated_baseline
-from perfgate.compare import Entry, GateOutcome, WorkloadComparison, compare
-from perfgate.decide import GateConfig, Verdict
-from perfgate.errors import EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION
-from perfgate.result import RunResult
-from perfgate.stats import holm_adjusted
+from perfgate.model.baseline import Baseline, Lookup, find_baseline, save_baseline, updated_baseline
+from perfgate.analysis.compare import Entry, GateOutcome, WorkloadComparison, compare
+from perfgate.analysis.decide import GateConfig, Verdict
+from perfgate.model.errors import EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION
+from perfgate.model.result import RunResult
+from perfgate.analysis.stats import holm_adjusted
 
 from factories import ENV, make_result
 

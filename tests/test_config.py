@@ -1,4 +1,4 @@
-"""perfgate.config: ``[tool.perfgate]`` settings.
+"""perfgate.gate.config: ``[tool.perfgate]`` settings.
 
 Precedence: command line > ``[tool.perfgate.workload.NAME]`` > ``[tool.perfgate]`` >
 defaults. Mistakes in the file are a UsageError naming the file and the key; α and the
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.compare import WORKLOAD_FIELDS
-from perfgate.config import PER_WORKLOAD_KEYS, Settings, load_settings
-from perfgate.decide import GateConfig
-from perfgate.errors import EXIT_ERROR, UsageError
+from perfgate.analysis.compare import WORKLOAD_FIELDS
+from perfgate.gate.config import PER_WORKLOAD_KEYS, Settings, load_settings
+from perfgate.analysis.decide import GateConfig
+from perfgate.model.errors import EXIT_ERROR, UsageError
 
 
 def pyproject(tmp_path: Path, body: str) -> Path:

@@ -22,7 +22,7 @@ import pytest
 
 from conftest import cuda_available
 from factories import make_repeat
-from perfgate.contention import (
+from perfgate.analysis.contention import (
     DEFAULT_MAX_OTHER_CPU_SHARE,
     ContentionPolicy,
     contention,
@@ -33,7 +33,7 @@ from perfgate.contention import (
 )
 from perfgate.measure import telemetry as T
 from perfgate.measure.telemetry import TelemetrySampler
-from perfgate.result import repeat_from_dict
+from perfgate.model.result import repeat_from_dict
 
 BURN = "while True: pass"
 
@@ -398,7 +398,7 @@ def test_dataloader_workers_are_ours_not_foreign() -> None:
 
 
 def run_tiny(tiny_path: Path, tmp_path: Path, **overrides):
-    from perfgate.discovery import discover
+    from perfgate.store.discovery import discover
     from perfgate.measure.runner import Job, measure
 
     tmp_path.mkdir(parents=True, exist_ok=True)

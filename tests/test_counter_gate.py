@@ -17,18 +17,18 @@ from types import SimpleNamespace
 import pytest
 from factories import make_result
 
-from perfgate.compare import STORED_COUNTERS_NOTE, Counted, Entry, Pairing, compare, stored_counted
-from perfgate.config import load_settings
-from perfgate.counting import CounterError, CounterOutcome, CounterSet, PhaseCounters, SyncSite, save_counters
-from perfgate.decide import GateConfig, Verdict
-from perfgate.errors import EXIT_OK, EXIT_REGRESSION, FileFormatError, UsageError
-from perfgate.jsonfile import write_json_atomic
-from perfgate.judge import MANIFEST_NAME, RunManifest, add_parser, load_measured, run_judge
+from perfgate.analysis.compare import STORED_COUNTERS_NOTE, Counted, Entry, Pairing, compare, stored_counted
+from perfgate.gate.config import load_settings
+from perfgate.analysis.counters import CounterError, CounterOutcome, CounterSet, PhaseCounters, SyncSite, save_counters
+from perfgate.analysis.decide import GateConfig, Verdict
+from perfgate.model.errors import EXIT_OK, EXIT_REGRESSION, FileFormatError, UsageError
+from perfgate.store.jsonfile import write_json_atomic
+from perfgate.gate.judge import MANIFEST_NAME, RunManifest, add_parser, load_measured, run_judge
 from perfgate.report.json_report import outcome_to_dict
 from perfgate.report.markdown import render_markdown
 from perfgate.report.terminal import gate_table
-from perfgate.result import RunResult, save_result
-from perfgate.workload import PHASES
+from perfgate.model.result import RunResult, save_result
+from perfgate.model.workload import PHASES
 
 BASE_SHA = "b" * 40
 HEAD_SHA = "c" * 40
@@ -134,7 +134,7 @@ def test_a_failed_counted_run_is_a_note_and_the_timing_stands() -> None:
 
 
 def stored_baseline():
-    from perfgate.baseline import updated_baseline
+    from perfgate.model.baseline import updated_baseline
 
     baseline = None
     for day in range(3):
@@ -144,7 +144,7 @@ def stored_baseline():
 
 
 def test_the_stored_design_says_why_it_has_no_counters() -> None:
-    from perfgate.baseline import Lookup
+    from perfgate.model.baseline import Lookup
 
     lookup = Lookup(stored_baseline(), Path("b.json"), ())
     outcome = compare([Entry("tiny", make_result("tiny", seed=1), lookup,
@@ -165,8 +165,8 @@ def test_the_stored_design_says_why_it_has_no_counters() -> None:
 
 
 def test_rebaseline_stores_the_counted_run_and_the_stored_gate_compares_with_it(tmp_path: Path, capsys) -> None:
-    from perfgate.cli import main
-    from perfgate.judge import gated_by_base, validate_baselines
+    from perfgate.adapters.cli import main
+    from perfgate.gate.judge import gated_by_base, validate_baselines
 
     config = ["--config", str(tmp_path / "absent.toml")]
     store = tmp_path / "baselines"
@@ -219,8 +219,8 @@ def test_rebaseline_stores_the_counted_run_and_the_stored_gate_compares_with_it(
 
 
 def test_a_bad_counted_run_in_the_store_is_one_line(tmp_path: Path) -> None:
-    from perfgate.baseline import find_baseline, save_baseline
-    from perfgate.judge import validate_baselines
+    from perfgate.model.baseline import find_baseline, save_baseline
+    from perfgate.gate.judge import validate_baselines
 
     baseline = stored_baseline()
     save_baseline(baseline, tmp_path)
@@ -357,8 +357,8 @@ def test_a_malformed_counters_file_is_one_line(tmp_path: Path, base_dir: Path) -
 
 
 def test_a_results_folder_with_counters_files_still_loads_as_results(tmp_path: Path) -> None:
-    from perfgate.benchmark_json import load_results_dir
-    from perfgate.result import load_results
+    from perfgate.store.benchmark_json import load_results_dir
+    from perfgate.model.result import load_results
 
     save_result(make_result("tiny"), tmp_path / "tiny.json")
     save_counters(counters(), tmp_path)
@@ -372,7 +372,7 @@ def test_a_results_folder_with_counters_files_still_loads_as_results(tmp_path: P
 def test_count_pairs_writes_both_sides_and_a_failure_is_a_note(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     import perfgate.measure.counters as measure_counters
-    from perfgate.gating import PairedPlan, count_pairs
+    from perfgate.gate.gating import PairedPlan, count_pairs
 
     calls = []
 
@@ -411,7 +411,7 @@ def test_the_html_report_shows_the_counters_escaped() -> None:
 
 
 def test_the_pytest_failure_text_names_the_failing_counter() -> None:
-    from perfgate.pytest_plugin import GateSession
+    from perfgate.adapters.pytest_plugin import GateSession
 
     outcome, c = judge_paired(counters(syncs=(SYNC,)), counters())
     text = GateSession.failure_text(SimpleNamespace(outcome=outcome), c)  # type: ignore[arg-type]
@@ -448,7 +448,7 @@ def test_a_head_that_adds_an_item_in_the_loss_fails_on_its_counters(repo: Path,
 
 
 def test_no_counters_on_the_command_line_turns_the_counted_runs_off(tmp_path: Path) -> None:
-    from perfgate import cli
+    from perfgate.adapters import cli
 
     args = cli.build_parser().parse_args(["gate", "--no-counters", "--config", str(tmp_path / "none.toml")])
     assert cli._settings(args).gate.counters is False
@@ -463,8 +463,8 @@ def test_a_measured_rebaseline_counts_and_stores_the_counted_run(tmp_path: Path,
     stored beside the baseline (the --from-results path is tested above, without torch)."""
     import shutil
 
-    from perfgate.cli import main
-    from perfgate.counting import load_counters
+    from perfgate.adapters.cli import main
+    from perfgate.analysis.counters import load_counters
     from conftest import FIXTURES
 
     shutil.copy(FIXTURES / "tiny_workloads.py", tmp_path / "tiny_workloads.py")

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from perfgate.cli import main
-from perfgate.counting import (
+from perfgate.adapters.cli import main
+from perfgate.analysis.counters import (
     COUNTERS_KIND,
     AllocatorCounts,
     CounterChange,
@@ -38,8 +38,8 @@ from perfgate.counting import (
     render_counters,
     save_counters,
 )
-from perfgate.discovery import discover
-from perfgate.errors import EXIT_ERROR, EXIT_OK, FileFormatError, WorkloadError
+from perfgate.store.discovery import discover
+from perfgate.model.errors import EXIT_ERROR, EXIT_OK, FileFormatError, WorkloadError
 from perfgate.measure.counters import (
     COMPILED_EAGER_NOTE_CPU,
     COMPILED_EAGER_NOTE_CUDA,
@@ -48,7 +48,7 @@ from perfgate.measure.counters import (
     forces_sync,
 )
 from perfgate.measure.runner import Job
-from perfgate.workload import PHASES, Workload
+from perfgate.model.workload import PHASES, Workload
 from conftest import FIXTURES, cuda_available
 
 # --- helpers -------------------------------------------------------------------------
@@ -172,7 +172,7 @@ def test_a_per_parameter_optimizer_loop_fails_on_the_operator_count(workloads_di
 
 def test_a_scalar_read_in_the_data_wait_is_no_synchronisation(workloads_dir: Path, cache_dir: Path,
                                                              base: CounterSet) -> None:
-    from perfgate.counting import HOST_PHASES
+    from perfgate.analysis.counters import HOST_PHASES
     from perfgate.measure.loop import HOST_PHASES as LOOP_HOST_PHASES
 
     assert HOST_PHASES == LOOP_HOST_PHASES
@@ -402,7 +402,7 @@ def test_perfgate_counters_prints_the_counters_and_writes_the_file(workloads_dir
 
 
 def test_the_command_line_does_not_load_torch() -> None:
-    code = "import sys, perfgate.cli, perfgate.counting, perfgate.counters_cli; print('torch' in sys.modules)"
+    code = "import sys, perfgate.adapters.cli, perfgate.analysis.counters, perfgate.adapters.counters_cli; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

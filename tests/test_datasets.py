@@ -22,10 +22,10 @@ from PIL import Image
 from torchvision import transforms
 from torchvision.datasets import CIFAR10, ImageFolder
 
-from perfgate.errors import DataError
+from perfgate.model.errors import DataError
 from perfgate.measure import datasets
 from perfgate.measure.datasets import GENERATOR_VERSION, IMAGENETTE_CLASSES, cifar10, imagenette, with_sample_delay
-from perfgate.workload import BuildContext, Params
+from perfgate.model.workload import BuildContext, Params
 
 PARAMS = Params(batch_size=2, input_size=32, warmup_steps=0, steps=2)
 CIFAR_DIR = f"cifar10-synthetic-v{GENERATOR_VERSION}"
@@ -662,7 +662,7 @@ def test_a_corrupt_image_in_a_real_dataset_is_one_line_naming_the_file_and_the_w
     bad = train / IMAGENETTE_CLASSES[4] / "broken.JPEG"
     bad.write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg")
     env = {**os.environ, "PERFGATE_CACHE_DIR": str(tmp_path / "cache")}
-    done = subprocess.run([sys.executable, "-m", "perfgate.cli", "run", "resnet18-imagenette", "--device", "cpu",
+    done = subprocess.run([sys.executable, "-m", "perfgate", "run", "resnet18-imagenette", "--device", "cpu",
                            "--repeats", "1", "--data-root", str(tmp_path / "imagenette2-160"), "--out",
                            str(tmp_path / "out"), "--no-telemetry"],
                           capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)

@@ -1,4 +1,4 @@
-"""perfgate.decide: every verdict from constructed data, Holm, the two looks, the config."""
+"""perfgate.analysis.decide: every verdict from constructed data, Holm, the two looks, the config."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from perfgate.decide import (
+from perfgate.analysis.decide import (
     GateConfig,
     Verdict,
     alpha_for_look,
@@ -18,7 +18,7 @@ from perfgate.decide import (
     decide_time,
     flag_phases,
 )
-from perfgate.stats import (
+from perfgate.analysis.stats import (
     LogRatio,
     confidence_interval,
     log_ratio,

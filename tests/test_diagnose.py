@@ -8,10 +8,10 @@ from pathlib import Path
 
 from factories import make_result
 
-from perfgate.baseline import Lookup, updated_baseline
-from perfgate.compare import Entry, compare
-from perfgate.decide import GateConfig, Verdict
-from perfgate.diagnose import diagnose
+from perfgate.model.baseline import Lookup, updated_baseline
+from perfgate.analysis.compare import Entry, compare
+from perfgate.analysis.decide import GateConfig, Verdict
+from perfgate.analysis.diagnose import diagnose
 
 
 def names(result) -> list[tuple[str, str]]:
@@ -110,7 +110,7 @@ def everywhere(result, **fields):
 
 
 def test_a_workload_that_synchronises_once_per_step_is_told_what_to_change() -> None:
-    from perfgate.diagnose import GRAD_SCALER_SYNC
+    from perfgate.analysis.diagnose import GRAD_SCALER_SYNC
 
     result = everywhere(make_result(), torch_settings={"num_threads": 2, "synchronizes": [GRAD_SCALER_SYNC]})
     labels = diagnose(result)
@@ -125,7 +125,7 @@ def test_a_workload_that_synchronises_once_per_step_is_told_what_to_change() -> 
 
 
 def test_unpinned_copies_and_a_scaler_synchronise_every_step() -> None:
-    from perfgate.diagnose import BLOCKING_COPY_SYNC, GRAD_SCALER_SYNC
+    from perfgate.analysis.diagnose import BLOCKING_COPY_SYNC, GRAD_SCALER_SYNC
 
     result = with_repeats(make_result(), r0={"torch_settings": {"synchronizes": [GRAD_SCALER_SYNC, BLOCKING_COPY_SYNC]}},
                           r1={"torch_settings": {"synchronizes": []}})
@@ -199,7 +199,7 @@ def test_periodic_stalls_that_medians_do_not_see_are_labelled() -> None:
 def test_the_stalls_measured_on_an_h200_are_labelled() -> None:
     """resnet18-imagenette on an NVIDIA H200 (gpu-check, torch 2.11): every fourth step
     waited 85-100 ms for data; the median step was 15 ms, the mean 30 ms."""
-    from perfgate.result import load_result
+    from perfgate.model.result import load_result
 
     result = load_result(Path(__file__).parent / "fixtures" / "h200" / "resnet18-imagenette.json")
     labels = {label.name: label for label in diagnose(result)}

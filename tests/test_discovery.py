@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.discovery import discover
-from perfgate.errors import UsageError, WorkloadError
+from perfgate.store.discovery import discover
+from perfgate.model.errors import UsageError, WorkloadError
 
 WORKLOAD = '''
 from perfgate import Params, Workload

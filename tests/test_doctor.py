@@ -18,9 +18,9 @@ import pynvml
 import pytest
 
 from conftest import cuda_available
-from perfgate import doctor
-from perfgate.doctor import FAIL, OK, SKIPPED, UNKNOWN, WARN, Card, Check, Gpu, Host
-from perfgate.errors import DeviceError
+from perfgate.adapters import doctor
+from perfgate.adapters.doctor import FAIL, OK, SKIPPED, UNKNOWN, WARN, Card, Check, Gpu, Host
+from perfgate.model.errors import DeviceError
 from perfgate.measure.probe import Backend, MicroRun, NvmlSession, TorchFacts, micro_run, open_nvml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -538,7 +538,7 @@ def _no_driver() -> bool:
 
 
 def perfgate(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    code = "import sys; from perfgate.cli import main; rc = main(sys.argv[1:]); " \
+    code = "import sys; from perfgate.adapters.cli import main; rc = main(sys.argv[1:]); " \
            "print('torch loaded' if 'torch' in sys.modules else 'torch not loaded', file=sys.stderr); sys.exit(rc)"
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
                           env=env, cwd=ROOT)
@@ -628,7 +628,7 @@ def test_the_real_card_on_a_gpu() -> None:
 def test_run_on_cuda_without_cuda_names_the_cause_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     import torch
 
-    from perfgate import cli
+    from perfgate.adapters import cli
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.baseline import load_baseline, updated_baseline
-from perfgate.environment import Environment
+from perfgate.model.baseline import load_baseline, updated_baseline
+from perfgate.model.environment import Environment
 
 from factories import make_result
 

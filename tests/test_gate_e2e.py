@@ -15,13 +15,13 @@ from statistics import median
 
 import pytest
 
-from perfgate.baseline import find_baseline, save_baseline, updated_baseline
-from perfgate.compare import Entry, compare
-from perfgate.decide import GateConfig, Verdict
-from perfgate.discovery import discover
+from perfgate.model.baseline import find_baseline, save_baseline, updated_baseline
+from perfgate.analysis.compare import Entry, compare
+from perfgate.analysis.decide import GateConfig, Verdict
+from perfgate.store.discovery import discover
 from perfgate.measure.runner import Job, measure
 from perfgate.report.markdown import render_markdown
-from perfgate.result import merge_repeats
+from perfgate.model.result import merge_repeats
 
 pytestmark = pytest.mark.slow
 # Heavier than the default tiny workload so a step is a few ms, not dominated by jitter.

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from perfgate.baseline import find_baseline, save_baseline, updated_baseline
-from perfgate.compare import Entry, compare
-from perfgate.decide import GateConfig, Verdict
+from perfgate.model.baseline import find_baseline, save_baseline, updated_baseline
+from perfgate.analysis.compare import Entry, compare
+from perfgate.analysis.decide import GateConfig, Verdict
 from perfgate.measure import fingerprint
 from perfgate.measure.fingerprint import GPU_CLOCKS_VARIABLE, collect, declared_gpu_clocks
-from perfgate.result import result_from_dict
+from perfgate.model.result import result_from_dict
 
 from factories import ENV, make_result
 

@@ -17,13 +17,13 @@ import pytest
 from factories import make_result
 from test_reports import scenario
 
-from perfgate import jsonfile
-from perfgate.baseline import Lookup, updated_baseline
-from perfgate.compare import Entry, GateOutcome, compare
-from perfgate.decide import GateConfig
+from perfgate.store import jsonfile
+from perfgate.model.baseline import Lookup, updated_baseline
+from perfgate.analysis.compare import Entry, GateOutcome, compare
+from perfgate.analysis.decide import GateConfig
 from perfgate.report import html as report
 from perfgate.report.markdown import render_markdown
-from perfgate.workload import PHASES
+from perfgate.model.workload import PHASES
 
 CI_URL = "https://github.example/acme/model/actions/runs/4242"
 HOSTILE = "<script>alert('pwned')</script>"
@@ -348,9 +348,9 @@ def test_rendering_is_headless_and_imports_neither_pyplot_nor_torch(tmp_path: Pa
         "import perfgate.report.html as report\n"
         "assert 'matplotlib' not in sys.modules, 'importing the renderer loads matplotlib'\n"
         "from factories import make_result\n"
-        "from perfgate.baseline import Lookup\n"
-        "from perfgate.compare import Entry, compare\n"
-        "from perfgate.decide import GateConfig\n"
+        "from perfgate.model.baseline import Lookup\n"
+        "from perfgate.analysis.compare import Entry, compare\n"
+        "from perfgate.analysis.decide import GateConfig\n"
         "outcome = compare([Entry('w', make_result('w'), Lookup(None, Path('b.json')))], GateConfig())\n"
         "path = report.write_html(outcome, Path(sys.argv[2]))\n"
         "assert 'data:image/png;base64,' in path.read_text()\n"

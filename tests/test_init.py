@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.config import load_settings
-from perfgate.discovery import discover
-from perfgate.scaffold import (CODEOWNERS_TEMPLATE, FILES, PLACEHOLDER_OWNER, TEMPLATES, add_parser,
+from perfgate.gate.config import load_settings
+from perfgate.store.discovery import discover
+from perfgate.adapters.scaffold import (CODEOWNERS_TEMPLATE, FILES, PLACEHOLDER_OWNER, TEMPLATES, add_parser,
                                 parse_owners, render_codeowners, scaffold, template_text)
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -108,7 +108,7 @@ def test_the_example_workload_is_discovered_without_torch(tmp_path: Path) -> Non
     workload = registry.get("my-model")
     assert workload.source.endswith("workloads/my_model.py")
     assert workload.resolve("cpu").batch_size == 32
-    code = ("import sys; from pathlib import Path; from perfgate.discovery import discover; "
+    code = ("import sys; from pathlib import Path; from perfgate.store.discovery import discover; "
             f"discover(project_dir=Path({str(tmp_path)!r})).get('my-model'); print('torch' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"

@@ -21,13 +21,13 @@ from pathlib import Path
 import pytest
 from factories import ENV, make_result
 
-from perfgate.baseline import save_baseline, updated_baseline
-from perfgate.errors import FileFormatError
-from perfgate.inputs import classify, read_changed_files
-from perfgate.judge import MANIFEST_NAME, RunManifest, add_parser, load_measured, validate_baselines
-from perfgate.jsonfile import write_json_atomic
+from perfgate.model.baseline import save_baseline, updated_baseline
+from perfgate.model.errors import FileFormatError
+from perfgate.gate.inputs import classify, read_changed_files
+from perfgate.gate.judge import MANIFEST_NAME, RunManifest, add_parser, load_measured, validate_baselines
+from perfgate.store.jsonfile import write_json_atomic
 from perfgate.report.markdown import MARKER
-from perfgate.result import RunResult, save_result
+from perfgate.model.result import RunResult, save_result
 
 HEAD_SHA = "c" * 40
 BASE_SHA = "b" * 40
@@ -83,7 +83,7 @@ def run(tmp_path: Path, results: Path, base: Path, *extra: str,
     args = parser.parse_args(["judge", str(results), "--base-dir", str(base), "--artifacts", str(artifacts), *extra])
     from io import StringIO
 
-    from perfgate.judge import run_judge
+    from perfgate.gate.judge import run_judge
 
     out, err = StringIO(), StringIO()
     code = run_judge(args, env or {}, out, err)
@@ -221,7 +221,7 @@ def test_the_judge_never_imports_torch(tmp_path: Path, base: Path) -> None:
             "        if name.split('.')[0] in {'torch', 'torchvision', 'psutil', 'pandas', 'matplotlib', 'PIL'}:\n"
             "            raise ImportError('the judge must not import ' + name)\n"
             "sys.meta_path.insert(0, Block())\n"
-            "from perfgate.cli import main\n"
+            "from perfgate.adapters.cli import main\n"
             f"raise SystemExit(main(['judge', {str(folder)!r}, '--base-dir', {str(base)!r}, "
             f"'--artifacts', {str(tmp_path / 'out')!r}]))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,

@@ -34,8 +34,8 @@ def test_only_the_measure_package_imports_torch() -> None:
 
 def test_comparing_and_listing_do_not_load_torch() -> None:
     code = (
-        "import sys, perfgate, perfgate.cli, perfgate.result, perfgate.summary, perfgate.discovery;"
-        "perfgate.discovery.discover();"
+        "import sys, perfgate, perfgate.adapters.cli, perfgate.model.result, perfgate.analysis.summary, perfgate.store.discovery;"
+        "perfgate.store.discovery.discover();"
         "print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from perfgate.blocks import ABBA, BlockValue, block_contrast_t, block_log_ratio
-from perfgate.compare import Entry, Pairing, compare
-from perfgate.decide import GateConfig, Verdict
+from perfgate.analysis.blocks import ABBA, BlockValue, block_contrast_t, block_log_ratio
+from perfgate.analysis.compare import Entry, Pairing, compare
+from perfgate.analysis.decide import GateConfig, Verdict
 from tests.factories import ENV, make_result
 
 
@@ -152,7 +152,7 @@ def test_paired_environment_differences_are_shown_with_base_python():
 
 
 def test_reports_say_which_design_decided_and_show_the_stored_baseline_as_secondary(tmp_path):
-    from perfgate.baseline import Lookup, save_baseline, updated_baseline
+    from perfgate.model.baseline import Lookup, save_baseline, updated_baseline
     from perfgate.report.markdown import render_markdown
     from perfgate.report.terminal import gate_table
 
@@ -176,7 +176,7 @@ def test_reports_say_which_design_decided_and_show_the_stored_baseline_as_second
 
 
 def test_blocks_needed_is_the_first_block_count_whose_detectable_slowdown_fits():
-    from perfgate.blocks import blocks_needed, paired_min_detectable
+    from perfgate.analysis.blocks import blocks_needed, paired_min_detectable
 
     j = blocks_needed(0.05, 0.03, 0.005)
     assert paired_min_detectable(0.05, j, 0.005) <= 0.03 < paired_min_detectable(0.05, j - 1, 0.005)
@@ -185,7 +185,7 @@ def test_blocks_needed_is_the_first_block_count_whose_detectable_slowdown_fits()
 
 def test_paired_min_detectable_matches_simulated_power():
     # 80% of simulated block-model tests of the slowdown it names should be significant.
-    from perfgate.blocks import paired_min_detectable
+    from perfgate.analysis.blocks import paired_min_detectable
 
     rng = np.random.default_rng(7)
     sd, blocks, alpha = 0.05, 6, 0.005
@@ -199,7 +199,7 @@ def test_paired_min_detectable_matches_simulated_power():
 
 
 def test_calibrate_says_which_delta_this_machine_supports():
-    from perfgate.calibrate import calibration_report
+    from perfgate.analysis.calibrate import calibration_report
 
     noisy = make_result(repeat_scales=[1.0, 1.2, 0.85, 1.1, 0.9, 1.15, 0.8, 1.05], jitter=0.001)
     text = calibration_report(noisy, GateConfig(), blocks=6)
@@ -229,7 +229,7 @@ def test_json_and_html_carry_the_design(tmp_path):
 
 def test_the_paired_looks_spend_alpha_by_their_known_correlation():
     from perfgate.report.markdown import render_markdown
-    from perfgate.stats import paired_look_correlation, two_look_levels
+    from perfgate.analysis.stats import paired_look_correlation, two_look_levels
 
     base, head = _paired_results(slow=1.25)
     rho = paired_look_correlation(6, 12)
@@ -269,7 +269,7 @@ def test_equally_noisy_arms_keep_the_block_model():
 def test_the_json_report_writes_what_is_not_finite_as_null():
     import json
 
-    from perfgate.jsonfile import dumps
+    from perfgate.store.jsonfile import dumps
     from perfgate.report.json_report import outcome_to_dict
 
     base, head = _paired_results(slow=1.0, jitter=0.02)

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from perfgate import cli
-from perfgate.decide import Verdict
+from perfgate.adapters import cli
+from perfgate.analysis.decide import Verdict
 
 pytestmark = pytest.mark.slow
 FIXTURE = Path(__file__).parent / "fixtures" / "tiny_workloads.py"
@@ -142,7 +142,7 @@ def test_a_base_side_that_crashes_is_an_error_and_the_head_results_are_written(
 
 def test_the_worktree_is_removed_on_ctrl_c(repo: Path, capsys: pytest.CaptureFixture[str],
                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    import perfgate.gating as gating
+    import perfgate.gate.gating as gating
 
     seen: list[list[str]] = []
 

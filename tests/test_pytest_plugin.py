@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.cli import build_parser, main
-from perfgate.result import load_results
-from perfgate.summary import summarise
+from perfgate.adapters.cli import build_parser, main
+from perfgate.model.result import load_results
+from perfgate.analysis.summary import summarise
 
 pytest_plugins = ["pytester"]
 
@@ -118,8 +118,8 @@ def outcomes(result: pytest.RunResult) -> dict[str, int]:
 
 
 def test_importing_the_plugin_loads_neither_torch_nor_the_gate() -> None:
-    code = ("import sys, perfgate.pytest_plugin;"
-            "print(sorted(m for m in ('torch', 'scipy', 'perfgate.gating', 'perfgate.measure.runner')"
+    code = ("import sys, perfgate.adapters.pytest_plugin;"
+            "print(sorted(m for m in ('torch', 'scipy', 'perfgate.gate.gating', 'perfgate.measure.runner')"
             " if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -132,7 +132,7 @@ import json, sys
 
 def pytest_sessionfinish(session):
     with open("modules.json", "w") as handle:
-        json.dump({m: m in sys.modules for m in ("torch", "perfgate.gating", "perfgate.pytest_plugin")}, handle)
+        json.dump({m: m in sys.modules for m in ("torch", "perfgate.gate.gating", "perfgate.adapters.pytest_plugin")}, handle)
 ''')
     # A fresh interpreter, so that what the plugin imports is visible in sys.modules.
     result = project.runpytest_subprocess("-rs", "--strict-markers")
@@ -141,7 +141,7 @@ def pytest_sessionfinish(session):
     assert "perfgate::" not in result.stdout.str()
     assert "== perfgate ==" not in result.stdout.str()
     assert json.loads((project.path / "modules.json").read_text()) == {
-        "torch": False, "perfgate.gating": False, "perfgate.pytest_plugin": True}
+        "torch": False, "perfgate.gate.gating": False, "perfgate.adapters.pytest_plugin": True}
     assert not (project.path / "perfgate-results").exists()
 
     listed = project.runpytest_inprocess("--co", "-q")

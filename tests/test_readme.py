@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.cli import main
+from perfgate.adapters.cli import main
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 pytest_plugins = ["pytester"]

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from factories import ENV, make_result
 
-from perfgate.baseline import Lookup, updated_baseline
-from perfgate.compare import Entry, GateOutcome, compare
-from perfgate.decide import GateConfig
+from perfgate.model.baseline import Lookup, updated_baseline
+from perfgate.analysis.compare import Entry, GateOutcome, compare
+from perfgate.analysis.decide import GateConfig
 from perfgate.report.json_report import outcome_to_dict
 from perfgate.report.markdown import GITHUB_COMMENT_LIMIT, MARKER, render_markdown
 from perfgate.report.terminal import gate_table
@@ -126,7 +126,7 @@ def test_terminal_and_json_carry_the_same_verdicts() -> None:
 
 
 def test_a_failed_trace_is_reported_not_hidden() -> None:
-    from perfgate.tracing import TraceError, TraceOutcome
+    from perfgate.analysis.tracing import TraceError, TraceOutcome
 
     outcome = scenario()
     failed = TraceOutcome("resnet-slow", None, TraceError("cannot write trace artifacts to /x: Permission denied"))
@@ -137,7 +137,7 @@ def test_a_failed_trace_is_reported_not_hidden() -> None:
 
 
 def test_files_are_written_readable(tmp_path: Path) -> None:
-    from perfgate.jsonfile import write_json_atomic
+    from perfgate.store.jsonfile import write_json_atomic
 
     old = os.umask(0o022)
     try:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from factories import make_result
 
-from perfgate.errors import FileFormatError
-from perfgate.result import RESULT_SCHEMA_VERSION, load_result, load_results, merge_repeats, save_result
+from perfgate.model.errors import FileFormatError
+from perfgate.model.result import RESULT_SCHEMA_VERSION, load_result, load_results, merge_repeats, save_result
 
 
 def test_round_trip(tmp_path: Path) -> None:
@@ -88,7 +88,7 @@ def test_merge_repeats_renumbers() -> None:
 
 
 def test_an_older_schema_is_upgraded_in_memory_by_the_migration_chain() -> None:
-    from perfgate.schema import migrate
+    from perfgate.model.schema import migrate
 
     def v1_to_v2(doc: dict) -> dict:
         old = doc.pop("old")

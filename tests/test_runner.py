@@ -11,10 +11,10 @@ from statistics import median
 
 import pytest
 
-from perfgate.discovery import discover
+from perfgate.store.discovery import discover
 from perfgate.measure.runner import Job, measure
-from perfgate.summary import residual_series, summarise
-from perfgate.workload import PHASES
+from perfgate.analysis.summary import residual_series, summarise
+from perfgate.model.workload import PHASES
 
 pytestmark = pytest.mark.slow
 

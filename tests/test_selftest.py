@@ -16,20 +16,20 @@ from types import SimpleNamespace
 
 import pytest
 
-from perfgate import cli, selftest
-from perfgate.compare import GateOutcome, PhaseRow, WorkloadComparison
-from perfgate.config import Settings
-from perfgate.decide import GateConfig, PhaseFlag, Verdict
-from perfgate.discovery import discover
-from perfgate.errors import UsageError
-from perfgate.gating import GateRun
+from perfgate.adapters import cli, selftest
+from perfgate.analysis.compare import GateOutcome, PhaseRow, WorkloadComparison
+from perfgate.gate.config import Settings
+from perfgate.analysis.decide import GateConfig, PhaseFlag, Verdict
+from perfgate.store.discovery import discover
+from perfgate.model.errors import UsageError
+from perfgate.gate.gating import GateRun
 from perfgate.measure import runner
 from perfgate.measure.child import ChildRun
 from perfgate.measure.runner import INJECTED, Job, measure
-from perfgate.result import result_path, save_result
-from perfgate.selftest import CARD_LABELS, GateRecord, Probe, SelftestResult, rate, run_selftest, schedule
-from perfgate.summary import summarise
-from perfgate.workload import PHASES
+from perfgate.model.result import result_path, save_result
+from perfgate.adapters.selftest import CARD_LABELS, GateRecord, Probe, SelftestResult, rate, run_selftest, schedule
+from perfgate.analysis.summary import summarise
+from perfgate.model.workload import PHASES
 from tests.factories import make_result
 
 
@@ -304,7 +304,7 @@ def test_a_gate_that_cannot_be_judged_stops_the_selftest(tiny):
         outcome = GateOutcome((c,), GateConfig(), 1)
         return GateRun(outcome, outcome, ())
 
-    from perfgate.errors import WorkloadError
+    from perfgate.model.errors import WorkloadError
 
     with pytest.raises(WorkloadError, match="could not be judged: ERROR: the base side failed"):
         run_selftest(Job(tiny, tiny.resolve("cpu"), {}), settings=Settings(), device="cpu", cache_dir=Path("/c"),

@@ -2,7 +2,7 @@
 
 Each gate is a job of three workloads (Holm over three), the first one possibly slowed;
 noise per process in job order with AR(1) 0.3, one process in fifty 30% slower and one
-in fifty throttled (see perfgate.simulate). These are small, seeded versions of the
+in fifty throttled (see perfgate.analysis.simulate). These are small, seeded versions of the
 tables printed by benchmarks/simulate_gate.py (4,000 gates per cell there).
 """
 
@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-import perfgate.compare
-from perfgate.compare import GateOutcome, WorkloadComparison
-from perfgate.decide import GateConfig, Verdict
-from perfgate.simulate import CellResult, Noise, Scenario, _Repeat, _repeat_result, paired_calibration, simulate
+import perfgate.analysis.compare
+from perfgate.analysis.compare import GateOutcome, WorkloadComparison
+from perfgate.analysis.decide import GateConfig, Verdict
+from perfgate.analysis.simulate import CellResult, Noise, Scenario, _Repeat, _repeat_result, paired_calibration, simulate
 
 NOISE_1 = Noise(0.01, ar=0.3, drift_per_process=0.001)
 
@@ -92,17 +92,17 @@ def test_no_test_reaches_eighty_percent_on_five_percent_with_one_recording() -> 
 
 @pytest.mark.parametrize("paired", [True, False])
 def test_every_verdict_comes_from_compare(monkeypatch: pytest.MonkeyPatch, paired: bool) -> None:
-    real = perfgate.compare.compare
+    real = perfgate.analysis.compare.compare
     calls: list[tuple[int, tuple[str, ...], tuple[str, ...]]] = []
 
     def counting(entries, config, *, look=1, already_decided=(), per_workload=None, rho=None):
         calls.append((look, tuple(e.workload for e in entries), tuple(already_decided)))
         assert all((e.pairing is not None) == paired for e in entries)
-        assert (rho is not None) == paired  # as perfgate.gating: the paired looks' correlation is known
+        assert (rho is not None) == paired  # as perfgate.gate.gating: the paired looks' correlation is known
         return real(entries, config, look=look, already_decided=already_decided, per_workload=per_workload,
                     rho=rho)
 
-    monkeypatch.setattr(perfgate.compare, "compare", counting)
+    monkeypatch.setattr(perfgate.analysis.compare, "compare", counting)
     r = simulate(Scenario(Noise(0.05), 0.03, paired=paired), 6, seed=1)
     assert len(calls) == r.compare_calls == 6 + r.second_looks
     assert r.second_looks > 0
@@ -116,7 +116,7 @@ def test_every_verdict_comes_from_compare(monkeypatch: pytest.MonkeyPatch, paire
         return GateOutcome(tuple(WorkloadComparison(e.workload, Verdict.REGRESSION, "stub") for e in entries),
                            config, look)
 
-    monkeypatch.setattr(perfgate.compare, "compare", always_regression)
+    monkeypatch.setattr(perfgate.analysis.compare, "compare", always_regression)
     r = simulate(Scenario(Noise(0.01), 0.0, paired=paired), 4, seed=1)
     assert r.counts == {Verdict.REGRESSION: 4} and r.false_regressions == 4
 

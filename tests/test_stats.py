@@ -1,4 +1,4 @@
-"""perfgate.stats, cross-checked against scipy and against hand-computed answers."""
+"""perfgate.analysis.stats, cross-checked against scipy and against hand-computed answers."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from perfgate.stats import (
+from perfgate.analysis.stats import (
     DEFAULT_DAY_PRIOR_DF,
     LogRatio,
     benjamini_hochberg,
@@ -468,14 +468,14 @@ def test_one_median_across_the_statistics() -> None:
     """statistics.median, the one the rest of perfgate uses; no numpy median, no private copy."""
     import inspect
 
-    import perfgate.baseline
-    import perfgate.decide
-    import perfgate.stats
+    import perfgate.model.baseline
+    import perfgate.analysis.decide
+    import perfgate.analysis.stats
 
-    for module in (perfgate.stats, perfgate.decide, perfgate.baseline):
+    for module in (perfgate.analysis.stats, perfgate.analysis.decide, perfgate.model.baseline):
         source = inspect.getsource(module)
         assert "np.median(" not in source and "def _median" not in source, module.__name__
-    assert perfgate.stats.median is perfgate.decide.median is statistics.median
+    assert perfgate.analysis.stats.median is perfgate.analysis.decide.median is statistics.median
 
 
 @pytest.mark.parametrize("bad", [[0.1, 1.2], [-0.1], [math.nan]])

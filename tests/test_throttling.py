@@ -30,12 +30,12 @@ import pytest
 
 from factories import make_result
 
-from perfgate.baseline import Lookup, baseline_from_dict, load_baseline, save_baseline, updated_baseline
-from perfgate.compare import Entry, Pairing, compare
-from perfgate.decide import GateConfig, Verdict
+from perfgate.model.baseline import Lookup, baseline_from_dict, load_baseline, save_baseline, updated_baseline
+from perfgate.analysis.compare import Entry, Pairing, compare
+from perfgate.analysis.decide import GateConfig, Verdict
 from perfgate.measure import telemetry as T
 from perfgate.measure.telemetry import TelemetrySampler
-from perfgate.result import SLOWDOWN_REASONS, RunResult, repeat_from_dict
+from perfgate.model.result import SLOWDOWN_REASONS, RunResult, repeat_from_dict
 
 NOW = datetime(2026, 11, 30, tzinfo=timezone.utc)
 CAP, HW, SW_THERMAL, HW_THERMAL, BRAKE, IDLE = 0x4, 0x8, 0x20, 0x40, 0x80, 0x1

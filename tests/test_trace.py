@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from perfgate.discovery import discover
-from perfgate.errors import EXIT_ERROR, FileFormatError, WorkloadError
-from perfgate.jsonfile import write_json_atomic
+from perfgate.store.discovery import discover
+from perfgate.model.errors import EXIT_ERROR, FileFormatError, WorkloadError
+from perfgate.store.jsonfile import write_json_atomic
 from perfgate.measure.runner import Job
 from perfgate.measure.trace import PhaseAttribution, check_trace_dir, prepare_trace_dir, trace_job, trace_workload
-from perfgate.tracing import (
+from perfgate.analysis.tracing import (
     OPERATORS_JSON,
     OPERATORS_MD,
     TraceError,
@@ -30,7 +30,7 @@ from perfgate.tracing import (
     TraceSchedule,
     load_operator_table,
 )
-from perfgate.workload import PHASES
+from perfgate.model.workload import PHASES
 
 FORWARD_OPS = {"aten::conv2d", "aten::convolution", "aten::_convolution", "aten::mkldnn_convolution",
                "aten::addmm", "aten::linear"}

@@ -24,10 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.ci import add_parser as add_ci_parser
-from perfgate.judge import add_parser as add_judge_parser
+from perfgate.adapters.ci import add_parser as add_ci_parser
+from perfgate.gate.judge import add_parser as add_judge_parser
 from perfgate.report.markdown import MARKER
-from perfgate.scaffold import TEMPLATES
+from perfgate.adapters.scaffold import TEMPLATES
 
 ROOT = Path(__file__).resolve().parents[1]
 REPO_WORKFLOWS = ROOT / ".github" / "workflows"

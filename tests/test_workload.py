@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from perfgate.errors import UsageError
-from perfgate.workload import Params, Workload, apply_overrides, parse_assignments
+from perfgate.model.errors import UsageError
+from perfgate.model.workload import Params, Workload, apply_overrides, parse_assignments
 
 
 def params(**kw) -> Params:
@@ -87,7 +87,7 @@ def test_extra_parameters_cannot_shadow_standard_ones() -> None:
 
 
 def test_cuda_needs_a_warmup_step_and_the_cpu_does_not() -> None:
-    from perfgate.errors import EXIT_ERROR
+    from perfgate.model.errors import EXIT_ERROR
 
     w = Workload("w", 1, build=lambda ctx: None, params=params(warmup_steps=2))  # type: ignore[arg-type, return-value]
     assert w.resolve("cpu", {"warmup_steps": "0"}).warmup_steps == 0
@@ -118,8 +118,8 @@ def test_the_compiled_reference_workload_says_when_inductor_has_no_cpu_compiler(
 
     import pytest
 
-    from perfgate.discovery import discover
-    from perfgate.errors import WorkloadError
+    from perfgate.store.discovery import discover
+    from perfgate.model.errors import WorkloadError
     from perfgate_workloads import resnet18_cifar10
 
     compiled = discover().get("resnet18-cifar10-compiled")

@@ -61,7 +61,7 @@ def _require_cpu_toolchain(name: str) -> None:
     """Inductor generates C++ for the CPU: say so in one line when no compiler is found."""
     import shutil
 
-    from perfgate.errors import WorkloadError
+    from perfgate.model.errors import WorkloadError
 
     compiler = None
     try:

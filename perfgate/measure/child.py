@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfgate.errors import PerfgateError
-from perfgate.jsonfile import dumps, write_json_atomic
+from perfgate.model.errors import PerfgateError
+from perfgate.store.jsonfile import dumps, write_json_atomic
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ built with the same builder, parameters, torch settings and data as a repeat
 a repeat's (``loop._Step`` with the no-op clock), then ``steps`` more steps of the very
 same ``_Step`` run under counting, with a phase clock whose marks (the ones the timed
 loop uses) move the counters from one phase to the next. What is counted, and where
-it comes from, is described in :mod:`perfgate.counting`, which holds the data; this
+it comes from, is described in :mod:`perfgate.analysis.counters`, which holds the data; this
 module only touches torch:
 
 - a ``TorchDispatchMode`` counts every aten operator call, its copies and conversions
@@ -54,8 +54,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from perfgate import __version__
-from perfgate.counting import (
+from perfgate.model.version import __version__
+from perfgate.analysis.counters import (
     COPY_OPS,
     DEFAULT_STEPS,
     AllocatorCounts,
@@ -68,11 +68,11 @@ from perfgate.counting import (
     clean_reason,
     save_counters,
 )
-from perfgate.errors import DataError, DeviceError, PerfgateError, UsageError, WorkloadError
+from perfgate.model.errors import DataError, DeviceError, PerfgateError, UsageError, WorkloadError
 from perfgate.measure.child import call, serve
 from perfgate.measure.runner import Job
 from perfgate.measure.trace import PhaseMarks
-from perfgate.workload import PHASES, BuildContext, Params, Workload
+from perfgate.model.workload import PHASES, BuildContext, Params, Workload
 
 # --- what forces a host synchronisation -------------------------------------------------
 
@@ -673,7 +673,7 @@ def count_job(
     interpreter, as for a repeat. Whatever fails (the build, the step, the counting, a
     crash, the timeout) comes back in ``CounterOutcome.error``, with ``counters`` None.
     """
-    from perfgate.counting import counters_from_dict
+    from perfgate.analysis.counters import counters_from_dict
 
     name = job.workload.name
     began = time.perf_counter()
@@ -720,7 +720,7 @@ def count_job(
 
 
 def _child(request: dict[str, Any]) -> dict[str, Any]:
-    from perfgate.discovery import load_source
+    from perfgate.store.discovery import load_source
 
     name = request["workload"]
     matches = [w for w in load_source(request["source"]) if w.name == name]

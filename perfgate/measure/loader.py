@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler
 
-from perfgate.workload import BuildContext
+from perfgate.model.workload import BuildContext
 
 
 def _seed_worker(worker_id: int) -> None:

@@ -25,12 +25,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from perfgate.diagnose import BLOCKING_COPY_SYNC, GRAD_SCALER_SYNC
-from perfgate.errors import PerfgateError, WorkloadError
+from perfgate.analysis.diagnose import BLOCKING_COPY_SYNC, GRAD_SCALER_SYNC
+from perfgate.model.errors import PerfgateError, WorkloadError
 from perfgate.measure.clock import DeviceClock, HostClock, PhaseClock, WindowTimes
 from perfgate.measure.telemetry import TelemetrySampler
-from perfgate.result import RepeatResult
-from perfgate.workload import BuildContext, Built, DataSource, Params, Workload, check_device_params
+from perfgate.model.result import RepeatResult
+from perfgate.model.workload import BuildContext, Built, DataSource, Params, Workload, check_device_params
 
 
 class _NoClock:
@@ -442,7 +442,7 @@ def _worker_message(message: str) -> str:
     if not message.startswith("Caught ") or "Original Traceback" not in message:
         return message
     last = next((line for line in reversed(message.splitlines()) if line.strip()), message)
-    return last.split(": ", 1)[1] if last.startswith("perfgate.errors.") and ": " in last else last
+    return last.split(": ", 1)[1] if last.startswith("perfgate.model.errors.") and ": " in last else last
 
 
 def _first_non_finite(values: list[float]) -> int | None:

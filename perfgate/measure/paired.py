@@ -1,7 +1,7 @@
 """Measuring the paired design: base and head alternating in ABBA blocks, one job.
 
 Each block runs, for every workload in turn, four fresh processes in the order base,
-head, head, base (``perfgate.blocks.ABBA``), so linear drift of the machine inside a
+head, head, base (``perfgate.analysis.blocks.ABBA``), so linear drift of the machine inside a
 block cancels from the head-minus-base contrast. Each side runs in its own tree (the base
 commit's worktree, the head's checkout) with the same installed perfgate, or the base
 side under another interpreter (``--base-python``).
@@ -21,11 +21,11 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from perfgate.blocks import ABBA
-from perfgate.errors import PerfgateError
-from perfgate.gitinfo import git_revision
+from perfgate.analysis.blocks import ABBA
+from perfgate.model.errors import PerfgateError
+from perfgate.store.gitinfo import git_revision
 from perfgate.measure.runner import Job, Progress, RunOutcome, assemble, run_one
-from perfgate.result import result_path, save_result
+from perfgate.model.result import result_path, save_result
 
 __all__ = ["PairedOutcome", "Side", "base_results_dir", "measure_paired"]
 

@@ -20,13 +20,13 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from perfgate import __version__
-from perfgate.environment import Environment
-from perfgate.errors import CudaUnavailable, DeviceError, PerfgateError, WorkloadError
-from perfgate.gitinfo import git_revision
+from perfgate.model.version import __version__
+from perfgate.model.environment import Environment
+from perfgate.model.errors import CudaUnavailable, DeviceError, PerfgateError, WorkloadError
+from perfgate.store.gitinfo import git_revision
 from perfgate.measure.child import call
-from perfgate.result import RepeatResult, RunResult, repeat_from_dict, result_path, save_result
-from perfgate.workload import PHASES, Params, Workload
+from perfgate.model.result import RepeatResult, RunResult, repeat_from_dict, result_path, save_result
+from perfgate.model.workload import PHASES, Params, Workload
 
 
 def resolve_device(requested: str) -> str:

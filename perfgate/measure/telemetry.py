@@ -17,7 +17,7 @@ Clock events: the share of samples in which each reason was set (``clock_event_s
 the software power cap's share apart (``power_cap_share``, telemetry only: a 70 W T4 sets
 it on most samples under load), and the thermal and hardware slowdowns seen in any sample
 (``slowdown_reasons``; ``throttled`` is true when there was one, and the gate then leaves
-the repeat out: see ``perfgate.result.SLOWDOWN_REASONS``).
+the repeat out: see ``perfgate.model.result.SLOWDOWN_REASONS``).
 
 A signal that is unavailable is ``None``, never 0. An NVML call that fails mid-run makes
 its signal null for the whole window (its earlier samples alone would pass part of the
@@ -28,7 +28,7 @@ NVML's utilisation is averaged by the driver over a period of 1/6 s to 1 s, so i
 coarse: the device busy fraction from the CUDA events is the precise number, this is the
 corroboration and the explanation of a noisy repeat (clocks, power, throttling).
 
-Contention evidence (``summary()["machine"]``, judged by ``perfgate.contention``): per
+Contention evidence (``summary()["machine"]``, judged by ``perfgate.analysis.contention``): per
 interval between samples, the CPU time that processes other than this one and its
 descendants (DataLoader workers) used, as a share of the CPUs this process may run on
 (``other_cpu_share``), and on CUDA the other processes NVML lists on this GPU
@@ -48,12 +48,12 @@ from dataclasses import dataclass, field
 from statistics import mean, median
 from typing import Any
 
-from perfgate.result import CLOCK_EVENT_REASONS, SLOWDOWN_REASONS
+from perfgate.model.result import CLOCK_EVENT_REASONS, SLOWDOWN_REASONS
 
 POWER_CAP = 0x4
 SLOWDOWN = sum(bit for bit, name in CLOCK_EVENT_REASONS.items() if name in SLOWDOWN_REASONS)
 """The bits that leave a repeat out: hardware slowdown, software and hardware thermal
-slowdown, hardware power brake (the names and their kinds are ``perfgate.result``'s)."""
+slowdown, hardware power brake (the names and their kinds are ``perfgate.model.result``'s)."""
 
 MIG_LIMITED = ("MIG instance: NVML gives memory and processes per instance, but the SM clock, temperature, "
                "power and clock-event reasons are the whole GPU's (shared with the other instances), and no "

@@ -10,7 +10,7 @@ runs the very same training step (``loop._Step``) with each phase of the step in
 
 - ``trace-N.json``: one Chrome trace per profiler cycle (Perfetto, chrome://tracing);
 - ``operators.json``: per phase, the top operators by self CPU time and, on CUDA, by
-  the device time of the kernels they launched (``perfgate.tracing.OperatorTable``);
+  the device time of the kernels they launched (``perfgate.analysis.tracing.OperatorTable``);
 - ``operators.md``: the same as small markdown tables.
 
 Nothing here writes results: the profiler costs 10-30% and a traced step is never a
@@ -44,11 +44,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
-from perfgate import __version__
-from perfgate.errors import DataError, DeviceError, PerfgateError, UsageError, WorkloadError
+from perfgate.model.version import __version__
+from perfgate.model.errors import DataError, DeviceError, PerfgateError, UsageError, WorkloadError
 from perfgate.measure.child import call, serve
 from perfgate.measure.runner import Job
-from perfgate.tracing import (
+from perfgate.analysis.tracing import (
     OPERATORS_JSON,
     OPERATORS_MD,
     OTHER_THREADS,
@@ -63,7 +63,7 @@ from perfgate.tracing import (
     render_operator_table,
     save_operator_table,
 )
-from perfgate.workload import PHASES, BuildContext, Params, Workload
+from perfgate.model.workload import PHASES, BuildContext, Params, Workload
 
 DEFAULT_ROW_LIMIT = 15
 _STEP_RANGE = "ProfilerStep"
@@ -526,7 +526,7 @@ def trace_jobs(jobs: Sequence[Job], device: str, cache_dir: Path, artifacts_dir:
 
 
 def _child(request: dict[str, Any]) -> dict[str, Any]:
-    from perfgate.discovery import load_source
+    from perfgate.store.discovery import load_source
 
     name = request["workload"]
     matches = [w for w in load_source(request["source"]) if w.name == name]

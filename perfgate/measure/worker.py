@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from perfgate.discovery import load_source
-from perfgate.errors import WorkloadError
+from perfgate.store.discovery import load_source
+from perfgate.model.errors import WorkloadError
 from perfgate.measure.child import serve
-from perfgate.workload import Params
+from perfgate.model.workload import Params
 
 
 def _measure(request: dict[str, Any]) -> dict[str, Any]:

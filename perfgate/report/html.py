@@ -35,10 +35,10 @@ from typing import TYPE_CHECKING
 import jinja2
 from markupsafe import Markup
 
-from perfgate import __version__
-from perfgate.compare import NOT_COUNTED, GateOutcome, PhaseRow, WorkloadComparison
-from perfgate.decide import Verdict
-from perfgate.jsonfile import write_text_atomic
+from perfgate.model.version import __version__
+from perfgate.analysis.compare import NOT_COUNTED, GateOutcome, PhaseRow, WorkloadComparison
+from perfgate.analysis.decide import Verdict
+from perfgate.store.jsonfile import write_text_atomic
 from perfgate.report.markdown import (
     memory_line,
     missing_baseline_consequence,
@@ -48,8 +48,8 @@ from perfgate.report.markdown import (
 )
 from perfgate.report.units import change_ci, ms, percent
 from perfgate.report.wording import column_names, design_lines
-from perfgate.summary import ROWS
-from perfgate.workload import PHASES
+from perfgate.analysis.summary import ROWS
+from perfgate.model.workload import PHASES
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

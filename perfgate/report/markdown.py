@@ -22,16 +22,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import quote
 
-from perfgate import __version__
-from perfgate.compare import NOT_COUNTED, GateOutcome, PhaseRow, WorkloadComparison
-from perfgate.counting import _flops, _num
-from perfgate.decide import Verdict
-from perfgate.diagnose import PHASE_HINTS
+from perfgate.model.version import __version__
+from perfgate.analysis.compare import NOT_COUNTED, GateOutcome, PhaseRow, WorkloadComparison
+from perfgate.analysis.counters import _flops, _num
+from perfgate.analysis.decide import Verdict
+from perfgate.analysis.diagnose import PHASE_HINTS
 from perfgate.report.inert import code, code_cell, flatten, inline
 from perfgate.report.units import change_ci, ms, percent, size
 from perfgate.report.wording import column_names, design_lines
-from perfgate.tracing import PhaseOperators, TraceOutcome, TraceResult
-from perfgate.workload import PHASES
+from perfgate.analysis.tracing import PhaseOperators, TraceOutcome, TraceResult
+from perfgate.model.workload import PHASES
 
 MARKER = "<!-- perfgate-report -->"
 GITHUB_COMMENT_LIMIT = 65_536

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from statistics import median
 
-from perfgate.compare import NOT_COUNTED, GateOutcome, WorkloadComparison
-from perfgate.diagnose import diagnose
+from perfgate.analysis.compare import NOT_COUNTED, GateOutcome, WorkloadComparison
+from perfgate.analysis.diagnose import diagnose
 from perfgate.report.inert import terminal as t
 from perfgate.report.units import change_ci, ms, percent, size, table
 from perfgate.report.wording import column_names, design_lines
-from perfgate.result import RunResult
-from perfgate.summary import ROWS, WorkloadSummary
+from perfgate.model.result import RunResult
+from perfgate.analysis.summary import ROWS, WorkloadSummary
 
 
 def run_table(result: RunResult, summary: WorkloadSummary) -> str:

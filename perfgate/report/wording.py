@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from perfgate.compare import WorkloadComparison
+from perfgate.analysis.compare import WorkloadComparison
 
 __all__ = ["column_names", "design_lines"]
 

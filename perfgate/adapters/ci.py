@@ -1,0 +1,462 @@
+"""``perfgate ci``: the pull-request gate as the GitHub workflow runs it, runnable anywhere.
+
+It does what ``.github/workflows/perfgate.yml`` needs done, except talking to the GitHub
+API: it reads the event GitHub describes in the ``GITHUB_*`` variables, takes the gate's
+settings, thresholds and baselines from a checkout of the base branch (``--base-dir``),
+says loudly when the pull request edits them, measures the pull request's workloads (or
+judges result files already on disk with ``--results``), and publishes the report: the job
+summary, a report and a comment file in the artifacts directory, the step's outputs and
+workflow commands for the annotations. Its exit code is the gate's (0 pass, 1 regression,
+2 error, 3 inconclusive); whatever goes wrong, including a bug, ends as 2 with the outputs
+written, never as a pass.
+
+On GitHub the pull request's job runs ``perfgate ci --measure-only``: it measures and
+writes the result files and the manifest ``run.json`` and nothing else, because a job
+that runs the pull request's code cannot be trusted with its verdict. The verdict, the
+comment and the commit status come from ``perfgate judge`` (``perfgate.gate.judge``) in a
+separate job that runs none of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from perfgate.analysis.compare import GateOutcome, compare
+from perfgate.gate.config import Settings
+from perfgate.analysis.decide import Verdict
+from perfgate.model.errors import EXIT_ERROR, EXIT_OK, PerfgateError, UsageError
+from perfgate.analysis.counters import load_counters_beside
+from perfgate.gate.gating import GateRun, entries_for, run_gate
+from perfgate.adapters.github import path_variable as _path_variable, set_output, workflow_command
+from perfgate.gate.inputs import (GITHUB, HARNESS, PYPROJECT, WORKLOADS, InputChanges, classify, perfgate_table,
+                             relative_to, settings_changes, tree_changes)
+from perfgate.store.jsonfile import write_json_atomic
+from perfgate.gate.judge import (CHECK_LINE, MANIFEST_NAME, VERDICT_WORD, ReportContext, RunManifest, base_settings,
+                            compose, error_report, git_commit_of, run_link)
+from perfgate.report.inert import terminal
+from perfgate.report.json_report import outcome_to_dict
+from perfgate.report.terminal import gate_table
+from perfgate.analysis.tracing import TraceOutcome
+from perfgate.gate.worktree import BaseTree
+from perfgate.store.benchmark_json import load_results_dir
+
+__all__ = ["add_parser", "read_pull_request", "run_ci", "workflow_command", "set_output", "CHECK_LINE"]
+
+
+# --- what GitHub hands the job ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PullRequest:
+    number: int
+    base_ref: str
+    base_sha: str
+    head_ref: str
+    head_sha: str
+    head_repo: str | None
+
+
+def read_pull_request(path: Path) -> PullRequest:
+    """The pull request of a ``pull_request`` event file; :class:`UsageError` when it is not one."""
+    where = f"GITHUB_EVENT_PATH {path}"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{where}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{where}: cannot be read ({exc})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{where}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    pr = data.get("pull_request") if isinstance(data, dict) else None
+    if not isinstance(pr, dict):
+        raise UsageError(f"{where}: no pull_request object; perfgate ci judges pull_request events")
+    number = pr.get("number")
+    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        raise UsageError(f"{where}: pull_request.number is missing or not a positive integer")
+
+    def side(name: str) -> tuple[str, str, Any]:
+        value = pr.get(name)
+        sha = value.get("sha") if isinstance(value, dict) else None
+        if not isinstance(sha, str) or not sha:
+            raise UsageError(f"{where}: pull_request.{name}.sha is missing")
+        ref = value.get("ref")
+        return (ref if isinstance(ref, str) else "?"), sha, value.get("repo")
+
+    base_ref, base_sha, _ = side("base")
+    head_ref, head_sha, head_repo = side("head")
+    repo_name = head_repo.get("full_name") if isinstance(head_repo, dict) else None
+    return PullRequest(number, base_ref, base_sha, head_ref, head_sha,
+                       repo_name if isinstance(repo_name, str) else None)
+
+
+def ci_settings(base_dir: Path, cli: Mapping[str, Any]) -> Settings:
+    """Settings, thresholds and the baseline store from the base checkout (see
+    :func:`perfgate.gate.judge.base_settings`)."""
+    return base_settings(base_dir, cli)
+
+
+def input_changes(head_dir: Path, base_dir: Path, settings: Settings) -> InputChanges:
+    """What the pull request's checkout changes in the gate's inputs against the base
+    checkout: the baseline store, ``[tool.perfgate]``, the workload definitions, the
+    harness and its pins, and ``.github/``, compared file by file."""
+    store = relative_to(settings.baselines, base_dir) or "baselines"
+    head_table = perfgate_table(head_dir / PYPROJECT)
+    base_table, _ = perfgate_table(base_dir / PYPROJECT)
+    watched = [*HARNESS, *WORKLOADS, *GITHUB, store,
+               *(p for p in settings.workloads_path if not Path(p).is_absolute())]
+    changes = tree_changes(head_dir, base_dir, watched)
+    return classify(changes, baselines_dir=store,
+                    workload_paths=[p for p in settings.workloads_path if not Path(p).is_absolute()],
+                    settings=settings_changes(head_table, base_table, True))
+
+
+def notice_commands(changes: InputChanges) -> list[str]:
+    commands = []
+    if changes.baselines_changed:
+        count = len(changes.added) + len(changes.removed) + len(changes.modified)
+        commands.append(workflow_command(
+            "warning", f"this pull request changes {count} file(s) in {changes.baselines_dir}/; it is still "
+                       "judged against the base branch's baselines", title="perfgate: baselines edited"))
+    if changes.settings:
+        commands.append(workflow_command(
+            "warning", "this pull request changes [tool.perfgate] (" + "; ".join(changes.settings).replace("`", "")
+                       + "); it is still judged with the base branch's thresholds",
+            title="perfgate: thresholds edited"))
+    if changes.harness:
+        commands.append(workflow_command(
+            "warning", f"this pull request changes the harness or its pins ({', '.join(changes.harness[:20])}); "
+                       "the gate runs the base commit's", title="perfgate: harness edited"))
+    if changes.github:
+        commands.append(workflow_command(
+            "warning", f"this pull request changes {', '.join(changes.github[:20])}",
+            title="perfgate: workflows edited"))
+    return commands
+
+
+# --- judging ------------------------------------------------------------------------------
+
+MEASURING_OPTIONS = (("repeats", "--repeats"), ("steps", "--steps"), ("warmup", "--warmup"),
+                     ("set", "--set"), ("data_root", "--data-root"))
+
+
+@dataclass(frozen=True)
+class Judged:
+    outcome: GateOutcome
+    settings: Settings
+    traces: Mapping[str, TraceOutcome]
+    run: GateRun | None = None
+    """The gate's run (None when result files on disk were judged)."""
+    names: tuple[str, ...] = ()
+    base_only: tuple[str, ...] = ()
+    """Paired: workloads the base tree defines that the pull request's does not."""
+
+
+def judge(args: argparse.Namespace,
+          settings_for: Callable[[Mapping[str, Any]], Settings],
+          base: BaseTree | None = None) -> Judged:
+    """Measure (or load) the pull request's results and judge them: paired against the base
+    checkout ``base`` (ABBA blocks in this job), or against the base's stored baselines.
+
+    With ``--trace-on-fail``, each regressed workload also gets a profiler trace (a separate
+    run that never feeds the verdict) in ``<artifacts>/traces``.
+    """
+    from perfgate.adapters import cli  # the same job assembly and progress lines as `perfgate gate`
+
+    if args.results:
+        given = [flag for name, flag in MEASURING_OPTIONS if getattr(args, name)]
+        if given:
+            raise UsageError("--results judges result files on disk; "
+                             f"it takes no measuring option ({', '.join(given)})")
+        if args.measure_only:
+            raise UsageError("--results judges result files on disk; --measure-only measures: choose one")
+        settings = settings_for({})
+        results = {r.workload: r for r in load_results_dir(Path(args.results))}
+        names = list(args.workloads) or list(settings.workloads) or sorted(results)
+        missing = [n for n in names if n not in results]
+        if missing:
+            raise UsageError(f"no result for {', '.join(missing)} in {args.results}")
+        if not names:
+            raise UsageError(f"{args.results}: no result files to judge")
+        config = dataclasses.replace(settings.gate, looks=1)  # results on disk: one look, full α
+        head_counters = load_counters_beside(Path(args.results), names)
+        outcome = compare(entries_for(results, {}, names, settings, head_counters), config, look=1,
+                          per_workload=settings.per_workload)
+        return Judged(outcome, settings, {}, names=tuple(names))
+    if args.repeats is not None and args.repeats < 1:
+        raise UsageError("--repeats must be at least 1")
+    if args.blocks is not None and args.blocks < 2:
+        raise UsageError("--blocks: the paired design needs at least 2 ABBA blocks")
+    settings = settings_for({"repeats": args.repeats, "blocks": args.blocks,
+                             "counters": False if getattr(args, "no_counters", False) else None})
+    if settings.repeats < 2:
+        raise UsageError("a gate needs at least 2 repeats to know its run-to-run noise")
+    device, jobs = cli._jobs(args, settings, prefer_project=True)
+    base_only: tuple[str, ...] = ()
+    if base is not None:
+        gate = cli.paired_gate_in(base, args, settings, device, jobs)
+        base_only = _base_only(base, args, settings, jobs)
+    else:
+        gate = run_gate(
+            jobs, settings=settings, device=device, repeats=settings.repeats,
+            cache_dir=cli._cache_dir(args),
+            out_dir=Path(args.out), progress=cli._progress_printer(args.quiet), timeout_s=args.timeout,
+            telemetry=not args.no_telemetry,
+            announce=lambda message: print(f"perfgate: {message}", file=sys.stderr),
+            contention_check=cli._contention_policy(args), max_reruns=args.max_reruns,
+        )
+    traces: dict[str, TraceOutcome] = {}
+    if args.trace_on_fail:
+        from perfgate.measure.trace import trace_job
+
+        for job in jobs:
+            if gate.outcome_for(job.workload.name).verdict is Verdict.REGRESSION:
+                traces[job.workload.name] = trace_job(job, device, cli._cache_dir(args),
+                                                      Path(args.artifacts) / "traces", timeout_s=args.timeout)
+    return Judged(gate.outcome, settings, traces, gate, tuple(j.workload.name for j in jobs), base_only)
+
+
+def _base_only(tree: BaseTree, args: argparse.Namespace, settings: Settings, jobs: list[Any]) -> tuple[str, ...]:
+    """The workloads the base tree defines (within the selection, if there is one) that the
+    pull request's tree does not: removed or renamed, so the judge can name them."""
+    from perfgate.store.discovery import discover
+
+    paths = [tree.mirror(Path(p)) for p in (*settings.workloads_path, *args.workloads_path)]
+    try:
+        registry = discover([p for p in paths if p.exists()], project_dir=tree.mirror(Path.cwd()),
+                            prefer_project=True)
+    except PerfgateError:
+        return ()  # the base's own workloads fail to load: the base side of each job says so
+    head = {job.workload.name for job in jobs}
+    wanted = set(settings.workloads) if settings.workloads else None
+    return tuple(sorted(n for n in registry.workloads if n not in head and (wanted is None or n in wanted)))
+
+
+def _clock_outcome(artifacts: Path) -> str | None:
+    record = artifacts / "gpu-clocks.txt"
+    try:
+        first = record.read_text(encoding="utf-8", errors="replace").splitlines()[0]
+    except (OSError, IndexError):
+        return None
+    return first.removeprefix("outcome: ").strip() or None
+
+
+def _annotations(outcome: GateOutcome) -> list[str]:
+    kinds = {Verdict.REGRESSION: "error", Verdict.ERROR: "error", Verdict.INCOMPARABLE: "error",
+             Verdict.INCONCLUSIVE: "warning", Verdict.NO_BASELINE: "warning", Verdict.IMPROVED: "notice"}
+    commands = []
+    for c in outcome.comparisons:
+        kind = kinds.get(c.verdict)
+        if kind:
+            reason = c.reason + (" (not judged; it does not fail the gate)" if c.verdict is Verdict.NO_BASELINE
+                                 and not outcome.config.fail_on_missing_baseline else "")
+            commands.append(workflow_command(kind, reason, title=f"perfgate {c.verdict.value}: {c.workload}"))
+    return commands
+
+
+@dataclass
+class Published:
+    """Where the report went; filled in as each piece is written."""
+
+    markdown: Path | None = None
+    pr: PullRequest | None = None
+    changes: InputChanges | None = None
+    context: ReportContext | None = None
+
+
+def _write_report(markdown: str, artifacts: Path, summary: Path | None) -> Path:
+    """report.md and comment.md (the same text: the comment as `perfgate judge` writes it)
+    in the artifacts directory, and the job summary."""
+    artifacts.mkdir(parents=True, exist_ok=True)
+    report = artifacts / "report.md"
+    report.write_text(markdown, encoding="utf-8")
+    (artifacts / "comment.md").write_text(markdown, encoding="utf-8")
+    if summary is not None:
+        with open(summary, "a", encoding="utf-8") as handle:
+            handle.write(markdown)
+    return report
+
+
+def _context(pr: PullRequest, base_commit: str | None, clocks: str | None,
+             environ: Mapping[str, str]) -> ReportContext:
+    run_id, run_url = run_link(environ)
+    return ReportContext(base_ref=pr.base_ref, base_sha=pr.base_sha, pr_number=pr.number, head_sha=pr.head_sha,
+                         base_verified=base_commit is not None, clocks=clocks, run_id=run_id, run_url=run_url)
+
+
+def manifest_for(judged: Judged, pr: PullRequest, design: str, clocks: str | None) -> RunManifest:
+    """What ``--measure-only`` writes beside the result files for the judge."""
+    run = judged.run
+    device = next((c.device for c in judged.outcome.comparisons if c.device), None) or judged.settings.device
+    return RunManifest(
+        design=design, device=device if device != "auto" else "cpu", workloads=judged.names,
+        pr_number=pr.number, head_sha=pr.head_sha, head_ref=pr.head_ref, head_repo=pr.head_repo,
+        base_sha=pr.base_sha, base_ref=pr.base_ref,
+        errors=dict(run.errors) if run else {}, base_errors=dict(run.base_errors) if run else {},
+        base_missing=run.base_missing if run else (), base_only=judged.base_only,
+        notes=dict(run.notes) if run else {}, clocks=clocks,
+        second_look_blocks=None,
+    )
+
+
+def run_ci(args: argparse.Namespace, environ: Mapping[str, str] | None = None,
+           out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """The whole of ``perfgate ci``; returns the exit code and never raises."""
+    environ = os.environ if environ is None else environ
+    out = out or sys.stdout
+    err = err or sys.stderr
+    output = _path_variable(environ, "GITHUB_OUTPUT")
+    summary = _path_variable(environ, "GITHUB_STEP_SUMMARY")
+    artifacts = Path(args.artifacts)
+    done = Published()
+    try:
+        if not args.measure_only:
+            if summary is None:
+                raise UsageError("GITHUB_STEP_SUMMARY is not set: perfgate ci writes its report to the job summary "
+                                 "(outside GitHub, point it at a file)")
+            if output is None:
+                raise UsageError("GITHUB_OUTPUT is not set: perfgate ci writes the verdict to the step's outputs "
+                                 "(outside GitHub, point it at a file)")
+        for name, path in (("GITHUB_STEP_SUMMARY", summary), ("GITHUB_OUTPUT", output)):
+            if path is not None and not path.parent.is_dir():
+                raise UsageError(f"{name} {path}: its directory does not exist")
+        event_name = environ.get("GITHUB_EVENT_NAME", "")
+        if event_name != "pull_request":
+            raise UsageError(f"GITHUB_EVENT_NAME is {event_name or 'not set'!r}: perfgate ci judges pull_request "
+                             "events only (pull_request_target would hand the pull request's code a write token)")
+        event_path = _path_variable(environ, "GITHUB_EVENT_PATH")
+        if event_path is None:
+            raise UsageError("GITHUB_EVENT_PATH is not set: perfgate ci reads the pull request from the event file")
+        done.pr = pr = read_pull_request(event_path)
+        base_dir = Path(args.base_dir)
+        if not base_dir.is_dir():
+            raise UsageError(f"--base-dir {base_dir}: not a directory (check out the base branch there)")
+        if base_dir.resolve() == Path.cwd().resolve():
+            raise UsageError("--base-dir is the pull request's own checkout; check out the base branch separately")
+        base_commit = git_commit_of(base_dir)
+        if base_commit is not None and base_commit != pr.base_sha:
+            raise UsageError(f"--base-dir {base_dir} is at {base_commit[:12]}, not the pull request's base "
+                             f"{pr.base_sha[:12]}: the baselines must come from the base branch")
+        clocks = _clock_outcome(artifacts)
+        done.context = context = _context(pr, base_commit, clocks, environ)
+        settings_now = ci_settings(base_dir, {})
+        done.changes = changes = input_changes(Path.cwd(), base_dir, settings_now)
+        if not args.measure_only:
+            for command in notice_commands(changes):
+                print(command, file=out)
+        paired = None
+        if args.design == "paired" and not args.results:
+            paired = BaseTree(pr.base_sha, base_dir.resolve(), Path.cwd().resolve())
+        judged = judge(args, lambda cli: ci_settings(base_dir, cli), paired)
+        outcome = judged.outcome
+        print(gate_table(outcome), end="", file=out)
+        if args.measure_only:
+            manifest = manifest_for(judged, pr, args.design, clocks)
+            if args.second_look_blocks:
+                manifest = dataclasses.replace(manifest, second_look_blocks=args.second_look_blocks)
+            write_json_atomic(Path(args.out) / MANIFEST_NAME, manifest.to_dict())
+            print(f"perfgate: measured {len(judged.names)} workload(s) into {args.out}; the verdict is the "
+                  "judge's (perfgate judge), not this job's", file=err)
+            if output is not None:
+                set_output(output, {"measured": "true", "exit-code": str(EXIT_OK)})
+            return EXIT_OK
+        markdown = compose(outcome, context, changes, traces=judged.traces, artifacts=artifacts)
+        done.markdown = _write_report(markdown, artifacts, summary)
+        write_json_atomic(artifacts / "report.json", outcome_to_dict(outcome))
+        for command in _annotations(outcome):
+            print(command, file=out)
+        code = outcome.exit_code
+        assert output is not None
+        set_output(output, {"verdict": VERDICT_WORD[code], "exit-code": str(code),
+                            "markdown": str(done.markdown.resolve()),
+                            "inputs-changed": "true" if changes.any else "false"})
+        return code
+    except Exception as exc:  # noqa: BLE001 - every failure must end as exit 2 with its outputs
+        if isinstance(exc, PerfgateError):
+            message = exc.message
+            if args.verbose and exc.detail:
+                print(exc.detail, file=err)
+        else:
+            message = f"internal error: {type(exc).__name__}: {exc}"
+            traceback.print_exc(file=err)
+        return _fail(message, args, output, summary, artifacts, done, out, err)
+
+
+def _fail(message: str, args: argparse.Namespace, output: Path | None, summary: Path | None,
+          artifacts: Path, done: Published, out: TextIO, err: TextIO) -> int:
+    print(f"perfgate: error: {terminal(message)}", file=err)
+    print(workflow_command("error", message, title="perfgate error"), file=out)
+    if args.measure_only:
+        try:
+            pr = done.pr
+            manifest = RunManifest(design=args.design, device="cpu", workloads=(), failure=message[:4000],
+                                   pr_number=pr.number if pr else None,
+                                   head_sha=pr.head_sha if pr else None, base_sha=pr.base_sha if pr else None,
+                                   head_ref=pr.head_ref if pr else None, head_repo=pr.head_repo if pr else None,
+                                   base_ref=pr.base_ref if pr else None)
+            write_json_atomic(Path(args.out) / MANIFEST_NAME, manifest.to_dict())
+        except (OSError, ValueError) as exc:
+            print(f"perfgate: error: could not write the run manifest: {exc}", file=err)
+    markdown = error_report(message, done.changes, done.context)
+    values = {"verdict": "error", "exit-code": str(EXIT_ERROR)}
+    try:
+        if summary is not None and not summary.parent.is_dir():
+            summary = None
+        values["markdown"] = str(_write_report(markdown, artifacts, summary).resolve())
+    except OSError as exc:
+        print(f"perfgate: error: could not write the report: {exc}", file=err)
+    if output is not None:
+        try:
+            set_output(output, values)
+        except OSError as exc:
+            print(f"perfgate: error: could not write the step outputs: {exc}", file=err)
+    return EXIT_ERROR
+
+
+def cmd_ci(args: argparse.Namespace) -> int:
+    return run_ci(args)
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``perfgate ci`` to the ``perfgate`` command line."""
+    from perfgate.adapters import cli  # the gate's run options, shared so the two cannot drift apart
+
+    p = subparsers.add_parser(
+        "ci", help="the pull-request gate as the GitHub workflow runs it (reads GITHUB_* variables)",
+        description="Judge a pull request as .github/workflows/perfgate.yml does: settings, thresholds and "
+                    "baselines from the base branch's checkout (--base-dir), the workloads from the current "
+                    "directory (the pull request's checkout); report to $GITHUB_STEP_SUMMARY, the artifacts "
+                    "directory and $GITHUB_OUTPUT (verdict, exit-code, markdown, inputs-changed).",
+        epilog="exit codes: 0 pass, 1 regression, 2 error or bad input, 3 inconclusive",
+    )
+    cli._add_run_options(p, repeats_help="repeats per workload at the first look (default: the base's "
+                                         "[tool.perfgate] repeats, else 5)")
+    p.add_argument("--base-dir", required=True, metavar="DIR",
+                   help="a checkout of the pull request's base commit: baselines and [tool.perfgate] come from here")
+    p.add_argument("--design", choices=["paired", "stored"], default="paired",
+                   help="paired (default): measure the base checkout in this job, alternating with the pull "
+                        "request in ABBA blocks; stored: compare with the base branch's stored baselines only")
+    cli.add_paired_options(p)
+    p.add_argument("--trace-on-fail", action="store_true",
+                   help="after a REGRESSION, take a profiler trace of that workload into <artifacts>/traces")
+    p.add_argument("--artifacts", default="perfgate-artifacts", metavar="DIR",
+                   help="where report.md, comment.md and report.json go (default: perfgate-artifacts)")
+    p.add_argument("--results", metavar="DIR",
+                   help="judge the result files in DIR instead of measuring (one look, full alpha)")
+    p.add_argument("--workloads-path", action="append", default=[], metavar="PATH",
+                   help="extra workload file or directory (repeatable); ./workloads/ is always searched")
+    p.add_argument("--measure-only", action="store_true",
+                   help="measure and write the result files and run.json to --out, and nothing else: the verdict "
+                        "comes from `perfgate judge` in a job that ran none of the pull request's code")
+    p.add_argument("-v", "--verbose", action="store_true", help="show worker output on errors")
+    p.set_defaults(func=cmd_ci)
+    return p

@@ -1,0 +1,703 @@
+"""Comparing current results with baselines: from summaries to one verdict per workload.
+
+Pure: it takes results and baselines already loaded and returns a :class:`GateOutcome`;
+no torch, no files, no printing. Before any statistics, a workload must be comparable
+with its baseline (same workload version, same parameters, same environment key);
+otherwise it is INCOMPARABLE and the outcome names exactly what differs.
+
+Results read from pytest-benchmark JSON (``perfgate.store.benchmark_json``) say in their
+``data`` which statistics fit them: several runs are judged like perfgate's own repeats;
+a single run by the medians of blocks of its rounds, or from its summary statistics when
+the raw rounds are missing. The verdict's reason names the statistics used. They have no
+phases, so only the step is shown and gated phases do not apply.
+
+An entry may carry two counted runs (:class:`Counted`, exact counters from
+``perfgate.analysis.counters``): the base side's and the head's (paired design), or the
+baseline's, stored beside it by ``perfgate rebaseline``, and the current code's (stored
+design, :func:`stored_counted`). A counter change that fails by the workload's
+``flops_threshold``, ``launch_threshold`` and ``counters_off`` makes it a REGRESSION with
+the counters' reason whatever the timing says (the timing decision stays in ``time`` and
+in the reason); a change that does not fail is shown and the timing decides. Without
+both runs the counters are None with the reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Any
+
+from perfgate.model.baseline import Baseline, Lookup, Provenance, Recording, param_differences, updated_baseline
+from perfgate.store.benchmark_json import KIND as BENCHMARK_KIND
+from perfgate.store.benchmark_json import STATISTICS_BLOCKS, STATISTICS_PROCESSES, STATISTICS_SUMMARY
+from perfgate.analysis.blocks import BlockValue, block_log_ratio, blocks_of
+from perfgate.analysis.counters import GATED, CounterChanges, CounterSet, CounterThresholds, compare_counters
+from perfgate.analysis.decide import (
+    GateConfig,
+    MemoryDecision,
+    PhaseFlag,
+    TimeDecision,
+    Verdict,
+    decide_memory,
+    decide_time,
+    flag_phases,
+)
+from perfgate.analysis.diagnose import Label, diagnose
+from perfgate.model.errors import EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION
+from perfgate.model.result import RunResult
+from perfgate.analysis.stats import LogRatio, SampleSummary, log_ratio, log_ratio_from_summaries
+from perfgate.analysis.summary import ROWS, WorkloadSummary, summarise
+from perfgate.model.workload import PHASES
+
+
+WORKLOAD_FIELDS = ("delta", "memory_threshold", "gate_phases", "phase_q", "phase_min_share",
+                   "flops_threshold", "launch_threshold", "counters_off")
+"""The fields of a per-workload :class:`GateConfig` that ``compare`` uses; the others (α,
+the looks, the estimation settings) are the whole run's and come from its own config."""
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """The base side of a paired comparison: the base commit measured in the same job,
+    alternating with the head in ABBA blocks (each repeat carries its ``block``)."""
+
+    base: RunResult
+    against: str
+    """The base commit (full sha), or the name the user gave when it is not a git commit."""
+    base_python: str | None = None
+    """Another interpreter measured the base side (``--base-python``): environments may differ."""
+
+
+STORED_COUNTERS_NOTE = "not compared: the baseline has no counted run (perfgate rebaseline records one)"
+"""Why a stored-design comparison has no counters."""
+NOT_COUNTED = "not counted"
+"""Why a comparison given no counted runs has no counters."""
+COUNTERS_OFF_NOTE = "not counted: counters = false in [tool.perfgate]"
+
+
+@dataclass(frozen=True)
+class Counted:
+    """The counted runs of a comparison (``perfgate.analysis.counters``): one per side, or what
+    kept one from being counted (an info line, never a verdict on timing)."""
+
+    base: CounterSet | None = None
+    head: CounterSet | None = None
+    note: str | None = None
+    """Why there is nothing to compare (a counted run failed, counters are off, no file)."""
+
+
+def counter_thresholds(config: GateConfig) -> CounterThresholds:
+    """The counters' thresholds of a (per-workload) gate configuration."""
+    return CounterThresholds(flops_threshold=config.flops_threshold, launch_threshold=config.launch_threshold,
+                             enabled=frozenset(GATED) - set(config.counters_off))
+
+
+def stored_counted(lookup: Lookup | None, head: CounterSet | None, config: GateConfig) -> Counted | None:
+    """The stored design's counters of one workload: the baseline's counted run against
+    the current one. None when there is no baseline to compare with at all."""
+    if lookup is None or lookup.baseline is None:
+        return None
+    if not config.counters:
+        return Counted(note=COUNTERS_OFF_NOTE)
+    if lookup.counters is None:
+        return Counted(head=head, note=STORED_COUNTERS_NOTE)
+    if head is None:
+        return Counted(base=lookup.counters, note="not compared: no counted run of the current code")
+    return Counted(lookup.counters, head)
+
+
+def _counter_changes(counted: Counted | None, config: GateConfig) -> tuple[CounterChanges | None, str | None]:
+    """The counters' changes of one workload, or None with the reason."""
+    if counted is None:
+        return None, NOT_COUNTED
+    if counted.base is None or counted.head is None:
+        return None, counted.note or NOT_COUNTED
+    try:
+        return compare_counters(counted.base, counted.head, counter_thresholds(config)), counted.note
+    except ValueError as exc:
+        return None, f"not compared: {exc}"
+
+
+def counters_reason(changes: CounterChanges) -> str:
+    """The reason line of a workload its counters fail."""
+    return "counters: " + "; ".join(c.reason for c in changes.failures)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One workload of a gate: its current result (or the error that prevented one).
+
+    With ``pairing`` the verdict comes from the paired design against the base side; the
+    stored baseline in ``lookup``, when there is a comparable one, is shown as a secondary
+    line only.
+    """
+
+    workload: str
+    result: RunResult | None
+    lookup: Lookup | None
+    error: str | None = None
+    pairing: Pairing | None = None
+    counted: Counted | None = None
+    """The counted runs of both sides (paired) or of the baseline and the current code
+    (stored): exact counters, a second signal."""
+
+
+@dataclass(frozen=True)
+class PhaseRow:
+    phase: str
+    baseline_ms: float | None
+    current_ms: float | None
+    share: float | None
+    """Share of the current step (time-weighted over the window)."""
+    flag: PhaseFlag | None
+
+
+@dataclass(frozen=True)
+class WorkloadComparison:
+    workload: str
+    verdict: Verdict
+    reason: str
+    time: TimeDecision | None = None
+    phases: tuple[PhaseRow, ...] = ()
+    memory: MemoryDecision | None = None
+    gated: Mapping[str, TimeDecision] = field(default_factory=dict)
+    differences: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
+    """What makes the result incomparable with the closest baseline: ``{field: (baseline, current)}``."""
+    current: WorkloadSummary | None = None
+    baseline: Baseline | None = None
+    baseline_path: str | None = None
+    environment_key: str | None = None
+    device: str | None = None
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    labels: tuple[Label, ...] = ()
+    """What bounds the current run's step (INPUT-BOUND, ...), with evidence."""
+    left_out: tuple[str, ...] = ()
+    """Repeats the gate did not use, with the reason: a thermal or hardware slowdown, or an SM
+    clock off the comparison side's."""
+    design: str = ""
+    """Which design decided: "paired, 6 ABBA blocks against a1b2c3d" or "stored baseline, 3 recordings"."""
+    since_baseline: str | None = None
+    """In the paired design, the head against the stored baseline: shown, never deciding."""
+    environment_differences: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
+    """Paired with ``--base-python``: how the two sides' environments differ ``{field: (base, head)}``."""
+    base_environment: Any = None
+    """Paired with differing environments: the base side's :class:`Environment`, shown beside the head's."""
+    against: str | None = None
+    """Paired: the base commit the head was measured against."""
+    counters: CounterChanges | None = None
+    """What changed between the reference's counted run (the base side's or the
+    baseline's) and the current one (empty: nothing)."""
+    counters_note: str | None = None
+    """Why ``counters`` is None, or what else there is to know (a counted run that failed)."""
+
+    @property
+    def counters_failed(self) -> bool:
+        return self.counters is not None and self.counters.failed
+
+    @property
+    def paired(self) -> bool:
+        return self.design.startswith("paired")
+
+    @property
+    def provenance(self) -> Provenance | None:
+        return self.baseline.recordings[-1].provenance if self.baseline else None
+
+    @property
+    def second_look(self) -> bool:
+        """Undecided on time with a second look still planned (and not already failed)."""
+        return self.verdict is Verdict.INCONCLUSIVE and self.time is not None and self.time.look < self.time.looks
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    comparisons: tuple[WorkloadComparison, ...]
+    config: GateConfig
+    look: int
+    rho: float | None = None
+    """The correlation of the two looks α was spent by (equal-z boundary); None: split equally."""
+
+    def by_verdict(self, verdict: Verdict) -> list[WorkloadComparison]:
+        return [c for c in self.comparisons if c.verdict is verdict]
+
+    @property
+    def exit_code(self) -> int:
+        """1 on any regression; else 2 when something could not be judged; else 3 when
+        something stays undecided; else 0."""
+        verdicts = {c.verdict for c in self.comparisons}
+        if Verdict.REGRESSION in verdicts:
+            return EXIT_REGRESSION
+        if verdicts & {Verdict.ERROR, Verdict.INCOMPARABLE}:
+            return EXIT_ERROR
+        if Verdict.NO_BASELINE in verdicts and self.config.fail_on_missing_baseline:
+            return EXIT_ERROR
+        if Verdict.INCONCLUSIVE in verdicts:
+            return EXIT_INCONCLUSIVE
+        return EXIT_OK
+
+    @property
+    def headline(self) -> str:
+        counts: dict[str, int] = {}
+        for c in self.comparisons:
+            counts[c.verdict.value] = counts.get(c.verdict.value, 0) + 1
+        order = [v.value for v in Verdict]
+        parts = [f"{counts[v]} {v}" for v in order if v in counts]
+        status = {EXIT_OK: "pass", EXIT_REGRESSION: "REGRESSION", EXIT_ERROR: "error",
+                  EXIT_INCONCLUSIVE: "inconclusive"}[self.exit_code]
+        return f"perfgate: {status} ({', '.join(parts) or 'no workloads'})"
+
+
+def _estimate(current: Sequence[float], baseline: Baseline, row: str, config: GateConfig) -> LogRatio:
+    return log_ratio(
+        current,
+        baseline.recording_medians(row),
+        confidence=config.confidence,
+        assumed_day_sd_log=config.assumed_day_sd_log,
+        day_prior_df=config.day_prior_df,
+        outlier_sd=config.outlier_sd,
+    )
+
+
+Estimator = Callable[[str], LogRatio]
+"""One workload's estimate of a row (a phase, the residual or the step) against its reference."""
+
+
+def _stored_estimator(summary: WorkloadSummary, baseline: Baseline, config: GateConfig) -> Estimator:
+    return lambda row: _estimate(summary.per_repeat(row), baseline, row, config)
+
+
+def _block_values(summary: WorkloadSummary, row: str) -> list[BlockValue]:
+    values = []
+    for r in summary.repeats:
+        if r.block is None:
+            raise ValueError(f"repeat {r.index + 1} has no ABBA block: not a paired measurement")
+        values.append(BlockValue(r.block, r.medians_ms[row]))
+    return values
+
+
+def _paired_estimator(summary: WorkloadSummary, base: WorkloadSummary, config: GateConfig) -> Estimator:
+    return lambda row: block_log_ratio(_block_values(base, row), _block_values(summary, row),
+                                       confidence=config.confidence)
+
+
+def incomparable(result: RunResult, baseline: Baseline) -> dict[str, tuple[Any, Any]]:
+    """Everything that must match before two runs are compared: ``{what: (baseline, current)}``."""
+    diffs: dict[str, tuple[Any, Any]] = {}
+    if baseline.workload_version != result.workload_version:
+        diffs["workload version"] = (baseline.workload_version, result.workload_version)
+    if baseline.device != result.device:
+        diffs["device"] = (baseline.device, result.device)
+    for key, pair in param_differences(baseline.params, result.params).items():
+        diffs[f"param {key}"] = pair
+    recorded = baseline.recordings[-1].data
+    for key in ("kind", "content_hash"):
+        if recorded.get(key) != result.data.get(key):
+            diffs[f"data {key}"] = (recorded.get(key), result.data.get(key))
+    if result.data.get("kind") == BENCHMARK_KIND and "data kind" not in diffs:
+        # A repeat is a whole run on one side and a block of one run's rounds on the other.
+        base_runs, cur_runs = _runs_per_side(recorded), _runs_per_side(result.data)
+        if (base_runs == "one run") != (cur_runs == "one run"):
+            diffs["data pytest-benchmark runs"] = (base_runs, cur_runs)
+    env = baseline.recordings[-1].environment
+    for key, pair in env.differences(result.environment).items():
+        diffs[f"environment {key}"] = pair
+    if not diffs and baseline.environment_key != result.environment.key():
+        diffs["environment key"] = (baseline.environment_key, result.environment.key())
+    return diffs
+
+
+def _runs_per_side(data: Mapping[str, Any]) -> str:
+    if data.get("statistics") == STATISTICS_PROCESSES:
+        return f"{data.get('processes')} runs"
+    return "one run"
+
+
+def _summary_of(data: Mapping[str, Any], what: str) -> SampleSummary:
+    """The (mean, sd, rounds) of a single pytest-benchmark run, from its ``data``."""
+    sources = data.get("sources")
+    if not (isinstance(sources, list) and len(sources) == 1 and isinstance(sources[0], dict)):
+        raise ValueError(f"{what}: expected the summary of exactly one pytest-benchmark run")
+    src = sources[0]
+    mean, sd, n = src.get("mean_ms"), src.get("stddev_ms"), src.get("rounds")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (mean, sd, n)) or n != int(n):
+        raise ValueError(f"{what}: the run's summary (mean_ms, stddev_ms, rounds) is missing or not numbers")
+    return SampleSummary(float(mean), float(sd), int(n))
+
+
+def _step_estimate(result: RunResult, summary: WorkloadSummary, baseline: Baseline,
+                   config: GateConfig, estimate: Estimator) -> tuple[LogRatio, str | None]:
+    """The step's estimate and, for a pytest-benchmark result, which statistics gave it."""
+    if result.data.get("kind") != BENCHMARK_KIND:
+        return estimate("step"), None
+    recordings: Sequence[Recording] = baseline.recordings
+    modes = {result.data.get("statistics"), *(rec.data.get("statistics") for rec in recordings)}
+    origin = f"pytest-benchmark {result.data.get('benchmark', result.workload)}"
+    assumed = f"{config.assumed_day_sd_log * 100:.1f}%"
+    if modes == {STATISTICS_PROCESSES}:
+        est = _estimate(summary.per_repeat("step"), baseline, "step", config)
+        return est, (f"statistics: Welch on the per-run medians of {est.n_current} vs {est.n_baseline} "
+                     f"{origin} runs, one process each")
+    if modes == {STATISTICS_BLOCKS}:
+        est = _estimate(summary.per_repeat("step"), baseline, "step", config)
+        return est, (f"statistics: one {origin} run per side, Welch on the medians of {est.n_current} vs "
+                     f"{est.n_baseline} contiguous blocks of its rounds; run-to-run variation is not "
+                     f"measured, assumed {assumed}")
+    if modes <= {STATISTICS_BLOCKS, STATISTICS_SUMMARY}:
+        est = log_ratio_from_summaries(
+            _summary_of(result.data, "current"),
+            [_summary_of(rec.data, f"baseline recording {j + 1}") for j, rec in enumerate(recordings)],
+            confidence=config.confidence,
+            assumed_day_sd_log=config.assumed_day_sd_log,
+        )
+        return est, (f"statistics: one {origin} run per side, summary statistics only (no raw rounds, or "
+                     f"too few for blocks), Welch on the log mean of {est.n_current} vs {est.n_baseline} "
+                     f"rounds taken as independent (delta method); run-to-run variation is not measured, "
+                     f"assumed {assumed}")
+    raise ValueError(f"the current run and the baseline recordings mix single runs and several runs "
+                     f"({', '.join(sorted(str(m) for m in modes))}); rebaseline without --append")
+
+
+def _has_phases(summary: WorkloadSummary, baseline: Baseline) -> bool:
+    """False for a measurement without phases (a micro-benchmark): all five are 0 everywhere."""
+    return any(summary.median_ms[p] != 0 for p in PHASES) or any(
+        v != 0 for rec in baseline.recordings for p in PHASES for v in rec.medians(p))
+
+
+def _closest(result: RunResult, others: Sequence[Baseline]) -> tuple[Baseline, dict[str, tuple[Any, Any]]]:
+    scored = [(len(d), i, o, d) for i, o in enumerate(others) for d in [incomparable(result, o)]]
+    _, _, best, diffs = min(scored, key=lambda t: (t[0], t[1]))
+    return best, diffs
+
+
+def _describe(diffs: Mapping[str, tuple[Any, Any]]) -> str:
+    return "; ".join(f"{k}: baseline {a!r}, current {b!r}" for k, (a, b) in diffs.items())
+
+
+def _phase_rows(summary: WorkloadSummary, baseline: Baseline, config: GateConfig,
+                estimate: Estimator) -> tuple[PhaseRow, ...]:
+    if not _has_phases(summary, baseline):
+        # The residual would be the whole step: show the step alone.
+        base_steps = [v for rec in baseline.recordings for v in rec.medians("step")]
+        return (PhaseRow("step", median(base_steps), summary.median_ms["step"], 1.0, None),)
+    estimates: dict[str, LogRatio | None] = {}
+    base_shares: dict[str, float] = {}
+    for phase in PHASES:
+        base_shares[phase] = median(r.shares[phase] for rec in baseline.recordings for r in rec.repeats)
+        try:
+            estimates[phase] = estimate(phase)
+        except ValueError:
+            estimates[phase] = None  # a phase that is zero in some repeat has no log ratio
+    flags = flag_phases(estimates, config.phase_q, baseline_shares=base_shares, min_share=config.phase_min_share)
+    rows = []
+    for row in ROWS:
+        base_values = [v for rec in baseline.recordings for v in rec.medians(row)]
+        rows.append(PhaseRow(
+            phase=row,
+            baseline_ms=median(base_values),
+            current_ms=summary.median_ms[row],
+            share=summary.share[row],
+            flag=flags.get(row),
+        ))
+    return tuple(rows)
+
+
+def _median_clock(result: RunResult) -> float | None:
+    clocks = [r.sm_clock_mhz for r in result.repeats if r.sm_clock_mhz is not None]
+    return median(clocks) if clocks else None
+
+
+def _without_throttled(result: RunResult, side: str, *, reference_clock: float | None = None,
+                       reference: str = "", clock_deviation: float = 0.05) -> tuple[RunResult, str | None]:
+    """``result`` less the repeats the GPU did not run at full speed in, and the note saying why.
+
+    A repeat is left out when NVML reported a thermal or hardware slowdown during it
+    (``RepeatResult.throttle_reason``; the software power cap does not count), or when its
+    median SM clock is off ``reference_clock`` (the comparison side's median: the
+    baseline's, or the base side's in the paired design) by more than ``clock_deviation``.
+    A repeat without a sampled clock, or a comparison side without one, is not judged by
+    its clock.
+    """
+    slowed: dict[str, list[int]] = {}
+    off: list[tuple[int, float]] = []
+    kept = []
+    for r in result.repeats:
+        reason = r.throttle_reason
+        if reason is not None:
+            slowed.setdefault(reason, []).append(r.index + 1)
+            continue
+        clock = r.sm_clock_mhz
+        if reference_clock and clock is not None and abs(clock / reference_clock - 1) > clock_deviation:
+            off.append((r.index + 1, clock / reference_clock - 1))
+            continue
+        kept.append(r)
+    if len(kept) == len(result.repeats):
+        return result, None
+    parts = [f"{reason} in repeat {', '.join(map(str, numbers))}" for reason, numbers in slowed.items()]
+    if off:
+        each = ", ".join(f"{deviation * 100:+.1f}% in repeat {number}" for number, deviation in off)
+        parts.append(f"SM clock off by {each} (against {reference} median of {reference_clock:.0f} MHz; "
+                     f"more than {clock_deviation * 100:g}% leaves a repeat out)")
+    note = f"{len(result.repeats) - len(kept)} of {len(result.repeats)} {side} repeat(s) left out: {'; '.join(parts)}"
+    return dataclasses.replace(result, repeats=tuple(kept)), note
+
+
+def _short(commit: str) -> str:
+    return commit[:7] if len(commit) >= 7 and all(c in "0123456789abcdef" for c in commit.lower()) else commit
+
+
+def stored_design(baseline: Baseline) -> str:
+    k = len(baseline.recordings)
+    return f"stored baseline, {k} recording{'s' if k != 1 else ''}"
+
+
+def paired_design(blocks: int, against: str) -> str:
+    return f"paired, {blocks} ABBA block{'s' if blocks != 1 else ''} against {_short(against)}"
+
+
+def _since_baseline(result: RunResult, summary: WorkloadSummary, lookup: Lookup | None,
+                    config: GateConfig) -> str:
+    """The head against the stored baseline, for the paired report's secondary line."""
+    if lookup is None or lookup.baseline is None:
+        return "since the last rebaseline: no stored baseline for this environment"
+    baseline, _ = lookup.baseline.without_throttled()
+    if not baseline.recordings:
+        return ("since the last rebaseline: every stored repeat was left out (the GPU slowed down while they "
+                "were recorded)")
+    diffs = incomparable(result, baseline)
+    if diffs:
+        return f"since the last rebaseline: not comparable ({_describe(diffs)})"
+    try:
+        est = _estimate(summary.per_repeat("step"), baseline, "step", config)
+    except ValueError as exc:
+        return f"since the last rebaseline: not estimated ({exc})"
+    conf = f"{est.confidence * 100:g}% CI"
+    return (f"since the last rebaseline: step {_signed(est.ratio)}% [{_signed(est.ci_low)}, "
+            f"{_signed(est.ci_high)}] ({conf}, {stored_design(baseline)}; shown, not deciding)")
+
+
+def _signed(ratio: float) -> str:
+    return f"{(ratio - 1) * 100:+.1f}"
+
+
+@dataclass(frozen=True)
+class _Judged:
+    result: RunResult
+    summary: WorkloadSummary
+    reference: Baseline
+    """The stored baseline, or the base side made into an in-memory one (paired)."""
+    path: str | None
+    estimate: Estimator
+    labels: tuple[Label, ...]
+    left_out: tuple[str, ...]
+    design: str
+    against: str | None = None
+    since_baseline: str | None = None
+    environment_differences: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
+    base_environment: Any = None
+    counted: Counted | None = None
+
+
+def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
+            already_decided: Collection[str] = (),
+            per_workload: Mapping[str, GateConfig] | None = None,
+            rho: float | None = None) -> GateOutcome:
+    """Verdicts for every entry; Holm runs over the workloads (and gated phases) judged here.
+
+    ``already_decided`` names workloads settled at an earlier look: they stay in the Holm
+    family with p = 1 (see ``decide_time``). ``per_workload`` holds workload-specific
+    thresholds (δ, memory, gated phases, phase flags); α, the looks and the estimation
+    settings always come from ``config``, the whole run's. An entry with a ``pairing`` is
+    judged by the paired design (the randomised-block analysis of its ABBA blocks); the
+    others against their stored baseline. ``rho``, the correlation of the planned looks,
+    spends α over them by the equal-z boundary (``decide.alpha_for_look``); None splits it
+    equally.
+    """
+    per_workload = per_workload or {}
+    phase_free: set[str] = set()  # workloads without phases: gated phases do not apply
+
+    def cfg(name: str) -> GateConfig:
+        own = per_workload.get(name)
+        c = config if own is None else dataclasses.replace(config, **{k: getattr(own, k) for k in WORKLOAD_FIELDS})
+        return dataclasses.replace(c, gate_phases=()) if name in phase_free and c.gate_phases else c
+
+    settled: dict[str, WorkloadComparison] = {}
+    judged: dict[str, _Judged] = {}
+    estimates: dict[str, LogRatio] = {}
+    notes: dict[str, str] = {}
+    for entry in entries:
+        name = entry.workload
+        if entry.error is not None or entry.result is None:
+            settled[name] = WorkloadComparison(name, Verdict.ERROR, entry.error or "no result")
+            continue
+        lookup = entry.lookup
+        labels = tuple(diagnose(entry.result))
+        # The comparison side first, less its own slowed-down repeats: its median SM clock
+        # is what the current repeats' clocks are held against.
+        base: RunResult | None = None
+        base_note: str | None = None
+        baseline: Baseline | None = None
+        dropped = None
+        reference_clock: float | None = None
+        reference_side = ""
+        if entry.pairing is not None:
+            base, base_note = _without_throttled(entry.pairing.base, "base")
+            reference_clock, reference_side = _median_clock(base), "the base side's"
+        elif lookup is not None and lookup.baseline is not None:
+            baseline, dropped = lookup.baseline.without_throttled()
+            reference_clock, reference_side = baseline.sm_clock_mhz(), "the baseline's"
+        result, note = _without_throttled(entry.result, "head" if entry.pairing else "current",
+                                          reference_clock=reference_clock, reference=reference_side,
+                                          clock_deviation=config.clock_deviation)
+        left_out: list[str] = [note] if note else []
+        if not result.repeats:
+            settled[name] = WorkloadComparison(name, Verdict.ERROR, f"cannot compare: {left_out[0]}, none is left",
+                                               labels=labels, left_out=tuple(left_out))
+            continue
+        summary = summarise(result)
+        common: dict[str, Any] = {"current": summary, "environment_key": result.environment.key(),
+                                  "device": result.device, "overrides": dict(result.overrides),
+                                  "labels": labels, "left_out": tuple(left_out)}
+        if entry.pairing is not None:
+            pairing = entry.pairing
+            assert base is not None
+            if base_note:
+                left_out.append(base_note)
+                common["left_out"] = tuple(left_out)
+            since = _since_baseline(result, summary, lookup, config)
+            if not base.repeats:
+                settled[name] = WorkloadComparison(name, Verdict.ERROR, f"cannot compare: {left_out[-1]}, "
+                                                   "none is left", since_baseline=since, against=pairing.against,
+                                                   **common)
+                continue
+            reference = updated_baseline(None, base, f"base side of a paired comparison, measured in this job "
+                                         f"({_short(pairing.against)})", append=False)
+            base_summary = summarise(base)
+            blocks = blocks_of(_block_values(base_summary, "step"), _block_values(summary, "step"))
+            design = paired_design(len(blocks), pairing.against)
+            diffs = incomparable(result, reference)
+            env_diffs = {k.removeprefix("environment "): v for k, v in diffs.items()
+                         if k.startswith("environment ")}
+            if pairing.base_python:
+                diffs = {k: v for k, v in diffs.items() if not k.startswith("environment ")}
+            if diffs:
+                settled[name] = WorkloadComparison(
+                    name, Verdict.INCOMPARABLE,
+                    f"the base side ({_short(pairing.against)}) differs: {_describe(diffs)}",
+                    differences=diffs, baseline=reference, design=design, since_baseline=since,
+                    against=pairing.against, **common)
+                continue
+            judged_entry = _Judged(result, summary, reference, None, _paired_estimator(summary, base_summary, config),
+                                   labels, tuple(left_out), design, pairing.against, since, env_diffs,
+                                   base.environment if env_diffs else None, entry.counted)
+        else:
+            if lookup is None or lookup.baseline is None:
+                if lookup is not None and lookup.other_environments:
+                    closest, diffs = _closest(result, lookup.other_environments)
+                    settled[name] = WorkloadComparison(
+                        name, Verdict.INCOMPARABLE,
+                        f"no baseline for environment {result.environment.key()}; the closest one "
+                        f"({closest.environment_key}) differs: {_describe(diffs)}",
+                        differences=diffs, baseline=closest, **common)
+                else:
+                    settled[name] = WorkloadComparison(
+                        name, Verdict.NO_BASELINE,
+                        f"no baseline for {name} in environment {result.environment.key()}",
+                        baseline_path=str(lookup.path) if lookup else None, **common)
+                continue
+            assert baseline is not None and dropped is not None
+            if dropped:
+                left_out.extend(dropped.messages)
+                common["left_out"] = tuple(left_out)
+            if not baseline.recordings:
+                settled[name] = WorkloadComparison(name, Verdict.ERROR, "cannot compare: every baseline repeat was "
+                                                   "left out (the GPU slowed down while they were recorded); "
+                                                   "rebaseline", **common)
+                continue
+            diffs = incomparable(result, baseline)
+            if diffs:
+                settled[name] = WorkloadComparison(
+                    name, Verdict.INCOMPARABLE, f"baseline {lookup.path} differs: {_describe(diffs)}",
+                    differences=diffs, baseline=baseline, baseline_path=str(lookup.path), **common)
+                continue
+            judged_entry = _Judged(result, summary, baseline, str(lookup.path),
+                                   _stored_estimator(summary, baseline, config), labels, tuple(left_out),
+                                   stored_design(baseline), counted=entry.counted)
+        if not _has_phases(summary, judged_entry.reference):
+            phase_free.add(name)
+        row = "step"
+        try:
+            estimates[name], note = _step_estimate(result, summary, judged_entry.reference, config,
+                                                   judged_entry.estimate)
+            if note:
+                notes[name] = note
+            for row in cfg(name).gate_phases:
+                estimates[f"{name}:{row}"] = judged_entry.estimate(row)
+        except ValueError as exc:
+            what = "" if row == "step" else f" gated phase {row}"
+            settled[name] = WorkloadComparison(name, Verdict.ERROR, f"cannot compare{what}: {exc}",
+                                               baseline=judged_entry.reference, baseline_path=judged_entry.path,
+                                               design=judged_entry.design, since_baseline=judged_entry.since_baseline,
+                                               against=judged_entry.against, **common)
+            estimates = {k: v for k, v in estimates.items() if k != name and not k.startswith(f"{name}:")}
+            continue
+        judged[name] = judged_entry
+
+    decided_family = [d for d in already_decided if d not in estimates]
+    for name in already_decided:
+        decided_family += [f"{name}:{p}" for p in cfg(name).gate_phases if f"{name}:{p}" not in estimates]
+    # Holm's adjusted p-values depend only on the family; δ only on the workload. So each
+    # distinct configuration decides the whole family and its own workloads read from it.
+    decisions: dict[str, TimeDecision] = {}
+    by_config: dict[GateConfig, dict[str, TimeDecision]] = {}
+    for name in judged:
+        c = cfg(name)
+        if c not in by_config:
+            by_config[c] = decide_time(estimates, c, look, already_decided=decided_family, rho=rho)
+        keys = [name, *(f"{name}:{p}" for p in c.gate_phases)]
+        decisions.update({k: by_config[c][k] for k in keys})
+
+    out: dict[str, WorkloadComparison] = dict(settled)
+    for name, j in judged.items():
+        wcfg = cfg(name)
+        time = decisions[name]
+        if name in notes:
+            time = dataclasses.replace(time, reason=f"{time.reason}; {notes[name]}")
+        # decide_time words every reason as the step's; a gated phase's is that phase's.
+        gated = {p: dataclasses.replace(decisions[f"{name}:{p}"],
+                                        reason=decisions[f"{name}:{p}"].reason.replace("step ", f"{p} ", 1))
+                 for p in wcfg.gate_phases}
+        memory = decide_memory(
+            [float(r.peak_memory_bytes) for r in j.result.repeats if r.peak_memory_bytes is not None] or None,
+            j.reference.peak_memory() or None,
+            wcfg.memory_threshold,
+        )
+        verdict, reason = time.verdict, time.reason
+        failed_phases = [p for p, d in gated.items() if d.verdict is Verdict.REGRESSION]
+        open_phases = [p for p, d in gated.items() if d.verdict is Verdict.INCONCLUSIVE]
+        if failed_phases:
+            verdict = Verdict.REGRESSION
+            reason = "; ".join(f"gated phase {p}: {gated[p].reason}" for p in failed_phases) + f" (step: {time.reason})"
+        elif memory.verdict is Verdict.REGRESSION:
+            verdict = Verdict.REGRESSION
+            reason = f"memory: {memory.reason} (time: {time.verdict.value}, {time.reason})"
+        elif open_phases and verdict in (Verdict.PASS, Verdict.IMPROVED):
+            verdict = Verdict.INCONCLUSIVE
+            reason = f"gated phase {open_phases[0]}: {gated[open_phases[0]].reason}"
+        counters, counters_note = _counter_changes(j.counted, wcfg)
+        if counters is not None and counters.failed:
+            # Exact counts: a failing change decides, whatever the timing says (shown beside it).
+            reason = f"{counters_reason(counters)} (time: {verdict.value}, {reason})"
+            verdict = Verdict.REGRESSION
+        out[name] = WorkloadComparison(
+            workload=name, verdict=verdict, reason=reason, time=time,
+            phases=_phase_rows(j.summary, j.reference, wcfg, j.estimate), memory=memory, gated=gated,
+            current=j.summary, baseline=j.reference, baseline_path=j.path,
+            environment_key=j.result.environment.key(), device=j.result.device, overrides=dict(j.result.overrides),
+            labels=j.labels, left_out=j.left_out, design=j.design, against=j.against,
+            since_baseline=j.since_baseline,
+            environment_differences=j.environment_differences, base_environment=j.base_environment,
+            counters=counters, counters_note=counters_note,
+        )
+    ordered = tuple(out[e.workload] for e in entries)
+    return GateOutcome(ordered, config, look, rho)

@@ -1,0 +1,422 @@
+"""Verdicts: turn estimates into REGRESSION / PASS / INCONCLUSIVE / IMPROVED.
+
+Pure functions over :class:`perfgate.analysis.stats.LogRatio`; no torch, no files, no printing.
+The rules are written out in the README, "How perfgate decides".
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from statistics import median
+
+import numpy as np
+
+from perfgate.analysis.counters import GATED as COUNTER_NAMES
+from perfgate.analysis.stats import (
+    DEFAULT_ASSUMED_DAY_SD_LOG,
+    DEFAULT_DAY_PRIOR_DF,
+    DEFAULT_OUTLIER_SD,
+    MDE_LIMIT_RATIO,
+    LogRatio,
+    bh_adjusted,
+    confidence_interval,
+    holm_adjusted,
+    min_detectable_slowdown,
+    two_look_error,
+    two_look_levels,
+)
+
+__all__ = [
+    "GateConfig",
+    "MemoryDecision",
+    "PhaseFlag",
+    "TimeDecision",
+    "Verdict",
+    "alpha_for_look",
+    "decide_memory",
+    "decide_time",
+    "flag_phases",
+]
+
+
+class Verdict(str, enum.Enum):
+    REGRESSION = "REGRESSION"
+    PASS = "PASS"
+    INCONCLUSIVE = "INCONCLUSIVE"
+    IMPROVED = "IMPROVED"
+    INCOMPARABLE = "INCOMPARABLE"
+    NO_BASELINE = "NO_BASELINE"
+    ERROR = "ERROR"
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """Thresholds of the gate. Every field is validated on construction."""
+
+    alpha: float = 0.01
+    delta: float = 0.03
+    confidence: float = 0.95
+    looks: int = 2
+    second_look_repeats: int | None = None  # None: as many again as the first look
+    power: float = 0.8  # for the smallest detectable slowdown that is reported
+    phase_q: float = 0.10
+    phase_min_share: float = 0.01
+    memory_threshold: float = 0.10
+    assumed_day_sd_log: float = DEFAULT_ASSUMED_DAY_SD_LOG
+    day_prior_df: float = DEFAULT_DAY_PRIOR_DF
+    outlier_sd: float | None = DEFAULT_OUTLIER_SD
+    gate_phases: tuple[str, ...] = ()
+    fail_on_missing_baseline: bool = False
+    clock_deviation: float = 0.05
+    """A GPU repeat whose median SM clock is off the comparison side's median by more than
+    this (0.05 = 5%) is left out (``perfgate.analysis.compare``)."""
+    counters: bool = True
+    """Paired design: one counted run per side after the timed blocks (``perfgate.analysis.counters``);
+    a counter change that fails makes the workload a REGRESSION whatever the timing says."""
+    flops_threshold: float = 0.01
+    """FLOPs per step of a phase up by more than this share fail (0.01 = 1%)."""
+    launch_threshold: float = 0.10
+    """Kernel launches per step of a phase (on the CPU: aten operator calls) up by more than this share fail."""
+    counters_off: tuple[str, ...] = ()
+    """Counters reported when they change but never failing (names in ``perfgate.analysis.counters.GATED``)."""
+
+    def __post_init__(self) -> None:
+        def need(ok: bool, field: str, rule: str) -> None:
+            if not ok:
+                raise ValueError(f"GateConfig.{field} {rule}, got {getattr(self, field)!r}")
+
+        def prob(field: str) -> None:
+            v = getattr(self, field)
+            need(_is_number(v) and 0 < v < 1, field, "must be between 0 and 1 (exclusive)")
+
+        for field in ("alpha", "confidence", "power", "phase_q"):
+            prob(field)
+        need(_is_number(self.alpha) and self.alpha <= 0.5, "alpha", "must be at most 0.5")
+        need(_is_number(self.delta) and 0 < self.delta < 1, "delta", "must be between 0 and 1 (0.03 = 3%)")
+        need(self.looks in (1, 2) and not isinstance(self.looks, bool), "looks", "must be 1 or 2")
+        need(
+            self.second_look_repeats is None
+            or (isinstance(self.second_look_repeats, int) and self.second_look_repeats >= 1),
+            "second_look_repeats",
+            "must be None or a positive integer",
+        )
+        need(_is_number(self.phase_min_share) and 0 <= self.phase_min_share < 1,
+             "phase_min_share", "must be in [0, 1)")
+        need(_is_number(self.memory_threshold) and self.memory_threshold > 0,
+             "memory_threshold", "must be > 0 (0.10 = 10%)")
+        need(_is_number(self.assumed_day_sd_log) and self.assumed_day_sd_log >= 0,
+             "assumed_day_sd_log", "must be a finite number >= 0")
+        need(isinstance(self.day_prior_df, (int, float)) and self.day_prior_df >= 0,
+             "day_prior_df", "must be >= 0 (math.inf: the assumed day sd is taken as known)")
+        need(self.outlier_sd is None or (_is_number(self.outlier_sd) and self.outlier_sd > 0),
+             "outlier_sd", "must be None or > 0")
+        if isinstance(self.gate_phases, str) or not all(isinstance(p, str) for p in self.gate_phases):
+            raise ValueError(f"GateConfig.gate_phases must be a tuple of phase names, got {self.gate_phases!r}")
+        object.__setattr__(self, "gate_phases", tuple(self.gate_phases))
+        need(isinstance(self.fail_on_missing_baseline, bool), "fail_on_missing_baseline", "must be True or False")
+        need(_is_number(self.clock_deviation) and 0 < self.clock_deviation < 1,
+             "clock_deviation", "must be between 0 and 1 (0.05 = 5%)")
+        need(isinstance(self.counters, bool), "counters", "must be True or False")
+        for name in ("flops_threshold", "launch_threshold"):
+            need(_is_number(getattr(self, name)) and getattr(self, name) >= 0, name,
+                 "must be a finite number >= 0 (0.01 = 1%)")
+        if isinstance(self.counters_off, str) or not all(isinstance(c, str) for c in self.counters_off):
+            raise ValueError(f"GateConfig.counters_off must be a list of counter names, got {self.counters_off!r}")
+        unknown = [c for c in self.counters_off if c not in COUNTER_NAMES]
+        if unknown:
+            raise ValueError(f"GateConfig.counters_off: unknown counter {unknown[0]!r}; counters: "
+                             f"{', '.join(COUNTER_NAMES)}")
+        object.__setattr__(self, "counters_off", tuple(self.counters_off))
+
+
+def alpha_for_look(config: GateConfig, look: int, rho: float | None = None) -> float:
+    """One-sided level a lone hypothesis is tested at, at ``look``.
+
+    With one look it is ``config.alpha``. With two, ``rho=None`` splits alpha equally
+    (Bonferroni, ``alpha / 2`` per look), which holds whatever the looks' dependence but
+    spends less than alpha when they are correlated, as they always are (look 2 holds
+    look 1's repeats). A ``rho`` (the correlation of the two looks' test statistics:
+    :func:`perfgate.analysis.stats.paired_look_correlation` for a paired design,
+    :func:`perfgate.analysis.stats.stored_look_correlation` against a stored baseline) uses the
+    equal-z boundary of :func:`perfgate.analysis.stats.two_look_levels`, which spends exactly
+    alpha: 0.00569 per look at rho 0.71 and 0.00745 at rho 0.95, for alpha = 0.01 (the
+    equal split spends only 0.0088 and 0.0068 of it there).
+    """
+    if not (isinstance(look, int) and not isinstance(look, bool) and 1 <= look <= config.looks):
+        raise ValueError(f"look must be between 1 and {config.looks}, got {look!r}")
+    if config.looks == 1:
+        return config.alpha
+    if rho is None:
+        return config.alpha / config.looks
+    return two_look_levels(config.alpha, rho)[look - 1]
+
+
+@dataclass(frozen=True)
+class TimeDecision:
+    verdict: Verdict
+    reason: str
+    estimate: LogRatio
+    alpha_used: float  # the level a lone hypothesis is tested at this look (alpha_for_look)
+    mde: float  # smallest slowdown detectable at the first Holm step's level with config.power
+    look: int = 1
+    looks: int = 1
+    p_holm_slower: float = 1.0
+    p_holm_faster: float = 1.0
+
+    @property
+    def second_look(self) -> bool:
+        """True when this verdict is INCONCLUSIVE and a second look is still planned."""
+        return self.verdict is Verdict.INCONCLUSIVE and self.look < self.looks
+
+
+def _pct(ratio: float) -> str:
+    return f"{(ratio - 1) * 100:+.1f}"
+
+
+def _level(level: float) -> str:
+    """A confidence level in percent with as few decimals as show it: 95, 99.0, 99.875."""
+    pct = level * 100.0
+    if pct == round(pct) and level < 0.99:
+        return f"{pct:g}"
+    for digits in (1, 2):
+        text = f"{pct:.{digits}f}"
+        if abs(float(text) - pct) < 1e-9:
+            return text
+    return f"{pct:.3f}"
+
+
+def _p(p: float) -> str:
+    return f"{p:.1e}" if 0 < p < 1e-4 else f"{p:.2g}"
+
+
+def _holm_thresholds(p: np.ndarray, alpha: float) -> np.ndarray:
+    """alpha / (m - rank + 1): the level each p-value is compared with in Holm's steps."""
+    m = p.size
+    ranks = np.empty(m, dtype=int)
+    ranks[np.argsort(p, kind="stable")] = np.arange(m)
+    return alpha / (m - ranks)
+
+
+def _boundary_holm(p: np.ndarray, alpha: float, rho: float, look: int) -> tuple[list[float], np.ndarray]:
+    """Holm with two-look boundaries: (adjusted p-values, each p's step level).
+
+    Each p maps to its two-look error (the alpha a lone hypothesis would spend if both
+    looks tested at that p), Holm runs on those at ``alpha``, and the adjusted values map
+    back to the per-look scale, so they compare with ``alpha_for_look(config, look, rho)``
+    as the equal split's compare with ``alpha / 2``.
+    """
+    errors = [0.0 if x <= 0.0 else 1.0 if x >= 1.0 else two_look_error(float(x), rho) for x in p]
+    adjusted = [e if e <= 0.0 or e >= 1.0 else two_look_levels(e, rho)[look - 1] for e in holm_adjusted(errors)]
+    m = p.size
+    ranks = np.empty(m, dtype=int)
+    ranks[np.argsort(p, kind="stable")] = np.arange(m)
+    levels = {r: two_look_levels(alpha / (m - r), rho)[look - 1] for r in set(ranks.tolist())}
+    return adjusted, np.array([levels[r] for r in ranks.tolist()])
+
+
+def decide_time(
+    estimates: Mapping[str, LogRatio],
+    config: GateConfig,
+    look: int,
+    *,
+    already_decided: Collection[str] = (),
+    rho: float | None = None,
+) -> dict[str, TimeDecision]:
+    """Verdicts for the step time of each workload at ``look`` (1-based).
+
+    Holm runs over the whole family: every name in ``estimates`` and in
+    ``already_decided``. Workloads decided at an earlier look enter with p = 1 and get no
+    new decision. Gated phases are decided in the same family by passing them as extra
+    entries (for example ``"resnet18:forward"``).
+
+    ``rho`` is the correlation of the two looks (see :func:`alpha_for_look`); ``None``
+    keeps the equal split. With a ``rho``, Holm's step with ``s`` hypotheses left tests
+    at ``two_look_levels(alpha / s, rho)``: Bonferroni over the ``s`` workloads and the
+    exact boundary over each one's two looks. (Dividing the boundary for ``alpha`` by
+    ``s`` would overspend: far in the tail two correlated looks act more like
+    independent ones.) One ``rho`` serves the family; pass the smallest of its
+    workloads' correlations, since a smaller ``rho`` gives smaller levels.
+    """
+    alpha = alpha_for_look(config, look, rho)
+    decided = set(already_decided)
+    open_names = [n for n in estimates if n not in decided]
+    family = open_names + sorted(decided)
+    m = len(family)
+    if not open_names:
+        return {}
+    p_slow = np.array([estimates[n].p_slower for n in open_names] + [1.0] * len(decided))
+    p_fast = np.array([estimates[n].p_faster for n in open_names] + [1.0] * len(decided))
+    if rho is None or config.looks == 1:
+        adj_slow, adj_fast = holm_adjusted(p_slow), holm_adjusted(p_fast)
+        thr_slow, thr_fast = _holm_thresholds(p_slow, alpha), _holm_thresholds(p_fast, alpha)
+        first_step = alpha / m
+    else:
+        adj_slow, thr_slow = _boundary_holm(p_slow, config.alpha, rho, look)
+        adj_fast, thr_fast = _boundary_holm(p_fast, config.alpha, rho, look)
+        first_step = two_look_levels(config.alpha / m, rho)[look - 1]
+    up, down = 1.0 + config.delta, 1.0 / (1.0 + config.delta)
+    d = f"δ={config.delta * 100:g}%"
+    where = f"look {look} of {config.looks}"
+    out: dict[str, TimeDecision] = {}
+    for i, name in enumerate(open_names):
+        est = estimates[name]
+        slow = adj_slow[i] <= alpha
+        fast = adj_fast[i] <= alpha
+        mde = min_detectable_slowdown(est, first_step, config.power)
+        # The PASS rule uses the interval at config.confidence; say its level each time.
+        bound = f"upper {_level(est.confidence)}% bound {_pct(est.ci_high)}%"
+        if slow and est.ratio > up:
+            verdict = Verdict.REGRESSION
+        elif fast and est.ratio < down:
+            verdict = Verdict.IMPROVED
+        elif est.ci_high < up:
+            verdict = Verdict.PASS
+        else:
+            verdict = Verdict.INCONCLUSIVE
+        # The printed interval has the level of this workload's Holm step, two-sided
+        # 1 - 2 * threshold, so that it clears 0% exactly when that step's one-sided test
+        # does (the faster test's step for IMPROVED): a 95% interval beside a test at 0.5%
+        # showed "+9.8% [+3.2, +16.9]" next to "not significant".
+        threshold = thr_fast[i] if verdict is Verdict.IMPROVED else thr_slow[i]
+        level = 1.0 - 2.0 * threshold
+        low, high = confidence_interval(est, level)
+        head = (f"step {_pct(est.ratio)}% [{_pct(low)}, {_pct(high)}] "
+                f"({_level(level)}% CI, the level of this look's test)")
+        if verdict is Verdict.REGRESSION:
+            reason = f"{head}, p={_p(est.p_slower)} < {_p(thr_slow[i])} (Holm, {where}), above {d}"
+        elif verdict is Verdict.IMPROVED:
+            reason = (f"{head}, p={_p(est.p_faster)} < {_p(thr_fast[i])} (Holm, {where}), "
+                      f"faster by more than {d}; consider rebaselining")
+        elif verdict is Verdict.PASS:
+            reason = f"{head}: {bound} below {d}"
+            if slow:
+                reason += f"; slower (p={_p(est.p_slower)}, Holm, {where}) but by less than {d}"
+        else:
+            if slow:
+                why = (f"slower (p={_p(est.p_slower)}, Holm, {where}) but the estimate is not "
+                       f"above {d} and the {bound} reaches above it")
+            else:
+                why = (f"not significant (p={_p(est.p_slower)}, Holm-adjusted {_p(adj_slow[i])} > "
+                       f"α={_p(alpha)}, {where}) and the {bound} reaches above {d}")
+            nxt = "second look planned" if look < config.looks else f"undecided after {where}"
+            if math.isfinite(mde):
+                detect = f"this run could detect about {mde * 100:+.1f}%"
+            else:
+                detect = f"a slowdown up to {MDE_LIMIT_RATIO:g}× is not detectable with this noise"
+            reason = f"{head}: {why}; {detect}; {nxt}"
+        if est.excluded_baseline or est.outliers_current:
+            reason += f"; {_outlier_text(est)}"
+        out[name] = TimeDecision(verdict, reason, est, alpha, mde, look, config.looks,
+                                 adj_slow[i], adj_fast[i])
+    return out
+
+
+def _outlier_text(est: LogRatio) -> str:
+    """Baseline repeats set aside, and current repeats that look like outliers but count."""
+    texts = []
+    if est.excluded_baseline:
+        parts = [f"baseline recording {j + 1} #{i + 1}" for j, i in est.excluded_baseline]
+        n = len(parts)
+        texts.append(f"{n} outlier repeat{'s' if n > 1 else ''} set aside ({', '.join(parts)})")
+    if est.outliers_current:
+        numbers = ", ".join(str(i + 1) for i in est.outliers_current)
+        if len(est.outliers_current) == 1:
+            texts.append(f"current repeat {numbers} looks like an outlier (kept)")
+        else:
+            texts.append(f"current repeats {numbers} look like outliers (kept)")
+    return "; ".join(texts)
+
+
+@dataclass(frozen=True)
+class PhaseFlag:
+    """One phase of one workload: its estimate, and whether it changed (BH over phases)."""
+
+    phase: str
+    estimate: LogRatio | None
+    tested: bool
+    flagged: bool
+    q_value: float | None
+    share: float | None
+    reason: str
+
+
+def flag_phases(
+    phase_estimates: Mapping[str, LogRatio | None],
+    q: float = 0.10,
+    *,
+    baseline_shares: Mapping[str, float] | None = None,
+    min_share: float = 0.01,
+) -> dict[str, PhaseFlag]:
+    """Flag phases whose time changed, Benjamini-Hochberg at ``q`` on two-sided p-values.
+
+    A phase is not tested (and says why) when its estimate is ``None`` or its baseline
+    share of the step is below ``min_share``. Phases are diagnosis, not the gate.
+    """
+    if not (0 < q < 1):
+        raise ValueError(f"q must be between 0 and 1 (exclusive), got {q!r}")
+    shares = dict(baseline_shares or {})
+    out: dict[str, PhaseFlag] = {}
+    tested: list[str] = []
+    for name, est in phase_estimates.items():
+        share = shares.get(name)
+        if est is None:
+            out[name] = PhaseFlag(name, None, False, False, None, share, "not tested: no estimate for this phase")
+        elif share is not None and share < min_share:
+            out[name] = PhaseFlag(name, est, False, False, None, share,
+                                  f"not tested: {share * 100:.2g}% of the baseline step, "
+                                  f"below the {min_share * 100:g}% floor")
+        else:
+            tested.append(name)
+    qs = bh_adjusted([phase_estimates[n].p_two_sided for n in tested])  # type: ignore[union-attr]
+    for name, qv in zip(tested, qs):
+        est = phase_estimates[name]
+        assert est is not None
+        flagged = qv <= q
+        head = f"{name} {_pct(est.ratio)}% [{_pct(est.ci_low)}, {_pct(est.ci_high)}]"
+        direction = "slower" if est.ratio > 1 else "faster"
+        tail = f"{direction} (BH q={_p(qv)} <= {q:g})" if flagged else f"no change flagged (BH q={_p(qv)})"
+        out[name] = PhaseFlag(name, est, True, flagged, qv, shares.get(name), f"{head}: {tail}")
+    return out
+
+
+@dataclass(frozen=True)
+class MemoryDecision:
+    """Peak memory: REGRESSION or PASS, or ``verdict=None`` when it cannot be compared."""
+
+    verdict: Verdict | None
+    ratio: float | None
+    reason: str
+
+
+def decide_memory(
+    current: Sequence[float] | None,
+    baseline: Sequence[float] | None,
+    threshold: float = 0.10,
+) -> MemoryDecision:
+    """Ratio of median peak memory, current / baseline; growth above ``threshold`` fails."""
+    if not (_is_number(threshold) and threshold > 0):
+        raise ValueError(f"threshold must be > 0, got {threshold!r}")
+    sides: list[np.ndarray] = []
+    for what, values in (("current run", current), ("baseline", baseline)):
+        if values is None or len(values) == 0:
+            return MemoryDecision(None, None, f"peak memory not compared: not recorded in the {what}")
+        arr = np.asarray(values, dtype=float)
+        if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+            raise ValueError(f"peak memory of the {what} must be finite and >= 0")
+        sides.append(arr)
+    cur, base = (median(a.tolist()) for a in sides)
+    if base <= 0:
+        return MemoryDecision(None, None, "peak memory not compared: the baseline recorded 0 bytes")
+    ratio = cur / base
+    head = f"peak memory {_pct(ratio)}% (median of {sides[0].size} vs {sides[1].size} repeats)"
+    limit = f"the {threshold * 100:g}% threshold"
+    if ratio > 1 + threshold:
+        return MemoryDecision(Verdict.REGRESSION, ratio, f"{head}, above {limit}")
+    return MemoryDecision(Verdict.PASS, ratio, f"{head}, within {limit}")

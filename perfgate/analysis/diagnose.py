@@ -1,0 +1,244 @@
+"""What bounds the step: labels computed from the per-step phases, each with its evidence.
+
+"Low GPU utilisation" is a symptom; the phase split is the diagnosis. For every step of
+every repeat the share of each phase in that step is computed, and the median share over
+all steps decides the label (a median, so a few slow steps do not relabel a run):
+
+- INPUT-BOUND: data wait ≥ 10% of the step (warning), ≥ 20% (critical);
+- H2D-BOUND: host-to-device copies, same thresholds;
+- RESIDUAL-HEAVY: the part no phase explains (host syncs such as ``.item()``, logging,
+  Python overhead), same thresholds;
+- COMPUTE-BOUND: forward + backward + optimizer ≥ 90% of the step (informational);
+- BALANCED: none of the above.
+
+Three more labels are read from what each repeat recorded rather than from the shares:
+
+- SYNC-PER-STEP: the workload's settings synchronise the host with the device every
+  step on CUDA (a GradScaler over an optimizer that cannot take its inf check on the
+  device, copies from unpinned memory), with what to change (warning);
+- LOADER-RESTART: the DataLoader ran out inside the window and was restarted (warning);
+- CLOCK-MISMATCH: on CUDA the device steps do not add up to the window's wall time, so
+  the events miss part of the work (warning);
+- STALLS: the steps' time beyond the median step is 10% of the window or more (20%:
+  critical), with the phase that holds most of it and how often a step takes over twice
+  the median. The shares above and the gate's per-repeat medians are medians: a stall
+  every few steps (a DataLoader whose workers cannot keep up, measured on an H200 as
+  90 ms every fourth step of a 15 ms one) moves neither, so this label says so.
+
+Pure: no torch, no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from statistics import median
+
+from perfgate.model.result import RunResult
+from perfgate.model.workload import PHASES
+
+PHASE_WORDS = {"data_wait": "the data wait", "h2d": "host-to-device copies", "forward": "forward",
+               "backward": "backward", "optimizer": "the optimizer step"}
+
+WARNING_SHARE = 0.10
+CRITICAL_SHARE = 0.20
+COMPUTE_SHARE = 0.90
+CLOCK_RATIO = (0.95, 1.02)
+"""On CUDA the device steps' sum over the window's wall time outside this range is CLOCK-MISMATCH."""
+
+GRAD_SCALER_SYNC = "GradScaler.step (one per step)"
+"""fp16 with an optimizer that cannot take the scaler's inf check on the device:
+``GradScaler.step`` reads it with ``.item()`` before every step (a repeat's
+``torch_settings["synchronizes"]`` names it so)."""
+
+BLOCKING_COPY_SYNC = "blocking host-to-device copy (one per copied tensor per step)"
+"""Batches copied from pageable host memory (``pin_memory=false``): each copy blocks the host
+until the device has run everything queued before it."""
+
+SYNC_FIXES = {
+    GRAD_SCALER_SYNC: "for GradScaler: precision=bf16 needs no scaler (bf16 has fp32's exponent range; "
+                      "Ampere or newer; a change of numerics, so a new baseline), or keep fp16 and build the "
+                      "optimizer with fused=True (SGD, Adam, AdamW), whose step takes the scaler's inf check "
+                      "on the device",
+    BLOCKING_COPY_SYNC: "for the copies: pin_memory=true (pinned batches are copied without blocking)",
+}
+"""What to change to avoid each synchronisation, shown in the label's evidence."""
+
+PHASE_HINTS = {
+    "data_wait": "data wait usually moves with DataLoader workers, decoding, augmentation or storage speed",
+    "h2d": "host-to-device copies usually move with pinned memory, non-blocking copies or the batch size",
+    "forward": "forward usually moves with model or kernel changes, precision or memory format",
+    "backward": "backward usually moves with model or kernel changes, precision or memory format",
+    "optimizer": "the optimizer step usually moves with its implementation (foreach or fused) or the parameter count",
+    "residual": "unattributed time usually moves with a new host sync (.item(), .cpu(), printing a tensor) or logging",
+}
+"""One line per phase on what usually moves it, shown when the gate flags the phase."""
+
+
+@dataclass(frozen=True)
+class Label:
+    name: str
+    severity: str
+    """``"critical"``, ``"warning"`` or ``"info"``."""
+    share: float
+    """The share of the step the label is about; for the labels read from what the
+    repeats recorded (SYNC-PER-STEP, LOADER-RESTART, CLOCK-MISMATCH), the share of the
+    repeats it applies to."""
+    evidence: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {"name": self.name, "severity": self.severity, "share": self.share, "evidence": self.evidence}
+
+
+def _shares(result: RunResult) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {"data_wait": [], "h2d": [], "compute": [], "residual": []}
+    for repeat in result.repeats:
+        p = repeat.phases_ms
+        for i, step in enumerate(p["step"]):
+            if step <= 0:
+                continue
+            compute = p["forward"][i] + p["backward"][i] + p["optimizer"][i]
+            out["data_wait"].append(p["data_wait"][i] / step)
+            out["h2d"].append(p["h2d"][i] / step)
+            out["compute"].append(compute / step)
+            out["residual"].append((step - p["data_wait"][i] - p["h2d"][i] - compute) / step)
+    return out
+
+
+def _median_ms(result: RunResult, series: str) -> float:
+    return median(v for r in result.repeats for v in r.phases_ms[series])
+
+
+def diagnose(result: RunResult) -> list[Label]:
+    """The labels that apply to ``result``, most severe first; BALANCED when none does."""
+    shares = _shares(result)
+    if not shares["compute"]:
+        return []
+    steps = len(shares["compute"])
+    where = f"median over {steps} steps of {len(result.repeats)} repeat(s)"
+    step_ms = _median_ms(result, "step")
+    busy = [sum(r.phases_ms["device_busy"]) / (r.window_s * 1e3) for r in result.repeats if "device_busy" in r.phases_ms]
+    busy_note = f"; device busy {median(busy) * 100:.0f}% of the window" if busy else ""
+    labels: list[Label] = []
+    for name, key, what in (("INPUT-BOUND", "data_wait", "data wait"),
+                            ("H2D-BOUND", "h2d", "host-to-device copies"),
+                            ("RESIDUAL-HEAVY", "residual", "unattributed time")):
+        share = median(shares[key])
+        if share >= WARNING_SHARE:
+            severity = "critical" if share >= CRITICAL_SHARE else "warning"
+            amount = "" if key == "residual" else f"{_median_ms(result, key):.1f} ms, "
+            labels.append(Label(name, severity, share,
+                                f"{what} {amount}{share * 100:.0f}% of a {step_ms:.1f} ms step ({where}){busy_note}"))
+    compute = median(shares["compute"])
+    if compute >= COMPUTE_SHARE:
+        labels.append(Label("COMPUTE-BOUND", "info", compute,
+                            f"forward+backward+optimizer {compute * 100:.0f}% of a {step_ms:.1f} ms step ({where}){busy_note}"))
+    if not labels:
+        labels.append(Label("BALANCED", "info", compute,
+                            f"no phase dominates: compute {compute * 100:.0f}%, data wait "
+                            f"{median(shares['data_wait']) * 100:.0f}%, h2d {median(shares['h2d']) * 100:.0f}% "
+                            f"of a {step_ms:.1f} ms step ({where}){busy_note}"))
+    labels += [label for label in (_stall_label(result), _sync_label(result), _restart_label(result),
+                                   _clock_label(result)) if label is not None]
+    order = {"critical": 0, "warning": 1, "info": 2}
+    return sorted(labels, key=lambda label: order[label.severity])
+
+
+def _sync_label(result: RunResult) -> Label | None:
+    """SYNC-PER-STEP: what each repeat recorded under ``torch_settings["synchronizes"]``."""
+    per_repeat = [list(r.torch_settings.get("synchronizes") or ()) for r in result.repeats]
+    sources = list(dict.fromkeys(s for found in per_repeat for s in found))
+    if not sources:
+        return None
+    with_sync = sum(1 for found in per_repeat if found)
+    how_often = "once per step" if sources == [GRAD_SCALER_SYNC] else "every step"
+    fixes = [SYNC_FIXES[s] for s in sources if s in SYNC_FIXES]
+    evidence = (f"this workload synchronises {how_often}: {'; '.join(sources)} "
+                f"({with_sync} of {len(result.repeats)} repeat(s)); the host waits for the device there, "
+                f"so it cannot queue the next step ahead")
+    if fixes:
+        evidence += f"; to avoid it, {'; '.join(fixes)}"
+    return Label("SYNC-PER-STEP", "warning", with_sync / len(result.repeats), evidence)
+
+
+def _stall_label(result: RunResult) -> Label | None:
+    """STALLS: time in steps beyond the median step, a share of the window's step time."""
+    shares, slow, steps_seen = [], 0, 0
+    excess = {p: 0.0 for p in PHASES}
+    means, medians = [], []
+    for r in result.repeats:
+        steps = r.phases_ms["step"]
+        total = sum(steps)
+        if len(steps) < 4 or total <= 0:
+            continue
+        typical = median(steps)
+        shares.append(max(0.0, total - typical * len(steps)) / total)
+        means.append(total / len(steps))
+        medians.append(typical)
+        slow += sum(1 for v in steps if v > 2 * typical)
+        steps_seen += len(steps)
+        for p in PHASES:
+            values = r.phases_ms[p]
+            middle = median(values)
+            excess[p] += sum(max(0.0, v - middle) for v in values)
+    if not shares:
+        return None
+    share = median(shares)
+    if share < WARNING_SHARE:
+        return None
+    phase = max(PHASES, key=lambda p: excess[p])
+    held = excess[phase] / sum(excess.values()) if sum(excess.values()) > 0 else 0.0
+    evidence = (f"the mean step is {median(means):.1f} ms against a median step of {median(medians):.1f} ms: "
+                f"{share * 100:.0f}% of the window's step time is beyond the median step (median over "
+                f"{len(shares)} repeat(s)), {held * 100:.0f}% of that excess in {PHASE_WORDS[phase]}; "
+                f"{slow} of {steps_seen} steps took over twice the median. The phase shares and the gate's "
+                f"per-repeat medians do not see stalls this periodic: compare throughput (samples/s) too")
+    severity = "critical" if share >= CRITICAL_SHARE else "warning"
+    return Label("STALLS", severity, share, evidence)
+
+
+def _restart_label(result: RunResult) -> Label | None:
+    """LOADER-RESTART: repeats whose DataLoader ran out inside the window."""
+    restarted = [r for r in result.repeats if r.loader_restarts > 0]
+    if not restarted:
+        return None
+    total = sum(r.loader_restarts for r in restarted)
+    worst = max(max(r.phases_ms["data_wait"], default=0.0) for r in restarted)
+    typical = _median_ms(result, "data_wait")
+    warmup, steps = result.params.get("warmup_steps"), result.params.get("steps")
+    batches = restarted[0].loader_settings.get("num_batches")
+    facts = []
+    if isinstance(batches, int):
+        facts.append(f"the loader holds {batches} batches")
+    if isinstance(warmup, int) and isinstance(steps, int):
+        facts.append(f"warmup_steps + steps = {warmup + steps}")
+    held = f" ({', '.join(facts)})" if facts else ""
+    loader = restarted[0].loader_settings
+    persist = ("; with num_workers > 0, persistent_workers=true keeps the workers across a restart"
+               if (loader.get("num_workers") or 0) > 0 and not loader.get("persistent_workers") else "")
+    evidence = (f"the DataLoader ran out inside the window {total} time(s) in {len(restarted)} of "
+                f"{len(result.repeats)} repeat(s){held}: the slowest data wait there was {worst:.1f} ms against a "
+                f"median of {typical:.1f} ms; make warmup_steps + steps <= len(loader) (fewer steps, or a loader "
+                f"from perfgate.measure.loader.make_loader, which holds exactly that many batches){persist}")
+    return Label("LOADER-RESTART", "warning", len(restarted) / len(result.repeats), evidence)
+
+
+def _clock_label(result: RunResult) -> Label | None:
+    """CLOCK-MISMATCH: on CUDA the device steps should tile the window's wall time."""
+    ratios = []
+    for r in result.repeats:
+        window = r.torch_settings.get("cuda_window")
+        ratio = window.get("device_steps_over_window") if isinstance(window, dict) else None
+        if isinstance(ratio, (int, float)):
+            ratios.append(float(ratio))
+    if not ratios:
+        return None
+    ratio = median(ratios)
+    low, high = CLOCK_RATIO
+    if low <= ratio <= high:
+        return None
+    off = [x for x in ratios if not low <= x <= high]
+    return Label("CLOCK-MISMATCH", "warning", len(off) / len(result.repeats),
+                 f"the device steps add up to {ratio * 100:.0f}% of the window's wall time (median of "
+                 f"{len(ratios)} repeat(s); about 100% expected): the step's events miss part of the work, such as "
+                 f"kernels on a stream the step does not wait for, or the device and host clocks disagree "
+                 f"(perfgate doctor checks that); the step times of this run are not reliable")

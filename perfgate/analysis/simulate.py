@@ -1,0 +1,420 @@
+"""Synthetic gates with a known truth, judged by the real gate: false alarms and power.
+
+Every gate is a whole CI job of several workloads (three by default; the first may carry a
+true slowdown, the others never do, so Holm runs over a real family). The simulation
+builds :class:`~perfgate.model.result.RunResult` objects the way the runner would, and hands
+them to the real :func:`perfgate.analysis.compare.compare` for the first look. The workloads it
+leaves INCONCLUSIVE with a second look planned are measured again (more repeats, or more
+ABBA blocks numbered on from the first look's), the two runs are merged with the real
+:func:`perfgate.model.result.merge_repeats`, and ``compare`` judges them at look 2 with the
+others ``already_decided``, exactly as ``perfgate.gate.gating`` does (the paired design passes
+the looks' correlation ``rho`` as ``run_paired_gate`` does; the stored design, like
+``run_gate``, passes none). Nothing here decides a verdict; it only draws the numbers
+and counts what ``compare`` says.
+
+The noise model, on the log of each process's step time, in the order the processes run
+in their job (workloads round-robin as the runner interleaves them)::
+
+    log y_t = log(level_w) + day + drift * t + sd * e_t + outlier_t + throttle_t
+              (+ log(1 + slowdown) for the changed workload's current / head processes)
+
+- ``e_t`` is a stationary AR(1) with unit variance: ``e_t = phi e_{t-1} + sqrt(1-phi^2) z_t``,
+  so ``sd`` is the run-to-run sd of one process and ``phi`` the correlation of
+  consecutive processes (a machine that is slow for a while, not for one process);
+- ``drift`` is a linear drift per process inside the job (warming up, a filling disk);
+  every job starts at t = 0, and the second look continues the first look's job;
+- ``day`` is one draw per job: per stored baseline recording and for the current job
+  (shared by both looks). In the paired design both arms share the job's draw, so it
+  cannot matter; it is drawn anyway;
+- an outlier adds ``log(outlier_factor)`` to a process with probability ``outlier_rate``;
+- a throttled process is ``throttle_factor`` slower and carries the telemetry NVML gives
+  (``{"gpu": {"throttled": True, "throttle_reasons": ["hw_slowdown"]}}``), which the gate
+  reads through ``RepeatResult.throttled`` and leaves out;
+- ``current_sd_factor`` multiplies ``sd`` for the current (stored) or head (paired)
+  processes: the "noisier current" case.
+
+The stored design records each of its ``recordings`` baseline recordings in a job of its
+own (through the real ``perfgate.model.baseline.updated_baseline``, ``--append`` after the
+first) and runs the current job against them. The paired design runs ``blocks`` ABBA
+blocks of every workload in one job (for each block, each workload in turn: base, head,
+head, base), judged by the block model (or, for the comparison of estimators, by one of
+the alternatives swapped in for it: see ``Scenario.estimator``).
+
+Each repeat holds three steps whose median is exactly the drawn value, so ``compare``
+stays fast; with ``phases=True`` they are split into the five phases at fixed shares (the
+verdicts are the same: only the step is gated), otherwise the phases are zero and
+``compare`` takes the phase-free path of a micro-benchmark.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+
+import perfgate.analysis.compare as gate_compare
+from perfgate.model.baseline import Baseline, Lookup, updated_baseline
+from perfgate.analysis.blocks import ABBA, BlockValue, block_contrast_t, block_log_ratio
+from perfgate.analysis.compare import Entry, GateOutcome, Pairing
+from perfgate.analysis.decide import GateConfig, Verdict
+from perfgate.model.environment import Environment
+from perfgate.model.result import RepeatResult, RunResult, merge_repeats
+from perfgate.analysis.stats import LogRatio, log_ratio, paired_look_correlation
+from perfgate.model.workload import PHASES
+
+__all__ = ["CellResult", "ESTIMATORS", "Noise", "Scenario", "paired_calibration", "simulate"]
+
+ENV = Environment(device="cuda", torch="2.14.1", python="3.11.7", cpu_model="Simulated CPU", cpu_count=16,
+                  os="Linux", gpu_name="Simulated GPU", gpu_driver="999.1", cuda="12.8", cudnn="91000",
+                  torchvision="0.29.1", git_commit="0" * 40, git_dirty=False)
+AGAINST = "abc1234def5678abc1234def5678abc1234def56"
+_NOW = datetime(2026, 11, 30, tzinfo=timezone.utc)
+_STARTED = "2026-11-30T00:00:00+00:00"
+_SHARES = {"data_wait": 0.02, "h2d": 0.005, "forward": 0.30, "backward": 0.60, "optimizer": 0.07}
+_STEP_SPREAD = (0.999, 1.0, 1.001)  # three steps; their median is the drawn value
+_THROTTLED = {"gpu": {"throttled": True, "throttle_reasons": ["hw_slowdown"]}}
+_NOT_THROTTLED = {"gpu": {"throttled": False, "throttle_reasons": []}}
+
+
+@dataclass(frozen=True)
+class Noise:
+    """What the machine does to each process's step time (all sds on the log scale)."""
+
+    run_sd_log: float = 0.01
+    ar: float = 0.3
+    """AR(1) correlation between consecutive processes of a job."""
+    drift_per_process: float = 0.0
+    """Linear drift of log step time per process, in job order (0.001: 0.1% per process)."""
+    day_sd_log: float = 0.01
+    """True day-to-day sd: one draw per job (the gate assumes ``GateConfig.assumed_day_sd_log``)."""
+    outlier_rate: float = 0.02
+    outlier_factor: float = 1.30
+    throttle_rate: float = 0.02
+    throttle_factor: float = 1.15
+    current_sd_factor: float = 1.0
+    """Run-to-run sd of the current (stored) or head (paired) processes, times the others'."""
+
+    def __post_init__(self) -> None:
+        if not (-1.0 < self.ar < 1.0):
+            raise ValueError(f"ar must be in (-1, 1), got {self.ar!r}")
+        for name in ("run_sd_log", "day_sd_log", "outlier_rate", "throttle_rate"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name} must be >= 0")
+
+
+ESTIMATORS = ("block", "contrast", "welch")
+"""The paired estimators: the block model ``compare`` uses, the one-sample t on block
+contrasts, and Welch ignoring the blocks."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    noise: Noise
+    slowdown: float = 0.0
+    """True slowdown of the changed workload (the first one); 0.05 = 5% slower."""
+    paired: bool = True
+    blocks: int = 6
+    """Paired: ABBA blocks at the first look (the second adds ``second_look_blocks``)."""
+    second_look_blocks: int | None = None
+    recordings: int = 1
+    """Stored: baseline recordings, each in a job of its own."""
+    repeats: int = 5
+    """Stored: current repeats at the first look (the second adds ``GateConfig.second_look_repeats``)."""
+    baseline_repeats: int = 5
+    workloads: int = 3
+    estimator: str = "block"
+    """Paired only: "block" (what compare uses), "contrast" or "welch" swapped in for it."""
+    phases: bool = False
+
+    def __post_init__(self) -> None:
+        if self.estimator not in ESTIMATORS:
+            raise ValueError(f"estimator must be one of {ESTIMATORS}, got {self.estimator!r}")
+        if self.estimator != "block" and not self.paired:
+            raise ValueError("the estimator is a choice of the paired design only")
+        if self.workloads < 1:
+            raise ValueError("workloads must be >= 1")
+
+    @property
+    def design(self) -> str:
+        if self.paired:
+            return f"paired, {self.blocks} blocks"
+        return f"stored, {self.recordings} recording{'s' if self.recordings != 1 else ''}"
+
+
+@dataclass(frozen=True)
+class CellResult:
+    scenario: Scenario
+    gates: int
+    counts: Mapping[Verdict, int] = field(default_factory=dict)
+    """Final verdicts of the changed workload (the first one)."""
+    false_regressions: int = 0
+    """Gates with a REGRESSION on a workload that did not change (all of them when the
+    slowdown is 0): the family-wise false alarms Holm controls."""
+    second_looks: int = 0
+    """Gates that took a second look (for any workload)."""
+    compare_calls: int = 0
+    seconds: float = field(default=0.0, compare=False)
+
+    def share(self, verdict: Verdict) -> float:
+        return self.counts.get(verdict, 0) / self.gates
+
+    @property
+    def false_regression_share(self) -> float:
+        return self.false_regressions / self.gates
+
+    @property
+    def gates_per_second(self) -> float:
+        return self.gates / self.seconds if self.seconds > 0 else math.inf
+
+
+class _Job:
+    """One CI job: its day draw, and the noise of each process in the order they run."""
+
+    def __init__(self, rng: np.random.Generator, noise: Noise) -> None:
+        self.rng, self.noise = rng, noise
+        self.day = float(rng.normal(0.0, noise.day_sd_log)) if noise.day_sd_log > 0 else 0.0
+        self.t = 0
+        self.e = 0.0
+        self._innovation = math.sqrt(1.0 - noise.ar * noise.ar)
+
+    def next(self, current: bool) -> tuple[float, bool]:
+        """The next process's log offset and whether the GPU throttled during it."""
+        n, rng = self.noise, self.rng
+        z = float(rng.standard_normal())
+        self.e = z if self.t == 0 else n.ar * self.e + self._innovation * z
+        sd = n.run_sd_log * (n.current_sd_factor if current else 1.0)
+        x = self.day + n.drift_per_process * self.t + sd * self.e
+        u_out, u_thr = rng.random(2)
+        if u_out < n.outlier_rate:
+            x += math.log(n.outlier_factor)
+        throttled = bool(u_thr < n.throttle_rate)
+        if throttled:
+            x += math.log(n.throttle_factor)
+        self.t += 1
+        return x, throttled
+
+
+@dataclass
+class _Repeat:
+    value_ms: float
+    throttled: bool
+    block: int | None = None
+
+
+def _repeat_result(index: int, r: _Repeat, phases: bool) -> RepeatResult:
+    steps = tuple(r.value_ms * f for f in _STEP_SPREAD)
+    series = {p: tuple(s * _SHARES[p] for s in steps) if phases else (0.0, 0.0, 0.0) for p in PHASES}
+    series["step"] = steps
+    window_s = sum(steps) / 1e3
+    return RepeatResult(
+        index=index, started_at=_STARTED, timing="cuda_events", window_s=window_s, phases_ms=series,
+        samples_per_s=3 * 32 / window_s, peak_memory_bytes=1_000_000_000, peak_memory_kind="cuda_max_allocated",
+        first_loss=2.3, last_loss=2.1, torch_settings={}, loader_settings={"batch_size": 32, "num_workers": 2},
+        telemetry=_THROTTLED if r.throttled else _NOT_THROTTLED, block=r.block,
+    )
+
+
+def _run_result(workload: str, repeats: Sequence[_Repeat], phases: bool) -> RunResult:
+    return RunResult(
+        workload=workload, workload_version=1, workload_source="file:simulated.py", device=ENV.device,
+        params={"batch_size": 32, "steps": 3}, overrides={}, environment=ENV,
+        data={"kind": "synthetic", "path": "memory", "content_hash": "0" * 64, "hash_method": "none",
+              "num_samples": 1024, "description": "simulated"},
+        created_at=_STARTED, perfgate_version="0.1.0",
+        repeats=tuple(_repeat_result(i, r, phases) for i, r in enumerate(repeats)),
+    )
+
+
+def _welch_ignoring_blocks(base: Sequence[BlockValue], head: Sequence[BlockValue], *,
+                           confidence: float = 0.95) -> LogRatio:
+    return log_ratio([v.value for v in head], [[v.value for v in base]], confidence=confidence,
+                     assumed_day_sd_log=0.0, outlier_sd=None)
+
+
+@contextlib.contextmanager
+def _paired_estimator(name: str) -> Iterator[None]:
+    """``compare`` with its block model swapped for ``name`` (not thread-safe; restored on exit)."""
+    if name == "block":
+        yield
+        return
+    alternative = {"contrast": block_contrast_t, "welch": _welch_ignoring_blocks}[name]
+    with mock.patch.object(gate_compare, "block_log_ratio", alternative):
+        yield
+
+
+class _Gate:
+    """One simulated gate: measures (draws) and judges through ``compare``, two looks at most."""
+
+    def __init__(self, s: Scenario, config: GateConfig, rng: np.random.Generator) -> None:
+        self.s, self.config, self.rng = s, config, rng
+        self.names = [f"w{i}" for i in range(s.workloads)]
+        # Workloads of different speeds; only the first may change.
+        self.levels = {n: math.log(50.0 * (1 + i)) for i, n in enumerate(self.names)}
+        self.calls = 0
+
+    def _value(self, job: _Job, name: str, current: bool, block: int | None = None) -> _Repeat:
+        x, throttled = job.next(current)
+        x += self.levels[name]
+        if current and name == self.names[0] and self.s.slowdown:
+            x += math.log1p(self.s.slowdown)
+        return _Repeat(math.exp(x), throttled, block)
+
+    def _compare(self, entries: list[Entry], look: int, decided: Sequence[str] = (),
+                 rho: float | None = None) -> GateOutcome:
+        self.calls += 1
+        return gate_compare.compare(entries, self.config, look=look, already_decided=decided, rho=rho)
+
+    def run(self) -> dict[str, Verdict]:
+        return self._paired() if self.s.paired else self._stored()
+
+    def _finish(self, first: GateOutcome, second: GateOutcome | None) -> dict[str, Verdict]:
+        verdicts = {c.workload: c.verdict for c in first.comparisons}
+        if second is not None:
+            verdicts.update({c.workload: c.verdict for c in second.comparisons})
+        return verdicts
+
+    def _paired(self) -> dict[str, Verdict]:
+        s, job = self.s, _Job(self.rng, self.s.noise)
+
+        def measure(which: Sequence[str], first_block: int, count: int) -> tuple[dict, dict]:
+            head: dict[str, list[_Repeat]] = {n: [] for n in which}
+            base: dict[str, list[_Repeat]] = {n: [] for n in which}
+            for b in range(first_block, first_block + count):
+                for n in which:
+                    for arm in ABBA:
+                        is_head = arm == "head"
+                        (head if is_head else base)[n].append(self._value(job, n, is_head, b))
+            return ({n: _run_result(n, v, s.phases) for n, v in head.items()},
+                    {n: _run_result(n, v, s.phases) for n, v in base.items()})
+
+        def entries(head: Mapping[str, RunResult], base: Mapping[str, RunResult], which: Sequence[str]) -> list[Entry]:
+            return [Entry(n, head[n], None, pairing=Pairing(base[n], AGAINST)) for n in which]
+
+        extra = s.second_look_blocks or s.blocks
+        # as perfgate.gate.gating.run_paired_gate: alpha spent over the looks by their known correlation
+        rho = paired_look_correlation(s.blocks, s.blocks + extra) if self.config.looks == 2 else None
+        head, base = measure(self.names, 0, s.blocks)
+        first = self._compare(entries(head, base, self.names), 1, rho=rho)
+        again = [c.workload for c in first.comparisons if c.second_look]
+        if not again:
+            return self._finish(first, None)
+        head2, base2 = measure(again, s.blocks, extra)
+        for n in again:
+            head[n] = merge_repeats([head[n], head2[n]])
+            base[n] = merge_repeats([base[n], base2[n]])
+        decided = [n for n in self.names if n not in again]
+        return self._finish(first, self._compare(entries(head, base, again), 2, decided, rho=rho))
+
+    def _stored(self) -> dict[str, Verdict]:
+        s = self.s
+        baselines: dict[str, Baseline | None] = {n: None for n in self.names}
+        for k in range(s.recordings):  # each recording is a job of its own: perfgate rebaseline [--append]
+            job = _Job(self.rng, s.noise)
+            recorded: dict[str, list[_Repeat]] = {n: [] for n in self.names}
+            for _ in range(s.baseline_repeats):
+                for n in self.names:
+                    recorded[n].append(self._value(job, n, False))
+            for n in self.names:
+                baselines[n] = updated_baseline(baselines[n], _run_result(n, recorded[n], s.phases),
+                                                f"simulated recording {k + 1}", append=k > 0,
+                                                max_recordings=max(s.recordings, 1), now=_NOW)
+        lookups = {n: Lookup(baselines[n], Path("simulated") / f"{n}.json") for n in self.names}
+        job = _Job(self.rng, s.noise)
+
+        def measure(which: Sequence[str], count: int) -> dict[str, RunResult]:
+            cur: dict[str, list[_Repeat]] = {n: [] for n in which}
+            for _ in range(count):
+                for n in which:
+                    cur[n].append(self._value(job, n, True))
+            return {n: _run_result(n, v, s.phases) for n, v in cur.items()}
+
+        current = measure(self.names, s.repeats)
+        first = self._compare([Entry(n, current[n], lookups[n]) for n in self.names], 1)
+        again = [c.workload for c in first.comparisons if c.second_look]
+        if not again:
+            return self._finish(first, None)
+        more = measure(again, self.config.second_look_repeats or s.repeats)
+        for n in again:
+            current[n] = merge_repeats([current[n], more[n]])
+        decided = [n for n in self.names if n not in again]
+        second = self._compare([Entry(n, current[n], lookups[n]) for n in again], 2, decided)
+        return self._finish(first, second)
+
+
+def _seed(s: Scenario, seed: int) -> np.random.SeedSequence:
+    n = s.noise
+    floats = (n.run_sd_log, n.ar, n.drift_per_process, n.day_sd_log, n.outlier_rate, n.outlier_factor,
+              n.throttle_rate, n.throttle_factor, n.current_sd_factor, s.slowdown)
+    ints = [round(abs(v) * 1_000_000) for v in floats] + [int(n.ar < 0)]
+    ints += [int(s.paired), s.blocks, s.second_look_blocks or 0, s.recordings, s.repeats, s.baseline_repeats,
+             s.workloads]
+    # The estimator is left out on purpose: the three estimators see the same draws.
+    return np.random.SeedSequence([seed, *ints])
+
+
+def simulate(scenario: Scenario, gates: int, config: GateConfig | None = None, seed: int = 0) -> CellResult:
+    """Run ``gates`` independent gates of ``scenario`` through ``compare``; deterministic per seed."""
+    config = config or GateConfig()
+    rng = np.random.default_rng(_seed(scenario, seed))
+    counts: dict[Verdict, int] = {}
+    false = second = calls = 0
+    started = time.perf_counter()
+    with _paired_estimator(scenario.estimator if scenario.paired else "block"):
+        for _ in range(gates):
+            gate = _Gate(scenario, config, rng)
+            verdicts = gate.run()
+            changed = gate.names[0]
+            counts[verdicts[changed]] = counts.get(verdicts[changed], 0) + 1
+            unchanged = gate.names if scenario.slowdown == 0 else gate.names[1:]
+            false += any(verdicts[n] is Verdict.REGRESSION for n in unchanged)
+            second += gate.calls > 1
+            calls += gate.calls
+    return CellResult(scenario, gates, counts, false, second, calls, time.perf_counter() - started)
+
+
+def _estimators() -> dict[str, Callable[[Sequence[BlockValue], Sequence[BlockValue]], LogRatio]]:
+    return {"block": block_log_ratio, "contrast": block_contrast_t, "welch": _welch_ignoring_blocks}
+
+
+def paired_calibration(noise: Noise, slowdown: float, *, blocks: int = 6, workloads: int = 3, draws: int = 5000,
+                       levels: Sequence[float] = (0.05, 0.005), seed: int = 0) -> dict[str, dict[float, float]]:
+    """How often each paired estimator finds the head slower at one-sided ``levels``.
+
+    The size (``slowdown=0``) and power of the three estimators themselves, without the
+    gate around them (one workload's first look, no Holm, no δ): the check that a
+    nominal 5% is a true 5% under AR(1) and drift. The process order is the gate's
+    (``workloads`` interleaved per block, ABBA); outliers are drawn as in ``noise``,
+    throttling is not (it only removes repeats), the day effect cancels.
+    ``{estimator: {level: share of draws with p_slower < level}}``.
+    """
+    rng = np.random.default_rng(_seed(Scenario(noise, slowdown, blocks=blocks, workloads=workloads), seed))
+    n_proc = 4 * blocks * workloads
+    z = rng.standard_normal((draws, n_proc))
+    e = np.empty_like(z)
+    e[:, 0] = z[:, 0]
+    root = math.sqrt(1.0 - noise.ar**2)
+    for t in range(1, n_proc):
+        e[:, t] = noise.ar * e[:, t - 1] + root * z[:, t]
+    trend = noise.drift_per_process * np.arange(n_proc)
+    out = (rng.random((draws, n_proc)) < noise.outlier_rate) * math.log(noise.outlier_factor)
+    base_x = trend + noise.run_sd_log * e + out
+    head_x = trend + noise.run_sd_log * noise.current_sd_factor * e + out + math.log1p(slowdown)
+    # the first workload's processes: block j occupies positions 4 j W .. 4 j W + 3
+    positions = [(4 * j * workloads + k, j, arm == "head") for j in range(blocks) for k, arm in enumerate(ABBA)]
+    estimators = _estimators()
+    hits = {name: dict.fromkeys(levels, 0) for name in estimators}
+    for d in range(draws):
+        base = [BlockValue(j, 100.0 * math.exp(base_x[d, pos])) for pos, j, is_head in positions if not is_head]
+        head = [BlockValue(j, 100.0 * math.exp(head_x[d, pos])) for pos, j, is_head in positions if is_head]
+        for name, fn in estimators.items():
+            p = fn(base, head).p_slower
+            for level in levels:
+                hits[name][level] += p < level
+    return {name: {level: n / draws for level, n in by.items()} for name, by in hits.items()}

@@ -1,0 +1,116 @@
+"""Summaries derived from raw results: the unit of analysis is the repeat.
+
+Consecutive steps are autocorrelated, so steps are never treated as independent samples.
+Each repeat is summarised by the median of its measured steps, per phase and for the
+whole step; a workload by the median of those per-repeat medians, and its run-to-run
+variation by the standard deviation of their logarithms.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import median, stdev
+
+from perfgate.model.result import RepeatResult, RunResult
+from perfgate.model.workload import PHASES
+
+RESIDUAL = "residual"
+ROWS = (*PHASES, RESIDUAL, "step")
+"""Table rows: the five phases, the unattributed rest of the step, and the step."""
+
+
+@dataclass(frozen=True)
+class RepeatSummary:
+    index: int
+    medians_ms: dict[str, float]
+    """Median over the window's steps of each phase, the residual and the step."""
+    shares: dict[str, float]
+    """Total time of each phase (and the residual) over the total step time of the window."""
+    samples_per_s: float
+    peak_memory_bytes: int | None
+    device_busy_fraction: float | None
+    block: int | None = None
+    """The ABBA block of the repeat (paired design), else None."""
+
+
+def residual_series(repeat: RepeatResult) -> list[float]:
+    """Per step, the part of the step no phase explains (loop overhead, host syncs, logging).
+
+    On CUDA the device phases can overlap the host's data wait, so this can be negative.
+    """
+    phases = [repeat.phases_ms[p] for p in PHASES]
+    return [s - sum(values) for s, values in zip(repeat.phases_ms["step"], zip(*phases))]
+
+
+def summarise_repeat(repeat: RepeatResult) -> RepeatSummary:
+    step = repeat.phases_ms["step"]
+    residual = residual_series(repeat)
+    total = sum(step)
+    medians = {p: median(repeat.phases_ms[p]) for p in PHASES}
+    medians[RESIDUAL] = median(residual)
+    medians["step"] = median(step)
+    shares = {p: sum(repeat.phases_ms[p]) / total for p in PHASES}
+    shares[RESIDUAL] = sum(residual) / total
+    shares["step"] = 1.0
+    busy = repeat.phases_ms.get("device_busy")
+    busy_fraction = sum(busy) / (repeat.window_s * 1e3) if busy else None
+    return RepeatSummary(
+        index=repeat.index,
+        medians_ms=medians,
+        shares=shares,
+        samples_per_s=repeat.samples_per_s,
+        peak_memory_bytes=repeat.peak_memory_bytes,
+        device_busy_fraction=busy_fraction,
+        block=repeat.block,
+    )
+
+
+def log_sd(values: Sequence[float]) -> float | None:
+    """Sample standard deviation of log(values): the relative run-to-run variation."""
+    if len(values) < 2 or any(v <= 0 for v in values):
+        return None
+    return stdev(math.log(v) for v in values)
+
+
+@dataclass(frozen=True)
+class WorkloadSummary:
+    workload: str
+    device: str
+    repeats: tuple[RepeatSummary, ...]
+    steps: int
+    median_ms: dict[str, float]
+    share: dict[str, float]
+    spread: dict[str, float | None]
+    """Run-to-run variation of each row (sd of log of per-repeat medians); None below 2 repeats."""
+    samples_per_s: float
+    peak_memory_bytes: int | None
+    peak_memory_kind: str
+    device_busy_fraction: float | None
+
+    def per_repeat(self, row: str) -> list[float]:
+        return [r.medians_ms[row] for r in self.repeats]
+
+
+def summarise(result: RunResult) -> WorkloadSummary:
+    reps = tuple(summarise_repeat(r) for r in result.repeats)
+    median_ms = {row: median(r.medians_ms[row] for r in reps) for row in ROWS}
+    share = {row: median(r.shares[row] for r in reps) for row in ROWS}
+    spread = {row: log_sd([r.medians_ms[row] for r in reps]) for row in ROWS if row != RESIDUAL}
+    spread[RESIDUAL] = None  # can be zero or negative: no log-scale spread
+    peaks = [r.peak_memory_bytes for r in reps if r.peak_memory_bytes is not None]
+    busy = [r.device_busy_fraction for r in reps if r.device_busy_fraction is not None]
+    return WorkloadSummary(
+        workload=result.workload,
+        device=result.device,
+        repeats=reps,
+        steps=min(r.steps for r in result.repeats),
+        median_ms=median_ms,
+        share=share,
+        spread=spread,
+        samples_per_s=median(r.samples_per_s for r in reps),
+        peak_memory_bytes=int(median(peaks)) if peaks else None,
+        peak_memory_kind=result.repeats[0].peak_memory_kind,
+        device_busy_fraction=median(busy) if busy else None,
+    )

@@ -1,0 +1,146 @@
+"""Settings from ``[tool.perfgate]`` in pyproject.toml, merged with command-line options.
+
+Precedence: a command-line option, then the workload's own table
+(``[tool.perfgate.workload.NAME]``), then ``[tool.perfgate]``, then the defaults. Only
+thresholds that can differ per workload without breaking the multiple-testing
+correction are allowed in a workload table (``delta``, ``memory_threshold``,
+``gate_phases``, ``phase_q``, ``phase_min_share``, and the counters' ``flops_threshold``,
+``launch_threshold``, ``counters_off``); α, the number of looks and ``counters`` (the
+counted runs on or off) belong to the whole run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfgate.analysis.decide import GateConfig
+from perfgate.model.errors import UsageError
+from perfgate.model.workload import PHASES
+
+GATE_KEYS = {f.name for f in dataclasses.fields(GateConfig)}
+PER_WORKLOAD_KEYS = {"delta", "memory_threshold", "gate_phases", "phase_q", "phase_min_share",
+                     "flops_threshold", "launch_threshold", "counters_off"}
+RUN_KEYS = {"baselines", "workloads", "repeats", "device", "workloads_path", "blocks"}
+
+
+@dataclass(frozen=True)
+class Settings:
+    gate: GateConfig = field(default_factory=GateConfig)
+    per_workload: Mapping[str, GateConfig] = field(default_factory=dict)
+    baselines: Path = Path("baselines")
+    workloads: tuple[str, ...] = ()
+    repeats: int = 5
+    blocks: int = 6
+    """ABBA blocks at the first look of a paired gate (four processes each)."""
+    device: str = "auto"
+    workloads_path: tuple[str, ...] = ()
+    source: str = "defaults"
+
+    def for_workload(self, name: str) -> GateConfig:
+        return self.per_workload.get(name, self.gate)
+
+
+def _gate_config(values: Mapping[str, Any], where: str, base: GateConfig | None = None) -> GateConfig:
+    data = dict(values)
+    if "gate_phases" in data:
+        phases = data["gate_phases"]
+        if not isinstance(phases, list) or not all(isinstance(p, str) for p in phases):
+            raise UsageError(f"{where}: gate_phases must be a list of phase names")
+        unknown = [p for p in phases if p not in PHASES]
+        if unknown:
+            raise UsageError(f"{where}: unknown phase {unknown[0]!r} in gate_phases; phases: {', '.join(PHASES)}")
+        data["gate_phases"] = tuple(phases)
+    if "counters_off" in data:
+        off = data["counters_off"]
+        if not isinstance(off, list) or not all(isinstance(c, str) for c in off):
+            raise UsageError(f"{where}: counters_off must be a list of counter names")
+        data["counters_off"] = tuple(off)
+    try:
+        return dataclasses.replace(base, **data) if base else GateConfig(**data)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"{where}: {exc}") from None
+
+
+def load_settings(pyproject: Path | None, cli: Mapping[str, Any] | None = None) -> Settings:
+    """Read ``[tool.perfgate]`` from ``pyproject`` (if it exists) and apply CLI values.
+
+    ``cli`` holds only the options the user actually gave (None values are ignored).
+    """
+    cli = {k: v for k, v in (cli or {}).items() if v is not None}
+    table: dict[str, Any] = {}
+    source = "defaults"
+    if pyproject is not None and pyproject.is_file():
+        try:
+            with open(pyproject, "rb") as handle:
+                tool = tomllib.load(handle).get("tool", {})
+        except tomllib.TOMLDecodeError as exc:
+            raise UsageError(f"{pyproject}: not valid TOML: {exc}") from None
+        except UnicodeDecodeError:
+            raise UsageError(f"{pyproject}: not valid TOML: not UTF-8 text") from None
+        if not isinstance(tool, dict):
+            raise UsageError(f"{pyproject}: [tool] must be a table")
+        table = tool.get("perfgate", {})
+        if not isinstance(table, dict):
+            raise UsageError(f"{pyproject}: [tool.perfgate] must be a table")
+        if table:
+            source = f"{pyproject} [tool.perfgate]"
+    where = f"{pyproject} [tool.perfgate]"
+    per_workload_tables = table.pop("workload", {})
+    unknown = set(table) - GATE_KEYS - RUN_KEYS
+    if unknown:
+        allowed = ", ".join(sorted(GATE_KEYS | RUN_KEYS | {"workload"}))
+        raise UsageError(f"{where}: unknown key {sorted(unknown)[0]!r}; allowed: {allowed}")
+    gate_values = {k: v for k, v in table.items() if k in GATE_KEYS}
+    cli_gate = {k: v for k, v in cli.items() if k in GATE_KEYS}
+    global_config = _gate_config(gate_values, where)
+    gate = _gate_config(cli_gate, "command line", global_config)
+
+    if not isinstance(per_workload_tables, dict):
+        raise UsageError(f"{where}: [tool.perfgate.workload] must hold one table per workload")
+    per_workload: dict[str, GateConfig] = {}
+    for name, values in per_workload_tables.items():
+        w_where = f"{pyproject} [tool.perfgate.workload.{name}]"
+        if not isinstance(values, dict):
+            raise UsageError(f"{w_where}: must be a table")
+        bad = set(values) - PER_WORKLOAD_KEYS
+        if bad:
+            raise UsageError(f"{w_where}: {sorted(bad)[0]!r} cannot be set per workload; "
+                             f"allowed: {', '.join(sorted(PER_WORKLOAD_KEYS))}")
+        config = _gate_config(values, w_where, global_config)
+        per_workload[name] = _gate_config(cli_gate, "command line", config)
+
+    def run_value(key: str, default: Any) -> Any:
+        return cli.get(key, table.get(key, default))
+
+    workloads = run_value("workloads", ())
+    if isinstance(workloads, str) or not all(isinstance(w, str) for w in workloads):
+        raise UsageError(f"{where}: workloads must be a list of workload names")
+    repeats = run_value("repeats", 5)
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise UsageError(f"{where}: repeats must be an integer >= 1, got {repeats!r}")
+    blocks = run_value("blocks", 6)
+    if isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 2:
+        raise UsageError(f"{where}: blocks must be an integer >= 2, got {blocks!r}")
+    paths = run_value("workloads_path", ())
+    paths = (paths,) if isinstance(paths, str) else tuple(paths)
+    # Paths written in pyproject.toml are relative to it; the command line's to the cwd.
+    here = pyproject.parent if pyproject is not None and pyproject.is_file() else Path(".")
+    baselines = Path(cli["baselines"]) if "baselines" in cli else here / table.get("baselines", "baselines")
+    if "workloads_path" not in cli:
+        paths = tuple(str(here / p) for p in paths)
+    return Settings(
+        gate=gate,
+        per_workload=per_workload,
+        baselines=baselines,
+        workloads=tuple(workloads),
+        repeats=repeats,
+        blocks=blocks,
+        device=run_value("device", "auto"),
+        workloads_path=paths,
+        source=source,
+    )

@@ -1,0 +1,307 @@
+"""Run results: the raw per-step measurements of every repeat, schema-versioned.
+
+A result file holds one workload measured on one device: the resolved parameters, the
+overrides the user gave, the environment fingerprint, where the data came from, and for
+every repeat every raw per-step phase value. Summaries are derived from these values by
+``perfgate.analysis.summary``; they are never stored instead of them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfgate.model.environment import Environment
+from perfgate.model.errors import FileFormatError
+from perfgate.store.jsonfile import write_json_atomic, load_document
+from perfgate.model.schema import Fields, migrate, number_series
+from perfgate.model.workload import PHASES
+
+RESULT_KIND = "perfgate.run-result"
+RESULT_SCHEMA_VERSION = 1
+SERIES = (*PHASES, "step")
+"""Per-step series every repeat holds; CUDA runs add ``device_busy``."""
+
+
+CLOCK_EVENT_REASONS: Mapping[int, str] = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
+"""NVML's clock-event reasons (nvmlClocksEventReason*, formerly nvmlClocksThrottleReason*),
+by bit: the one table for the telemetry and the doctor."""
+SLOWDOWN_REASONS: Mapping[str, str] = {
+    "hw_slowdown": "hardware slowdown",
+    "hw_power_brake_slowdown": "hardware slowdown",
+    "sw_thermal_slowdown": "thermal",
+    "hw_thermal_slowdown": "thermal",
+}
+"""NVML clock-event reasons (as the telemetry names them) that leave a repeat out, and their kind.
+
+The software power cap (``sw_power_cap``) is not one of them: a GPU with a low power limit
+(a 70 W T4) sets it on most samples under load, at a clock that is its normal working
+clock. Its share of the samples is telemetry (``power_cap_share``); a clock that really
+moved is caught by the comparison of median SM clocks instead (``perfgate.analysis.compare``)."""
+
+
+def _gpu_telemetry(telemetry: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    gpu = (telemetry or {}).get("gpu") if isinstance(telemetry, Mapping) else None
+    return gpu if isinstance(gpu, Mapping) else {}
+
+
+def _positive(value: object, *, zero: bool = False) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value) if value > 0 or (zero and value == 0) else None
+
+
+def slowdown_reasons(gpu: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """The thermal and hardware slowdown reasons in one repeat's GPU telemetry.
+
+    ``()`` when there were none, or nothing was sampled; ``None`` when the repeat is marked
+    throttled but the reason was not recorded. Telemetry written since the power cap stopped
+    counting holds ``slowdown_reasons``. Older telemetry holds ``throttle_reasons`` (every
+    reason seen, the power cap included) and ``throttled``: its slowdown reasons are read
+    from that list, so a repeat that only hit the power cap is kept. A repeat marked
+    ``throttled: true`` without any reason is left out, as it was when it was recorded:
+    the reason may have been a slowdown, and nothing tells.
+    """
+    recorded = gpu.get("slowdown_reasons")
+    if isinstance(recorded, list):
+        return tuple(sorted({x for x in recorded if isinstance(x, str)}))
+    legacy = gpu.get("throttle_reasons")
+    if isinstance(legacy, list) and legacy:
+        return tuple(sorted({x for x in legacy if x in SLOWDOWN_REASONS}))
+    return None if gpu.get("throttled") is True else ()
+
+
+def describe_slowdown(reasons: tuple[str, ...] | None) -> str | None:
+    """``"thermal (hw_thermal_slowdown)"``, ``"hardware slowdown (hw_slowdown)"``, ...; None: no slowdown."""
+    if reasons is None:
+        return "throttled, reason not recorded (an older perfgate counted the power cap too)"
+    if not reasons:
+        return None
+    kinds = sorted({SLOWDOWN_REASONS.get(r, "slowdown") for r in reasons}, key=("thermal", "hardware slowdown",
+                                                                             "slowdown").index)
+    return f"{' and '.join(kinds)} ({', '.join(reasons)})"
+
+
+@dataclass(frozen=True)
+class RepeatResult:
+    """One repeat: one fresh process, a warmup, then a synchronised window of N steps."""
+
+    index: int
+    started_at: str
+    timing: str
+    """``"perf_counter"`` (CPU) or ``"cuda_events"`` (device phases from CUDA events)."""
+    window_s: float
+    """Wall time of the measured window, between the two synchronisations."""
+    phases_ms: Mapping[str, tuple[float, ...]]
+    samples_per_s: float
+    peak_memory_bytes: int | None
+    peak_memory_kind: str
+    first_loss: float
+    last_loss: float
+    torch_settings: Mapping[str, Any]
+    loader_settings: Mapping[str, Any]
+    loader_restarts: int = 0
+    """Times the DataLoader ran out inside the window and was restarted (0 when pinned right)."""
+    telemetry: Mapping[str, Any] | None = None
+    """Summary of the background samples taken during the window (None: not sampled)."""
+    block: int | None = None
+    """The ABBA block this repeat was measured in (paired design); None in a plain run."""
+
+    @property
+    def slowdown_reasons(self) -> tuple[str, ...] | None:
+        """The thermal and hardware slowdowns NVML reported during the window (see :func:`slowdown_reasons`)."""
+        return slowdown_reasons(_gpu_telemetry(self.telemetry))
+
+    @property
+    def throttled(self) -> bool:
+        """True when the GPU slowed down for heat or by hardware during the window: the gate
+        leaves such a repeat out. The software power cap does not count (see :data:`SLOWDOWN_REASONS`)."""
+        return self.slowdown_reasons != ()
+
+    @property
+    def throttle_reason(self) -> str | None:
+        """Why the repeat is left out for a slowdown, in words; None when it is not."""
+        return describe_slowdown(self.slowdown_reasons)
+
+    @property
+    def sm_clock_mhz(self) -> float | None:
+        """The median SM clock NVML sampled during the window (None: not sampled)."""
+        clock = _gpu_telemetry(self.telemetry).get("sm_clock_mhz")
+        return _positive((clock or {}).get("median") if isinstance(clock, Mapping) else None)
+
+    @property
+    def power_cap_share(self) -> float | None:
+        """The share of the samples in which the software power cap held the clock (telemetry only)."""
+        share = _positive(_gpu_telemetry(self.telemetry).get("power_cap_share"), zero=True)
+        return share if share is None or share <= 1 else None
+
+    @property
+    def other_cpu_share(self) -> float | None:
+        """Median share of the CPUs other processes used during the window (None: not known)."""
+        from perfgate.analysis.contention import other_cpu_share
+
+        return other_cpu_share(self.telemetry)
+
+    @property
+    def steps(self) -> int:
+        return len(self.phases_ms["step"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "started_at": self.started_at,
+            "timing": self.timing,
+            "window_s": self.window_s,
+            "phases_ms": {k: list(v) for k, v in self.phases_ms.items()},
+            "samples_per_s": self.samples_per_s,
+            "peak_memory_bytes": self.peak_memory_bytes,
+            "peak_memory_kind": self.peak_memory_kind,
+            "first_loss": self.first_loss,
+            "last_loss": self.last_loss,
+            "torch_settings": dict(self.torch_settings),
+            "loader_settings": dict(self.loader_settings),
+            "loader_restarts": self.loader_restarts,
+            "telemetry": dict(self.telemetry) if self.telemetry is not None else None,
+            **({"block": self.block} if self.block is not None else {}),
+        }
+
+
+@dataclass(frozen=True)
+class RunResult:
+    workload: str
+    workload_version: int
+    workload_source: str
+    device: str
+    params: Mapping[str, Any]
+    overrides: Mapping[str, Any]
+    environment: Environment
+    data: Mapping[str, Any]
+    created_at: str
+    perfgate_version: str
+    repeats: tuple[RepeatResult, ...]
+    schema_version: int = field(default=RESULT_SCHEMA_VERSION)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": RESULT_KIND,
+            "schema_version": RESULT_SCHEMA_VERSION,
+            "perfgate_version": self.perfgate_version,
+            "workload": self.workload,
+            "workload_version": self.workload_version,
+            "workload_source": self.workload_source,
+            "device": self.device,
+            "params": dict(self.params),
+            "overrides": dict(self.overrides),
+            "environment": self.environment.to_dict(),
+            "data": dict(self.data),
+            "created_at": self.created_at,
+            "repeats": [r.to_dict() for r in self.repeats],
+        }
+
+
+def repeat_from_dict(data: object, where: str) -> RepeatResult:
+    f = Fields(data, where)
+    phases = f.sub("phases_ms")
+    series: dict[str, tuple[float, ...]] = {}
+    for name in SERIES:
+        series[name] = number_series(phases.get(name, list), f"{phases.where}.{name}")
+    for name, values in phases.data.items():
+        if name not in series:
+            series[name] = number_series(values, f"{phases.where}.{name}")
+    lengths = {len(v) for v in series.values()}
+    if len(lengths) != 1:
+        raise ValueError(f"{phases.where}: series have different lengths {sorted(lengths)}")
+    peak = f.get("peak_memory_bytes", int, optional=True)
+    return RepeatResult(
+        index=f.get("index", int),
+        started_at=f.get("started_at", str),
+        timing=f.get("timing", str),
+        window_s=f.number("window_s", positive=True),  # type: ignore[arg-type]
+        phases_ms=series,
+        samples_per_s=f.number("samples_per_s", positive=True),  # type: ignore[arg-type]
+        peak_memory_bytes=peak,
+        peak_memory_kind=f.get("peak_memory_kind", str),
+        first_loss=f.number("first_loss"),  # type: ignore[arg-type]
+        last_loss=f.number("last_loss"),  # type: ignore[arg-type]
+        torch_settings=f.get("torch_settings", dict),
+        loader_settings=f.get("loader_settings", dict),
+        loader_restarts=f.get("loader_restarts", int, optional=True) or 0,
+        telemetry=f.get("telemetry", dict, optional=True),
+        block=f.get("block", int, optional=True),
+    )
+
+
+# Each migration takes a document of version N and returns one of version N + 1.
+RESULT_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+
+def result_from_dict(data: object) -> RunResult:
+    if not isinstance(data, dict):
+        raise ValueError(f"expected a JSON object at the top level, got {type(data).__name__}")
+    data = migrate(dict(data), RESULT_KIND, RESULT_SCHEMA_VERSION, RESULT_MIGRATIONS)
+    f = Fields(data, "")
+    env = f.sub("environment")
+    repeats = f.get("repeats", list)
+    if not repeats:
+        raise ValueError("repeats: a result holds at least one repeat")
+    try:
+        environment = Environment.from_dict(env.data)
+    except TypeError as exc:
+        raise ValueError(f"environment: {exc}") from None
+    return RunResult(
+        workload=f.get("workload", str),
+        workload_version=f.get("workload_version", int),
+        workload_source=f.get("workload_source", str),
+        device=f.get("device", str),
+        params=f.get("params", dict),
+        overrides=f.get("overrides", dict),
+        environment=environment,
+        data=f.get("data", dict),
+        created_at=f.get("created_at", str),
+        perfgate_version=f.get("perfgate_version", str),
+        repeats=tuple(repeat_from_dict(r, f"repeats[{i}]") for i, r in enumerate(repeats)),
+    )
+
+
+def load_result(path: Path) -> RunResult:
+    return load_document(path, "result", result_from_dict)
+
+
+def save_result(result: RunResult, path: Path) -> None:
+    write_json_atomic(path, result.to_dict())
+
+
+def result_path(out_dir: Path, workload: str) -> Path:
+    return out_dir / f"{workload}.json"
+
+
+def load_results(directory: Path) -> list[RunResult]:
+    """Every result file in ``directory`` (sorted by name); other JSON there is an error."""
+    if not directory.is_dir():
+        raise FileFormatError(f"{directory}: results directory not found")
+    files = sorted(p for p in directory.glob("*.json")
+                   if not p.name.startswith(".") and not p.name.endswith(".counters.json"))
+    return [load_result(p) for p in files]
+
+
+def merge_repeats(results: Sequence[RunResult]) -> RunResult:
+    """One result holding the repeats of several runs of the same workload (a second look)."""
+    first = results[0]
+    repeats: list[RepeatResult] = []
+    for r in results:
+        for rep in r.repeats:
+            repeats.append(RepeatResult(**{**rep.__dict__, "index": len(repeats)}))
+    return RunResult(**{**first.__dict__, "repeats": tuple(repeats)})

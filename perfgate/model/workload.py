@@ -1,0 +1,322 @@
+"""The workload API: what a benchmarked training step is made of.
+
+A workload is a name, a version, pinned parameters with per-device profiles, and a
+builder that returns the model, the optimizer, the loss function and the DataLoader. This
+module defines the nouns only; it does not import torch, so listing and comparing stay
+fast. The reference workloads in ``workloads/`` are written with exactly this API.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from perfgate.model.errors import UsageError
+
+Scalar = bool | int | float | str
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+MEMORY_FORMATS = ("contiguous", "channels_last")
+DEVICES = ("cpu", "cuda")
+PHASES = ("data_wait", "h2d", "forward", "backward", "optimizer")
+"""The timed phases of a step, in order; ``step`` is the time start to start (on CUDA
+between the step's first CUDA events, on the device)."""
+
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _check_int(name: str, value: object, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def _check_bool(name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+
+
+def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Params:
+    """Pinned parameters of one workload on one device.
+
+    Every field changes speed, so every field is recorded in the result and must match
+    the baseline's before two runs are compared. ``extra`` holds the workload's own
+    knobs (a learning rate, a per-sample delay); they are set with ``--set`` like the
+    others and typed by their default value.
+    """
+
+    batch_size: int
+    input_size: int
+    warmup_steps: int
+    steps: int
+    seed: int = 0
+    precision: str = "fp32"
+    memory_format: str = "contiguous"
+    num_workers: int = 0
+    pin_memory: bool = False
+    prefetch_factor: int | None = None
+    persistent_workers: bool = False
+    cudnn_benchmark: bool = False
+    deterministic: bool = False
+    allow_tf32: bool = False
+    num_threads: int = 0
+    """Intra-op threads; 0 means one per core available to the process (recorded as used)."""
+    extra: Mapping[str, Scalar] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check_int("batch_size", self.batch_size, 1)
+        _check_int("input_size", self.input_size, 1)
+        _check_int("warmup_steps", self.warmup_steps, 0)
+        _check_int("steps", self.steps, 2)
+        _check_int("seed", self.seed, 0)
+        _check_int("num_workers", self.num_workers, 0)
+        _check_int("num_threads", self.num_threads, 0)
+        if self.prefetch_factor is not None:
+            _check_int("prefetch_factor", self.prefetch_factor, 1)
+        _check_choice("precision", self.precision, PRECISIONS)
+        _check_choice("memory_format", self.memory_format, MEMORY_FORMATS)
+        for name in ("pin_memory", "persistent_workers", "cudnn_benchmark", "deterministic", "allow_tf32"):
+            _check_bool(name, getattr(self, name))
+        known = {f.name for f in dataclasses.fields(self)}
+        for key, value in self.extra.items():
+            if key in known:
+                raise ValueError(f"extra parameter {key!r} shadows a standard parameter")
+            if not _NAME_RE.match(key) or "-" in key or "." in key:
+                raise ValueError(f"extra parameter name {key!r} must be a lowercase identifier")
+            if not isinstance(value, (bool, int, float, str)):
+                raise ValueError(f"extra parameter {key} must be a bool, int, float or str, got {value!r}")
+        object.__setattr__(self, "extra", MappingProxyType(dict(self.extra)))
+
+    def to_dict(self) -> dict[str, Scalar | None]:
+        """Flat mapping of every parameter, extras included (the form results store)."""
+        out: dict[str, Scalar | None] = {}
+        for f in dataclasses.fields(self):
+            if f.name != "extra":
+                out[f.name] = getattr(self, f.name)
+        out.update(self.extra)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Params:
+        standard = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        kwargs = {k: v for k, v in data.items() if k in standard}
+        extra = {k: v for k, v in data.items() if k not in standard}
+        return cls(**kwargs, extra=extra)
+
+    def loader_settings(self) -> dict[str, Any]:
+        """The DataLoader keyword arguments these parameters pin.
+
+        ``prefetch_factor`` and ``persistent_workers`` only exist for worker processes:
+        DataLoader refuses them with ``num_workers=0``, so they are left out there (and
+        the result records the settings actually used).
+        """
+        settings: dict[str, Any] = {
+            "batch_size": self.batch_size,
+            "num_workers": self.num_workers,
+            "pin_memory": self.pin_memory,
+        }
+        if self.num_workers > 0:
+            settings["persistent_workers"] = self.persistent_workers
+            if self.prefetch_factor is not None:
+                settings["prefetch_factor"] = self.prefetch_factor
+        return settings
+
+
+def _coerce(key: str, raw: str, current: object, field_type: str) -> object:
+    """Turn the text of ``--set key=value`` into the type the parameter has."""
+    text = raw.strip()
+    if field_type == "bool" or isinstance(current, bool):
+        low = text.lower()
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+        raise ValueError(f"{key} must be true or false, got {raw!r}")
+    if field_type == "optional_int":
+        if text.lower() in {"none", "null", ""}:
+            return None
+        field_type = "int"
+    if field_type == "int" or isinstance(current, int):
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"{key} must be an integer, got {raw!r}") from None
+    if field_type == "float" or isinstance(current, float):
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError(f"{key} must be a number, got {raw!r}") from None
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"{key} must be a finite number, got {raw!r}")
+        return value
+    return text
+
+
+_FIELD_TYPES = {
+    "batch_size": "int",
+    "input_size": "int",
+    "warmup_steps": "int",
+    "steps": "int",
+    "seed": "int",
+    "precision": "str",
+    "memory_format": "str",
+    "num_workers": "int",
+    "pin_memory": "bool",
+    "prefetch_factor": "optional_int",
+    "persistent_workers": "bool",
+    "cudnn_benchmark": "bool",
+    "deterministic": "bool",
+    "allow_tf32": "bool",
+    "num_threads": "int",
+}
+
+
+def check_device_params(params: Params, device: str, *, workload: str = "") -> None:
+    """What a device asks of the parameters beyond their ranges; a :class:`UsageError` otherwise.
+
+    On CUDA at least one warmup step: the first steps autotune cuDNN, grow the caching
+    allocator and load kernels lazily, and none of that may land in the measured window.
+    On the CPU ``warmup_steps=0`` stays allowed.
+    """
+    if device == "cuda" and params.warmup_steps < 1:
+        where = f" (workload {workload})" if workload else ""
+        raise UsageError(f"warmup_steps must be at least 1 on cuda{where}, got {params.warmup_steps}: the first "
+                         "steps autotune cuDNN and grow the allocator, which must not land in the measured window")
+
+
+def parse_assignments(items: Iterable[str]) -> dict[str, str]:
+    """Parse ``key=value`` strings (``--set``); a later key wins over an earlier one."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UsageError(f"--set expects key=value, got {item!r}")
+        out[key] = value
+    return out
+
+
+def apply_overrides(params: Params, overrides: Mapping[str, object], *, workload: str = "") -> Params:
+    """Return ``params`` with ``overrides`` applied; values may be text (from ``--set``).
+
+    An unknown key or a value out of range is a :class:`UsageError` naming the key and
+    what it accepts.
+    """
+    if not overrides:
+        return params
+    where = f" for workload {workload}" if workload else ""
+    values = params.to_dict()
+    for key, raw in overrides.items():
+        if key not in values:
+            allowed = ", ".join(sorted(values))
+            raise UsageError(f"unknown parameter {key!r}{where}; allowed: {allowed}")
+        if isinstance(raw, str):
+            try:
+                values[key] = _coerce(key, raw, values[key], _FIELD_TYPES.get(key, ""))
+            except ValueError as exc:
+                raise UsageError(f"bad --set {key}={raw}{where}: {exc}") from None
+        else:
+            values[key] = raw
+    try:
+        return Params.from_dict(values)
+    except ValueError as exc:
+        raise UsageError(f"bad parameter{where}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class DataSource:
+    """Where a workload's data came from, recorded in every result."""
+
+    kind: str
+    """``"real"`` (read from ``--data-root``) or ``"synthetic"`` (generated stand-in)."""
+    path: str
+    content_hash: str
+    hash_method: str
+    num_samples: int
+    description: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """What a builder is given: resolved parameters, device and where data lives."""
+
+    params: Params
+    device: str
+    data_root: Path | None
+    cache_dir: Path
+    workload: str = ""
+
+
+@dataclass
+class Built:
+    """What a builder returns. The runner owns the training loop.
+
+    ``loader`` yields ``(inputs, targets)`` batches; the runner moves them to the device
+    (the ``h2d`` phase), computes ``loss_fn(model(inputs), targets)`` (``forward``), calls
+    ``backward`` and then ``optimizer.step()`` and ``optimizer.zero_grad(set_to_none=True)``
+    (``optimizer``).
+    """
+
+    model: Any
+    optimizer: Any
+    loss_fn: Callable[[Any, Any], Any]
+    loader: Iterable[Any]
+    data: DataSource
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A pinned, versioned training workload.
+
+    ``params`` are the reference values; ``profiles`` hold per-device overrides
+    (``"cuda"``: the real reference sizes, ``"cpu"``: reduced so a repeat stays short on
+    a small machine). Bump ``version`` whenever a change to the builder changes what is
+    measured: results of different versions are never compared.
+    """
+
+    name: str
+    version: int
+    build: Callable[[BuildContext], Built]
+    params: Params
+    profiles: Mapping[str, Mapping[str, Scalar | None]] = field(default_factory=dict)
+    description: str = ""
+    source: str = ""
+    """Where the workload was loaded from; filled in by discovery."""
+
+    def __post_init__(self) -> None:
+        if not _NAME_RE.match(self.name):
+            raise ValueError(
+                f"workload name {self.name!r} must be lowercase letters, digits, '.', '_' or '-'"
+            )
+        _check_int("version", self.version, 1)
+        for device, overrides in self.profiles.items():
+            _check_choice("profile", device, DEVICES)
+            # Fail at import time, not at run time, if a profile is malformed.
+            try:
+                check_device_params(apply_overrides(self.params, overrides, workload=self.name), device)
+            except UsageError as exc:
+                raise ValueError(f"profile {device!r} of workload {self.name}: {exc}") from None
+        object.__setattr__(self, "profiles", MappingProxyType({k: dict(v) for k, v in self.profiles.items()}))
+
+    def resolve(self, device: str, overrides: Mapping[str, object] | None = None) -> Params:
+        """Parameters for ``device``: the profile applied, then the user's overrides."""
+        _check_choice("device", device, DEVICES)
+        params = apply_overrides(self.params, self.profiles.get(device, {}), workload=self.name)
+        params = apply_overrides(params, overrides or {}, workload=self.name)
+        check_device_params(params, device, workload=self.name)
+        return params

@@ -1,0 +1,98 @@
+"""Strict reading and atomic writing of perfgate's JSON files.
+
+Results and baselines are read with the same rules: an empty, truncated or non-JSON
+file, or one holding NaN or Infinity, is a :class:`FileFormatError` naming the file.
+Writes go to a temporary file in the same directory and are renamed into place, so an
+interrupted write leaves the previous file intact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from perfgate.model.errors import FileFormatError
+
+T = TypeVar("T")
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"non-finite number {name}")
+
+
+def read_json(path: Path, what: str) -> Any:
+    """Load ``path`` as JSON; ``what`` names the kind of file in error messages."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FileFormatError(f"{path}: {what} file not found") from None
+    except IsADirectoryError:
+        raise FileFormatError(f"{path}: expected a {what} file, found a directory") from None
+    except UnicodeDecodeError:
+        raise FileFormatError(f"{path}: {what} file is not UTF-8 text") from None
+    except OSError as exc:
+        raise FileFormatError(f"{path}: cannot read {what} file: {exc.strerror}") from None
+    return parse_json(text, path, what)
+
+
+def parse_json(text: str, path: Path, what: str) -> Any:
+    """``text`` (read from ``path``) as JSON without NaN or Infinity; one FileFormatError
+    line naming the file when it is empty, truncated, too deep or not JSON."""
+    if not text.strip():
+        raise FileFormatError(f"{path}: {what} file is empty")
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise FileFormatError(f"{path}: {what} file is nested too deeply to read") from None
+    except ValueError as exc:  # JSONDecodeError, a non-finite constant, an integer too long to convert
+        message = str(exc)[:200]
+        if "non-finite" in message:
+            raise FileFormatError(f"{path}: {what} file holds a {message}") from None
+        raise FileFormatError(f"{path}: {what} file is not valid JSON (truncated?): {message}") from None
+
+
+def load_document(path: Path, what: str, parse: Callable[[Any], T]) -> T:
+    """Read ``path`` and turn it into a typed document; a ValueError from ``parse`` (a
+    wrong shape, a newer schema) becomes one FileFormatError line naming the file."""
+    data = read_json(path, what)
+    try:
+        return parse(data)
+    except ValueError as exc:
+        raise FileFormatError(f"{path}: {exc}") from None
+
+
+def dumps(data: Any) -> str:
+    """The canonical, reviewable form: sorted keys, indent 2, trailing newline."""
+    return json.dumps(data, sort_keys=True, indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write ``data`` to ``path`` atomically (temporary file, fsync, rename)."""
+    write_text_atomic(path, dumps(data))  # serialised first: a value error must not leave a partial file
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically: an interruption leaves the old file intact."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        # mkstemp creates the file 0600; give it the mode a plain open() would (umask applies),
+        # so CI artifacts and committed baselines are readable as usual.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        try:
+            os.unlink(tmp_name)
+        except FileNotFoundError:
+            pass
+        raise
