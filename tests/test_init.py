@@ -17,6 +17,7 @@ from perfgate.adapters.scaffold import (CODEOWNERS_TEMPLATE, FILES, PLACEHOLDER_
                                 parse_owners, render_codeowners, scaffold, template_text)
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+CI_DOC = README.parent / "docs" / "ci.md"  # "Using perfgate in your repository"
 EXPECTED = {
     "workloads/my_model.py", "baselines/README.md", "pyproject.toml", ".github/workflows/ci.yml",
     ".github/workflows/perfgate.yml", ".github/workflows/perfgate-judge.yml",
@@ -125,8 +126,8 @@ def test_every_template_is_scaffolded() -> None:
     assert templates == {template for _, template in FILES} | {CODEOWNERS_TEMPLATE}
 
 
-def test_the_readme_lists_every_file_init_writes() -> None:
-    text = README.read_text()
+def test_the_docs_list_every_file_init_writes() -> None:
+    text = CI_DOC.read_text()
     for relative in EXPECTED:
         assert f"| `{relative}` |" in text, relative
     assert "perfgate-comment.yml" not in {relative for relative, _ in FILES}
