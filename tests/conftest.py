@@ -25,8 +25,19 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects anything, so that it sees the added marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``gpu`` are skipped, with the reason, where torch has no usable CUDA device."""
+    """Every ``extended`` test is ``slow`` too, and tests marked ``gpu`` are skipped, with the
+    reason, where torch has no usable CUDA device.
+
+    The two lanes: ``pytest -m "not slow"`` is the fast one (a minute at most on a shared
+    2-core machine). A command-line ``-m`` replaces pyproject's ``-m "not extended"``, so
+    the fast lane leaves out the extended runs only because they are slow as well; the
+    README's ``pytest -q`` keeps pyproject's selection and runs everything but ``extended``.
+    """
+    for item in items:
+        if item.get_closest_marker("extended") is not None and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.slow)
     gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
     if not gpu_items or cuda_available():
         return

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import statistics
 from datetime import datetime, timezone
 from pathlib import Path
 from statistics import median
@@ -20,22 +21,13 @@ import pytest
 
 import perfgate.store.jsonfile
 from perfgate.model.version import __version__
-from perfgate.model.baseline import (
-    BASELINE_KIND,
-    BASELINE_SCHEMA_VERSION,
-    Baseline,
-    Lookup,
-    baseline_path,
-    find_baseline,
-    load_baseline,
-    save_baseline,
-    updated_baseline,
-)
+from perfgate.model.baseline import BASELINE_KIND, BASELINE_SCHEMA_VERSION, Baseline, derived_rows
+from perfgate.store.baselines import Lookup, baseline_path, find_baseline, load_baseline, save_baseline, updated_baseline
 from perfgate.analysis.compare import Entry, compare
 from perfgate.analysis.decide import GateConfig, Verdict
 from perfgate.model.errors import EXIT_ERROR, FileFormatError, UsageError
 from perfgate.analysis.stats import log_ratio
-from perfgate.analysis.summary import ROWS
+from perfgate.model.result import ROWS
 from perfgate.model.workload import PHASES
 
 from factories import ENV, make_result
@@ -80,13 +72,16 @@ def test_file_is_sorted_indented_with_trailing_newline_and_versioned(tmp_path: P
     assert data["params"] == {"batch_size": 8, "steps": 10}
 
 
-def test_raw_series_are_one_reviewable_line_at_microsecond_resolution(tmp_path: Path) -> None:
+def test_raw_series_are_one_reviewable_line_precise_enough_to_derive_the_medians(tmp_path: Path) -> None:
     data = json.loads(saved(tmp_path).read_text(encoding="utf-8"))
-    raw = data["recordings"][0]["repeats"][0]["raw_ms"]["forward"]
+    repeat = data["recordings"][0]["repeats"][0]
+    raw = repeat["raw_ms"]["forward"]
     assert isinstance(raw, str) and "\n" not in raw
     values = raw.split()
     assert len(values) == 10
-    assert all(len(v.split(".")[1]) == 3 for v in values)
+    assert all(len(v.replace(".", "").lstrip("0")) <= 9 for v in values)  # nine significant digits at most
+    # the medians written beside them are those of the written values, to the last digit
+    assert statistics.median(float(v) for v in values) == repeat["medians_ms"]["forward"]
 
 
 def test_provenance_records_commit_date_reason_and_version(tmp_path: Path) -> None:
@@ -450,8 +445,21 @@ def test_negative_median_duration(tmp_path: Path, row: str) -> None:
 def test_a_negative_residual_median_is_legitimate(tmp_path: Path) -> None:
     # On CUDA the device phases overlap the host's data wait: the rest of the step can be < 0.
     data = good_dict()
-    first_repeat(data)["medians_ms"]["residual"] = -0.25
-    assert load_baseline(write(tmp_path, data)).recordings[0].repeats[0].medians_ms["residual"] == -0.25
+    repeat = first_repeat(data)
+    phases = [[float(v) for v in repeat["raw_ms"][p].split()] for p in PHASES]
+    step = [round(sum(values) - 0.25, 3) for values in zip(*phases)]  # the phases overlap by 0.25 ms
+    repeat["raw_ms"]["step"] = " ".join(f"{v:.3f}" for v in step)
+    repeat["medians_ms"], repeat["shares"] = derived_rows(
+        {k: tuple(float(v) for v in s.split()) for k, s in repeat["raw_ms"].items()}, "repeat")
+    loaded = load_baseline(write(tmp_path, data)).recordings[0].repeats[0]
+    assert loaded.medians_ms["residual"] == pytest.approx(-0.25, abs=1e-3)
+
+
+def test_medians_that_are_not_those_of_the_raw_values_are_refused(tmp_path: Path) -> None:
+    # The raw values are the data: a median edited by hand does not pass for one.
+    data = good_dict()
+    first_repeat(data)["medians_ms"]["forward"] += 1.0
+    refused(write(tmp_path, data), "medians_ms.forward", "is not the median of the raw values")
 
 
 def test_negative_duration_in_a_raw_series(tmp_path: Path) -> None:

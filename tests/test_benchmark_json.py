@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from perfgate.model.baseline import Baseline, Lookup, find_baseline, load_baseline, save_baseline, updated_baseline
+from perfgate.model.baseline import Baseline
+from perfgate.store.baselines import Lookup, find_baseline, load_baseline, save_baseline, updated_baseline
 from perfgate.store.benchmark_json import (
     BLOCKS,
     is_benchmark_json,
@@ -33,7 +34,8 @@ from perfgate.analysis.compare import Entry, GateOutcome, compare
 from perfgate.analysis.decide import GateConfig, Verdict
 from perfgate.model.errors import EXIT_ERROR, FileFormatError
 from perfgate.report.markdown import render_markdown
-from perfgate.model.result import RunResult, save_result
+from perfgate.model.result import RunResult
+from perfgate.store.results import save_result
 from perfgate.analysis.stats import SampleSummary, log_ratio_from_summaries
 from perfgate.model.workload import PHASES
 

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from factories import make_result
 
-from perfgate.model.baseline import save_baseline, updated_baseline
+from perfgate.store.baselines import save_baseline, updated_baseline
 from perfgate.adapters.ci import add_parser, read_pull_request, workflow_command
 from perfgate.model.errors import UsageError
 from perfgate.report.markdown import MARKER
-from perfgate.model.result import save_result
+from perfgate.store.results import save_result
 
 BASE_SHA = "b" * 40
 HEAD_SHA = "c" * 40
@@ -354,6 +354,7 @@ def test_measures_the_tiny_workload_end_to_end(capsys, repo: Repo, tiny_path: Pa
     assert repo.outputs()["verdict"] == "pass"
 
 
+@pytest.mark.slow
 def test_measure_only_writes_data_alone_and_the_judge_decides(capsys, repo: Repo, tiny_path: Path) -> None:
     """The split of the GitHub workflows: the measuring job writes the result files and
     run.json and no verdict; `perfgate judge` reads them back by the base's rules."""

@@ -10,7 +10,7 @@ import pytest
 from factories import make_result
 
 from perfgate.adapters.cli import main
-from perfgate.model.result import save_result
+from perfgate.store.results import save_result
 
 
 @pytest.fixture(autouse=True)

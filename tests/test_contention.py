@@ -22,16 +22,9 @@ import pytest
 
 from conftest import cuda_available
 from factories import make_repeat
-from perfgate.analysis.contention import (
-    DEFAULT_MAX_OTHER_CPU_SHARE,
-    ContentionPolicy,
-    contention,
-    contention_known,
-    contention_unknown,
-    other_cpu_share,
-    other_gpu_processes,
-)
-from perfgate.measure import telemetry as T
+from perfgate.analysis.contention import DEFAULT_MAX_OTHER_CPU_SHARE, ContentionPolicy, contention, contention_known, contention_unknown
+from perfgate.model.result import other_cpu_share, other_gpu_processes
+from perfgate.measure import telemetry_gpu as G, telemetry_host as H
 from perfgate.measure.telemetry import TelemetrySampler
 from perfgate.model.result import repeat_from_dict
 
@@ -168,7 +161,7 @@ def test_a_repeat_reads_its_other_cpu_share_and_old_files_still_load() -> None:
 
 
 def test_time_found_late_is_credited_back_to_the_intervals_it_ran_in() -> None:
-    share = T._CpuShare.__new__(T._CpuShare)
+    share = H._CpuShare.__new__(H._CpuShare)
     # three 1 s intervals already recorded, each with 1 s of our time
     share.intervals = [[0.0, 1.0, 2.0, 2.0, 1.0], [1.0, 2.0, 2.0, 2.0, 1.0], [2.0, 3.0, 2.0, 2.0, 1.0]]
     current = [3.0, 4.0, 2.0, 2.0, 1.0 + 2.0]  # a child found now, started at t=2, used 2 s in all
@@ -196,10 +189,10 @@ class _FakeNvml:
         return self._list(self.graphics)
 
 
-def _gpu_processes(fake: _FakeNvml, ours: set[int]) -> T._GpuProcesses:
+def _gpu_processes(fake: _FakeNvml, ours: set[int]) -> G._GpuProcesses:
     nvml = type("N", (), {"nvml": fake, "handle": object()})()
     tree = type("Tree", (), {"pids": lambda self: ours})()
-    return T._GpuProcesses(nvml, tree)  # type: ignore[arg-type]
+    return G._GpuProcesses(nvml, tree)  # type: ignore[arg-type]
 
 
 def test_gpu_processes_by_pid_exclude_our_tree() -> None:
@@ -232,10 +225,10 @@ def test_an_nvml_error_leaves_gpu_processes_null_with_the_reason() -> None:
 
 
 def test_a_cpu_share_that_cannot_be_read_is_null_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(self: T._CpuStat) -> tuple[float, float]:
+    def refuse(self: H._CpuStat) -> tuple[float, float]:
         raise PermissionError("/proc/stat: refused")
 
-    monkeypatch.setattr(T._CpuStat, "read", refuse)
+    monkeypatch.setattr(H._CpuStat, "read", refuse)
     sampler = TelemetrySampler("cpu")
     sampler.start()
     sampler.stop()
@@ -320,6 +313,7 @@ def share_of(pids: list[int], run):
     return out, (cpu_seconds(pids) - before) / ((time.monotonic() - wall0) * cores())
 
 
+@pytest.mark.slow
 def test_a_burner_outside_the_tree_is_other_load_and_one_inside_is_ours() -> None:
     n = cores()
     with burners(n, detached=True) as pids:
@@ -341,6 +335,7 @@ def test_a_burner_outside_the_tree_is_other_load_and_one_inside_is_ours() -> Non
     assert inside["machine"]["tree_cpu_share"]["mean"] >= 0.7 * truth, (inside["machine"], truth)
 
 
+@pytest.mark.slow
 def test_a_grandchild_found_by_the_slower_walk_is_ours_too() -> None:
     # The child is found when the sampler starts; half a second later it forks the burner,
     # which only the full walk (every 10 samples) sees: its time is credited back.
@@ -442,7 +437,7 @@ def test_another_process_on_the_gpu_is_named_and_our_own_child_is_not() -> None:
         import pynvml
 
         pynvml.nvmlInit()
-        handle, _ = T._open_device(pynvml, T._cuda_identity(None))  # this process's GPU, by UUID
+        handle, _ = G._open_device(pynvml, G._cuda_identity(None))  # this process's GPU, by UUID
         while time.monotonic() < deadline:  # the stranger's context exists
             if len(pynvml.nvmlDeviceGetComputeRunningProcesses(handle)) >= 3:
                 break

@@ -19,7 +19,9 @@ from factories import make_result
 
 from perfgate.analysis.compare import STORED_COUNTERS_NOTE, Counted, Entry, Pairing, compare, stored_counted
 from perfgate.gate.config import load_settings
-from perfgate.analysis.counters import CounterError, CounterOutcome, CounterSet, PhaseCounters, SyncSite, save_counters
+from perfgate.analysis.counters import CounterOutcome
+from perfgate.store.counters import save_counters
+from perfgate.model.counters import CounterError, CounterSet, PhaseCounters, SyncSite
 from perfgate.analysis.decide import GateConfig, Verdict
 from perfgate.model.errors import EXIT_OK, EXIT_REGRESSION, FileFormatError, UsageError
 from perfgate.store.jsonfile import write_json_atomic
@@ -27,7 +29,8 @@ from perfgate.gate.judge import MANIFEST_NAME, RunManifest, add_parser, load_mea
 from perfgate.report.json_report import outcome_to_dict
 from perfgate.report.markdown import render_markdown
 from perfgate.report.terminal import gate_table
-from perfgate.model.result import RunResult, save_result
+from perfgate.model.result import RunResult
+from perfgate.store.results import save_result
 from perfgate.model.workload import PHASES
 
 BASE_SHA = "b" * 40
@@ -134,7 +137,7 @@ def test_a_failed_counted_run_is_a_note_and_the_timing_stands() -> None:
 
 
 def stored_baseline():
-    from perfgate.model.baseline import updated_baseline
+    from perfgate.store.baselines import updated_baseline
 
     baseline = None
     for day in range(3):
@@ -144,7 +147,7 @@ def stored_baseline():
 
 
 def test_the_stored_design_says_why_it_has_no_counters() -> None:
-    from perfgate.model.baseline import Lookup
+    from perfgate.store.baselines import Lookup
 
     lookup = Lookup(stored_baseline(), Path("b.json"), ())
     outcome = compare([Entry("tiny", make_result("tiny", seed=1), lookup,
@@ -219,7 +222,7 @@ def test_rebaseline_stores_the_counted_run_and_the_stored_gate_compares_with_it(
 
 
 def test_a_bad_counted_run_in_the_store_is_one_line(tmp_path: Path) -> None:
-    from perfgate.model.baseline import find_baseline, save_baseline
+    from perfgate.store.baselines import find_baseline, save_baseline
     from perfgate.gate.judge import validate_baselines
 
     baseline = stored_baseline()
@@ -358,7 +361,7 @@ def test_a_malformed_counters_file_is_one_line(tmp_path: Path, base_dir: Path) -
 
 def test_a_results_folder_with_counters_files_still_loads_as_results(tmp_path: Path) -> None:
     from perfgate.store.benchmark_json import load_results_dir
-    from perfgate.model.result import load_results
+    from perfgate.store.results import load_results
 
     save_result(make_result("tiny"), tmp_path / "tiny.json")
     save_counters(counters(), tmp_path)
@@ -464,7 +467,7 @@ def test_a_measured_rebaseline_counts_and_stores_the_counted_run(tmp_path: Path,
     import shutil
 
     from perfgate.adapters.cli import main
-    from perfgate.analysis.counters import load_counters
+    from perfgate.store.counters import load_counters
     from conftest import FIXTURES
 
     shutil.copy(FIXTURES / "tiny_workloads.py", tmp_path / "tiny_workloads.py")

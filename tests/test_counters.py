@@ -21,23 +21,10 @@ from typing import Any
 import pytest
 
 from perfgate.adapters.cli import main
-from perfgate.analysis.counters import (
-    COUNTERS_KIND,
-    AllocatorCounts,
-    CounterChange,
-    CounterError,
-    CounterSet,
-    CounterThresholds,
-    PhaseCounters,
-    SyncSite,
-    compare_counters,
-    counters_from_dict,
-    counters_path,
-    load_counters,
-    render_changes,
-    render_counters,
-    save_counters,
-)
+from perfgate.analysis.counters import CounterChange, CounterThresholds, compare_counters
+from perfgate.report.counters import render_changes, render_counters
+from perfgate.store.counters import counters_path, load_counters, save_counters
+from perfgate.model.counters import COUNTERS_KIND, AllocatorCounts, CounterError, CounterSet, PhaseCounters, SyncSite, counters_from_dict
 from perfgate.store.discovery import discover
 from perfgate.model.errors import EXIT_ERROR, EXIT_OK, FileFormatError, WorkloadError
 from perfgate.measure.counters import (
@@ -99,6 +86,7 @@ def failures(changes: list[CounterChange]) -> dict[tuple[str, str], CounterChang
 # --- A/A -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_aa_the_same_code_counted_ten_times_gives_identical_counters(workloads_dir: Path, cache_dir: Path) -> None:
     runs = [count(workloads_dir, cache_dir, name="tiny") for _ in range(10)]
     first = runs[0]
@@ -172,7 +160,7 @@ def test_a_per_parameter_optimizer_loop_fails_on_the_operator_count(workloads_di
 
 def test_a_scalar_read_in_the_data_wait_is_no_synchronisation(workloads_dir: Path, cache_dir: Path,
                                                              base: CounterSet) -> None:
-    from perfgate.analysis.counters import HOST_PHASES
+    from perfgate.model.counters import HOST_PHASES
     from perfgate.measure.loop import HOST_PHASES as LOOP_HOST_PHASES
 
     assert HOST_PHASES == LOOP_HOST_PHASES
@@ -373,6 +361,7 @@ def test_the_calls_that_force_a_synchronisation() -> None:
 # --- a counted run in a fresh process ------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_counted_run_that_crashes_is_a_typed_failure(workloads_dir: Path, cache_dir: Path) -> None:
     w = workload(workloads_dir, "tiny")
     outcome = count_job(Job(w, w.resolve("cpu", {"fail_build": "true"}), {}), "cpu", cache_dir)
@@ -385,6 +374,7 @@ def test_a_counted_run_that_crashes_is_a_typed_failure(workloads_dir: Path, cach
     assert isinstance(slow.error, CounterError) and "did not finish within 0.5 s" in slow.error.message
 
 
+@pytest.mark.slow
 def test_perfgate_counters_prints_the_counters_and_writes_the_file(workloads_dir: Path, cache_dir: Path,
                                                                    tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
@@ -401,6 +391,7 @@ def test_perfgate_counters_prints_the_counters_and_writes_the_file(workloads_dir
     assert "--steps must be at least 1" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_command_line_does_not_load_torch() -> None:
     code = "import sys, perfgate.adapters.cli, perfgate.analysis.counters, perfgate.adapters.counters_cli; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -23,7 +23,7 @@ from torchvision import transforms
 from torchvision.datasets import CIFAR10, ImageFolder
 
 from perfgate.model.errors import DataError
-from perfgate.measure import datasets
+from perfgate.measure.datasets import generator, jpeg, pickler, synthetic
 from perfgate.measure.datasets import GENERATOR_VERSION, IMAGENETTE_CLASSES, cifar10, imagenette, with_sample_delay
 from perfgate.model.workload import BuildContext, Params
 
@@ -180,11 +180,11 @@ def test_synthetic_cifar_files_are_real_cifar_batches(synthetic_cache: Path) -> 
 
 
 def test_synthetic_cifar_generation_is_deterministic(tmp_path: Path) -> None:
-    _, first = datasets._synthetic_cifar10(tmp_path / "a", None, per_batch=20, test_size=10)
-    _, second = datasets._synthetic_cifar10(tmp_path / "b", None, per_batch=20, test_size=10)
+    _, first = synthetic._synthetic_cifar10(tmp_path / "a", None, per_batch=20, test_size=10)
+    _, second = synthetic._synthetic_cifar10(tmp_path / "b", None, per_batch=20, test_size=10)
     assert first.content_hash == second.content_hash
     assert first.num_samples == 100
-    assert datasets._generate_cifar10(20, 10) == datasets._generate_cifar10(20, 10)
+    assert generator._generate_cifar10(20, 10) == generator._generate_cifar10(20, 10)
     # The manifest describes the folder for a person; it is written, never read.
     manifest = json.loads((tmp_path / "a" / CIFAR_DIR / "manifest.json").read_text())
     assert manifest["generator_version"] == GENERATOR_VERSION and manifest["content_hash"] == first.content_hash
@@ -192,7 +192,7 @@ def test_synthetic_cifar_generation_is_deterministic(tmp_path: Path) -> None:
 
 
 def test_synthetic_cache_is_reused_without_regenerating(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _, first = datasets._synthetic_cifar10(tmp_path, None, per_batch=20, test_size=10)
+    _, first = synthetic._synthetic_cifar10(tmp_path, None, per_batch=20, test_size=10)
     target = tmp_path / CIFAR_DIR
     (target / "manifest.json").unlink()  # never read: its absence changes nothing
     stamps = {p: p.stat().st_mtime_ns for p in target.rglob("*")}
@@ -200,21 +200,21 @@ def test_synthetic_cache_is_reused_without_regenerating(tmp_path: Path, monkeypa
     def refuse(*args: object) -> int:
         raise AssertionError("regenerated a valid cache")
 
-    monkeypatch.setattr(datasets, "_generate_cifar10", refuse)
-    dataset, second = datasets._synthetic_cifar10(tmp_path, None, per_batch=20, test_size=10)
+    monkeypatch.setattr(synthetic, "_generate_cifar10", refuse)
+    dataset, second = synthetic._synthetic_cifar10(tmp_path, None, per_batch=20, test_size=10)
     assert second == first and len(dataset) == 100
     assert {p: p.stat().st_mtime_ns for p in target.rglob("*")} == stamps
     assert sorted(p.name for p in tmp_path.iterdir()) == [CIFAR_DIR]
 
 
 def test_incomplete_or_stale_cache_is_regenerated(tmp_path: Path) -> None:
-    _, first = datasets._synthetic_cifar10(tmp_path, None, per_batch=20, test_size=10)
+    _, first = synthetic._synthetic_cifar10(tmp_path, None, per_batch=20, test_size=10)
     folder = tmp_path / CIFAR_DIR / "cifar-10-batches-py"
     (folder / "data_batch_2").unlink()
-    _, again = datasets._synthetic_cifar10(tmp_path, None, per_batch=20, test_size=10)
+    _, again = synthetic._synthetic_cifar10(tmp_path, None, per_batch=20, test_size=10)
     assert again.content_hash == first.content_hash and (folder / "data_batch_2").is_file()
     # Other sizes recorded in the manifest: not reused.
-    _, other = datasets._synthetic_cifar10(tmp_path, None, per_batch=30, test_size=10)
+    _, other = synthetic._synthetic_cifar10(tmp_path, None, per_batch=30, test_size=10)
     assert other.num_samples == 150 and other.content_hash != first.content_hash
     assert sorted(p.name for p in tmp_path.iterdir()) == [CIFAR_DIR]
 
@@ -226,13 +226,13 @@ def test_losing_a_generation_race_keeps_the_winners_copy(tmp_path: Path, monkeyp
     def generate() -> dict[str, bytes]:
         calls.append(1)
         if len(calls) == 1:  # another process finishes first, while this one generates
-            datasets._ensure_synthetic(tmp_path, spec)
+            synthetic._ensure_synthetic(tmp_path, spec)
         return dict(files)
 
-    spec = datasets._Spec("race", {}, 1, generate)
-    monkeypatch.setattr(datasets, "_PINS", {spec.key: datasets._pin_of(files)})
-    target, pin = datasets._ensure_synthetic(tmp_path, spec)
-    assert len(calls) == 2 and pin == datasets._pin_of(files)
+    spec = synthetic._Spec("race", {}, 1, generate)
+    monkeypatch.setattr(synthetic, "_PINS", {spec.key: synthetic._pin_of(files)})
+    target, pin = synthetic._ensure_synthetic(tmp_path, spec)
+    assert len(calls) == 2 and pin == synthetic._pin_of(files)
     assert (target / "file.bin").read_bytes() == files["file.bin"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"race-synthetic-v{GENERATOR_VERSION}"]
 
@@ -249,24 +249,24 @@ def test_a_planted_pickle_in_the_cache_is_never_unpickled(
     if settings == "default":  # a copy of a finished cache, manifest included
         shutil.copytree(synthetic_cache / CIFAR_DIR, cache / CIFAR_DIR)
     else:
-        datasets._synthetic_cifar10(cache, None, **sizes)
+        synthetic._synthetic_cifar10(cache, None, **sizes)
         # These settings have no pin in code: a fresh process, which has not computed
         # their hash yet, must not trust the cache either.
-        monkeypatch.setattr(datasets, "_COMPUTED_PINS", {}, raising=False)
+        monkeypatch.setattr(synthetic, "_COMPUTED_PINS", {}, raising=False)
     rel = "cifar-10-batches-py/data_batch_1"
     genuine = (cache / CIFAR_DIR / rel).read_bytes()
     marker = tmp_path / "pwned"
     (cache / CIFAR_DIR / rel).write_bytes(pickle.dumps(Payload(marker)))
     rewrite_manifest(cache / CIFAR_DIR, rel)
 
-    dataset, source = datasets._synthetic_cifar10(cache, transforms.ToTensor(), **sizes)
+    dataset, source = synthetic._synthetic_cifar10(cache, transforms.ToTensor(), **sizes)
 
     assert not marker.exists()
     assert (cache / CIFAR_DIR / rel).read_bytes() == genuine  # regenerated
     assert len(dataset) == 5 * sizes["per_batch"] and dataset[0][0].shape == (3, 32, 32)
     assert sorted(p.name for p in cache.iterdir()) == [CIFAR_DIR]  # the planted copy is gone
     if settings == "default":
-        assert source.content_hash == datasets._PINS[CIFAR_DEFAULT_KEY].content_hash
+        assert source.content_hash == synthetic._PINS[CIFAR_DEFAULT_KEY].content_hash
 
 
 @pytest.mark.parametrize("change", ["altered", "truncated", "extra file", "symlink", "linked folder"])
@@ -274,7 +274,7 @@ def test_a_changed_synthetic_cifar_file_is_detected_and_regenerated(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str
 ) -> None:
     cache = tmp_path / "cache"
-    _, first = datasets._synthetic_cifar10(cache, None, per_batch=20, test_size=10)
+    _, first = synthetic._synthetic_cifar10(cache, None, per_batch=20, test_size=10)
     target = cache / CIFAR_DIR
     rel = "cifar-10-batches-py/data_batch_4"
     path = target / rel
@@ -301,7 +301,7 @@ def test_a_changed_synthetic_cifar_file_is_detected_and_regenerated(
     real_load = pickle.load
     monkeypatch.setattr(pickle, "load", lambda f, **kw: unpickled.append(f.name) or real_load(f, **kw))
 
-    dataset, again = datasets._synthetic_cifar10(cache, None, per_batch=20, test_size=10)
+    dataset, again = synthetic._synthetic_cifar10(cache, None, per_batch=20, test_size=10)
 
     assert again == first and len(dataset) == 100
     assert path.read_bytes() == genuine and not path.is_symlink()
@@ -314,7 +314,7 @@ def test_a_changed_synthetic_cifar_file_is_detected_and_regenerated(
 def test_a_changed_synthetic_imagenette_file_is_regenerated_before_pil_opens_anything(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str
 ) -> None:
-    _, first = datasets._synthetic_imagenette(tmp_path, None, per_class=2)
+    _, first = synthetic._synthetic_imagenette(tmp_path, None, per_class=2)
     train = tmp_path / IMAGENETTE_DIR / "train"
     path = train / IMAGENETTE_CLASSES[3] / f"{IMAGENETTE_CLASSES[3]}_00001.JPEG"
     genuine = path.read_bytes()
@@ -334,7 +334,7 @@ def test_a_changed_synthetic_imagenette_file_is_regenerated_before_pil_opens_any
 
     with monkeypatch.context() as patch:
         patch.setattr(Image, "open", refuse)
-        dataset, again = datasets._synthetic_imagenette(tmp_path, None, per_class=2)
+        dataset, again = synthetic._synthetic_imagenette(tmp_path, None, per_class=2)
 
     assert again == first and len(dataset) == 20
     assert path.read_bytes() == genuine
@@ -346,26 +346,26 @@ def test_a_changed_synthetic_imagenette_file_is_regenerated_before_pil_opens_any
 def test_the_pins_are_what_the_generator_makes_now(default_files: dict[str, dict[str, bytes]]) -> None:
     pairs = ((CIFAR_DEFAULT_KEY, default_files["cifar10"]), (IMAGENETTE_DEFAULT_KEY, default_files["imagenette"]))
     for key, files in pairs:
-        made = datasets._pin_of(files)
-        assert made == datasets._PINS[key], (
+        made = synthetic._pin_of(files)
+        assert made == synthetic._PINS[key], (
             f"the synthetic {key[0]} generator no longer makes the pinned bytes: "
             f"bump GENERATOR_VERSION and set the pin to {made}"
         )
-    assert set(datasets._PINS) == {CIFAR_DEFAULT_KEY, IMAGENETTE_DEFAULT_KEY}
+    assert set(synthetic._PINS) == {CIFAR_DEFAULT_KEY, IMAGENETTE_DEFAULT_KEY}
 
 
 def test_the_synthetic_cache_is_read_under_the_pinned_hash(synthetic_cache: Path) -> None:
     _, cifar = cifar10(make_ctx(synthetic_cache), None)
     _, nette = imagenette(make_ctx(synthetic_cache), None)
-    assert cifar.content_hash == datasets._PINS[CIFAR_DEFAULT_KEY].content_hash
-    assert nette.content_hash == datasets._PINS[IMAGENETTE_DEFAULT_KEY].content_hash
+    assert cifar.content_hash == synthetic._PINS[CIFAR_DEFAULT_KEY].content_hash
+    assert nette.content_hash == synthetic._PINS[IMAGENETTE_DEFAULT_KEY].content_hash
 
 
 def test_generated_bytes_that_miss_their_pin_are_a_data_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     key = ("cifar10", (("per_batch", 20), ("test_size", 10)))
-    monkeypatch.setattr(datasets, "_PINS", {key: datasets._Pin("0" * 64, 7, 1)})
+    monkeypatch.setattr(synthetic, "_PINS", {key: synthetic._Pin("0" * 64, 7, 1)})
     with pytest.raises(DataError, match="GENERATOR_VERSION") as exc:
-        datasets._synthetic_cifar10(tmp_path, None, per_batch=20, test_size=10)
+        synthetic._synthetic_cifar10(tmp_path, None, per_batch=20, test_size=10)
     assert "\n" not in str(exc.value)
     assert list(tmp_path.iterdir()) == []  # nothing written, no temporary folder left
 
@@ -380,10 +380,10 @@ def test_cifar_pickles_do_not_depend_on_the_numpy_version(default_files: dict[st
     assert entry["batch_label"] == "testing batch 1 of 1" and len(entry["labels"]) == 1000
     assert entry["filenames"][1] == "synthetic_test_batch_00001.png"
     value = {"a": [0, 255, 256, 65535, 65536, 2**31 - 1], "é": [], "": {}, "rows": ["x"]}
-    assert pickle.loads(datasets._pickle(value)) == value
+    assert pickle.loads(pickler._pickle(value)) == value
     for bad in (True, -1, 2**31, 1.5, (1,), b"x"):
         with pytest.raises(TypeError):
-            datasets._pickle([bad])
+            pickler._pickle([bad])
 
 
 def decode(data: bytes) -> np.ndarray:
@@ -399,14 +399,14 @@ def libjpeg(pixels: np.ndarray) -> bytes:
 
 def test_the_jpeg_encoder_writes_baseline_jpegs_as_good_as_libjpeg() -> None:
     rng = np.random.default_rng(3)
-    noise = datasets._Draw("test").noise("noise", 1 << 20, 12)
-    images = [datasets._smooth_image(datasets._Draw(f"test {i}"), noise) for i in range(2)]
+    noise = generator._Draw("test").noise("noise", 1 << 20, 12)
+    images = [generator._smooth_image(generator._Draw(f"test {i}"), noise) for i in range(2)]
     for height, width in ((160, 320), (17, 23), (8, 8), (1, 1)):
-        smooth = datasets._resize(rng.integers(0, 256, size=(3, 3, 3)), max(height, 2), max(width, 2))
+        smooth = generator._resize(rng.integers(0, 256, size=(3, 3, 3)), max(height, 2), max(width, 2))
         pixels = np.clip(smooth, 0, 255).astype(np.uint8).transpose(1, 2, 0)[:height, :width]
         images.append(np.ascontiguousarray(pixels))
     for pixels in images:
-        data = datasets._encode_jpeg(pixels, quality=90)
+        data = jpeg._encode_jpeg(pixels, quality=90)
         with Image.open(io.BytesIO(data)) as image:
             assert image.format == "JPEG" and image.size == pixels.shape[1::-1] and not image.getexif()
             assert "progressive" not in image.info and "jfif" in image.info
@@ -421,13 +421,13 @@ def test_the_integer_dct_matrix_is_the_rounded_dct() -> None:
     for u in range(8):
         for x in range(8):
             exact = 16384 * (math.sqrt(0.5) if u == 0 else 1.0) / 2 * math.cos((2 * x + 1) * u * math.pi / 16)
-            assert abs(datasets._DCT[u, x] - exact) <= 0.5
+            assert abs(jpeg._DCT[u, x] - exact) <= 0.5
 
 
 def test_checking_the_default_cifar_cache_is_cheap(synthetic_cache: Path) -> None:
-    pin = datasets._PINS[CIFAR_DEFAULT_KEY]
+    pin = synthetic._PINS[CIFAR_DEFAULT_KEY]
     start = time.perf_counter()
-    assert datasets._matches_pin(synthetic_cache / CIFAR_DIR, pin)
+    assert synthetic._matches_pin(synthetic_cache / CIFAR_DIR, pin)
     elapsed = time.perf_counter() - start
     assert elapsed < 5.0  # a loose bound for a shared machine; typically tens of milliseconds
 
@@ -460,8 +460,8 @@ def test_synthetic_imagenette_is_an_image_folder_like_imagenette2_160(synthetic_
 
 
 def test_synthetic_imagenette_generation_is_deterministic(tmp_path: Path) -> None:
-    _, first = datasets._synthetic_imagenette(tmp_path / "a", None, per_class=2)
-    _, second = datasets._synthetic_imagenette(tmp_path / "b", None, per_class=2)
+    _, first = synthetic._synthetic_imagenette(tmp_path / "a", None, per_class=2)
+    _, second = synthetic._synthetic_imagenette(tmp_path / "b", None, per_class=2)
     assert first.content_hash == second.content_hash and first.num_samples == 20
 
 

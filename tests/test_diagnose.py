@@ -8,7 +8,7 @@ from pathlib import Path
 
 from factories import make_result
 
-from perfgate.model.baseline import Lookup, updated_baseline
+from perfgate.store.baselines import Lookup, updated_baseline
 from perfgate.analysis.compare import Entry, compare
 from perfgate.analysis.decide import GateConfig, Verdict
 from perfgate.analysis.diagnose import diagnose
@@ -199,7 +199,7 @@ def test_periodic_stalls_that_medians_do_not_see_are_labelled() -> None:
 def test_the_stalls_measured_on_an_h200_are_labelled() -> None:
     """resnet18-imagenette on an NVIDIA H200 (gpu-check, torch 2.11): every fourth step
     waited 85-100 ms for data; the median step was 15 ms, the mean 30 ms."""
-    from perfgate.model.result import load_result
+    from perfgate.store.results import load_result
 
     result = load_result(Path(__file__).parent / "fixtures" / "h200" / "resnet18-imagenette.json")
     labels = {label.name: label for label in diagnose(result)}

@@ -474,6 +474,7 @@ def test_a_sync_inside_the_window_is_caught_and_the_mode_restored() -> None:
     assert checks["window sync"].status == FAIL and "after 3 steps" in checks["window sync"].detail
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(cuda_available(), reason="CUDA is available here")
 def test_the_micro_run_child_without_cuda_says_so() -> None:
     outcome = doctor.micro_run_in_child(1.0)
@@ -544,6 +545,7 @@ def perfgate(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
                           env=env, cwd=ROOT)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _no_driver(), reason="an NVIDIA driver is here: the card has CUDA checks")
 def test_the_cpu_only_card_on_this_machine(tmp_path: Path) -> None:
     env = {**os.environ, "PERFGATE_CACHE_DIR": str(tmp_path / "cache")}
@@ -570,6 +572,7 @@ def test_the_cpu_only_card_on_this_machine(tmp_path: Path) -> None:
     assert proc.stderr.splitlines()[0].startswith("perfgate: error: --device cuda: no NVIDIA driver here (")
 
 
+@pytest.mark.slow
 def test_bad_usage_is_exit_2() -> None:
     proc = perfgate("doctor", "--micro-run-seconds", "0")
     assert proc.returncode == 2 and "--micro-run-seconds must be at least 1" in proc.stderr

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.model.baseline import load_baseline, updated_baseline
+from perfgate.store.baselines import load_baseline, updated_baseline
 from perfgate.model.environment import Environment
 
 from factories import make_result

@@ -15,7 +15,7 @@ from statistics import median
 
 import pytest
 
-from perfgate.model.baseline import find_baseline, save_baseline, updated_baseline
+from perfgate.store.baselines import find_baseline, save_baseline, updated_baseline
 from perfgate.analysis.compare import Entry, compare
 from perfgate.analysis.decide import GateConfig, Verdict
 from perfgate.store.discovery import discover

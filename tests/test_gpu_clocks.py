@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from perfgate.model.baseline import find_baseline, save_baseline, updated_baseline
+from perfgate.store.baselines import find_baseline, save_baseline, updated_baseline
 from perfgate.analysis.compare import Entry, compare
 from perfgate.analysis.decide import GateConfig, Verdict
 from perfgate.measure import fingerprint

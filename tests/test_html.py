@@ -18,7 +18,7 @@ from factories import make_result
 from test_reports import scenario
 
 from perfgate.store import jsonfile
-from perfgate.model.baseline import Lookup, updated_baseline
+from perfgate.store.baselines import Lookup, updated_baseline
 from perfgate.analysis.compare import Entry, GateOutcome, compare
 from perfgate.analysis.decide import GateConfig
 from perfgate.report import html as report
@@ -340,6 +340,7 @@ def test_write_html_writes_index_html_atomically(outcome: GateOutcome, tmp_path:
     assert os.listdir(target) == ["index.html"]
 
 
+@pytest.mark.slow
 def test_rendering_is_headless_and_imports_neither_pyplot_nor_torch(tmp_path: Path) -> None:
     tests = Path(__file__).parent
     code = (
@@ -348,7 +349,7 @@ def test_rendering_is_headless_and_imports_neither_pyplot_nor_torch(tmp_path: Pa
         "import perfgate.report.html as report\n"
         "assert 'matplotlib' not in sys.modules, 'importing the renderer loads matplotlib'\n"
         "from factories import make_result\n"
-        "from perfgate.model.baseline import Lookup\n"
+        "from perfgate.store.baselines import Lookup\n"
         "from perfgate.analysis.compare import Entry, compare\n"
         "from perfgate.analysis.decide import GateConfig\n"
         "outcome = compare([Entry('w', make_result('w'), Lookup(None, Path('b.json')))], GateConfig())\n"

@@ -147,7 +147,8 @@ def test_the_commands_stay_one_line_of_an_indented_code_block() -> None:
 
 
 def test_a_hostile_trace_is_linked_only_below_the_report_and_its_names_are_inert(tmp_path: Path) -> None:
-    from perfgate.analysis.tracing import OperatorRow, OperatorTable, PhaseOperators, TraceOutcome, TraceResult, TraceSchedule
+    from perfgate.store.traces import TraceOutcome, TraceResult
+    from perfgate.model.trace import OperatorRow, OperatorTable, PhaseOperators, TraceSchedule
 
     directory = tmp_path / "artifacts" / "w"
     names = ("trace-1.json", "x](https://evil.invalid) ![y](https://example.invalid/p.png",
@@ -180,7 +181,7 @@ def test_a_hostile_trace_is_linked_only_below_the_report_and_its_names_are_inert
 
 @pytest.mark.parametrize("text", NASTY)
 def test_inline_leaves_no_markup_and_reads_as_written(text: str) -> None:
-    from perfgate.report.inert import inline
+    from perfgate.text.inert import inline
 
     out = inline(text)
     assert "\n" not in out and "\r" not in out
@@ -196,7 +197,7 @@ def test_inline_leaves_no_markup_and_reads_as_written(text: str) -> None:
 
 
 def test_inline_breaks_lines_visibly_and_drops_control_characters() -> None:
-    from perfgate.report.inert import inline
+    from perfgate.text.inert import inline
 
     assert inline("a\nb\r\nc\rd\u2028e") == "a ⏎ b ⏎ c ⏎ d ⏎ e"
     assert inline("\x1b[31mred\x1b[0m\x00\x07 \u202eevil\tx ") == "red evil x"
@@ -204,7 +205,7 @@ def test_inline_breaks_lines_visibly_and_drops_control_characters() -> None:
 
 
 def test_inline_and_code_cap_the_length() -> None:
-    from perfgate.report.inert import code, inline
+    from perfgate.text.inert import code, inline
 
     assert inline("a" * 10, limit=4) == "aaaa… (6 characters cut)"
     long = inline("x" * 5000)
@@ -232,13 +233,13 @@ def _code_span_content(span: str) -> str:
                                   " both ends ", "   ", " x", "a\\|b", "<img src=x> @org/team ![x](y)",
                                   "$x$ *y* _z_", "ends with a backslash\\"])
 def test_code_shows_its_text_literally_whatever_it_holds(text: str) -> None:
-    from perfgate.report.inert import code
+    from perfgate.text.inert import code
 
     assert _code_span_content(code(text)) == text
 
 
 def test_code_flattens_lines_and_drops_control_characters() -> None:
-    from perfgate.report.inert import code, code_cell
+    from perfgate.text.inert import code, code_cell
 
     assert code("a\nb\x1b[1m!") == "`a ⏎ b!`"
     assert code("") == "` `"
@@ -250,7 +251,7 @@ def test_code_flattens_lines_and_drops_control_characters() -> None:
 
 
 def test_terminal_removes_escape_sequences_and_control_characters() -> None:
-    from perfgate.report.inert import terminal
+    from perfgate.text.inert import terminal
 
     assert terminal("\x1b[31mred\x1b[0m \x1b]0;title\x07ok\x1b]8;;https://x\x1b\\link\x1b]8;;\x1b\\"
                     "\x00\x07\x08\x7f\x9b2J \u202eevil") == "red oklink evil"

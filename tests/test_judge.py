@@ -21,13 +21,14 @@ from pathlib import Path
 import pytest
 from factories import ENV, make_result
 
-from perfgate.model.baseline import save_baseline, updated_baseline
+from perfgate.store.baselines import save_baseline, updated_baseline
 from perfgate.model.errors import FileFormatError
 from perfgate.gate.inputs import classify, read_changed_files
 from perfgate.gate.judge import MANIFEST_NAME, RunManifest, add_parser, load_measured, validate_baselines
 from perfgate.store.jsonfile import write_json_atomic
 from perfgate.report.markdown import MARKER
-from perfgate.model.result import RunResult, save_result
+from perfgate.model.result import RunResult
+from perfgate.store.results import save_result
 
 HEAD_SHA = "c" * 40
 BASE_SHA = "b" * 40
@@ -194,6 +195,7 @@ def test_a_pull_request_that_edits_constraints_or_the_harness_is_named_in_the_no
     assert report["config"]["delta"] == 0.03
 
 
+@pytest.mark.slow
 def test_edited_defaults_in_the_pull_requests_perfgate_are_never_imported(tmp_path: Path, base: Path) -> None:
     """The judge runs as the installed console script in the pull request's checkout, which
     holds a hostile perfgate package: its code must not run, its defaults must not apply."""
@@ -212,6 +214,7 @@ def test_edited_defaults_in_the_pull_requests_perfgate_are_never_imported(tmp_pa
     assert json.loads((tmp_path / "out" / "report.json").read_text())["config"]["alpha"] == 0.01
 
 
+@pytest.mark.slow
 def test_the_judge_never_imports_torch(tmp_path: Path, base: Path) -> None:
     """The judge job installs no torch: judging must not need it."""
     folder = write_run(tmp_path / "r", {"tiny": paired("tiny", seed=1)}, {"tiny": paired("tiny", seed=2)})

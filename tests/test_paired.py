@@ -152,7 +152,7 @@ def test_paired_environment_differences_are_shown_with_base_python():
 
 
 def test_reports_say_which_design_decided_and_show_the_stored_baseline_as_secondary(tmp_path):
-    from perfgate.model.baseline import Lookup, save_baseline, updated_baseline
+    from perfgate.store.baselines import Lookup, save_baseline, updated_baseline
     from perfgate.report.markdown import render_markdown
     from perfgate.report.terminal import gate_table
 
@@ -199,7 +199,7 @@ def test_paired_min_detectable_matches_simulated_power():
 
 
 def test_calibrate_says_which_delta_this_machine_supports():
-    from perfgate.analysis.calibrate import calibration_report
+    from perfgate.report.calibration import calibration_report
 
     noisy = make_result(repeat_scales=[1.0, 1.2, 0.85, 1.1, 0.9, 1.15, 0.8, 1.05], jitter=0.001)
     text = calibration_report(noisy, GateConfig(), blocks=6)

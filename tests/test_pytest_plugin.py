@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from perfgate.adapters.cli import build_parser, main
-from perfgate.model.result import load_results
+from perfgate.store.results import load_results
 from perfgate.analysis.summary import summarise
 
 pytest_plugins = ["pytester"]
@@ -125,6 +125,7 @@ def test_importing_the_plugin_loads_neither_torch_nor_the_gate() -> None:
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_a_plain_run_is_inert(project: pytest.Pytester) -> None:
     project.makepyfile(test_plain="def test_plain():\n    pass\n", test_user=USER_TEST)
     project.makeconftest('''

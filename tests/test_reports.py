@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from factories import ENV, make_result
 
-from perfgate.model.baseline import Lookup, updated_baseline
+from perfgate.store.baselines import Lookup, updated_baseline
 from perfgate.analysis.compare import Entry, GateOutcome, compare
 from perfgate.analysis.decide import GateConfig
 from perfgate.report.json_report import outcome_to_dict
@@ -126,7 +126,8 @@ def test_terminal_and_json_carry_the_same_verdicts() -> None:
 
 
 def test_a_failed_trace_is_reported_not_hidden() -> None:
-    from perfgate.analysis.tracing import TraceError, TraceOutcome
+    from perfgate.store.traces import TraceOutcome
+    from perfgate.model.trace import TraceError
 
     outcome = scenario()
     failed = TraceOutcome("resnet-slow", None, TraceError("cannot write trace artifacts to /x: Permission denied"))

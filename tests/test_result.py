@@ -9,7 +9,8 @@ import pytest
 from factories import make_result
 
 from perfgate.model.errors import FileFormatError
-from perfgate.model.result import RESULT_SCHEMA_VERSION, load_result, load_results, merge_repeats, save_result
+from perfgate.model.result import RESULT_SCHEMA_VERSION, merge_repeats
+from perfgate.store.results import load_result, load_results, save_result
 
 
 def test_round_trip(tmp_path: Path) -> None:

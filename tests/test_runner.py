@@ -13,7 +13,7 @@ import pytest
 
 from perfgate.store.discovery import discover
 from perfgate.measure.runner import Job, measure
-from perfgate.analysis.summary import residual_series, summarise
+from perfgate.analysis.summary import summarise
 from perfgate.model.workload import PHASES
 
 pytestmark = pytest.mark.slow
@@ -62,7 +62,7 @@ def test_phases_add_up_to_the_step(runs: dict) -> None:
     # Stated tolerance: per step the unattributed residual (step minus the five phases)
     # is never negative on the CPU, and its median is under 5% of the median step.
     for repeat in runs["plain"].repeats:
-        residual = residual_series(repeat)
+        residual = repeat.residual_ms
         assert min(residual) >= 0
         assert median(residual) < 0.05 * median(repeat.phases_ms["step"])
         # the steps tile the synchronised window (only the clock read opening it is outside)

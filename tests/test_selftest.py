@@ -26,7 +26,7 @@ from perfgate.gate.gating import GateRun
 from perfgate.measure import runner
 from perfgate.measure.child import ChildRun
 from perfgate.measure.runner import INJECTED, Job, measure
-from perfgate.model.result import result_path, save_result
+from perfgate.store.results import result_path, save_result
 from perfgate.adapters.selftest import CARD_LABELS, GateRecord, Probe, SelftestResult, rate, run_selftest, schedule
 from perfgate.analysis.summary import summarise
 from perfgate.model.workload import PHASES

@@ -30,12 +30,13 @@ import pytest
 
 from factories import make_result
 
-from perfgate.model.baseline import Lookup, baseline_from_dict, load_baseline, save_baseline, updated_baseline
+from perfgate.model.baseline import baseline_from_dict
+from perfgate.store.baselines import Lookup, load_baseline, save_baseline, updated_baseline
 from perfgate.analysis.compare import Entry, Pairing, compare
 from perfgate.analysis.decide import GateConfig, Verdict
-from perfgate.measure import telemetry as T
+from perfgate.measure import telemetry_gpu as G, telemetry_host as H
 from perfgate.measure.telemetry import TelemetrySampler
-from perfgate.model.result import SLOWDOWN_REASONS, RunResult, repeat_from_dict
+from perfgate.model.result import CLOCK_EVENT_REASONS, SLOWDOWN_REASONS, RunResult, repeat_from_dict
 
 NOW = datetime(2026, 11, 30, tzinfo=timezone.utc)
 CAP, HW, SW_THERMAL, HW_THERMAL, BRAKE, IDLE = 0x4, 0x8, 0x20, 0x40, 0x80, 0x1
@@ -254,13 +255,13 @@ def test_the_reason_bits_are_nvmls() -> None:
                   "sw_power_cap": "SwPowerCap", "hw_slowdown": "HwSlowdown", "sync_boost": "SyncBoost",
                   "sw_thermal_slowdown": "SwThermalSlowdown", "hw_thermal_slowdown": "HwThermalSlowdown",
                   "hw_power_brake_slowdown": "HwPowerBrakeSlowdown", "display_clock_setting": "DisplayClockSetting"}
-    for bit, name in T.CLOCK_EVENT_REASONS.items():
+    for bit, name in CLOCK_EVENT_REASONS.items():
         assert getattr(pynvml, f"nvmlClocksEventReason{nvml_names[name]}") == bit, name
-    assert T.SLOWDOWN == (pynvml.nvmlClocksEventReasonHwSlowdown | pynvml.nvmlClocksEventReasonSwThermalSlowdown
+    assert G.SLOWDOWN == (pynvml.nvmlClocksEventReasonHwSlowdown | pynvml.nvmlClocksEventReasonSwThermalSlowdown
                           | pynvml.nvmlClocksEventReasonHwThermalSlowdown
                           | pynvml.nvmlClocksEventReasonHwPowerBrakeSlowdown)
-    assert not T.SLOWDOWN & pynvml.nvmlClocksEventReasonSwPowerCap
-    assert set(SLOWDOWN_REASONS) == {T.CLOCK_EVENT_REASONS[b] for b in (HW, SW_THERMAL, HW_THERMAL, BRAKE)}
+    assert not G.SLOWDOWN & pynvml.nvmlClocksEventReasonSwPowerCap
+    assert set(SLOWDOWN_REASONS) == {CLOCK_EVENT_REASONS[b] for b in (HW, SW_THERMAL, HW_THERMAL, BRAKE)}
 
 
 # ---------------------------------------------------------------- the power cap is telemetry
@@ -308,7 +309,7 @@ def test_a_thermal_or_hardware_slowdown_in_one_sample_leaves_the_repeat_out_with
     events[3] = CAP | bit
     telemetry = sampled(t4(events=events))
     assert telemetry["gpu"]["throttled"] is True
-    assert telemetry["gpu"]["slowdown_reasons"] == [T.CLOCK_EVENT_REASONS[bit]]
+    assert telemetry["gpu"]["slowdown_reasons"] == [CLOCK_EVENT_REASONS[bit]]
     assert telemetry["gpu"]["power_cap_share"] == 0.8  # still reported
 
     baseline = stored([sampled(t4(events=POWER_CAPPED)) for _ in range(5)])
@@ -524,10 +525,10 @@ def test_the_peak_of_the_trees_summed_rss_counts_the_workers() -> None:
 
 
 def test_a_tree_rss_that_cannot_be_read_is_null_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(self: T._TreeMemory, pid: int, process: Any) -> int:
+    def refuse(self: H._TreeMemory, pid: int, process: Any) -> int:
         raise PermissionError("statm: refused")
 
-    monkeypatch.setattr(T._TreeMemory, "_rss", refuse)
+    monkeypatch.setattr(H._TreeMemory, "_rss", refuse)
     summary = sample(TelemetrySampler("cpu"), 2)
     assert summary["cpu"]["peak_tree_rss_bytes"] is None
     assert "refused" in summary["unavailable"]["peak_tree_rss_bytes"]

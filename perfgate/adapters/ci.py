@@ -34,18 +34,18 @@ from perfgate.analysis.compare import GateOutcome, compare
 from perfgate.gate.config import Settings
 from perfgate.analysis.decide import Verdict
 from perfgate.model.errors import EXIT_ERROR, EXIT_OK, PerfgateError, UsageError
-from perfgate.analysis.counters import load_counters_beside
+from perfgate.store.counters import load_counters_beside
 from perfgate.gate.gating import GateRun, entries_for, run_gate
-from perfgate.adapters.github import path_variable as _path_variable, set_output, workflow_command
+from perfgate.gate.github import path_variable as _path_variable, set_output, workflow_command
 from perfgate.gate.inputs import (GITHUB, HARNESS, PYPROJECT, WORKLOADS, InputChanges, classify, perfgate_table,
                              relative_to, settings_changes, tree_changes)
 from perfgate.store.jsonfile import write_json_atomic
 from perfgate.gate.judge import (CHECK_LINE, MANIFEST_NAME, VERDICT_WORD, ReportContext, RunManifest, base_settings,
                             compose, error_report, git_commit_of, run_link)
-from perfgate.report.inert import terminal
+from perfgate.text.inert import terminal
 from perfgate.report.json_report import outcome_to_dict
 from perfgate.report.terminal import gate_table
-from perfgate.analysis.tracing import TraceOutcome
+from perfgate.store.traces import TraceOutcome
 from perfgate.gate.worktree import BaseTree
 from perfgate.store.benchmark_json import load_results_dir
 

@@ -20,14 +20,15 @@ from perfgate.model.version import __version__
 from perfgate.adapters import ci, counters_cli, doctor, scaffold, selftest
 
 from perfgate.gate import judge
-from perfgate.model.baseline import baseline_counters_path, baseline_path, load_baseline, save_baseline, updated_baseline
-from perfgate.analysis.calibrate import calibration_report
+from perfgate.store.baselines import baseline_counters_path, baseline_path, load_baseline, save_baseline, updated_baseline
+from perfgate.report.calibration import calibration_report
 from perfgate.analysis.compare import GateOutcome, compare
 from perfgate.gate.config import Settings, load_settings
 from perfgate.analysis.contention import ContentionPolicy, contention
 from perfgate.store.discovery import Registry, discover
 from perfgate.model.errors import EXIT_ERROR, EXIT_OK, CudaUnavailable, DataError, PerfgateError, UsageError
-from perfgate.analysis.counters import CounterSet, load_counters_beside, save_counters
+from perfgate.store.counters import load_counters_beside, save_counters
+from perfgate.model.counters import CounterSet
 from perfgate.gate.gating import GateRun, PairedPlan, base_jobs_for, count_each, entries_for, run_gate, run_paired_gate
 from perfgate.store.jsonfile import write_json_atomic
 from perfgate.measure.runner import Job, Progress, RunOutcome, default_cache_dir, measure, resolve_device
@@ -38,11 +39,13 @@ from perfgate.report.json_report import outcome_to_dict
 from perfgate.report.markdown import render_markdown
 from perfgate.report.terminal import gate_table, run_table
 from perfgate.store.benchmark_json import STATISTICS_SUMMARY, load_benchmark_files, load_results_dir
-from perfgate.report.units import ms
+from perfgate.text.units import ms
 from perfgate.model.result import RunResult
 from perfgate.analysis.summary import summarise
-from perfgate.analysis.tracing import TraceOutcome, TraceSchedule, render_operator_table
-from perfgate.tune.tune import DEFAULT_REPEATS, MIN_REPEATS, tune_loader
+from perfgate.store.traces import render_operator_table
+from perfgate.store.traces import TraceOutcome
+from perfgate.model.trace import TraceSchedule
+from perfgate.tune import DEFAULT_REPEATS, MIN_REPEATS, tune_loader
 from perfgate.model.workload import PHASES, Workload, parse_assignments
 from perfgate.gate.worktree import BaseTree, base_worktree, check_clean, repository_root, resolve_commit
 

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from perfgate.analysis.counters import DEFAULT_STEPS, render_counters
+from perfgate.report.counters import render_counters
+from perfgate.model.counters import DEFAULT_STEPS
 from perfgate.model.errors import EXIT_OK, UsageError
 from perfgate.store.jsonfile import dumps
 

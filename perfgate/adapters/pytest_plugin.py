@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from perfgate.report.inert import terminal
+from perfgate.text.inert import terminal
 from perfgate.model.workload import PHASES
 
 if TYPE_CHECKING:

@@ -29,11 +29,13 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
 
-from perfgate.model.baseline import Baseline, Lookup, Provenance, Recording, param_differences, updated_baseline
+from perfgate.model.baseline import Baseline, Provenance, Recording, param_differences
+from perfgate.store.baselines import Lookup, updated_baseline
 from perfgate.store.benchmark_json import KIND as BENCHMARK_KIND
 from perfgate.store.benchmark_json import STATISTICS_BLOCKS, STATISTICS_PROCESSES, STATISTICS_SUMMARY
 from perfgate.analysis.blocks import BlockValue, block_log_ratio, blocks_of
-from perfgate.analysis.counters import GATED, CounterChanges, CounterSet, CounterThresholds, compare_counters
+from perfgate.analysis.counters import CounterChanges, CounterThresholds, compare_counters
+from perfgate.model.counters import GATED, CounterSet
 from perfgate.analysis.decide import (
     GateConfig,
     MemoryDecision,
@@ -48,7 +50,8 @@ from perfgate.analysis.diagnose import Label, diagnose
 from perfgate.model.errors import EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION
 from perfgate.model.result import RunResult
 from perfgate.analysis.stats import LogRatio, SampleSummary, log_ratio, log_ratio_from_summaries
-from perfgate.analysis.summary import ROWS, WorkloadSummary, summarise
+from perfgate.analysis.summary import WorkloadSummary, summarise
+from perfgate.model.result import ROWS
 from perfgate.model.workload import PHASES
 
 

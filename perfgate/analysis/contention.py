@@ -34,6 +34,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from perfgate.model.result import machine_telemetry, other_cpu_share, other_gpu_processes
+
 DEFAULT_MAX_OTHER_CPU_SHARE = 0.10
 """Why 10%: above the background of a quiet machine (kernel threads, the CI agent, the
 idle perfgate parent: a few percent of the CPUs), and below one fully busy foreign
@@ -69,32 +71,6 @@ class ContentionPolicy:
                              f"got {type(self.allow_other_gpu_processes).__name__}")
 
 
-def _machine(telemetry: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    if not isinstance(telemetry, Mapping):
-        return {}
-    machine = telemetry.get("machine")
-    return machine if isinstance(machine, Mapping) else {}
-
-
-def _number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    return float(value)
-
-
-def other_cpu_share(telemetry: Mapping[str, Any] | None) -> float | None:
-    """Median share of the CPUs other processes used during the window; None: not known."""
-    stats = _machine(telemetry).get("other_cpu_share")
-    return _number(stats.get("median")) if isinstance(stats, Mapping) else None
-
-
-def other_gpu_processes(telemetry: Mapping[str, Any] | None) -> int | None:
-    """How many other processes NVML listed on the GPU during the window; None: not known."""
-    stats = _machine(telemetry).get("other_gpu_processes")
-    count = stats.get("count") if isinstance(stats, Mapping) else None
-    return count if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else None
-
-
 def _on_gpu(telemetry: Mapping[str, Any] | None) -> bool:
     return isinstance(telemetry, Mapping) and telemetry.get("gpu") is not None
 
@@ -107,7 +83,7 @@ def _cpu_reason(telemetry: Mapping[str, Any] | None, policy: ContentionPolicy) -
     share = other_cpu_share(telemetry)
     if share is None or share <= policy.max_other_cpu_share:
         return None
-    machine = _machine(telemetry)
+    machine = machine_telemetry(telemetry)
     stats = machine["other_cpu_share"]
     samples = stats.get("samples")
     cpus = machine.get("cpus")
@@ -123,7 +99,7 @@ def _gpu_reason(telemetry: Mapping[str, Any] | None, policy: ContentionPolicy) -
     count = other_gpu_processes(telemetry)
     if policy.allow_other_gpu_processes or not count:
         return None
-    stats = _machine(telemetry)["other_gpu_processes"]
+    stats = machine_telemetry(telemetry)["other_gpu_processes"]
     pids = stats.get("pids")
     noun = "process" if count == 1 else "processes"
     if isinstance(pids, list) and pids:

@@ -14,7 +14,7 @@ from statistics import median
 
 import numpy as np
 
-from perfgate.analysis.counters import GATED as COUNTER_NAMES
+from perfgate.model.counters import GATED as COUNTER_NAMES
 from perfgate.analysis.stats import (
     DEFAULT_ASSUMED_DAY_SD_LOG,
     DEFAULT_DAY_PRIOR_DF,

@@ -60,7 +60,8 @@ from unittest import mock
 import numpy as np
 
 import perfgate.analysis.compare as gate_compare
-from perfgate.model.baseline import Baseline, Lookup, updated_baseline
+from perfgate.model.baseline import Baseline
+from perfgate.store.baselines import Lookup, updated_baseline
 from perfgate.analysis.blocks import ABBA, BlockValue, block_contrast_t, block_log_ratio
 from perfgate.analysis.compare import Entry, GateOutcome, Pairing
 from perfgate.analysis.decide import GateConfig, Verdict

@@ -13,13 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import median, stdev
 
-from perfgate.model.result import RepeatResult, RunResult
-from perfgate.model.workload import PHASES
-
-RESIDUAL = "residual"
-ROWS = (*PHASES, RESIDUAL, "step")
-"""Table rows: the five phases, the unattributed rest of the step, and the step."""
-
+from perfgate.model.result import RESIDUAL, ROWS, RepeatResult, RunResult
 
 @dataclass(frozen=True)
 class RepeatSummary:
@@ -35,31 +29,13 @@ class RepeatSummary:
     """The ABBA block of the repeat (paired design), else None."""
 
 
-def residual_series(repeat: RepeatResult) -> list[float]:
-    """Per step, the part of the step no phase explains (loop overhead, host syncs, logging).
-
-    On CUDA the device phases can overlap the host's data wait, so this can be negative.
-    """
-    phases = [repeat.phases_ms[p] for p in PHASES]
-    return [s - sum(values) for s, values in zip(repeat.phases_ms["step"], zip(*phases))]
-
-
 def summarise_repeat(repeat: RepeatResult) -> RepeatSummary:
-    step = repeat.phases_ms["step"]
-    residual = residual_series(repeat)
-    total = sum(step)
-    medians = {p: median(repeat.phases_ms[p]) for p in PHASES}
-    medians[RESIDUAL] = median(residual)
-    medians["step"] = median(step)
-    shares = {p: sum(repeat.phases_ms[p]) / total for p in PHASES}
-    shares[RESIDUAL] = sum(residual) / total
-    shares["step"] = 1.0
     busy = repeat.phases_ms.get("device_busy")
     busy_fraction = sum(busy) / (repeat.window_s * 1e3) if busy else None
     return RepeatSummary(
         index=repeat.index,
-        medians_ms=medians,
-        shares=shares,
+        medians_ms=dict(repeat.medians_ms),
+        shares=dict(repeat.shares),
         samples_per_s=repeat.samples_per_s,
         peak_memory_bytes=repeat.peak_memory_bytes,
         device_busy_fraction=busy_fraction,

@@ -14,14 +14,15 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perfgate.model.baseline import find_baseline
+from perfgate.store.baselines import find_baseline
 from perfgate.analysis.compare import Counted, Entry, GateOutcome, Pairing, WorkloadComparison, compare, stored_counted
 from perfgate.gate.config import Settings
-from perfgate.analysis.counters import CounterSet
+from perfgate.model.counters import CounterSet
 from perfgate.store.discovery import discover, load_source
 from perfgate.measure.paired import ContentionCheck, PairedOutcome, Side, base_results_dir, measure_paired
 from perfgate.measure.runner import Job, Progress, RunOutcome, measure
-from perfgate.model.result import RunResult, merge_repeats, result_path, save_result
+from perfgate.model.result import RunResult, merge_repeats
+from perfgate.store.results import result_path, save_result
 from perfgate.analysis.stats import paired_look_correlation
 from perfgate.gate.worktree import BaseTree
 
@@ -69,7 +70,7 @@ def count_stored(jobs: Sequence[Job], results: Mapping[str, RunResult], settings
     """Stored design: one counted run of each measured workload whose baseline has one,
     written to ``out_dir/<w>.counters.json``. A counted run that fails is a note on the
     workload (its counters are simply missing), never an error of the gate."""
-    from perfgate.analysis.counters import counters_path
+    from perfgate.store.counters import counters_path
 
     if not settings.gate.counters:
         return {}
@@ -207,7 +208,7 @@ def count_pairs(plan: PairedPlan, names: Sequence[str], *, device: str, cache_di
     A counted run that fails is a note naming the error, never an error of the gate: the
     timed verdict stands without the counters.
     """
-    from perfgate.analysis.counters import counters_path
+    from perfgate.store.counters import counters_path
     from perfgate.measure.counters import count_job
 
     head_jobs = {job.workload.name: job for job in plan.head_jobs}

@@ -24,7 +24,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from perfgate.model.errors import FileFormatError
-from perfgate.report.inert import code, inline
+from perfgate.text.inert import code, inline
 
 HARNESS = ("perfgate/", "constraints.txt")
 WORKLOADS = ("workloads/",)

@@ -55,19 +55,9 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.model.version import __version__
-from perfgate.analysis.counters import (
-    COPY_OPS,
-    DEFAULT_STEPS,
-    AllocatorCounts,
-    CompileInfo,
-    CounterError,
-    CounterOutcome,
-    CounterSet,
-    PhaseCounters,
-    SyncSite,
-    clean_reason,
-    save_counters,
-)
+from perfgate.analysis.counters import CounterOutcome
+from perfgate.store.counters import save_counters
+from perfgate.model.counters import COPY_OPS, DEFAULT_STEPS, AllocatorCounts, CompileInfo, CounterError, CounterSet, PhaseCounters, SyncSite, clean_reason
 from perfgate.model.errors import DataError, DeviceError, PerfgateError, UsageError, WorkloadError
 from perfgate.measure.child import call, serve
 from perfgate.measure.runner import Job
@@ -673,7 +663,7 @@ def count_job(
     interpreter, as for a repeat. Whatever fails (the build, the step, the counting, a
     crash, the timeout) comes back in ``CounterOutcome.error``, with ``counters`` None.
     """
-    from perfgate.analysis.counters import counters_from_dict
+    from perfgate.model.counters import counters_from_dict
 
     name = job.workload.name
     began = time.perf_counter()

@@ -25,7 +25,7 @@ from perfgate.analysis.blocks import ABBA
 from perfgate.model.errors import PerfgateError
 from perfgate.store.gitinfo import git_revision
 from perfgate.measure.runner import Job, Progress, RunOutcome, assemble, run_one
-from perfgate.model.result import result_path, save_result
+from perfgate.store.results import result_path, save_result
 
 __all__ = ["PairedOutcome", "Side", "base_results_dir", "measure_paired"]
 

@@ -25,7 +25,8 @@ from perfgate.model.environment import Environment
 from perfgate.model.errors import CudaUnavailable, DeviceError, PerfgateError, WorkloadError
 from perfgate.store.gitinfo import git_revision
 from perfgate.measure.child import call
-from perfgate.model.result import RepeatResult, RunResult, repeat_from_dict, result_path, save_result
+from perfgate.model.result import RepeatResult, RunResult, repeat_from_dict
+from perfgate.store.results import result_path, save_result
 from perfgate.model.workload import PHASES, Params, Workload
 
 

@@ -10,7 +10,7 @@ runs the very same training step (``loop._Step``) with each phase of the step in
 
 - ``trace-N.json``: one Chrome trace per profiler cycle (Perfetto, chrome://tracing);
 - ``operators.json``: per phase, the top operators by self CPU time and, on CUDA, by
-  the device time of the kernels they launched (``perfgate.analysis.tracing.OperatorTable``);
+  the device time of the kernels they launched (``perfgate.model.trace.OperatorTable``);
 - ``operators.md``: the same as small markdown tables.
 
 Nothing here writes results: the profiler costs 10-30% and a traced step is never a
@@ -48,21 +48,9 @@ from perfgate.model.version import __version__
 from perfgate.model.errors import DataError, DeviceError, PerfgateError, UsageError, WorkloadError
 from perfgate.measure.child import call, serve
 from perfgate.measure.runner import Job
-from perfgate.analysis.tracing import (
-    OPERATORS_JSON,
-    OPERATORS_MD,
-    OTHER_THREADS,
-    TRACE_GLOB,
-    OperatorRow,
-    OperatorTable,
-    PhaseOperators,
-    TraceError,
-    TraceOutcome,
-    TraceResult,
-    TraceSchedule,
-    render_operator_table,
-    save_operator_table,
-)
+from perfgate.store.traces import render_operator_table
+from perfgate.store.traces import TraceOutcome, TraceResult, save_operator_table
+from perfgate.model.trace import OPERATORS_JSON, OPERATORS_MD, OTHER_THREADS, TRACE_GLOB, OperatorRow, OperatorTable, PhaseOperators, TraceError, TraceSchedule
 from perfgate.model.workload import PHASES, BuildContext, Params, Workload
 
 DEFAULT_ROW_LIMIT = 15

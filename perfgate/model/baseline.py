@@ -1,36 +1,29 @@
-"""The baseline store: ``baselines/<env-key>/<workload>.json``, committed and reviewed.
+"""Baselines: what ``baselines/<env-key>/<workload>.json`` holds, committed and reviewed.
 
 A baseline holds one or more *recordings* (one per ``rebaseline`` run, on different days
 or CI jobs when made with ``--append``), so the day-to-day noise of the runner can be
-estimated from the baseline itself. Each recording keeps, per repeat, the summaries the
-statistics use (the median of every phase, the residual and the step, the shares, the
-throughput and the peak memory) and the raw per-step values they were computed from,
-each series written as one line of space-separated milliseconds (1 µs resolution), so a
-baseline stays reviewable in a pull request.
+estimated from the baseline itself. Each recording keeps, per repeat, the raw per-step
+values (each series one line of space-separated milliseconds, so a baseline stays
+reviewable in a pull request), the throughput and the peak memory, and beside them, for a
+reader of the file, the medians and shares derived from the raw values. On load they are
+derived again from the raw values, which are the data: a file whose two disagree is refused.
 
-Files are written atomically and only by ``rebaseline``; reading never modifies them.
+Files are written atomically and only by ``rebaseline`` (``perfgate.store.baselines``);
+reading never modifies them.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from pathlib import Path
 from statistics import median
 from typing import Any
 
-from perfgate.model.version import __version__
-from perfgate.analysis.counters import CounterSet, counters_path, load_counters
 from perfgate.model.environment import Environment
-from perfgate.model.errors import FileFormatError, UsageError
-from perfgate.store.jsonfile import write_json_atomic, load_document
-from perfgate.model.result import RunResult, describe_slowdown
+from perfgate.model.result import describe_slowdown
 from perfgate.model.schema import Fields, migrate, number_series
-from perfgate.analysis.summary import ROWS, summarise
+from perfgate.model.result import ROWS, row_medians, row_shares
 from perfgate.model.workload import PHASES
 
 BASELINE_KIND = "perfgate.baseline"
@@ -79,7 +72,7 @@ class BaselineRepeat:
             "shares": dict(self.shares),
             "samples_per_s": self.samples_per_s,
             "peak_memory_bytes": self.peak_memory_bytes,
-            "raw_ms": {k: " ".join(f"{v:.3f}" for v in values) for k, values in self.raw_ms.items()},
+            "raw_ms": {k: " ".join(raw_text(v) for v in values) for k, values in self.raw_ms.items()},
         }
 
 
@@ -205,94 +198,8 @@ class Baseline:
                 if r.peak_memory_bytes is not None]
 
 
-def ci_provenance() -> tuple[str | None, str | None]:
-    """The CI run id and URL when running under a CI that sets them (GitHub Actions)."""
-    run_id = os.environ.get("GITHUB_RUN_ID") or os.environ.get("CI_PIPELINE_ID") or os.environ.get("BUILD_ID")
-    url = None
-    if os.environ.get("GITHUB_RUN_ID") and os.environ.get("GITHUB_REPOSITORY"):
-        server = os.environ.get("GITHUB_SERVER_URL", "https://github.com")
-        url = f"{server}/{os.environ['GITHUB_REPOSITORY']}/actions/runs/{os.environ['GITHUB_RUN_ID']}"
-    return run_id, url
-
-
-def recording_from_result(result: RunResult, reason: str, *, now: datetime | None = None) -> Recording:
-    summary = summarise(result)
-    run_id, url = ci_provenance()
-    # A measurement without phases (a pytest-benchmark micro-benchmark) stores its phases
-    # as zeros; writing thousands of zeros per phase would only bloat the baseline.
-    phase_free = all(v == 0 for rep in result.repeats for p in PHASES for v in rep.phases_ms[p])
-    repeats = []
-    for rep, rep_summary in zip(result.repeats, summary.repeats):
-        repeats.append(BaselineRepeat(
-            medians_ms=dict(rep_summary.medians_ms),
-            shares=dict(rep_summary.shares),
-            samples_per_s=rep.samples_per_s,
-            peak_memory_bytes=rep.peak_memory_bytes,
-            raw_ms={k: tuple(v) for k, v in rep.phases_ms.items() if not (phase_free and k in PHASES)},
-            throttled=rep.throttled,
-            slowdown_reasons=rep.slowdown_reasons,
-            sm_clock_mhz=rep.sm_clock_mhz,
-            power_cap_share=rep.power_cap_share,
-        ))
-    return Recording(
-        provenance=Provenance(
-            commit=result.environment.git_commit,
-            dirty=result.environment.git_dirty,
-            date=(now or datetime.now(timezone.utc)).isoformat(timespec="seconds"),
-            reason=reason,
-            perfgate_version=__version__,
-            ci_run_id=run_id,
-            ci_run_url=url,
-        ),
-        environment=result.environment,
-        data=dict(result.data),
-        peak_memory_kind=result.repeats[0].peak_memory_kind,
-        repeats=tuple(repeats),
-    )
-
-
-def baseline_path(root: Path, environment_key: str, workload: str) -> Path:
-    return root / environment_key / f"{workload}.json"
-
-
 def param_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
     return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
-
-
-def updated_baseline(existing: Baseline | None, result: RunResult, reason: str, *, append: bool,
-                     max_recordings: int = DEFAULT_MAX_RECORDINGS, now: datetime | None = None) -> Baseline:
-    """The baseline ``rebaseline`` writes: a new one, or ``existing`` with one more recording."""
-    if not reason.strip():
-        raise UsageError("--reason must say why the baseline changes")
-    recording = recording_from_result(result, reason.strip(), now=now)
-    recordings: tuple[Recording, ...] = (recording,)
-    if append and existing is not None:
-        problems = []
-        if existing.workload_version != result.workload_version:
-            problems.append(f"workload version {existing.workload_version} -> {result.workload_version}")
-        problems += [f"{k} {a} -> {b}" for k, (a, b) in param_differences(existing.params, result.params).items()]
-        if existing.environment_key != result.environment.key():
-            problems.append(f"environment {existing.environment_key} -> {result.environment.key()}")
-        if problems:
-            raise UsageError(
-                f"cannot append to the {result.workload} baseline: {'; '.join(problems)}; "
-                "rebaseline without --append to replace it"
-            )
-        recordings = (*existing.recordings, recording)[-max_recordings:]
-    return Baseline(
-        workload=result.workload,
-        workload_version=result.workload_version,
-        device=result.device,
-        environment_key=result.environment.key(),
-        params=dict(result.params),
-        recordings=recordings,
-    )
-
-
-def save_baseline(baseline: Baseline, root: Path) -> Path:
-    path = baseline_path(root, baseline.environment_key, baseline.workload)
-    write_json_atomic(path, baseline.to_dict())
-    return path
 
 
 def _raw_series(text: object, where: str) -> tuple[float, ...]:
@@ -303,6 +210,37 @@ def _raw_series(text: object, where: str) -> tuple[float, ...]:
     except ValueError:
         raise ValueError(f"{where}: not a list of numbers") from None
     return number_series(values, where, allow_negative=False)
+
+
+MEDIAN_TOLERANCE_MS = 0.005
+"""How far a stored median may lie from the one derived from the stored raw values. Raw values
+are written to nine significant digits; files from before were written to 0.001 ms, by which a
+residual (the step less five phases) can move by 0.003 ms."""
+
+
+def raw_text(value: float) -> str:
+    """A raw per-step value as the file holds it: nine significant digits, enough that the
+    medians derived from the file are those of the measured values (a micro-benchmark's step
+    can be a few microseconds)."""
+    return f"{value:.9g}"
+SHARE_TOLERANCE = 0.001
+
+
+def derived_rows(raw: Mapping[str, tuple[float, ...]], where: str) -> tuple[dict[str, float], dict[str, float]]:
+    """The medians and shares of a repeat, derived from its raw per-step values (None: no step
+    series stored). A repeat stored without phase series (a micro-benchmark) has zero phases."""
+    if "step" not in raw:
+        return None
+    step = raw["step"]
+    present = [p for p in PHASES if p in raw]
+    if present and len(present) != len(PHASES):
+        missing = ", ".join(p for p in PHASES if p not in raw)
+        raise ValueError(f"{where}: raw values of some phases but not of {missing}")
+    if any(len(raw[p]) != len(step) for p in present):
+        raise ValueError(f"{where}: the raw series differ in length")
+    series = {p: raw[p] if present else (0.0,) * len(step) for p in PHASES}
+    series["step"] = step
+    return row_medians(series), row_shares(series)
 
 
 def _repeat_from_dict(data: object, where: str) -> BaselineRepeat:
@@ -316,15 +254,28 @@ def _repeat_from_dict(data: object, where: str) -> BaselineRepeat:
         if row != "residual" and value is not None and value < 0:
             raise ValueError(f"{medians.where}.{row}: negative duration {value}")
         medians_ms[row] = value
+    shares_of = {row: shares.number(row) for row in ROWS}
+    raw_ms = {k: _raw_series(v, f"{raw.where}.{k}") for k, v in raw.data.items()}
+    derived = derived_rows(raw_ms, raw.where)
+    # The raw values are the data; the stored medians and shares only repeat them for a
+    # reader of the file. A file whose two disagree was edited: refused, never guessed.
+    for row in ROWS:
+        if abs(derived[0][row] - medians_ms[row]) > MEDIAN_TOLERANCE_MS + 1e-6 * abs(medians_ms[row]):
+            raise ValueError(f"{medians.where}.{row}: {medians_ms[row]} is not the median of the raw values "
+                             f"({derived[0][row]:.4f})")
+        if abs(derived[1][row] - shares_of[row]) > SHARE_TOLERANCE:
+            raise ValueError(f"{shares.where}.{row}: {shares_of[row]} is not the share the raw values give "
+                             f"({derived[1][row]:.4f})")
+    medians_ms, shares_of = derived
     peak = f.get("peak_memory_bytes", int, optional=True)
     if peak is not None and peak < 0:
         raise ValueError(f"{where}.peak_memory_bytes: negative peak memory {peak}")
     return BaselineRepeat(
         medians_ms=medians_ms,  # type: ignore[arg-type]
-        shares={row: shares.number(row) for row in ROWS},  # type: ignore[misc]
+        shares=shares_of,  # type: ignore[arg-type]
         samples_per_s=f.number("samples_per_s", positive=True),  # type: ignore[arg-type]
         peak_memory_bytes=peak,
-        raw_ms={k: _raw_series(v, f"{raw.where}.{k}") for k, v in raw.data.items()},
+        raw_ms=raw_ms,
         throttled=bool(f.get("throttled", bool, optional=True)),
         slowdown_reasons=_slowdown_reasons(f.get("slowdown_reasons", list, optional=True), where),
         sm_clock_mhz=_optional_number(f, "sm_clock_mhz", upper=None),
@@ -390,43 +341,3 @@ def baseline_from_dict(data: object) -> Baseline:
         params=f.get("params", dict),
         recordings=tuple(_recording_from_dict(r, f"recordings[{i}]") for i, r in enumerate(recordings)),
     )
-
-
-def load_baseline(path: Path) -> Baseline:
-    baseline = load_document(path, "baseline", baseline_from_dict)
-    if not all(math.isfinite(v) for rec in baseline.recordings for r in rec.repeats for v in r.medians_ms.values()):
-        raise FileFormatError(f"{path}: baseline file holds a non-finite median")
-    return baseline
-
-
-@dataclass(frozen=True)
-class Lookup:
-    """What the store holds for one workload in one environment."""
-
-    baseline: Baseline | None
-    path: Path
-    other_environments: tuple[Baseline, ...] = ()
-    """Baselines of the same workload recorded in other environments (for INCOMPARABLE)."""
-    counters: CounterSet | None = None
-    """The baseline's counted run (``<workload>.counters.json`` beside it), when recorded."""
-
-
-def baseline_counters_path(root: Path, environment_key: str, workload: str) -> Path:
-    """``<root>/<environment key>/<workload>.counters.json``: the counted run of a baseline."""
-    return counters_path(Path(root) / environment_key, workload)
-
-
-def find_baseline(root: Path, environment_key: str, workload: str) -> Lookup:
-    path = baseline_path(root, environment_key, workload)
-    if path.exists():
-        counted = baseline_counters_path(root, environment_key, workload)
-        counters = load_counters(counted) if counted.exists() else None
-        if counters is not None and (counters.workload != workload or counters.device != environment_key.split("-")[0]):
-            raise FileFormatError(f"{counted}: holds the counters of {counters.workload!r} on {counters.device}, "
-                                  "not what its path says")
-        return Lookup(load_baseline(path), path, counters=counters)
-    others = []
-    if root.is_dir():
-        for candidate in sorted(root.glob(f"*/{workload}.json")):
-            others.append(load_baseline(candidate))
-    return Lookup(None, path, tuple(others))

@@ -8,15 +8,15 @@ every repeat every raw per-step phase value. Summaries are derived from these va
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from functools import cached_property
+from statistics import median
 from typing import Any
 
 from perfgate.model.environment import Environment
-from perfgate.model.errors import FileFormatError
-from perfgate.store.jsonfile import write_json_atomic, load_document
 from perfgate.model.schema import Fields, migrate, number_series
 from perfgate.model.workload import PHASES
 
@@ -24,6 +24,37 @@ RESULT_KIND = "perfgate.run-result"
 RESULT_SCHEMA_VERSION = 1
 SERIES = (*PHASES, "step")
 """Per-step series every repeat holds; CUDA runs add ``device_busy``."""
+RESIDUAL = "residual"
+ROWS = (*PHASES, RESIDUAL, "step")
+"""Table rows: the five phases, the unattributed rest of the step, and the step."""
+
+
+
+
+def residual_series(series: Mapping[str, Sequence[float]]) -> tuple[float, ...]:
+    """Per step, the part of the step no phase explains (loop overhead, host syncs, logging).
+
+    On CUDA the device phases can overlap the host's data wait, so this can be negative."""
+    phases = [series[p] for p in PHASES]
+    return tuple(s - sum(values) for s, values in zip(series["step"], zip(*phases)))
+
+
+def row_medians(series: Mapping[str, Sequence[float]]) -> dict[str, float]:
+    """The median over a window's steps of each phase, the residual and the step: a repeat's
+    one number per row, derived from its raw per-step values."""
+    medians = {p: median(series[p]) for p in PHASES}
+    medians[RESIDUAL] = median(residual_series(series))
+    medians["step"] = median(series["step"])
+    return medians
+
+
+def row_shares(series: Mapping[str, Sequence[float]]) -> dict[str, float]:
+    """Total time of each phase (and the residual) over the total step time of the window."""
+    total = sum(series["step"])
+    shares = {p: sum(series[p]) / total for p in PHASES}
+    shares[RESIDUAL] = sum(residual_series(series)) / total
+    shares["step"] = 1.0
+    return shares
 
 
 CLOCK_EVENT_REASONS: Mapping[int, str] = {
@@ -95,6 +126,32 @@ def describe_slowdown(reasons: tuple[str, ...] | None) -> str | None:
     return f"{' and '.join(kinds)} ({', '.join(reasons)})"
 
 
+def machine_telemetry(telemetry: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    if not isinstance(telemetry, Mapping):
+        return {}
+    machine = telemetry.get("machine")
+    return machine if isinstance(machine, Mapping) else {}
+
+
+def finite_number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def other_cpu_share(telemetry: Mapping[str, Any] | None) -> float | None:
+    """Median share of the CPUs other processes used during the window; None: not known."""
+    stats = machine_telemetry(telemetry).get("other_cpu_share")
+    return finite_number(stats.get("median")) if isinstance(stats, Mapping) else None
+
+
+def other_gpu_processes(telemetry: Mapping[str, Any] | None) -> int | None:
+    """How many other processes NVML listed on the GPU during the window; None: not known."""
+    stats = machine_telemetry(telemetry).get("other_gpu_processes")
+    count = stats.get("count") if isinstance(stats, Mapping) else None
+    return count if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else None
+
+
 @dataclass(frozen=True)
 class RepeatResult:
     """One repeat: one fresh process, a warmup, then a synchronised window of N steps."""
@@ -151,13 +208,26 @@ class RepeatResult:
     @property
     def other_cpu_share(self) -> float | None:
         """Median share of the CPUs other processes used during the window (None: not known)."""
-        from perfgate.analysis.contention import other_cpu_share
-
         return other_cpu_share(self.telemetry)
 
     @property
     def steps(self) -> int:
         return len(self.phases_ms["step"])
+
+    @cached_property
+    def residual_ms(self) -> tuple[float, ...]:
+        """Per step, the part of the step no phase explains (:func:`residual_series`)."""
+        return residual_series(self.phases_ms)
+
+    @cached_property
+    def medians_ms(self) -> dict[str, float]:
+        """The repeat's one number per row (:func:`row_medians`), derived from its raw values."""
+        return row_medians(self.phases_ms)
+
+    @cached_property
+    def shares(self) -> dict[str, float]:
+        """Total time of each phase (and the residual) over the total step time (:func:`row_shares`)."""
+        return row_shares(self.phases_ms)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -276,32 +346,11 @@ def result_from_dict(data: object) -> RunResult:
     )
 
 
-def load_result(path: Path) -> RunResult:
-    return load_document(path, "result", result_from_dict)
-
-
-def save_result(result: RunResult, path: Path) -> None:
-    write_json_atomic(path, result.to_dict())
-
-
-def result_path(out_dir: Path, workload: str) -> Path:
-    return out_dir / f"{workload}.json"
-
-
-def load_results(directory: Path) -> list[RunResult]:
-    """Every result file in ``directory`` (sorted by name); other JSON there is an error."""
-    if not directory.is_dir():
-        raise FileFormatError(f"{directory}: results directory not found")
-    files = sorted(p for p in directory.glob("*.json")
-                   if not p.name.startswith(".") and not p.name.endswith(".counters.json"))
-    return [load_result(p) for p in files]
-
-
 def merge_repeats(results: Sequence[RunResult]) -> RunResult:
     """One result holding the repeats of several runs of the same workload (a second look)."""
     first = results[0]
     repeats: list[RepeatResult] = []
     for r in results:
         for rep in r.repeats:
-            repeats.append(RepeatResult(**{**rep.__dict__, "index": len(repeats)}))
-    return RunResult(**{**first.__dict__, "repeats": tuple(repeats)})
+            repeats.append(dataclasses.replace(rep, index=len(repeats)))
+    return dataclasses.replace(first, repeats=tuple(repeats))

@@ -46,9 +46,9 @@ from perfgate.report.markdown import (
     rebaseline_command,
     reproduce_command,
 )
-from perfgate.report.units import change_ci, ms, percent
+from perfgate.text.units import change_ci, ms, percent
 from perfgate.report.wording import column_names, design_lines
-from perfgate.analysis.summary import ROWS
+from perfgate.model.result import ROWS
 from perfgate.model.workload import PHASES
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ passing workloads, and as a last resort the report is cut with a note saying so.
 
 Every string that comes from the measured run or a stored file (workload names, reasons,
 label evidence, left-out notes, environment values, provenance, paths, trace file and
-operator names, commands built from them) is made inert with :mod:`perfgate.report.inert`
+operator names, commands built from them) is made inert with :mod:`perfgate.text.inert`
 before it is placed: the run is the pull request's code, and this report is posted as a
 comment. Only perfgate's own words and the numbers it formats are written as markdown.
 """
@@ -27,10 +27,11 @@ from perfgate.analysis.compare import NOT_COUNTED, GateOutcome, PhaseRow, Worklo
 from perfgate.analysis.counters import _flops, _num
 from perfgate.analysis.decide import Verdict
 from perfgate.analysis.diagnose import PHASE_HINTS
-from perfgate.report.inert import code, code_cell, flatten, inline
-from perfgate.report.units import change_ci, ms, percent, size
+from perfgate.text.inert import code, code_cell, flatten, inline
+from perfgate.text.units import change_ci, ms, percent, size
 from perfgate.report.wording import column_names, design_lines
-from perfgate.analysis.tracing import PhaseOperators, TraceOutcome, TraceResult
+from perfgate.store.traces import TraceOutcome, TraceResult
+from perfgate.model.trace import PhaseOperators
 from perfgate.model.workload import PHASES
 
 MARKER = "<!-- perfgate-report -->"

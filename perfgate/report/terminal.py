@@ -1,7 +1,7 @@
 """Terminal tables for ``perfgate run`` and the gate.
 
 Every string from a result, a baseline or a reason passes through
-:func:`perfgate.report.inert.terminal` first: a result file must not be able to send the
+:func:`perfgate.text.inert.terminal` first: a result file must not be able to send the
 terminal (or a CI log) escape sequences, nor start a line of its own.
 """
 
@@ -11,11 +11,12 @@ from statistics import median
 
 from perfgate.analysis.compare import NOT_COUNTED, GateOutcome, WorkloadComparison
 from perfgate.analysis.diagnose import diagnose
-from perfgate.report.inert import terminal as t
-from perfgate.report.units import change_ci, ms, percent, size, table
+from perfgate.text.inert import terminal as t
+from perfgate.text.units import change_ci, ms, percent, size, table
 from perfgate.report.wording import column_names, design_lines
 from perfgate.model.result import RunResult
-from perfgate.analysis.summary import ROWS, WorkloadSummary
+from perfgate.analysis.summary import WorkloadSummary
+from perfgate.model.result import ROWS
 
 
 def run_table(result: RunResult, summary: WorkloadSummary) -> str:
