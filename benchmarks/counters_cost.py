@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from perfgate.analysis.counters import CounterSet
+from perfgate.model.counters import CounterSet
 from perfgate.store.discovery import discover
 from perfgate.measure.counters import count_job
 from perfgate.measure.runner import Job, default_cache_dir

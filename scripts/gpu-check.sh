@@ -132,7 +132,7 @@ from pathlib import Path
 from statistics import median
 
 from perfgate.adapters.doctor import Card, render
-from perfgate.model.result import load_result
+from perfgate.store.results import load_result
 from perfgate.analysis.summary import summarise
 
 out, elapsed = Path(sys.argv[1]), int(sys.argv[2])
@@ -188,7 +188,7 @@ for path in results:
         print(line)
 
 print("\ncounted runs (perfgate counters --device cuda), totals over the counted steps")
-from perfgate.analysis.counters import load_counters
+from perfgate.store.counters import load_counters
 
 counted = sorted((out / "counters").glob("*.counters.json")) if (out / "counters").is_dir() else []
 if not counted:
