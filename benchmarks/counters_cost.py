@@ -20,11 +20,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from perfgate.model.counters import CounterSet
-from perfgate.store.discovery import discover
 from perfgate.measure.counters import count_job
 from perfgate.measure.runner import Job, default_cache_dir
+from perfgate.model.counters import CounterSet
 from perfgate.model.workload import BuildContext
+from perfgate.store.discovery import discover
 
 REFERENCE = ("resnet18-cifar10", "resnet18-imagenette")
 

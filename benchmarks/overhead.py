@@ -29,11 +29,11 @@ from pathlib import Path
 
 import torch
 
-from perfgate.store.discovery import discover
 from perfgate.measure.clock import HostClock
 from perfgate.measure.loop import _Step, apply_torch_settings
 from perfgate.measure.telemetry import TelemetrySampler
 from perfgate.model.workload import BuildContext, Built, DataSource, Params
+from perfgate.store.discovery import discover
 
 
 def plain_step_fn(step: _Step) -> Callable[[], object]:

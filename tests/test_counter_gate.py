@@ -451,12 +451,12 @@ def test_a_head_that_adds_an_item_in_the_loss_fails_on_its_counters(repo: Path,
 
 
 def test_no_counters_on_the_command_line_turns_the_counted_runs_off(tmp_path: Path) -> None:
-    from perfgate.adapters import cli
+    from perfgate.adapters import cli, options
 
     args = cli.build_parser().parse_args(["gate", "--no-counters", "--config", str(tmp_path / "none.toml")])
-    assert cli._settings(args).gate.counters is False
+    assert options.settings_of(args).gate.counters is False
     args = cli.build_parser().parse_args(["gate", "--config", str(tmp_path / "none.toml")])
-    assert cli._settings(args).gate.counters is True
+    assert options.settings_of(args).gate.counters is True
 
 
 @pytest.mark.slow

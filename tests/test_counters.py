@@ -187,6 +187,7 @@ def test_added_parameters_under_adamw_bring_no_new_synchronisation(workloads_dir
     assert ("forward", "syncs") in failures(compare_counters(before, synced))
 
 
+@pytest.mark.slow
 def test_a_new_graph_break_and_a_recompile_fail(workloads_dir: Path, cache_dir: Path) -> None:
     compiled = count_compiled(workloads_dir, cache_dir)
     assert compiled.compile is not None and "compile" not in compiled.unavailable

@@ -240,6 +240,7 @@ def test_the_paired_looks_spend_alpha_by_their_known_correlation():
     assert "spent over 2 looks by an equal-z boundary (looks correlated ρ=0.71)" in render_markdown(outcome)
 
 
+@pytest.mark.slow
 def test_a_much_noisier_head_does_not_raise_false_alarms():
     # With 3J - 1 df a 10x noisier head rejected 1.4% of A/A tests at 0.5%: its within-block
     # spread understates it. The F test on the arms' variances hands over to the contrasts.

@@ -11,13 +11,11 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from perfgate.adapters import cli
-from perfgate.analysis.decide import Verdict
 
 pytestmark = pytest.mark.slow
 FIXTURE = Path(__file__).parent / "fixtures" / "tiny_workloads.py"

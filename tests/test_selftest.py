@@ -27,7 +27,7 @@ from perfgate.measure import runner
 from perfgate.measure.child import ChildRun
 from perfgate.measure.runner import INJECTED, Job, measure
 from perfgate.store.results import result_path, save_result
-from perfgate.adapters.selftest import CARD_LABELS, GateRecord, Probe, SelftestResult, rate, run_selftest, schedule
+from perfgate.adapters.selftest import CARD_LABELS, Probe, SelftestResult, rate, run_selftest, schedule
 from perfgate.analysis.summary import summarise
 from perfgate.model.workload import PHASES
 from tests.factories import make_result

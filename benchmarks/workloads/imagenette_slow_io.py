@@ -20,6 +20,7 @@ import dataclasses
 import os
 
 import perfgate_workloads.resnet18_imagenette as reference  # a module, so its Workload is not re-registered here
+
 from perfgate import BuildContext, Built, Workload
 
 

@@ -31,23 +31,44 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from perfgate.analysis.compare import GateOutcome, compare
-from perfgate.gate.config import Settings
 from perfgate.analysis.decide import Verdict
-from perfgate.model.errors import EXIT_ERROR, EXIT_OK, PerfgateError, UsageError
-from perfgate.store.counters import load_counters_beside
+from perfgate.gate.config import Settings
 from perfgate.gate.gating import GateRun, entries_for, run_gate
-from perfgate.gate.github import path_variable as _path_variable, set_output, workflow_command
-from perfgate.gate.inputs import (GITHUB, HARNESS, PYPROJECT, WORKLOADS, InputChanges, classify, perfgate_table,
-                             relative_to, settings_changes, tree_changes)
-from perfgate.store.jsonfile import write_json_atomic
-from perfgate.gate.judge import (CHECK_LINE, MANIFEST_NAME, VERDICT_WORD, ReportContext, RunManifest, base_settings,
-                            compose, error_report, git_commit_of, run_link)
-from perfgate.text.inert import terminal
+from perfgate.gate.github import path_variable as _path_variable
+from perfgate.gate.github import set_output, workflow_command
+from perfgate.gate.inputs import (
+    GITHUB,
+    HARNESS,
+    PYPROJECT,
+    WORKLOADS,
+    InputChanges,
+    classify,
+    perfgate_table,
+    relative_to,
+    settings_changes,
+    tree_changes,
+)
+from perfgate.gate.judge import (
+    CHECK_LINE,
+    MANIFEST_NAME,
+    VERDICT_WORD,
+    ReportContext,
+    RunManifest,
+    base_settings,
+    compose,
+    error_report,
+    git_commit_of,
+    run_link,
+)
+from perfgate.gate.worktree import BaseTree
+from perfgate.model.errors import EXIT_ERROR, EXIT_OK, PerfgateError, UsageError
 from perfgate.report.json_report import outcome_to_dict
 from perfgate.report.terminal import gate_table
-from perfgate.store.traces import TraceOutcome
-from perfgate.gate.worktree import BaseTree
 from perfgate.store.benchmark_json import load_results_dir
+from perfgate.store.counters import load_counters_beside
+from perfgate.store.jsonfile import write_json_atomic
+from perfgate.store.traces import TraceOutcome
+from perfgate.text.inert import terminal
 
 __all__ = ["add_parser", "read_pull_request", "run_ci", "workflow_command", "set_output", "CHECK_LINE"]
 
@@ -170,7 +191,7 @@ def judge(args: argparse.Namespace,
     With ``--trace-on-fail``, each regressed workload also gets a profiler trace (a separate
     run that never feeds the verdict) in ``<artifacts>/traces``.
     """
-    from perfgate.adapters import cli  # the same job assembly and progress lines as `perfgate gate`
+    from perfgate.adapters import options  # the same job assembly and progress lines as `perfgate gate`
 
     if args.results:
         given = [flag for name, flag in MEASURING_OPTIONS if getattr(args, name)]
@@ -200,19 +221,19 @@ def judge(args: argparse.Namespace,
                              "counters": False if getattr(args, "no_counters", False) else None})
     if settings.repeats < 2:
         raise UsageError("a gate needs at least 2 repeats to know its run-to-run noise")
-    device, jobs = cli._jobs(args, settings, prefer_project=True)
+    device, jobs = options.jobs_of(args, settings, prefer_project=True)
     base_only: tuple[str, ...] = ()
     if base is not None:
-        gate = cli.paired_gate_in(base, args, settings, device, jobs)
+        gate = options.paired_gate_in(base, args, settings, device, jobs)
         base_only = _base_only(base, args, settings, jobs)
     else:
         gate = run_gate(
             jobs, settings=settings, device=device, repeats=settings.repeats,
-            cache_dir=cli._cache_dir(args),
-            out_dir=Path(args.out), progress=cli._progress_printer(args.quiet), timeout_s=args.timeout,
+            cache_dir=options.cache_dir_of(args),
+            out_dir=Path(args.out), progress=options.progress_printer(args.quiet), timeout_s=args.timeout,
             telemetry=not args.no_telemetry,
             announce=lambda message: print(f"perfgate: {message}", file=sys.stderr),
-            contention_check=cli._contention_policy(args), max_reruns=args.max_reruns,
+            contention_check=options.contention_policy_of(args), max_reruns=args.max_reruns,
         )
     traces: dict[str, TraceOutcome] = {}
     if args.trace_on_fail:
@@ -220,7 +241,7 @@ def judge(args: argparse.Namespace,
 
         for job in jobs:
             if gate.outcome_for(job.workload.name).verdict is Verdict.REGRESSION:
-                traces[job.workload.name] = trace_job(job, device, cli._cache_dir(args),
+                traces[job.workload.name] = trace_job(job, device, options.cache_dir_of(args),
                                                       Path(args.artifacts) / "traces", timeout_s=args.timeout)
     return Judged(gate.outcome, settings, traces, gate, tuple(j.workload.name for j in jobs), base_only)
 
@@ -428,7 +449,7 @@ def cmd_ci(args: argparse.Namespace) -> int:
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``perfgate ci`` to the ``perfgate`` command line."""
-    from perfgate.adapters import cli  # the gate's run options, shared so the two cannot drift apart
+    from perfgate.adapters import options  # the gate's run options, shared so the two cannot drift apart
 
     p = subparsers.add_parser(
         "ci", help="the pull-request gate as the GitHub workflow runs it (reads GITHUB_* variables)",
@@ -438,14 +459,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                     "directory and $GITHUB_OUTPUT (verdict, exit-code, markdown, inputs-changed).",
         epilog="exit codes: 0 pass, 1 regression, 2 error or bad input, 3 inconclusive",
     )
-    cli._add_run_options(p, repeats_help="repeats per workload at the first look (default: the base's "
+    options.add_run_options(p, repeats_help="repeats per workload at the first look (default: the base's "
                                          "[tool.perfgate] repeats, else 5)")
     p.add_argument("--base-dir", required=True, metavar="DIR",
                    help="a checkout of the pull request's base commit: baselines and [tool.perfgate] come from here")
     p.add_argument("--design", choices=["paired", "stored"], default="paired",
                    help="paired (default): measure the base checkout in this job, alternating with the pull "
                         "request in ABBA blocks; stored: compare with the base branch's stored baselines only")
-    cli.add_paired_options(p)
+    options.add_paired_options(p)
     p.add_argument("--trace-on-fail", action="store_true",
                    help="after a REGRESSION, take a profiler trace of that workload into <artifacts>/traces")
     p.add_argument("--artifacts", default="perfgate-artifacts", metavar="DIR",

@@ -11,72 +11,63 @@ import argparse
 import dataclasses
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
-
-from perfgate.model.version import __version__
 
 from perfgate.adapters import ci, counters_cli, doctor, scaffold, selftest
-
-from perfgate.gate import judge
-from perfgate.store.baselines import baseline_counters_path, baseline_path, load_baseline, save_baseline, updated_baseline
-from perfgate.report.calibration import calibration_report
+from perfgate.adapters.options import (
+    add_common,
+    add_gate_options,
+    add_paired_options,
+    add_run_options,
+    cache_dir_of,
+    contention_policy_of,
+    jobs_of,
+    paired_gate_in,
+    progress_printer,
+    registry_of,
+    settings_of,
+)
 from perfgate.analysis.compare import GateOutcome, compare
-from perfgate.gate.config import Settings, load_settings
-from perfgate.analysis.contention import ContentionPolicy, contention
-from perfgate.store.discovery import Registry, discover
-from perfgate.model.errors import EXIT_ERROR, EXIT_OK, CudaUnavailable, DataError, PerfgateError, UsageError
-from perfgate.store.counters import load_counters_beside, save_counters
-from perfgate.model.counters import CounterSet
-from perfgate.gate.gating import GateRun, PairedPlan, base_jobs_for, count_each, entries_for, run_gate, run_paired_gate
-from perfgate.store.jsonfile import write_json_atomic
-from perfgate.measure.runner import Job, Progress, RunOutcome, default_cache_dir, measure, resolve_device
 from perfgate.analysis.decide import Verdict
+from perfgate.analysis.summary import summarise
+from perfgate.gate import judge
+from perfgate.gate.config import Settings
+from perfgate.gate.gating import GateRun, count_each, entries_for, run_gate
+from perfgate.gate.worktree import base_worktree, check_clean, repository_root, resolve_commit
+from perfgate.measure.runner import Job, RunOutcome, measure, resolve_device
 from perfgate.measure.trace import check_trace_dir, trace_job
+from perfgate.model.counters import CounterSet
+from perfgate.model.errors import EXIT_ERROR, EXIT_OK, CudaUnavailable, PerfgateError, UsageError
+from perfgate.model.result import RunResult
+from perfgate.model.trace import TraceSchedule
+from perfgate.model.version import __version__
+from perfgate.report.calibration import calibration_report
 from perfgate.report.html import write_html
 from perfgate.report.json_report import outcome_to_dict
 from perfgate.report.markdown import render_markdown
 from perfgate.report.terminal import gate_table, run_table
+from perfgate.store.baselines import (
+    baseline_counters_path,
+    baseline_path,
+    load_baseline,
+    save_baseline,
+    updated_baseline,
+)
 from perfgate.store.benchmark_json import STATISTICS_SUMMARY, load_benchmark_files, load_results_dir
+from perfgate.store.counters import load_counters_beside, save_counters
+from perfgate.store.jsonfile import write_json_atomic
+from perfgate.store.traces import TraceOutcome, render_operator_table
 from perfgate.text.units import ms
-from perfgate.model.result import RunResult
-from perfgate.analysis.summary import summarise
-from perfgate.store.traces import render_operator_table
-from perfgate.store.traces import TraceOutcome
-from perfgate.model.trace import TraceSchedule
 from perfgate.tune import DEFAULT_REPEATS, MIN_REPEATS, tune_loader
-from perfgate.model.workload import PHASES, Workload, parse_assignments
-from perfgate.gate.worktree import BaseTree, base_worktree, check_clean, repository_root, resolve_commit
 
 
 def _err(message: str) -> None:
     print(f"perfgate: error: {message}", file=sys.stderr)
 
 
-def _registry(args: argparse.Namespace) -> Registry:
-    return discover([Path(p) for p in args.workloads_path])
-
-
-def _data_roots(items: Sequence[str], registry: Registry) -> tuple[Path | None, dict[str, Path]]:
-    """``--data-root DIR`` for every workload, or ``--data-root NAME=DIR`` for one."""
-    shared: Path | None = None
-    per_workload: dict[str, Path] = {}
-    for item in items:
-        name, sep, path = item.partition("=")
-        if sep and name in registry.workloads:
-            target = Path(path)
-            per_workload[name] = target
-        else:
-            target = Path(item)
-            shared = target
-        if not target.is_dir():
-            raise DataError(f"--data-root {target}: not a directory")
-    return shared, per_workload
-
-
 def cmd_list(args: argparse.Namespace) -> int:
-    registry = _registry(args)
+    registry = registry_of(args)
     device = resolve_device(args.device)
     for workload in registry.select(args.workloads):
         params = workload.resolve(device)
@@ -91,87 +82,15 @@ def cmd_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _progress_printer(quiet: bool) -> Callable[[Progress], None]:
-    def show(event: Progress) -> None:
-        if quiet:
-            return
-        prefix = f"[{event.workload}] " + (event.label or f"repeat {event.repeat}/{event.repeats}")
-        if event.status == "start":
-            print(f"{prefix} ...", file=sys.stderr, flush=True)
-        elif event.status == "done":
-            print(f"{prefix} done in {event.seconds:.1f} s, step median {event.step_median_ms:.2f} ms",
-                  file=sys.stderr, flush=True)
-        else:
-            print(f"{prefix} failed after {event.seconds:.1f} s", file=sys.stderr, flush=True)
-
-    return show
-
-
-def _settings(args: argparse.Namespace) -> Settings:
-    if getattr(args, "repeats", None) is not None and args.repeats < 1:
-        raise UsageError("--repeats must be at least 1")
-    if getattr(args, "blocks", None) is not None and args.blocks < 2:
-        raise UsageError("--blocks: the paired design needs at least 2 ABBA blocks")
-    cli: dict[str, object] = {
-        "repeats": getattr(args, "repeats", None),
-        "baselines": getattr(args, "baselines", None),
-        "alpha": getattr(args, "alpha", None),
-        "delta": getattr(args, "delta", None),
-        "looks": getattr(args, "looks", None),
-        "second_look_repeats": getattr(args, "second_look_repeats", None),
-        "blocks": getattr(args, "blocks", None),
-        "counters": False if getattr(args, "no_counters", False) else None,
-        "memory_threshold": getattr(args, "memory_threshold", None),
-        "phase_q": getattr(args, "phase_q", None),
-        "gate_phases": getattr(args, "gate_phase", None) or None,
-        "fail_on_missing_baseline": True if getattr(args, "fail_on_missing_baseline", False) else None,
-    }
-    return load_settings(Path(args.config), cli)
-
-
-def _assignments(args: argparse.Namespace) -> dict[str, object]:
-    assignments: dict[str, object] = dict(parse_assignments(args.set))
-    if args.steps is not None:
-        assignments["steps"] = str(args.steps)
-    if args.warmup is not None:
-        assignments["warmup_steps"] = str(args.warmup)
-    return assignments
-
-
-def _job(workload: Workload, device: str, assignments: Mapping[str, object], data_root: Path | None) -> Job:
-    params = workload.resolve(device, assignments)
-    resolved = params.to_dict()
-    return Job(workload, params, {k: resolved[k] for k in assignments}, data_root)
-
-
-def _jobs(args: argparse.Namespace, settings: Settings, *, prefer_project: bool = False) -> tuple[str, list[Job]]:
-    """The device (``--device``, else ``[tool.perfgate] device``) and a job per selected workload.
-
-    ``prefer_project``: the checkout's own version of a reference workload wins over the
-    installed one (``perfgate ci``, where the harness is installed from the base commit
-    and the checkout is the pull request's)."""
-    device = resolve_device(args.device or settings.device)
-    registry = discover([Path(p) for p in (*settings.workloads_path, *args.workloads_path)],
-                        prefer_project=prefer_project)
-    workloads = registry.select(args.workloads or list(settings.workloads))
-    assignments = _assignments(args)
-    shared_root, roots = _data_roots(args.data_root, registry)
-    return device, [_job(w, device, assignments, roots.get(w.name, shared_root)) for w in workloads]
-
-
-def _cache_dir(args: argparse.Namespace) -> Path:
-    return Path(args.cache_dir) if args.cache_dir else default_cache_dir()
-
-
 def _measure(args: argparse.Namespace, settings: Settings, repeats: int) -> tuple[list[Job], RunOutcome, str]:
-    device, jobs = _jobs(args, settings)
+    device, jobs = jobs_of(args, settings)
     outcome = measure(
         jobs,
         device=device,
         repeats=repeats,
-        cache_dir=_cache_dir(args),
+        cache_dir=cache_dir_of(args),
         out_dir=Path(args.out),
-        progress=_progress_printer(args.quiet),
+        progress=progress_printer(args.quiet),
         timeout_s=args.timeout,
         telemetry=not args.no_telemetry,
     )
@@ -186,7 +105,7 @@ def _report_errors(args: argparse.Namespace, errors: dict[str, PerfgateError]) -
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    settings = _settings(args)
+    settings = settings_of(args)
     jobs, outcome, _ = _measure(args, settings, settings.repeats)
     for job in jobs:
         result = outcome.results.get(job.workload.name)
@@ -199,7 +118,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_rebaseline(args: argparse.Namespace) -> int:
-    settings = _settings(args)
+    settings = settings_of(args)
     reason = args.reason.strip()
     if not reason:
         raise UsageError("--reason must say why the baseline changes")
@@ -224,7 +143,7 @@ def cmd_rebaseline(args: argparse.Namespace) -> int:
         if settings.gate.counters:
             # stored beside the baseline (and written to --out); a failure is a warning
             counted = count_each(
-                jobs, results, device=device, cache_dir=_cache_dir(args), out_dir=Path(args.out),
+                jobs, results, device=device, cache_dir=cache_dir_of(args), out_dir=Path(args.out),
                 timeout_s=args.timeout,
                 announce=lambda name: print(f"{name}: one counted run (exact counters) to store beside the "
                                             "baseline", file=sys.stderr),
@@ -279,7 +198,7 @@ def _publish(args: argparse.Namespace, outcome: GateOutcome,
 
 def _compare_on_disk(args: argparse.Namespace) -> GateOutcome:
     """Judge result files already on disk: a single look at the full alpha."""
-    settings = _settings(args)
+    settings = settings_of(args)
     if not args.results and not args.benchmark_json:
         raise UsageError("compare needs --results DIR and/or --benchmark-json FILE")
     loaded = load_results_dir(Path(args.results)) if args.results else []
@@ -316,28 +235,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def paired_gate_in(tree: BaseTree, args: argparse.Namespace, settings: Settings, device: str,
-                   jobs: list[Job]) -> GateRun:
-    """The paired gate of ``jobs`` (the working tree) against the base side checked out in ``tree``."""
-    if args.base_python and not Path(args.base_python).is_file():
-        raise UsageError(f"--base-python {args.base_python}: no such interpreter")
-    if args.max_reruns < 0:
-        raise UsageError("--max-reruns must be 0 or more")
-    if args.second_look_blocks is not None and args.second_look_blocks < 1:
-        raise UsageError("--second-look-blocks must be at least 1")
-    policy = _contention_policy(args)
-    base_jobs = base_jobs_for(jobs, tree, project_dir=Path.cwd(),
-                              workload_paths=[Path(p) for p in (*settings.workloads_path, *args.workloads_path)],
-                              assignments=_assignments(args), device=device)
-    plan = PairedPlan(jobs, base_jobs, Path.cwd(), tree.mirror(Path.cwd()), tree.commit, args.base_python)
-    return run_paired_gate(
-        plan, settings=settings, device=device, blocks=settings.blocks, second_look_blocks=args.second_look_blocks,
-        cache_dir=_cache_dir(args), out_dir=Path(args.out), progress=_progress_printer(args.quiet),
-        timeout_s=args.timeout, announce=lambda message: print(f"perfgate: {message}", file=sys.stderr),
-        telemetry=not args.no_telemetry, contention_check=policy, max_reruns=args.max_reruns,
-    )
-
-
 def _paired_gate(args: argparse.Namespace, settings: Settings, device: str, jobs: list[Job]) -> GateRun:
     """``gate --against REF``: the base commit in a temporary worktree, ABBA blocks, the paired verdict."""
     repo = repository_root(Path.cwd())
@@ -348,23 +245,11 @@ def _paired_gate(args: argparse.Namespace, settings: Settings, device: str, jobs
         return paired_gate_in(tree, args, settings, device, jobs)
 
 
-def _contention_policy(args: argparse.Namespace) -> Callable[[Mapping[str, Any] | None], str | None] | None:
-    """Why a repeat was contended by other processes (None: not contended), or None when off."""
-    if args.max_other_cpu_share is None and args.no_telemetry:
-        return None
-    try:
-        policy = ContentionPolicy() if args.max_other_cpu_share is None else ContentionPolicy(
-            max_other_cpu_share=args.max_other_cpu_share)
-    except ValueError as exc:
-        raise UsageError(f"--max-other-cpu-share: {exc}") from None
-    return lambda telemetry: contention(telemetry, policy)
-
-
 def cmd_gate(args: argparse.Namespace) -> int:
-    settings = _settings(args)
+    settings = settings_of(args)
     if settings.repeats < 2:
         raise UsageError("a gate needs at least 2 repeats to know its run-to-run noise")
-    device, jobs = _jobs(args, settings)
+    device, jobs = jobs_of(args, settings)
     if args.against:
         gate = _paired_gate(args, settings, device, jobs)
     else:
@@ -375,7 +260,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
             if gate.outcome_for(job.workload.name).verdict is Verdict.REGRESSION:
                 print(f"perfgate: tracing {job.workload.name} (a separate run, not part of the verdict)",
                       file=sys.stderr)
-                traces[job.workload.name] = trace_job(job, device, _cache_dir(args), Path(args.trace_dir),
+                traces[job.workload.name] = trace_job(job, device, cache_dir_of(args), Path(args.trace_dir),
                                                       timeout_s=args.timeout)
                 if not traces[job.workload.name].ok:
                     _err(f"trace of {job.workload.name} failed: {traces[job.workload.name].error}")
@@ -389,18 +274,18 @@ def _stored_gate(args: argparse.Namespace, settings: Settings, device: str, jobs
         settings=settings,
         device=device,
         repeats=settings.repeats,
-        cache_dir=_cache_dir(args),
+        cache_dir=cache_dir_of(args),
         out_dir=Path(args.out),
-        progress=_progress_printer(args.quiet),
+        progress=progress_printer(args.quiet),
         timeout_s=args.timeout,
         announce=lambda message: print(f"perfgate: {message}", file=sys.stderr),
-        telemetry=not args.no_telemetry, contention_check=_contention_policy(args), max_reruns=args.max_reruns,
+        telemetry=not args.no_telemetry, contention_check=contention_policy_of(args), max_reruns=args.max_reruns,
     )
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    settings = _settings(args)
-    device, jobs = _jobs(args, settings)
+    settings = settings_of(args)
+    device, jobs = jobs_of(args, settings)
     check_trace_dir(Path(args.trace_dir))
     try:
         schedule = TraceSchedule(wait=args.profile_wait, warmup=args.profile_warmup, active=args.profile_active,
@@ -409,7 +294,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
         raise UsageError(f"bad profiler schedule: {exc}") from None
     failed = False
     for job in jobs:
-        outcome = trace_job(job, device, _cache_dir(args), Path(args.trace_dir), schedule=schedule,
+        outcome = trace_job(job, device, cache_dir_of(args), Path(args.trace_dir), schedule=schedule,
                             row_limit=args.top, record_shapes=args.record_shapes, timeout_s=args.timeout)
         if outcome.result is None:
             failed = True
@@ -422,7 +307,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_tune_loader(args: argparse.Namespace) -> int:
-    settings = _settings(args)
+    settings = settings_of(args)
     if len(args.workloads) != 1:
         raise UsageError("tune-loader takes exactly one workload")
     if not (args.budget > 0):
@@ -430,16 +315,16 @@ def cmd_tune_loader(args: argparse.Namespace) -> int:
     repeats = args.repeats or DEFAULT_REPEATS
     if repeats < MIN_REPEATS:
         raise UsageError(f"tune-loader needs at least {MIN_REPEATS} repeats per setting")
-    device, (job,) = _jobs(args, settings)
-    result = tune_loader(job.workload, job.params, device, budget_s=args.budget * 60.0, cache_dir=_cache_dir(args),
-                         progress=_progress_printer(args.quiet), data_root=job.data_root,
+    device, (job,) = jobs_of(args, settings)
+    result = tune_loader(job.workload, job.params, device, budget_s=args.budget * 60.0, cache_dir=cache_dir_of(args),
+                         progress=progress_printer(args.quiet), data_root=job.data_root,
                          overrides=job.overrides, repeats=repeats, timeout_s=args.timeout)
     print(result.render(), end="")
     return result.exit_code
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    settings = _settings(args)
+    settings = settings_of(args)
     if len(args.workloads) != 1:
         raise UsageError("calibrate takes exactly one workload")
     repeats = args.repeats or 10
@@ -455,72 +340,6 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks and worker output on errors")
-    parser.add_argument("--workloads-path", action="append", default=[], metavar="PATH",
-                        help="extra workload file or directory (repeatable); ./workloads/ is always searched")
-    parser.add_argument("--config", default="pyproject.toml", metavar="PYPROJECT",
-                        help="where [tool.perfgate] is read from (default: ./pyproject.toml)")
-
-
-def _add_run_options(parser: argparse.ArgumentParser, *, repeats_help: str) -> None:
-    parser.add_argument("workloads", nargs="*", metavar="WORKLOAD",
-                        help="workloads (default: [tool.perfgate] workloads, else all)")
-    parser.add_argument("--device", choices=["auto", "cpu", "cuda"],
-                        help="where to measure (default: [tool.perfgate] device, else auto = cuda when available)")
-    parser.add_argument("--repeats", type=int, help=repeats_help)
-    parser.add_argument("--steps", type=int, help="measured steps per repeat (same as --set steps=N)")
-    parser.add_argument("--warmup", type=int, help="warmup steps per repeat (same as --set warmup_steps=N)")
-    parser.add_argument("--set", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
-                        help="override a workload parameter; recorded in the result")
-    parser.add_argument("--data-root", action="append", default=[], metavar="[WORKLOAD=]DIR",
-                        help="real dataset location (default: generated synthetic stand-in)")
-    parser.add_argument("--out", default="perfgate-results", metavar="DIR",
-                        help="directory for result files (default: perfgate-results)")
-    parser.add_argument("--cache-dir", metavar="DIR",
-                        help="synthetic data cache (default: $PERFGATE_CACHE_DIR or ~/.cache/perfgate)")
-    parser.add_argument("--timeout", type=float, default=3600.0, metavar="SECONDS",
-                        help="give up on a repeat after this long (default: 3600)")
-    parser.add_argument("--no-telemetry", action="store_true",
-                        help="do not sample NVML/psutil telemetry in a background thread during the window")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-
-
-def _add_gate_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--baselines", metavar="DIR", help="baseline store (default: [tool.perfgate] baselines, else baselines/)")
-    parser.add_argument("--markdown", metavar="FILE", help="write the markdown report here")
-    parser.add_argument("--json", metavar="FILE", help="write the JSON report here")
-    parser.add_argument("--html", metavar="DIR", help="write a self-contained HTML report with plots (DIR/index.html)")
-    parser.add_argument("--alpha", type=float, help="family-wise false-alarm rate, one-sided (default 0.01)")
-    parser.add_argument("--delta", type=float, help="smallest slowdown that fails, as a fraction (default 0.03)")
-    parser.add_argument("--memory-threshold", type=float, help="peak-memory growth that fails (default 0.10)")
-    parser.add_argument("--phase-q", type=float, help="false-discovery rate for flagging phases (default 0.10)")
-    parser.add_argument("--gate-phase", action="append", choices=list(PHASES), metavar="PHASE",
-                        help="also fail the gate on this phase (repeatable; default: phases only diagnose)")
-    parser.add_argument("--fail-on-missing-baseline", action="store_true",
-                        help="a workload without a baseline fails the gate (exit 2) instead of a loud notice")
-
-
-def add_paired_options(parser: argparse.ArgumentParser) -> None:
-    """The paired design's options, shared by ``gate`` and ``ci``."""
-    parser.add_argument("--blocks", type=int, help="ABBA blocks at the first look of a paired gate "
-                                                   "(default: [tool.perfgate] blocks, else 6)")
-    parser.add_argument("--second-look-blocks", type=int,
-                        help="ABBA blocks added at the second look (default: as many again)")
-    parser.add_argument("--base-python", metavar="PATH",
-                        help="run the base side with this interpreter (it must have perfgate installed), e.g. "
-                             "when the change upgrades torch; the report then shows both environments")
-    parser.add_argument("--max-reruns", type=int, default=3,
-                        help="blocks measured again per workload when other processes loaded the machine "
-                             "(default 3)")
-    parser.add_argument("--max-other-cpu-share", type=float, metavar="SHARE",
-                        help="a repeat is contended when other processes used more than this share of the CPUs "
-                             "during its window (default: perfgate.analysis.contention's)")
-    parser.add_argument("--no-counters", action="store_true",
-                        help="skip the counted run of each side (exact operator, FLOP and synchronisation counts); "
-                             "[tool.perfgate] counters = false does the same")
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="perfgate",
@@ -533,16 +352,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("list", help="list workloads and their parameters for the current device")
     p.add_argument("workloads", nargs="*", metavar="WORKLOAD")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    _add_common(p)
+    add_common(p)
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("run", help="measure workloads and write one result file per workload")
-    _add_run_options(p, repeats_help="fresh processes per workload (default: [tool.perfgate] repeats, else 5)")
-    _add_common(p)
+    add_run_options(p, repeats_help="fresh processes per workload (default: [tool.perfgate] repeats, else 5)")
+    add_common(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("rebaseline", help="record baselines for the current environment")
-    _add_run_options(p, repeats_help="repeats to record (default: [tool.perfgate] repeats, else 5)")
+    add_run_options(p, repeats_help="repeats to record (default: [tool.perfgate] repeats, else 5)")
     p.add_argument("--reason", required=True, help="why the baseline changes (recorded in its provenance)")
     p.add_argument("--append", action="store_true",
                    help="add a recording to the existing baseline (day-to-day noise) instead of replacing it")
@@ -551,7 +370,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baselines", metavar="DIR", help="baseline store (default: [tool.perfgate] baselines, else baselines/)")
     p.add_argument("--no-counters", action="store_true",
                    help="record no counted run beside the baseline ([tool.perfgate] counters = false does the same)")
-    _add_common(p)
+    add_common(p)
     p.set_defaults(func=cmd_rebaseline)
 
     p = sub.add_parser("compare", help="compare result files on disk with the baselines (one look, full alpha)")
@@ -560,21 +379,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="directory of result files (perfgate run --out; pytest-benchmark JSON files are read too)")
     p.add_argument("--benchmark-json", action="append", default=[], metavar="FILE",
                    help="a pytest-benchmark JSON file (--benchmark-json output; repeatable: one file per run)")
-    _add_gate_options(p)
-    _add_common(p)
+    add_gate_options(p)
+    add_common(p)
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("report", help="write the HTML report (plots and tables) for result files on disk")
     p.add_argument("workloads", nargs="*", metavar="WORKLOAD", help="workloads (default: all results)")
     p.add_argument("--results", metavar="DIR", help="directory of result files")
     p.add_argument("--benchmark-json", action="append", default=[], metavar="FILE", help="a pytest-benchmark JSON file")
-    _add_gate_options(p)
-    _add_common(p)
+    add_gate_options(p)
+    add_common(p)
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("gate", help="run the workloads and compare them with the baselines (two planned looks)")
-    _add_run_options(p, repeats_help="repeats per workload at the first look (default: [tool.perfgate] repeats, else 5)")
-    _add_gate_options(p)
+    add_run_options(p, repeats_help="repeats per workload at the first look (default: [tool.perfgate] repeats, else 5)")
+    add_gate_options(p)
     p.add_argument("--looks", type=int, choices=[1, 2], help="planned looks (default 2: one second look when undecided)")
     p.add_argument("--second-look-repeats", type=int, help="repeats added at the second look (default: as many again)")
     p.add_argument("--against", metavar="REF",
@@ -589,19 +408,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="after a REGRESSION, take a profiler trace of that workload (a separate run) and link it")
     p.add_argument("--trace-dir", default="perfgate-artifacts/traces", metavar="DIR",
                    help="where traces go (default: perfgate-artifacts/traces)")
-    _add_common(p)
+    add_common(p)
     p.set_defaults(func=cmd_gate)
 
     p = sub.add_parser("calibrate", help="A/A repeats: this machine's run-to-run noise and the repeats a gate needs")
-    _add_run_options(p, repeats_help="A/A repeats (default 10)")
+    add_run_options(p, repeats_help="A/A repeats (default 10)")
     p.add_argument("--alpha", type=float, help="family-wise alpha to size for (default 0.01)")
     p.add_argument("--delta", type=float, help="slowdown to detect, as a fraction (default 0.03)")
     p.add_argument("--power", type=float, default=0.8, help="probability of detecting it (default 0.8)")
-    _add_common(p)
+    add_common(p)
     p.set_defaults(func=cmd_calibrate)
 
     p = sub.add_parser("trace", help="a short torch.profiler run with phase labels: Chrome traces and operator tables")
-    _add_run_options(p, repeats_help=argparse.SUPPRESS)
+    add_run_options(p, repeats_help=argparse.SUPPRESS)
     p.add_argument("--trace-dir", default="perfgate-artifacts/traces", metavar="DIR",
                    help="where traces go (default: perfgate-artifacts/traces)")
     p.add_argument("--profile-wait", type=int, default=1, help="profiler schedule: steps skipped (default 1)")
@@ -610,15 +429,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile-repeat", type=int, default=1, help="profiler schedule: cycles, one trace each (default 1)")
     p.add_argument("--record-shapes", action="store_true", help="record operator input shapes (costs more)")
     p.add_argument("--top", type=int, default=15, help="operators listed per phase (default 15)")
-    _add_common(p)
+    add_common(p)
     p.set_defaults(func=cmd_trace)
 
     p = sub.add_parser("tune-loader", help="measure DataLoader settings of one workload; recommend one only when "
                                             "it is faster than the current setting beyond the noise")
-    _add_run_options(p, repeats_help=f"repeats per setting (default {DEFAULT_REPEATS}, at least {MIN_REPEATS})")
+    add_run_options(p, repeats_help=f"repeats per setting (default {DEFAULT_REPEATS}, at least {MIN_REPEATS})")
     p.add_argument("--budget", type=float, default=10.0, metavar="MINUTES",
                    help="bound on the estimated time of all repeats, start-up included (default 10)")
-    _add_common(p)
+    add_common(p)
     p.set_defaults(func=cmd_tune_loader)
 
     ci.add_parser(sub)

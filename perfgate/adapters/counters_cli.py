@@ -12,23 +12,23 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from perfgate.report.counters import render_counters
 from perfgate.model.counters import DEFAULT_STEPS
 from perfgate.model.errors import EXIT_OK, UsageError
+from perfgate.report.counters import render_counters
 from perfgate.store.jsonfile import dumps
 
 
 def cmd_counters(args: argparse.Namespace) -> int:
-    from perfgate.adapters import cli  # the same workload, parameter and device resolution as `perfgate run`
+    from perfgate.adapters import options  # the same workload, parameter and device resolution as `perfgate run`
     from perfgate.measure.counters import count_job
 
     if args.count_steps < 1:
         raise UsageError("--steps must be at least 1")
     if args.top < 1:
         raise UsageError("--top must be at least 1")
-    settings = cli._settings(args)
-    device, (job,) = cli._jobs(args, settings)
-    outcome = count_job(job, device, cli._cache_dir(args), steps=args.count_steps,
+    settings = options.settings_of(args)
+    device, (job,) = options.jobs_of(args, settings)
+    outcome = count_job(job, device, options.cache_dir_of(args), steps=args.count_steps,
                         out_dir=Path(args.out) if args.out else None, timeout_s=args.timeout)
     if outcome.counters is None:
         assert outcome.error is not None
@@ -42,7 +42,7 @@ def cmd_counters(args: argparse.Namespace) -> int:
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``perfgate counters`` to the ``perfgate`` command line."""
-    from perfgate.adapters import cli
+    from perfgate.adapters import options
 
     p = subparsers.add_parser(
         "counters", help="count one workload's step exactly (operators, copies, FLOPs, host synchronisations, "
@@ -68,7 +68,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=8, help="operators listed per phase (default 8)")
     p.add_argument("--timeout", type=float, default=1800.0, metavar="SECONDS",
                    help="give up on the counted run after this long (default: 1800)")
-    cli._add_common(p)
+    options.add_common(p)
     # --steps here is the counted steps; the workload's own steps and warmup stay as pinned.
     p.set_defaults(func=cmd_counters, steps=None, warmup=None)
     return p

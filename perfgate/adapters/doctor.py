@@ -34,12 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.analysis.contention import DEFAULT_MAX_OTHER_CPU_SHARE
-from perfgate.model.environment import GPU_CLOCKS_VARIABLE, cpu_model, parse_gpu_clocks
-from perfgate.model.result import CLOCK_EVENT_REASONS
-from perfgate.model.errors import EXIT_OK, EXIT_REGRESSION, DeviceError, UsageError
 from perfgate.measure import probe
 from perfgate.measure.probe import MicroRun, NvmlSession, TorchFacts
 from perfgate.measure.runner import default_cache_dir
+from perfgate.model.environment import GPU_CLOCKS_VARIABLE, cpu_model, parse_gpu_clocks
+from perfgate.model.errors import EXIT_OK, EXIT_REGRESSION, DeviceError, UsageError
+from perfgate.model.result import CLOCK_EVENT_REASONS
 
 OK, WARN, FAIL, UNKNOWN, SKIPPED = "ok", "warn", "FAIL", "unknown", "skipped"
 STATUSES = (OK, WARN, FAIL, UNKNOWN, SKIPPED)

@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from perfgate.text.inert import terminal
 from perfgate.model.workload import PHASES
+from perfgate.text.inert import terminal
 
 if TYPE_CHECKING:
     from perfgate.analysis.compare import GateOutcome, WorkloadComparison
@@ -331,10 +331,10 @@ class GateSession:
 
     def _prepare_jobs(self, items: Sequence[pytest.Item]) -> list[str]:
         """Validate every workload the run may need and build its job; return the item names."""
-        from perfgate.store.discovery import discover
-        from perfgate.model.errors import UsageError
         from perfgate.measure.runner import Job, resolve_device
+        from perfgate.model.errors import UsageError
         from perfgate.model.workload import parse_assignments
+        from perfgate.store.discovery import discover
 
         s = self.settings
         extra = [*s.workloads_path, *(str(self._here / p) for p in self._opt("workloads_path"))]
@@ -503,9 +503,9 @@ class GateSession:
 
     def _publish(self, outcome: GateOutcome) -> None:
         """Write the reports asked for; a file that cannot be written loses no verdict."""
-        from perfgate.store.jsonfile import write_json_atomic
         from perfgate.report.json_report import outcome_to_dict
         from perfgate.report.markdown import render_markdown
+        from perfgate.store.jsonfile import write_json_atomic
 
         def markdown(path: Path) -> None:
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -38,13 +38,13 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from perfgate.gate.config import Settings
 from perfgate.analysis.decide import GateConfig, Verdict
-from perfgate.model.errors import EXIT_OK, EXIT_REGRESSION, UsageError, WorkloadError
+from perfgate.analysis.summary import summarise
+from perfgate.gate.config import Settings
 from perfgate.gate.gating import GateRun, PairedPlan, run_paired_gate
 from perfgate.measure.paired import ContentionCheck
 from perfgate.measure.runner import Job, Progress, measure
-from perfgate.analysis.summary import summarise
+from perfgate.model.errors import EXIT_OK, EXIT_REGRESSION, UsageError, WorkloadError
 from perfgate.model.workload import PHASES
 
 DEFAULT_SIZES = (0.05, 0.10)
@@ -337,7 +337,7 @@ def choose_phases(probe: Probe, config: GateConfig, named: Sequence[str] | None,
         return tuple(named), "named with --phases", notes
     if largest_only:
         best = max(PHASES, key=lambda p: probe.shares[p])
-        return (best,), f"the largest share of the step; --quick injects into one phase", notes
+        return (best,), "the largest share of the step; --quick injects into one phase", notes
     chosen = tuple(p for p in PHASES if probe.shares[p] >= floor)
     return chosen, f"every phase at or above the {floor * 100:g}% share floor the gate tests", notes
 
@@ -485,9 +485,9 @@ def run_selftest(
 
 
 def cmd_selftest(args: argparse.Namespace) -> int:
-    from perfgate.adapters import cli  # the run options and their handling, shared with the other commands
+    from perfgate.adapters import options  # the run options and their handling, shared with the other commands
 
-    settings = cli._settings(args)
+    settings = options.settings_of(args)
     if len(args.workloads) != 1:
         raise UsageError("selftest takes exactly one workload")
     sizes = parse_sizes(args.sizes)
@@ -497,15 +497,15 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     budget = args.budget if args.budget is not None else (QUICK_BUDGET_MIN if args.quick else None)
     if args.max_reruns < 0:
         raise UsageError("--max-reruns must be at least 0")
-    device, (job,) = cli._jobs(args, settings)
+    device, (job,) = options.jobs_of(args, settings)
     announce: Callable[[str], None] = (lambda message: None) if args.quiet else (
         lambda message: print(f"perfgate: {message}", file=sys.stderr, flush=True))
     result = run_selftest(
         job, settings=settings, device=device, gates=gates, sizes=sizes, phases=phases,
         largest_phase_only=args.quick, blocks=blocks, second_look_blocks=args.second_look_blocks,
-        budget_s=budget * 60.0 if budget is not None else None, cache_dir=cli._cache_dir(args),
-        timeout_s=args.timeout, telemetry=not args.no_telemetry, contention_check=cli._contention_policy(args),
-        max_reruns=args.max_reruns, progress=cli._progress_printer(args.quiet), announce=announce,
+        budget_s=budget * 60.0 if budget is not None else None, cache_dir=options.cache_dir_of(args),
+        timeout_s=args.timeout, telemetry=not args.no_telemetry, contention_check=options.contention_policy_of(args),
+        max_reruns=args.max_reruns, progress=options.progress_printer(args.quiet), announce=announce,
     )
     print(result.card(), end="")
     return result.exit_code
@@ -513,7 +513,7 @@ def cmd_selftest(args: argparse.Namespace) -> int:
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``perfgate selftest`` to the ``perfgate`` command line."""
-    from perfgate.adapters import cli
+    from perfgate.adapters import options
 
     p = subparsers.add_parser(
         "selftest", help="A/A gates and gates with injected slowdowns on this runner: false alarms, detection, "
@@ -527,7 +527,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         epilog="exit codes: 0 false alarms within the gate's alpha budget, 1 the whole 95% interval of the "
                "false-alarm rate lies above alpha, 2 error or bad input",
     )
-    cli._add_run_options(p, repeats_help=argparse.SUPPRESS)
+    options.add_run_options(p, repeats_help=argparse.SUPPRESS)
     p.add_argument("--gates", type=int, help=f"A/A gates, and injected gates per size, the phases taken in turn "
                                              f"(default {DEFAULT_GATES}; --quick {QUICK_GATES})")
     p.add_argument("--sizes", default=",".join(f"{s:.2f}" for s in DEFAULT_SIZES), metavar="S,S",
@@ -552,6 +552,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--max-other-cpu-share", type=float, metavar="SHARE",
                    help="a repeat is contended when other processes used more than this share of the CPUs "
                         "(default: perfgate.analysis.contention's)")
-    cli._add_common(p)
+    options.add_common(p)
     p.set_defaults(func=cmd_selftest)
     return p

@@ -29,13 +29,8 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
 
-from perfgate.model.baseline import Baseline, Provenance, Recording, param_differences
-from perfgate.store.baselines import Lookup, updated_baseline
-from perfgate.store.benchmark_json import KIND as BENCHMARK_KIND
-from perfgate.store.benchmark_json import STATISTICS_BLOCKS, STATISTICS_PROCESSES, STATISTICS_SUMMARY
 from perfgate.analysis.blocks import BlockValue, block_log_ratio, blocks_of
 from perfgate.analysis.counters import CounterChanges, CounterThresholds, compare_counters
-from perfgate.model.counters import GATED, CounterSet
 from perfgate.analysis.decide import (
     GateConfig,
     MemoryDecision,
@@ -47,13 +42,16 @@ from perfgate.analysis.decide import (
     flag_phases,
 )
 from perfgate.analysis.diagnose import Label, diagnose
-from perfgate.model.errors import EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION
-from perfgate.model.result import RunResult
 from perfgate.analysis.stats import LogRatio, SampleSummary, log_ratio, log_ratio_from_summaries
 from perfgate.analysis.summary import WorkloadSummary, summarise
-from perfgate.model.result import ROWS
+from perfgate.model.baseline import Baseline, Provenance, Recording, param_differences
+from perfgate.model.counters import GATED, CounterSet
+from perfgate.model.errors import EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION
+from perfgate.model.result import ROWS, RunResult
 from perfgate.model.workload import PHASES
-
+from perfgate.store.baselines import Lookup, updated_baseline
+from perfgate.store.benchmark_json import KIND as BENCHMARK_KIND
+from perfgate.store.benchmark_json import STATISTICS_BLOCKS, STATISTICS_PROCESSES, STATISTICS_SUMMARY
 
 WORKLOAD_FIELDS = ("delta", "memory_threshold", "gate_phases", "phase_q", "phase_min_share",
                    "flops_threshold", "launch_threshold", "counters_off")

@@ -11,8 +11,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from perfgate.model.counters import (GATED, HOST_PHASES, STEP, AllocatorCounts, CompileInfo, CounterSet, PhaseCounters,
-                                     _phase_value, first_line)
+from perfgate.model.counters import (
+    GATED,
+    HOST_PHASES,
+    STEP,
+    AllocatorCounts,
+    CompileInfo,
+    CounterSet,
+    PhaseCounters,
+    _phase_value,
+    first_line,
+)
 from perfgate.model.errors import PerfgateError
 from perfgate.model.workload import PHASES
 

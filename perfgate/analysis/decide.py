@@ -14,7 +14,6 @@ from statistics import median
 
 import numpy as np
 
-from perfgate.model.counters import GATED as COUNTER_NAMES
 from perfgate.analysis.stats import (
     DEFAULT_ASSUMED_DAY_SD_LOG,
     DEFAULT_DAY_PRIOR_DF,
@@ -28,6 +27,7 @@ from perfgate.analysis.stats import (
     two_look_error,
     two_look_levels,
 )
+from perfgate.model.counters import GATED as COUNTER_NAMES
 
 __all__ = [
     "GateConfig",

@@ -31,6 +31,7 @@ Pure: no torch, no I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from statistics import median
 
 from perfgate.model.result import RunResult
@@ -74,11 +75,18 @@ PHASE_HINTS = {
 """One line per phase on what usually moves it, shown when the gate flags the phase."""
 
 
+class Severity(StrEnum):
+    """How much a label matters; its value is what reports and JSON say."""
+
+    CRITICAL = "critical"
+    WARNING = "warning"
+    INFO = "info"
+
+
 @dataclass(frozen=True)
 class Label:
     name: str
-    severity: str
-    """``"critical"``, ``"warning"`` or ``"info"``."""
+    severity: Severity
     share: float
     """The share of the step the label is about; for the labels read from what the
     repeats recorded (SYNC-PER-STEP, LOADER-RESTART, CLOCK-MISMATCH), the share of the
@@ -124,7 +132,7 @@ def diagnose(result: RunResult) -> list[Label]:
                             ("RESIDUAL-HEAVY", "residual", "unattributed time")):
         share = median(shares[key])
         if share >= WARNING_SHARE:
-            severity = "critical" if share >= CRITICAL_SHARE else "warning"
+            severity = Severity.CRITICAL if share >= CRITICAL_SHARE else Severity.WARNING
             amount = "" if key == "residual" else f"{_median_ms(result, key):.1f} ms, "
             labels.append(Label(name, severity, share,
                                 f"{what} {amount}{share * 100:.0f}% of a {step_ms:.1f} ms step ({where}){busy_note}"))
@@ -139,7 +147,7 @@ def diagnose(result: RunResult) -> list[Label]:
                             f"of a {step_ms:.1f} ms step ({where}){busy_note}"))
     labels += [label for label in (_stall_label(result), _sync_label(result), _restart_label(result),
                                    _clock_label(result)) if label is not None]
-    order = {"critical": 0, "warning": 1, "info": 2}
+    order = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
     return sorted(labels, key=lambda label: order[label.severity])
 
 
@@ -157,7 +165,7 @@ def _sync_label(result: RunResult) -> Label | None:
                 f"so it cannot queue the next step ahead")
     if fixes:
         evidence += f"; to avoid it, {'; '.join(fixes)}"
-    return Label("SYNC-PER-STEP", "warning", with_sync / len(result.repeats), evidence)
+    return Label("SYNC-PER-STEP", Severity.WARNING, with_sync / len(result.repeats), evidence)
 
 
 def _stall_label(result: RunResult) -> Label | None:
@@ -192,7 +200,7 @@ def _stall_label(result: RunResult) -> Label | None:
                 f"{len(shares)} repeat(s)), {held * 100:.0f}% of that excess in {PHASE_WORDS[phase]}; "
                 f"{slow} of {steps_seen} steps took over twice the median. The phase shares and the gate's "
                 f"per-repeat medians do not see stalls this periodic: compare throughput (samples/s) too")
-    severity = "critical" if share >= CRITICAL_SHARE else "warning"
+    severity = Severity.CRITICAL if share >= CRITICAL_SHARE else Severity.WARNING
     return Label("STALLS", severity, share, evidence)
 
 
@@ -219,7 +227,7 @@ def _restart_label(result: RunResult) -> Label | None:
                 f"{len(result.repeats)} repeat(s){held}: the slowest data wait there was {worst:.1f} ms against a "
                 f"median of {typical:.1f} ms; make warmup_steps + steps <= len(loader) (fewer steps, or a loader "
                 f"from perfgate.measure.loader.make_loader, which holds exactly that many batches){persist}")
-    return Label("LOADER-RESTART", "warning", len(restarted) / len(result.repeats), evidence)
+    return Label("LOADER-RESTART", Severity.WARNING, len(restarted) / len(result.repeats), evidence)
 
 
 def _clock_label(result: RunResult) -> Label | None:
@@ -237,7 +245,7 @@ def _clock_label(result: RunResult) -> Label | None:
     if low <= ratio <= high:
         return None
     off = [x for x in ratios if not low <= x <= high]
-    return Label("CLOCK-MISMATCH", "warning", len(off) / len(result.repeats),
+    return Label("CLOCK-MISMATCH", Severity.WARNING, len(off) / len(result.repeats),
                  f"the device steps add up to {ratio * 100:.0f}% of the window's wall time (median of "
                  f"{len(ratios)} repeat(s); about 100% expected): the step's events miss part of the work, such as "
                  f"kernels on a stream the step does not wait for, or the device and host clocks disagree "

@@ -13,6 +13,7 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+
 # perfgate's one median, the stdlib's. On the few values of a recording it is also far
 # cheaper than np.median (about 2 against 70 us for ten), which the simulation feels.
 from statistics import median

@@ -15,6 +15,7 @@ from statistics import median, stdev
 
 from perfgate.model.result import RESIDUAL, ROWS, RepeatResult, RunResult
 
+
 @dataclass(frozen=True)
 class RepeatSummary:
     index: int

@@ -14,17 +14,17 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perfgate.store.baselines import find_baseline
 from perfgate.analysis.compare import Counted, Entry, GateOutcome, Pairing, WorkloadComparison, compare, stored_counted
+from perfgate.analysis.stats import paired_look_correlation
 from perfgate.gate.config import Settings
-from perfgate.model.counters import CounterSet
-from perfgate.store.discovery import discover, load_source
+from perfgate.gate.worktree import BaseTree
 from perfgate.measure.paired import ContentionCheck, PairedOutcome, Side, base_results_dir, measure_paired
 from perfgate.measure.runner import Job, Progress, RunOutcome, measure
+from perfgate.model.counters import CounterSet
 from perfgate.model.result import RunResult, merge_repeats
+from perfgate.store.baselines import find_baseline
+from perfgate.store.discovery import discover, load_source
 from perfgate.store.results import result_path, save_result
-from perfgate.analysis.stats import paired_look_correlation
-from perfgate.gate.worktree import BaseTree
 
 
 def entries_for(results: Mapping[str, RunResult], errors: Mapping[str, str], names: Sequence[str],
@@ -88,7 +88,6 @@ def count_stored(jobs: Sequence[Job], results: Mapping[str, RunResult], settings
 @dataclass(frozen=True)
 class GateRun:
     outcome: GateOutcome
-    first_look: GateOutcome
     second_look_workloads: tuple[str, ...]
     errors: Mapping[str, str] = field(default_factory=dict)
     """Workloads whose (head) measurement failed, with the message."""
@@ -132,7 +131,7 @@ def run_gate(
     outcome = _with_contention(outcome, first.reruns, first.contended)
     again = [c.workload for c in outcome.comparisons if c.second_look]
     if not again:
-        return GateRun(outcome, outcome, (), errors, notes=_notes(first.reruns, first.contended))
+        return GateRun(outcome, (), errors, notes=_notes(first.reruns, first.contended))
     extra = config.second_look_repeats or repeats
     announce(f"second look: {', '.join(again)} undecided; measuring {extra} more repeat(s) each")
     second_jobs = [job for job in jobs if job.workload.name in again]
@@ -158,7 +157,7 @@ def run_gate(
     final = GateOutcome(tuple(by_name[n] for n in names), config, look=2)
     reruns = {n: [*first.reruns.get(n, []), *second.reruns.get(n, [])] for n in names}
     contended = {n: [*first.contended.get(n, []), *second.contended.get(n, [])] for n in names}
-    return GateRun(final, outcome, tuple(again), errors, notes=_notes(reruns, contended))
+    return GateRun(final, tuple(again), errors, notes=_notes(reruns, contended))
 
 
 def base_jobs_for(head_jobs: Sequence[Job], tree: BaseTree, *, project_dir: Path, workload_paths: Sequence[Path],
@@ -208,8 +207,8 @@ def count_pairs(plan: PairedPlan, names: Sequence[str], *, device: str, cache_di
     A counted run that fails is a note naming the error, never an error of the gate: the
     timed verdict stands without the counters.
     """
-    from perfgate.store.counters import counters_path
     from perfgate.measure.counters import count_job
+    from perfgate.store.counters import counters_path
 
     head_jobs = {job.workload.name: job for job in plan.head_jobs}
     out: dict[str, Counted] = {}
@@ -311,7 +310,7 @@ def run_paired_gate(
     outcome = _with_contention(outcome, first.reruns, first.contended)
     again = [c.workload for c in outcome.comparisons if c.second_look]
     if not again:
-        return GateRun(outcome, outcome, (), {n: e.message for n, e in first.head.errors.items()},
+        return GateRun(outcome, (), {n: e.message for n, e in first.head.errors.items()},
                        {n: e.message for n, e in first.base.errors.items()}, tuple(missing),
                        _notes(first.reruns, first.contended))
     announce(f"second look: {', '.join(again)} undecided; measuring {extra} more ABBA block(s) each")
@@ -338,7 +337,7 @@ def run_paired_gate(
     by_name = {c.workload: c for c in outcome.comparisons}
     by_name.update({c.workload: c for c in second_outcome.comparisons})
     final = GateOutcome(tuple(by_name[n] for n in names), config, look=2, rho=rho)
-    return GateRun(final, outcome, tuple(again), {n: e.message for n, e in head.errors.items()},
+    return GateRun(final, tuple(again), {n: e.message for n, e in head.errors.items()},
                    {n: e.message for n, e in base.errors.items()}, tuple(missing),
                    _notes(first.reruns, first.contended))
 

@@ -36,26 +36,43 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, TextIO, TypeVar
 
-from perfgate.model.version import __version__
-from perfgate.model.baseline import baseline_from_dict
-from perfgate.store.baselines import find_baseline
 from perfgate.analysis.compare import Counted, Entry, GateOutcome, Pairing, compare, stored_counted
-from perfgate.model.counters import COUNTERS_SUFFIX, CounterSet, counters_from_dict
-from perfgate.gate.config import Settings, load_settings
 from perfgate.analysis.decide import Verdict
-from perfgate.model.environment import Environment
-from perfgate.model.errors import (EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION, FileFormatError,
-                             PerfgateError, UsageError)
+from perfgate.analysis.stats import paired_look_correlation
+from perfgate.gate.config import Settings, load_settings
 from perfgate.gate.github import path_variable, set_output, workflow_command
-from perfgate.gate.inputs import (InputChanges, classify, notice_markdown, perfgate_table, perfgate_table_of,
-                             read_changed_files, relative_to, settings_changes, HEAD_PYPROJECT_BYTES, PYPROJECT)
-from perfgate.store.jsonfile import write_json_atomic, write_text_atomic
-from perfgate.text.inert import code, inline, terminal
+from perfgate.gate.inputs import (
+    HEAD_PYPROJECT_BYTES,
+    PYPROJECT,
+    InputChanges,
+    classify,
+    notice_markdown,
+    perfgate_table,
+    perfgate_table_of,
+    read_changed_files,
+    relative_to,
+    settings_changes,
+)
+from perfgate.model.baseline import baseline_from_dict
+from perfgate.model.counters import COUNTERS_SUFFIX, CounterSet, counters_from_dict
+from perfgate.model.environment import Environment
+from perfgate.model.errors import (
+    EXIT_ERROR,
+    EXIT_INCONCLUSIVE,
+    EXIT_OK,
+    EXIT_REGRESSION,
+    FileFormatError,
+    PerfgateError,
+    UsageError,
+)
+from perfgate.model.result import RunResult, result_from_dict
+from perfgate.model.version import __version__
 from perfgate.report.json_report import outcome_to_dict
 from perfgate.report.markdown import GITHUB_COMMENT_LIMIT, MARKER, render_markdown
-from perfgate.model.result import RunResult, result_from_dict
-from perfgate.analysis.stats import paired_look_correlation
+from perfgate.store.baselines import find_baseline
+from perfgate.store.jsonfile import write_json_atomic, write_text_atomic
 from perfgate.store.untrusted import KEY_RE, LIMITS, SHA_RE, Limits, list_folder, read_untrusted_json, safe_name
+from perfgate.text.inert import code, inline, terminal
 
 MANIFEST_NAME = "run.json"
 MANIFEST_KIND = "perfgate.ci-run"

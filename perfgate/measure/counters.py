@@ -54,15 +54,25 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from perfgate.model.version import __version__
 from perfgate.analysis.counters import CounterOutcome
-from perfgate.store.counters import save_counters
-from perfgate.model.counters import COPY_OPS, DEFAULT_STEPS, AllocatorCounts, CompileInfo, CounterError, CounterSet, PhaseCounters, SyncSite, clean_reason
-from perfgate.model.errors import DataError, DeviceError, PerfgateError, UsageError, WorkloadError
 from perfgate.measure.child import call, serve
 from perfgate.measure.runner import Job
 from perfgate.measure.trace import PhaseMarks
+from perfgate.model.counters import (
+    COPY_OPS,
+    DEFAULT_STEPS,
+    AllocatorCounts,
+    CompileInfo,
+    CounterError,
+    CounterSet,
+    PhaseCounters,
+    SyncSite,
+    clean_reason,
+)
+from perfgate.model.errors import DataError, DeviceError, PerfgateError, UsageError, WorkloadError
+from perfgate.model.version import __version__
 from perfgate.model.workload import PHASES, BuildContext, Params, Workload
+from perfgate.store.counters import save_counters
 
 # --- what forces a host synchronisation -------------------------------------------------
 

@@ -9,10 +9,16 @@ from collections.abc import Mapping
 
 import torch
 
-from perfgate.model.environment import (GPU_CLOCKS_MHZ_RANGE, GPU_CLOCKS_UNKNOWN, GPU_CLOCKS_UNLOCKED, GPU_CLOCKS_VARIABLE,
-                                  Environment, cpu_model, parse_gpu_clocks)
 from perfgate.measure.loop import available_cores
-
+from perfgate.model.environment import (
+    GPU_CLOCKS_MHZ_RANGE,
+    GPU_CLOCKS_UNKNOWN,
+    GPU_CLOCKS_UNLOCKED,
+    GPU_CLOCKS_VARIABLE,
+    Environment,
+    cpu_model,
+    parse_gpu_clocks,
+)
 
 _log = logging.getLogger(__name__)
 

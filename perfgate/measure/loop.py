@@ -26,9 +26,9 @@ import numpy as np
 import torch
 
 from perfgate.analysis.diagnose import BLOCKING_COPY_SYNC, GRAD_SCALER_SYNC
-from perfgate.model.errors import PerfgateError, WorkloadError
 from perfgate.measure.clock import DeviceClock, HostClock, PhaseClock, WindowTimes
 from perfgate.measure.telemetry import TelemetrySampler
+from perfgate.model.errors import PerfgateError, WorkloadError
 from perfgate.model.result import RepeatResult
 from perfgate.model.workload import BuildContext, Built, DataSource, Params, Workload, check_device_params
 

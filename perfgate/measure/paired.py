@@ -22,9 +22,9 @@ from statistics import median
 from typing import Any
 
 from perfgate.analysis.blocks import ABBA
+from perfgate.measure.runner import Job, Progress, ProgressStatus, RunOutcome, assemble, run_one
 from perfgate.model.errors import PerfgateError
 from perfgate.store.gitinfo import git_revision
-from perfgate.measure.runner import Job, Progress, RunOutcome, assemble, run_one
 from perfgate.store.results import result_path, save_result
 
 __all__ = ["PairedOutcome", "Side", "base_results_dir", "measure_paired"]
@@ -146,14 +146,14 @@ def _head_rest(name: str, block: int, last: int, after: int, head: Side, git: tu
         if ABBA[position] != "head":
             continue
         label = f"block {block + 1}/{last} head"
-        progress(Progress(name, block + 1, last, "start", label=label))
+        progress(Progress(name, block + 1, last, ProgressStatus.START, label=label))
         began = time.perf_counter()
         try:
             response = run_one(head.jobs[name], device, block * 4 + position, cache_dir, git, timeout_s, telemetry,
                                project_dir=head.project_dir, python=head.python)
         except PerfgateError:
             break
-        progress(Progress(name, block + 1, last, "done", time.perf_counter() - began,
+        progress(Progress(name, block + 1, last, ProgressStatus.DONE, time.perf_counter() - began,
                           median(response["repeat"]["phases_ms"]["step"]), label=label))
         done.append(("head", response))
     return done
@@ -174,13 +174,13 @@ def _one_block(
     for position, arm in enumerate(ABBA):
         side = sides[arm]
         label = f"block {block + 1}/{last} {arm}"
-        progress(Progress(name, block + 1, last, "start", label=label))
+        progress(Progress(name, block + 1, last, ProgressStatus.START, label=label))
         began = time.perf_counter()
         try:
             response = run_one(side.jobs[name], device, block * 4 + position, cache_dir, gits[arm], timeout_s,
                                telemetry, project_dir=side.project_dir, python=side.python)
         except PerfgateError as exc:
-            progress(Progress(name, block + 1, last, "failed", time.perf_counter() - began,
+            progress(Progress(name, block + 1, last, ProgressStatus.FAILED, time.perf_counter() - began,
                               message=exc.message, label=label))
             if arm == "base":
                 # The head's numbers are still wanted (and written): finish its repeats of this block.
@@ -188,7 +188,7 @@ def _one_block(
                                    timeout_s, telemetry, progress)
             return done, None, (arm, exc)
         steps = response["repeat"]["phases_ms"]["step"]
-        progress(Progress(name, block + 1, last, "done", time.perf_counter() - began, median(steps), label=label))
+        progress(Progress(name, block + 1, last, ProgressStatus.DONE, time.perf_counter() - began, median(steps), label=label))
         done.append((arm, response))
         why = contention_check(response["repeat"].get("telemetry")) if contention_check else None
         if why is not None and first_why is None:

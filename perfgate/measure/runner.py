@@ -16,18 +16,19 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from enum import StrEnum
 from pathlib import Path
 from statistics import median
 from typing import Any
 
-from perfgate.model.version import __version__
+from perfgate.measure.child import call
 from perfgate.model.environment import Environment
 from perfgate.model.errors import CudaUnavailable, DeviceError, PerfgateError, WorkloadError
-from perfgate.store.gitinfo import git_revision
-from perfgate.measure.child import call
 from perfgate.model.result import RepeatResult, RunResult, repeat_from_dict
-from perfgate.store.results import result_path, save_result
+from perfgate.model.version import __version__
 from perfgate.model.workload import PHASES, Params, Workload
+from perfgate.store.gitinfo import git_revision
+from perfgate.store.results import result_path, save_result
 
 
 def resolve_device(requested: str) -> str:
@@ -98,13 +99,20 @@ class Job:
         object.__setattr__(self, "overrides", overrides)
 
 
+class ProgressStatus(StrEnum):
+    """Where one repeat (or block) stands."""
+
+    START = "start"
+    DONE = "done"
+    FAILED = "failed"
+
+
 @dataclass(frozen=True)
 class Progress:
     workload: str
     repeat: int
     repeats: int
-    status: str
-    """``"start"``, ``"done"`` or ``"failed"``."""
+    status: ProgressStatus
     seconds: float = 0.0
     step_median_ms: float | None = None
     message: str = ""
@@ -197,7 +205,7 @@ def measure(
             if name in outcome.errors:
                 continue
             while True:
-                progress(Progress(name, index + 1, repeats, "start"))
+                progress(Progress(name, index + 1, repeats, ProgressStatus.START))
                 began = time.perf_counter()
                 try:
                     # A plain run measures the tree it is started in; project_dir names it for
@@ -206,11 +214,11 @@ def measure(
                                        project_dir=project_dir if project_dir and project_dir.is_dir() else None)
                 except PerfgateError as exc:
                     outcome.errors[name] = exc
-                    progress(Progress(name, index + 1, repeats, "failed", time.perf_counter() - began,
+                    progress(Progress(name, index + 1, repeats, ProgressStatus.FAILED, time.perf_counter() - began,
                                       message=exc.message))
                     break
                 steps = response["repeat"]["phases_ms"]["step"]
-                progress(Progress(name, index + 1, repeats, "done", time.perf_counter() - began, median(steps)))
+                progress(Progress(name, index + 1, repeats, ProgressStatus.DONE, time.perf_counter() - began, median(steps)))
                 why = contention_check(response["repeat"].get("telemetry")) if contention_check else None
                 if why is not None and len(outcome.reruns.get(name, [])) < max_reruns:
                     outcome.reruns.setdefault(name, []).append(f"repeat {index + 1} measured again: {why}")

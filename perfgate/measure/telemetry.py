@@ -27,25 +27,11 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
 from statistics import mean, median
 from typing import Any
 
 from perfgate.measure.telemetry_gpu import _cuda_identity, _gpu_unavailable, _GpuProcesses, _Nvml
-from perfgate.measure.telemetry_host import _CpuShare, _Psutil, _TreeMemory
-
-
-@dataclass
-class _Samples:
-    """The values :class:`~perfgate.measure.telemetry_host._Psutil` sampled, by signal name,
-    and the errors of every source that failed mid-run."""
-
-    values: dict[str, list[float]] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
-
-    def add(self, name: str, value: float | None) -> None:
-        if value is not None:
-            self.values.setdefault(name, []).append(float(value))
+from perfgate.measure.telemetry_host import _CpuShare, _Psutil, _Samples, _TreeMemory
 
 
 class TelemetrySampler:

@@ -36,8 +36,7 @@ from typing import TYPE_CHECKING, Any
 from perfgate.model.result import CLOCK_EVENT_REASONS, SLOWDOWN_REASONS
 
 if TYPE_CHECKING:
-    from perfgate.measure.telemetry import _Samples
-    from perfgate.measure.telemetry_host import _ProcessTree
+    from perfgate.measure.telemetry_host import _ProcessTree, _Samples
 
 POWER_CAP = 0x4
 SLOWDOWN = sum(bit for bit, name in CLOCK_EVENT_REASONS.items() if name in SLOWDOWN_REASONS)

@@ -14,11 +14,22 @@ import math
 import os
 import sys
 import time
+from dataclasses import dataclass, field
 from statistics import mean, median
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from perfgate.measure.telemetry import _Samples
+
+@dataclass
+class _Samples:
+    """The values :class:`~perfgate.measure.telemetry_host._Psutil` sampled, by signal name,
+    and the errors of every source that failed mid-run."""
+
+    values: dict[str, list[float]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    def add(self, name: str, value: float | None) -> None:
+        if value is not None:
+            self.values.setdefault(name, []).append(float(value))
 
 
 class _Psutil:

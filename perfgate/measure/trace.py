@@ -44,14 +44,23 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
-from perfgate.model.version import __version__
-from perfgate.model.errors import DataError, DeviceError, PerfgateError, UsageError, WorkloadError
 from perfgate.measure.child import call, serve
 from perfgate.measure.runner import Job
-from perfgate.store.traces import render_operator_table
-from perfgate.store.traces import TraceOutcome, TraceResult, save_operator_table
-from perfgate.model.trace import OPERATORS_JSON, OPERATORS_MD, OTHER_THREADS, TRACE_GLOB, OperatorRow, OperatorTable, PhaseOperators, TraceError, TraceSchedule
+from perfgate.model.errors import DataError, DeviceError, PerfgateError, UsageError, WorkloadError
+from perfgate.model.trace import (
+    OPERATORS_JSON,
+    OPERATORS_MD,
+    OTHER_THREADS,
+    TRACE_GLOB,
+    OperatorRow,
+    OperatorTable,
+    PhaseOperators,
+    TraceError,
+    TraceSchedule,
+)
+from perfgate.model.version import __version__
 from perfgate.model.workload import PHASES, BuildContext, Params, Workload
+from perfgate.store.traces import TraceOutcome, TraceResult, render_operator_table, save_operator_table
 
 DEFAULT_ROW_LIMIT = 15
 _STEP_RANGE = "ProfilerStep"
@@ -505,12 +514,6 @@ def trace_job(
         return failed(TraceError(f"{name}: tracing failed: {type(exc).__name__}: {exc}",
                                  detail=traceback.format_exc()))
     return TraceOutcome(name, result, None, round(time.perf_counter() - began, 3))
-
-
-def trace_jobs(jobs: Sequence[Job], device: str, cache_dir: Path, artifacts_dir: Path,
-               **options: Any) -> dict[str, TraceOutcome]:
-    """:func:`trace_job` for each job in turn (one process each), keyed by workload name."""
-    return {job.workload.name: trace_job(job, device, cache_dir, artifacts_dir, **options) for job in jobs}
 
 
 def _child(request: dict[str, Any]) -> dict[str, Any]:

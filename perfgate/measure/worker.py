@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from perfgate.store.discovery import load_source
-from perfgate.model.errors import WorkloadError
 from perfgate.measure.child import serve
+from perfgate.model.errors import WorkloadError
 from perfgate.model.workload import Params
+from perfgate.store.discovery import load_source
 
 
 def _measure(request: dict[str, Any]) -> dict[str, Any]:

@@ -21,9 +21,8 @@ from statistics import median
 from typing import Any
 
 from perfgate.model.environment import Environment
-from perfgate.model.result import describe_slowdown
+from perfgate.model.result import ROWS, describe_slowdown, row_medians, row_shares
 from perfgate.model.schema import Fields, migrate, number_series
-from perfgate.model.result import ROWS, row_medians, row_shares
 from perfgate.model.workload import PHASES
 
 BASELINE_KIND = "perfgate.baseline"

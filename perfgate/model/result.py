@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from statistics import median
 from typing import Any
@@ -262,7 +262,6 @@ class RunResult:
     created_at: str
     perfgate_version: str
     repeats: tuple[RepeatResult, ...]
-    schema_version: int = field(default=RESULT_SCHEMA_VERSION)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -12,11 +12,10 @@ import dataclasses
 
 from perfgate.analysis.blocks import blocks_needed, paired_min_detectable
 from perfgate.analysis.decide import GateConfig, alpha_for_look, decide_time
-from perfgate.text.units import ms, percent, table
-from perfgate.model.result import RunResult
 from perfgate.analysis.stats import log_ratio, repeats_needed
 from perfgate.analysis.summary import summarise
-from perfgate.model.result import RESIDUAL, ROWS
+from perfgate.model.result import RESIDUAL, ROWS, RunResult
+from perfgate.text.units import ms, percent, table
 
 
 def _needed(sd: float, delta: float, alpha: float, power: float, **kw: float | int) -> str:

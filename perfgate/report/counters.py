@@ -11,7 +11,6 @@ from perfgate.model.workload import PHASES
 from perfgate.text.inert import terminal
 from perfgate.text.units import table
 
-
 # --- the table -------------------------------------------------------------------------
 
 

@@ -35,10 +35,11 @@ from typing import TYPE_CHECKING
 import jinja2
 from markupsafe import Markup
 
-from perfgate.model.version import __version__
 from perfgate.analysis.compare import NOT_COUNTED, GateOutcome, PhaseRow, WorkloadComparison
 from perfgate.analysis.decide import Verdict
-from perfgate.store.jsonfile import write_text_atomic
+from perfgate.model.result import ROWS
+from perfgate.model.version import __version__
+from perfgate.model.workload import PHASES
 from perfgate.report.markdown import (
     memory_line,
     missing_baseline_consequence,
@@ -46,10 +47,9 @@ from perfgate.report.markdown import (
     rebaseline_command,
     reproduce_command,
 )
-from perfgate.text.units import change_ci, ms, percent
 from perfgate.report.wording import column_names, design_lines
-from perfgate.model.result import ROWS
-from perfgate.model.workload import PHASES
+from perfgate.store.jsonfile import write_text_atomic
+from perfgate.text.units import change_ci, ms, percent
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -6,10 +6,10 @@ import dataclasses
 import math
 from typing import Any
 
-from perfgate.model.version import __version__
 from perfgate.analysis.compare import GateOutcome, WorkloadComparison
 from perfgate.analysis.counters import CounterChange
 from perfgate.analysis.stats import LogRatio
+from perfgate.model.version import __version__
 
 REPORT_KIND = "perfgate.gate-report"
 REPORT_SCHEMA_VERSION = 1

@@ -22,17 +22,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import quote
 
-from perfgate.model.version import __version__
 from perfgate.analysis.compare import NOT_COUNTED, GateOutcome, PhaseRow, WorkloadComparison
 from perfgate.analysis.counters import _flops, _num
 from perfgate.analysis.decide import Verdict
 from perfgate.analysis.diagnose import PHASE_HINTS
-from perfgate.text.inert import code, code_cell, flatten, inline
-from perfgate.text.units import change_ci, ms, percent, size
+from perfgate.model.trace import PhaseOperators
+from perfgate.model.version import __version__
+from perfgate.model.workload import PHASES
 from perfgate.report.wording import column_names, design_lines
 from perfgate.store.traces import TraceOutcome, TraceResult
-from perfgate.model.trace import PhaseOperators
-from perfgate.model.workload import PHASES
+from perfgate.text.inert import code, code_cell, flatten, inline
+from perfgate.text.units import change_ci, ms, percent, size
 
 MARKER = "<!-- perfgate-report -->"
 GITHUB_COMMENT_LIMIT = 65_536

@@ -11,12 +11,11 @@ from statistics import median
 
 from perfgate.analysis.compare import NOT_COUNTED, GateOutcome, WorkloadComparison
 from perfgate.analysis.diagnose import diagnose
+from perfgate.analysis.summary import WorkloadSummary
+from perfgate.model.result import ROWS, RunResult
+from perfgate.report.wording import column_names, design_lines
 from perfgate.text.inert import terminal as t
 from perfgate.text.units import change_ci, ms, percent, size, table
-from perfgate.report.wording import column_names, design_lines
-from perfgate.model.result import RunResult
-from perfgate.analysis.summary import WorkloadSummary
-from perfgate.model.result import ROWS
 
 
 def run_table(result: RunResult, summary: WorkloadSummary) -> str:

@@ -12,8 +12,17 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from perfgate.model.baseline import (DEFAULT_MAX_RECORDINGS, Baseline, BaselineRepeat, Provenance, Recording, baseline_from_dict,
-                                     derived_rows, param_differences, raw_text)
+from perfgate.model.baseline import (
+    DEFAULT_MAX_RECORDINGS,
+    Baseline,
+    BaselineRepeat,
+    Provenance,
+    Recording,
+    baseline_from_dict,
+    derived_rows,
+    param_differences,
+    raw_text,
+)
 from perfgate.model.counters import CounterSet
 from perfgate.model.errors import FileFormatError, UsageError
 from perfgate.model.result import RunResult

@@ -45,13 +45,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfgate.model.version import __version__
 from perfgate.model.environment import Environment
 from perfgate.model.errors import FileFormatError
-from perfgate.store.jsonfile import read_json
 from perfgate.model.result import RepeatResult, RunResult, result_from_dict
 from perfgate.model.schema import Fields
+from perfgate.model.version import __version__
 from perfgate.model.workload import PHASES
+from perfgate.store.jsonfile import read_json
 
 __all__ = [
     "BLOCKS",
