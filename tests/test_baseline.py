@@ -23,7 +23,8 @@ import perfgate.store.jsonfile
 from perfgate.model.version import __version__
 from perfgate.model.baseline import BASELINE_KIND, BASELINE_SCHEMA_VERSION, Baseline, derived_rows
 from perfgate.store.baselines import Lookup, baseline_path, find_baseline, load_baseline, save_baseline, updated_baseline
-from perfgate.analysis.compare import Entry, compare
+from perfgate.analysis.compare import compare
+from perfgate.analysis.outcome import Entry
 from perfgate.analysis.decide import GateConfig, Verdict
 from perfgate.model.errors import EXIT_ERROR, FileFormatError, UsageError
 from perfgate.analysis.stats import log_ratio

@@ -30,7 +30,8 @@ from perfgate.store.benchmark_json import (
     load_results_dir,
     workload_name,
 )
-from perfgate.analysis.compare import Entry, GateOutcome, compare
+from perfgate.analysis.compare import compare
+from perfgate.analysis.outcome import Entry, GateOutcome
 from perfgate.analysis.decide import GateConfig, Verdict
 from perfgate.model.errors import EXIT_ERROR, FileFormatError
 from perfgate.report.markdown import render_markdown

@@ -358,7 +358,7 @@ def test_measures_the_tiny_workload_end_to_end(capsys, repo: Repo, tiny_path: Pa
 def test_measure_only_writes_data_alone_and_the_judge_decides(capsys, repo: Repo, tiny_path: Path) -> None:
     """The split of the GitHub workflows: the measuring job writes the result files and
     run.json and no verdict; `perfgate judge` reads them back by the base's rules."""
-    from perfgate.gate.judge import add_parser as add_judge_parser, run_judge
+    from perfgate.adapters.judge_cli import add_parser as add_judge_parser, run_judge
 
     shutil.rmtree(repo.base / "baselines")
     (repo.base / "pyproject.toml").write_text('[tool.perfgate]\nworkloads = ["tiny"]\nrepeats = 2\n')

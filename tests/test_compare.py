@@ -15,7 +15,8 @@ import pytest
 
 from perfgate.model.baseline import Baseline
 from perfgate.store.baselines import Lookup, find_baseline, save_baseline, updated_baseline
-from perfgate.analysis.compare import Entry, GateOutcome, WorkloadComparison, compare
+from perfgate.analysis.compare import compare
+from perfgate.analysis.outcome import Entry, GateOutcome, WorkloadComparison
 from perfgate.analysis.decide import GateConfig, Verdict
 from perfgate.model.errors import EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION
 from perfgate.model.result import RunResult

@@ -17,7 +17,9 @@ from types import SimpleNamespace
 import pytest
 from factories import make_result
 
-from perfgate.analysis.compare import STORED_COUNTERS_NOTE, Counted, Entry, Pairing, compare, stored_counted
+from perfgate.analysis.compare import compare, stored_counted
+from perfgate.analysis.outcome import Counted, Entry, Pairing
+from perfgate.analysis.compare import STORED_COUNTERS_NOTE
 from perfgate.gate.config import load_settings
 from perfgate.analysis.counters import CounterOutcome
 from perfgate.store.counters import save_counters
@@ -25,7 +27,9 @@ from perfgate.model.counters import CounterError, CounterSet, PhaseCounters, Syn
 from perfgate.analysis.decide import GateConfig, Verdict
 from perfgate.model.errors import EXIT_OK, EXIT_REGRESSION, FileFormatError, UsageError
 from perfgate.store.jsonfile import write_json_atomic
-from perfgate.gate.judge import MANIFEST_NAME, RunManifest, add_parser, load_measured, run_judge
+from perfgate.adapters.judge_cli import add_parser, run_judge
+from perfgate.model.manifest import MANIFEST_NAME, RunManifest
+from perfgate.store.untrusted_folders import load_measured
 from perfgate.report.json_report import outcome_to_dict
 from perfgate.report.markdown import render_markdown
 from perfgate.report.terminal import gate_table
@@ -169,7 +173,8 @@ def test_the_stored_design_says_why_it_has_no_counters() -> None:
 
 def test_rebaseline_stores_the_counted_run_and_the_stored_gate_compares_with_it(tmp_path: Path, capsys) -> None:
     from perfgate.adapters.cli import main
-    from perfgate.gate.judge import gated_by_base, validate_baselines
+    from perfgate.gate.judge import gated_by_base
+    from perfgate.store.untrusted_folders import validate_baselines
 
     config = ["--config", str(tmp_path / "absent.toml")]
     store = tmp_path / "baselines"
@@ -223,7 +228,7 @@ def test_rebaseline_stores_the_counted_run_and_the_stored_gate_compares_with_it(
 
 def test_a_bad_counted_run_in_the_store_is_one_line(tmp_path: Path) -> None:
     from perfgate.store.baselines import find_baseline, save_baseline
-    from perfgate.gate.judge import validate_baselines
+    from perfgate.store.untrusted_folders import validate_baselines
 
     baseline = stored_baseline()
     save_baseline(baseline, tmp_path)

@@ -18,8 +18,23 @@ import pynvml
 import pytest
 
 from conftest import cuda_available
-from perfgate.adapters import doctor
-from perfgate.adapters.doctor import FAIL, OK, SKIPPED, UNKNOWN, WARN, Card, Check, Gpu, Host
+from perfgate.adapters.doctor import render
+from perfgate.gate.doctor.card import FAIL, OK, SKIPPED, UNKNOWN, WARN, Card, Check, guarded
+from perfgate.gate.doctor.cpu_disk import check_cache_disk, check_cpu_count, check_cpu_load, check_governor
+from perfgate.gate.doctor.diagnosis import cuda_unavailable_reason, diagnose, micro_run_in_child
+from perfgate.gate.doctor.gpu import (
+    Gpu,
+    Host,
+    check_clock_lock,
+    check_clocks,
+    check_ecc,
+    check_micro_run,
+    check_pcie,
+    check_persistence,
+    check_throttle,
+    cuda_version,
+    parse_cuda,
+)
 from perfgate.model.errors import DeviceError
 from perfgate.measure.probe import Backend, MicroRun, NvmlSession, TorchFacts, micro_run, open_nvml
 
@@ -111,7 +126,7 @@ def card_for(answers: dict[str, Any], *, facts: TorchFacts = T4_TORCH, the_host:
         asked.append(seconds)
         return micro(seconds)
 
-    card = doctor.diagnose(
+    card = diagnose(
         device, Path("/nonexistent/cache"), micro_seconds=micro_seconds, host=the_host or host(),
         open_nvml=lambda bus: NvmlSession(fake, f"handle:{bus}", f"PCI bus id {bus}" if bus else "index 0"),
         torch_facts=lambda: facts, micro=run_micro, cpu=lambda cache: [])
@@ -130,7 +145,7 @@ def by_name(card: Card) -> dict[str, Check]:
 def test_a_healthy_t4_is_fit_to_gate() -> None:
     card, fake = card_for(t4_answers())
     checks = by_name(card)
-    assert [c.status for c in card.checks] == [OK] * len(card.checks), doctor.render(card)
+    assert [c.status for c in card.checks] == [OK] * len(card.checks), render(card)
     assert list(checks) == ["driver", "torch cuda", "persistence", "gpu clocks", "clock lock", "gpu processes",
                             "throttle", "ecc", "pcie", "window sync", "event timing"]
     assert card.exit_code == 0
@@ -142,7 +157,7 @@ def test_a_healthy_t4_is_fit_to_gate() -> None:
         "handle:00000000:00:04.0"}
     assert fake.shutdowns == 2  # opened to see a driver, then again by the PCI bus id torch gave
     assert card.machine["gpu"] == "Tesla T4" and card.machine["gpu_driver"] == "535.104.05"
-    text = doctor.render(card)
+    text = render(card)
     assert text.splitlines()[-1] == "fit to gate (with the CUDA checks)"
     data = card.to_dict()
     assert data["fit"] is True and data["exit_code"] == 0 and data["failed"] == []
@@ -162,7 +177,7 @@ def test_a_driver_too_old_for_torch_fails() -> None:
     assert checks["torch cuda"].status == FAIL and "too old" in checks["torch cuda"].detail
     assert checks["micro-run"].status == SKIPPED
     assert card.exit_code == 1
-    text = doctor.render(card)
+    text = render(card)
     assert "not fit to gate (with the CUDA checks): 2 FAIL" in text
     assert "  - driver: " in text
 
@@ -188,8 +203,8 @@ def test_a_torch_that_cannot_be_imported_is_a_fail_line() -> None:
         raise OSError("libcudart.so.13: cannot open shared object file")
 
     fake = FakeNvml(t4_answers())
-    card = doctor.diagnose("auto", Path("/tmp"), host=host(), cpu=lambda c: [], micro=lambda s: pytest.fail("no run"),
-                           open_nvml=lambda bus: NvmlSession(fake, "h", "index 0"), torch_facts=broken)
+    card = diagnose("auto", Path("/tmp"), host=host(), cpu=lambda c: [], micro=lambda s: pytest.fail("no run"),
+                    open_nvml=lambda bus: NvmlSession(fake, "h", "index 0"), torch_facts=broken)
     checks = by_name(card)
     assert checks["driver"].status == UNKNOWN and "libcudart.so.13" in checks["driver"].detail
     assert checks["torch cuda"].status == FAIL
@@ -240,7 +255,7 @@ def test_nvml_calls_the_gpu_does_not_support_are_unknown_lines() -> None:
     assert checks["driver"].status == OK and "CUDA up to 12.2" in checks["driver"].detail
     assert card.machine["gpu"] == "Tesla T4"  # from torch when NVML cannot name it
     assert card.exit_code == 0
-    text = doctor.render(card)
+    text = render(card)
     assert "Traceback" not in text and "unknown  ecc" in text
 
 
@@ -259,13 +274,13 @@ def test_no_driver_skips_the_cuda_checks_or_is_bad_input_for_cuda() -> None:
     def no_torch() -> TorchFacts:
         raise AssertionError("torch is not asked without a driver")
 
-    card = doctor.diagnose("auto", Path("/tmp"), open_nvml=nothing, torch_facts=no_torch, cpu=lambda c: [])
+    card = diagnose("auto", Path("/tmp"), open_nvml=nothing, torch_facts=no_torch, cpu=lambda c: [])
     assert card.checks == [Check("cuda", SKIPPED, "no NVIDIA driver (NVML: NVML Shared Library Not Found): "
                                                   "CUDA checks skipped")]
     assert card.exit_code == 0 and not card.cuda_checked
     with pytest.raises(DeviceError, match=r"^--device cuda: no NVIDIA driver here \(NVML: NVML Shared Library"):
-        doctor.diagnose("cuda", Path("/tmp"), open_nvml=nothing, torch_facts=no_torch, cpu=lambda c: [])
-    card = doctor.diagnose("cpu", Path("/tmp"), open_nvml=nothing, torch_facts=no_torch, cpu=lambda c: [])
+        diagnose("cuda", Path("/tmp"), open_nvml=nothing, torch_facts=no_torch, cpu=lambda c: [])
+    card = diagnose("cpu", Path("/tmp"), open_nvml=nothing, torch_facts=no_torch, cpu=lambda c: [])
     assert card.checks == [Check("cuda", SKIPPED, "--device cpu: CUDA checks skipped")]
 
 
@@ -281,10 +296,10 @@ def test_the_micro_run_failing_or_skipped() -> None:
 def test_cuda_unavailable_reason_names_the_driver() -> None:
     fake = FakeNvml(t4_answers(nvmlSystemGetCudaDriverVersion_v2=11040))
     facts = TorchFacts(version="2.4.1+cu121", cuda="12.1", available=False, device_count=0)
-    reason = doctor.cuda_unavailable_reason(lambda: facts, lambda bus: NvmlSession(fake, "h", "index 0"))
+    reason = cuda_unavailable_reason(lambda: facts, lambda bus: NvmlSession(fake, "h", "index 0"))
     assert reason == ("driver 535.104.05 supports CUDA up to 11.4; torch 2.4.1+cu121 is built for CUDA 12.1: "
                       "the driver is too old")
-    assert doctor.cuda_unavailable_reason(lambda: facts, lambda bus: "NVML: Driver Not Loaded") == (
+    assert cuda_unavailable_reason(lambda: facts, lambda bus: "NVML: Driver Not Loaded") == (
         "no NVIDIA driver (NVML: Driver Not Loaded)")
 
 
@@ -303,7 +318,7 @@ def gpu(**changes: Any) -> Gpu:
     ({"PERFGATE_GPU_CLOCKS": "locked:fast"}, WARN, "neither locked:<MHz> nor unlocked"),
 ])
 def test_gpu_clocks(environ: dict[str, str], status: str, words: str) -> None:
-    check = doctor.check_clocks(gpu(), environ)
+    check = check_clocks(gpu(), environ)
     assert check.status == status and words in check.detail
     assert "1245 MHz now, 1590 MHz max" in check.detail
 
@@ -315,21 +330,21 @@ def test_clock_lock_asks_sudo_without_running_anything() -> None:
         asked.append(argv)
         return 1, "Sorry, user runner is not allowed to execute '/usr/bin/nvidia-smi -lgc 1400,1400' as root."
 
-    check = doctor.check_clock_lock(host(environ={"GPU_LOCK_MHZ": "1400"}, run=refuse))
+    check = check_clock_lock(host(environ={"GPU_LOCK_MHZ": "1400"}, run=refuse))
     assert asked == [["sudo", "-n", "-l", "/usr/bin/nvidia-smi", "-lgc", "1400,1400"]]
     assert check.status == WARN and "sudo -n refuses" in check.detail
     assert r"NOPASSWD: /usr/bin/nvidia-smi -lgc 1400\,1400, /usr/bin/nvidia-smi -rgc" in check.advice
 
     asked.clear()
-    check = doctor.check_clock_lock(host(run=lambda argv: asked.append(argv) or (0, "")))
+    check = check_clock_lock(host(run=lambda argv: asked.append(argv) or (0, "")))
     assert [a[3:] for a in asked] == [["/usr/bin/nvidia-smi", "-lgc", "1245,1245"], ["/usr/bin/nvidia-smi", "-rgc"]]
     assert check.status == OK and "(not run)" in check.detail
 
-    check = doctor.check_clock_lock(host(run=lambda argv: (127, "sudo: not found")))
+    check = check_clock_lock(host(run=lambda argv: (127, "sudo: not found")))
     assert check.status == WARN and "sudo is not installed" in check.detail
-    check = doctor.check_clock_lock(host(run=lambda argv: (0, "") if "-lgc" in argv else (1, "no")))
+    check = check_clock_lock(host(run=lambda argv: (0, "") if "-lgc" in argv else (1, "no")))
     assert check.status == WARN and "but not /usr/bin/nvidia-smi -rgc" in check.detail
-    check = doctor.check_clock_lock(host(euid=0, run=lambda argv: pytest.fail("root needs no sudo")))
+    check = check_clock_lock(host(euid=0, run=lambda argv: pytest.fail("root needs no sudo")))
     assert check.status == OK and "root" in check.detail
 
 
@@ -342,45 +357,45 @@ def test_clock_lock_asks_sudo_without_running_anything() -> None:
     (0x1 | 0x2000, OK, "0x2000"),
 ])
 def test_throttle_reasons_at_idle(mask: int, status: str, words: str) -> None:
-    check = doctor.check_throttle(gpu(nvmlDeviceGetCurrentClocksEventReasons=mask))
+    check = check_throttle(gpu(nvmlDeviceGetCurrentClocksEventReasons=mask))
     assert check.status == status and words in check.detail
 
 
 def test_throttle_reasons_from_the_older_call() -> None:
     answers = t4_answers(nvmlDeviceGetCurrentClocksThrottleReasons=0x20)
     del answers["nvmlDeviceGetCurrentClocksEventReasons"]
-    check = doctor.check_throttle(Gpu(FakeNvml(answers), "h", T4_TORCH))
+    check = check_throttle(Gpu(FakeNvml(answers), "h", T4_TORCH))
     assert check.status == FAIL and "sw_thermal_slowdown" in check.detail
 
 
 def test_ecc() -> None:
-    assert doctor.check_ecc(gpu(nvmlDeviceGetTotalEccErrors=3)).status == FAIL
-    assert "3 uncorrected errors" in doctor.check_ecc(gpu(nvmlDeviceGetTotalEccErrors=3)).detail
-    assert doctor.check_ecc(gpu(nvmlDeviceGetEccMode=[1, 0])).status == WARN
-    assert doctor.check_ecc(gpu(nvmlDeviceGetEccMode=[0, 0])).detail.startswith("ECC off")
+    assert check_ecc(gpu(nvmlDeviceGetTotalEccErrors=3)).status == FAIL
+    assert "3 uncorrected errors" in check_ecc(gpu(nvmlDeviceGetTotalEccErrors=3)).detail
+    assert check_ecc(gpu(nvmlDeviceGetEccMode=[1, 0])).status == WARN
+    assert check_ecc(gpu(nvmlDeviceGetEccMode=[0, 0])).detail.startswith("ECC off")
     fake = FakeNvml(t4_answers())
-    doctor.check_ecc(Gpu(fake, "h", T4_TORCH))
+    check_ecc(Gpu(fake, "h", T4_TORCH))
     assert ("nvmlDeviceGetTotalEccErrors", ("h", pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
                                             pynvml.NVML_VOLATILE_ECC)) in fake.calls
 
 
 def test_pcie() -> None:
-    check = doctor.check_pcie(gpu(nvmlDeviceGetCurrPcieLinkWidth=8))
+    check = check_pcie(gpu(nvmlDeviceGetCurrPcieLinkWidth=8))
     assert check.status == WARN and check.detail.startswith("x8 of x16, gen 3 of 3")
-    check = doctor.check_pcie(gpu(nvmlDeviceGetCurrPcieLinkGeneration=1))
+    check = check_pcie(gpu(nvmlDeviceGetCurrPcieLinkGeneration=1))
     assert check.status == OK and "drops at idle" in check.detail
 
 
 def test_persistence_off_warns() -> None:
-    check = doctor.check_persistence(gpu(nvmlDeviceGetPersistenceMode=0))
+    check = check_persistence(gpu(nvmlDeviceGetPersistenceMode=0))
     assert check.status == WARN and "nvidia-persistenced" in check.advice
 
 
 def test_cuda_version_numbers() -> None:
-    assert doctor.cuda_version(12020) == (12, 2)
-    assert doctor.cuda_version(13000) == (13, 0)
-    assert doctor.cuda_version(11080) == (11, 8)
-    assert doctor.parse_cuda("12.1") == (12, 1) and doctor.parse_cuda("x") is None
+    assert cuda_version(12020) == (12, 2)
+    assert cuda_version(13000) == (13, 0)
+    assert cuda_version(11080) == (11, 8)
+    assert parse_cuda("12.1") == (12, 1) and parse_cuda("x") is None
 
 
 # ---------------------------------------------------------------- the micro-run
@@ -402,7 +417,7 @@ def run_of(**changes: Any) -> MicroRun:
     ({"steps": 0}, FAIL, OK),
 ])
 def test_judging_the_micro_run(changes: dict[str, Any], timing: str, sync: str) -> None:
-    checks = {c.name: c for c in doctor.check_micro_run(run_of(**changes))}
+    checks = {c.name: c for c in check_micro_run(run_of(**changes))}
     assert checks["event timing"].status == timing, checks["event timing"]
     assert checks["window sync"].status == sync, checks["window sync"]
 
@@ -470,14 +485,14 @@ def test_a_sync_inside_the_window_is_caught_and_the_mode_restored() -> None:
     assert run.steps == 3
     assert run.sync_error == "RuntimeError: called a synchronizing CUDA operation"
     assert clock.mode == "default"
-    checks = {c.name: c for c in doctor.check_micro_run(run)}
+    checks = {c.name: c for c in check_micro_run(run)}
     assert checks["window sync"].status == FAIL and "after 3 steps" in checks["window sync"].detail
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(cuda_available(), reason="CUDA is available here")
 def test_the_micro_run_child_without_cuda_says_so() -> None:
-    outcome = doctor.micro_run_in_child(1.0)
+    outcome = micro_run_in_child(1.0)
     assert isinstance(outcome, str) and "no usable CUDA device" in outcome
 
 
@@ -489,10 +504,10 @@ def test_governor(tmp_path: Path) -> None:
         folder = tmp_path / f"cpu{cpu}" / "cpufreq"
         folder.mkdir(parents=True)
         (folder / "scaling_governor").write_text(governor + "\n")
-    check = doctor.check_governor(tmp_path)
+    check = check_governor(tmp_path)
     assert check.status == WARN and "powersave on 1 of 3 CPUs" in check.detail
-    assert doctor.check_governor(tmp_path, cpus={0, 1}) == Check("cpu governor", OK, "performance on 2 of 2 CPUs")
-    check = doctor.check_governor(tmp_path / "none")
+    assert check_governor(tmp_path, cpus={0, 1}) == Check("cpu governor", OK, "performance on 2 of 2 CPUs")
+    check = check_governor(tmp_path / "none")
     assert check.status == UNKNOWN and "no cpufreq" in check.detail
 
 
@@ -504,25 +519,25 @@ def test_cache_disk(tmp_path: Path, free: float, status: str) -> None:
         seen.append(path)
         return SimpleNamespace(free=free)
 
-    check = doctor.check_cache_disk(tmp_path / "not" / "yet", usage)
+    check = check_cache_disk(tmp_path / "not" / "yet", usage)
     assert check.status == status
     assert seen == [tmp_path]  # the nearest folder that exists
     assert f"{free / 1e9:.1f} GB free" in check.detail
 
 
 def test_cpu_load_and_count() -> None:
-    assert doctor.check_cpu_load(lambda s: [80.0, 10.0, 0.0, 0.0], {0, 1}, 1.0).status == WARN
-    check = doctor.check_cpu_load(lambda s: [80.0, 2.0, 3.0, 1.0], {1, 2, 3}, 1.0)
+    assert check_cpu_load(lambda s: [80.0, 10.0, 0.0, 0.0], {0, 1}, 1.0).status == WARN
+    check = check_cpu_load(lambda s: [80.0, 2.0, 3.0, 1.0], {1, 2, 3}, 1.0)
     assert check == Check("cpu load", OK, "other processes used 2% of 3 CPUs over 1 s")
-    assert doctor.check_cpu_count(1, 1).status == WARN
-    assert doctor.check_cpu_count(4, 8) == Check("cpus", OK, "4 CPUs for this process of 8 online")
+    assert check_cpu_count(1, 1).status == WARN
+    assert check_cpu_count(4, 8) == Check("cpus", OK, "4 CPUs for this process of 8 online")
 
 
 def test_a_check_that_raises_is_an_unknown_line() -> None:
     def broken() -> Check:
         raise KeyError("boom")
 
-    assert doctor.guarded("x", broken) == Check("x", UNKNOWN, "the check failed: KeyError: 'boom'")
+    assert guarded("x", broken) == Check("x", UNKNOWN, "the check failed: KeyError: 'boom'")
     with pytest.raises(ValueError):
         Check("x", "fine", "")
 
@@ -610,7 +625,7 @@ def test_the_real_micro_run() -> None:
     from perfgate.measure.probe import micro_run as real_micro_run
 
     run = real_micro_run(5.0)
-    checks = {c.name: c for c in doctor.check_micro_run(run)}
+    checks = {c.name: c for c in check_micro_run(run)}
     assert run.sync_caught, "set_sync_debug_mode('error') did not catch a deliberate .item()"
     assert run.sync_error is None, run.sync_error
     assert checks["event timing"].status in (OK, WARN), checks["event timing"]

@@ -16,7 +16,8 @@ from statistics import median
 import pytest
 
 from perfgate.store.baselines import find_baseline, save_baseline, updated_baseline
-from perfgate.analysis.compare import Entry, compare
+from perfgate.analysis.compare import compare
+from perfgate.analysis.outcome import Entry
 from perfgate.analysis.decide import GateConfig, Verdict
 from perfgate.store.discovery import discover
 from perfgate.measure.runner import Job, measure

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from perfgate.store.baselines import find_baseline, save_baseline, updated_baseline
-from perfgate.analysis.compare import Entry, compare
+from perfgate.analysis.compare import compare
+from perfgate.analysis.outcome import Entry
 from perfgate.analysis.decide import GateConfig, Verdict
 from perfgate.measure import fingerprint
 from perfgate.measure.fingerprint import GPU_CLOCKS_VARIABLE, collect, declared_gpu_clocks

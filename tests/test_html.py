@@ -19,7 +19,8 @@ from test_reports import scenario
 
 from perfgate.store import jsonfile
 from perfgate.store.baselines import Lookup, updated_baseline
-from perfgate.analysis.compare import Entry, GateOutcome, compare
+from perfgate.analysis.compare import compare
+from perfgate.analysis.outcome import Entry, GateOutcome
 from perfgate.analysis.decide import GateConfig
 from perfgate.report import html as report
 from perfgate.report.markdown import render_markdown
@@ -350,7 +351,7 @@ def test_rendering_is_headless_and_imports_neither_pyplot_nor_torch(tmp_path: Pa
         "assert 'matplotlib' not in sys.modules, 'importing the renderer loads matplotlib'\n"
         "from factories import make_result\n"
         "from perfgate.store.baselines import Lookup\n"
-        "from perfgate.analysis.compare import Entry, compare\n"
+        "from perfgate.analysis.compare import compare\nfrom perfgate.analysis.outcome import Entry\n"
         "from perfgate.analysis.decide import GateConfig\n"
         "outcome = compare([Entry('w', make_result('w'), Lookup(None, Path('b.json')))], GateConfig())\n"
         "path = report.write_html(outcome, Path(sys.argv[2]))\n"

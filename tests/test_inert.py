@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from test_reports import scenario
 
-from perfgate.analysis.compare import GateOutcome, WorkloadComparison
+from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
 from perfgate.analysis.decide import Verdict
 from perfgate.report.markdown import render_markdown
 from perfgate.report.terminal import gate_table

@@ -24,7 +24,9 @@ from factories import ENV, make_result
 from perfgate.store.baselines import save_baseline, updated_baseline
 from perfgate.model.errors import FileFormatError
 from perfgate.gate.inputs import classify, read_changed_files
-from perfgate.gate.judge import MANIFEST_NAME, RunManifest, add_parser, load_measured, validate_baselines
+from perfgate.adapters.judge_cli import add_parser
+from perfgate.model.manifest import MANIFEST_NAME, RunManifest
+from perfgate.store.untrusted_folders import load_measured, validate_baselines
 from perfgate.store.jsonfile import write_json_atomic
 from perfgate.report.markdown import MARKER
 from perfgate.model.result import RunResult
@@ -84,7 +86,7 @@ def run(tmp_path: Path, results: Path, base: Path, *extra: str,
     args = parser.parse_args(["judge", str(results), "--base-dir", str(base), "--artifacts", str(artifacts), *extra])
     from io import StringIO
 
-    from perfgate.gate.judge import run_judge
+    from perfgate.adapters.judge_cli import run_judge
 
     out, err = StringIO(), StringIO()
     code = run_judge(args, env or {}, out, err)

@@ -10,7 +10,8 @@ import pytest
 from scipy import stats as sps
 
 from perfgate.analysis.blocks import ABBA, BlockValue, block_contrast_t, block_log_ratio
-from perfgate.analysis.compare import Entry, Pairing, compare
+from perfgate.analysis.compare import compare
+from perfgate.analysis.outcome import Entry, Pairing
 from perfgate.analysis.decide import GateConfig, Verdict
 from tests.factories import ENV, make_result
 

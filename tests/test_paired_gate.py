@@ -17,7 +17,6 @@ import pytest
 
 from perfgate.adapters import cli
 
-pytestmark = pytest.mark.slow
 FIXTURE = Path(__file__).parent / "fixtures" / "tiny_workloads.py"
 SETS = ["--set", "width=16", "input_size=24", "batch_size=16", "steps=30", "--device", "cpu", "--no-telemetry"]
 # The counted runs (a process per side, ~10 s each here) are tests/test_counter_gate.py's
@@ -91,6 +90,7 @@ def test_a_shallow_clone_without_the_base_says_so(repo: Path, tmp_path: Path, ca
     assert "shallow clone" in err and "fetch-depth: 0" in err
 
 
+@pytest.mark.slow
 def test_paired_gate_catches_a_slower_forward_and_names_the_design(repo: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     base = git(repo, "rev-parse", "HEAD")
@@ -110,6 +110,7 @@ def test_paired_gate_catches_a_slower_forward_and_names_the_design(repo: Path,
     assert worktrees(repo) == [f"worktree {repo.resolve()}"]
 
 
+@pytest.mark.slow
 @pytest.mark.extended
 def test_the_same_commit_against_itself_is_no_regression(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(["gate", "tiny", "--against", "HEAD", "--blocks", "3", *FAST], capsys)
@@ -118,6 +119,7 @@ def test_the_same_commit_against_itself_is_no_regression(repo: Path, capsys: pyt
     assert worktrees(repo) == [f"worktree {repo.resolve()}"]
 
 
+@pytest.mark.slow
 def test_a_base_without_the_workload_is_an_error_and_the_head_is_still_measured(
         repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     commit_change(repo, 'name="tiny",', 'name="tiny2",', "rename the workload")
@@ -127,6 +129,7 @@ def test_a_base_without_the_workload_is_an_error_and_the_head_is_still_measured(
     assert (repo / "perfgate-results" / "tiny2.json").is_file()
 
 
+@pytest.mark.slow
 def test_a_base_side_that_crashes_is_an_error_and_the_head_results_are_written(
         repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     commit_change(repo, 'if p.extra["fail_build"]:', 'if not p.extra["fail_build"]:', "break the builder")
@@ -156,6 +159,7 @@ def test_the_worktree_is_removed_on_ctrl_c(repo: Path, capsys: pytest.CaptureFix
     assert not Path(seen[0][1].removeprefix("worktree ")).exists()
 
 
+@pytest.mark.slow
 @pytest.mark.extended
 def test_pytest_perfgate_against_runs_the_paired_gate(repo: Path) -> None:
     commit_change(repo, 'os.environ.get("TINY_FORWARD_DELAY_MS", "0")', 'os.environ.get("TINY_FORWARD_DELAY_MS", "40")',
@@ -212,6 +216,7 @@ def _judge(results: Path, base_dir: Path, tmp_path: Path, capsys: pytest.Capture
     return code, (tmp_path / "judged" / "comment.md").read_text()
 
 
+@pytest.mark.slow
 def test_the_github_flow_measures_in_one_job_and_judges_in_another(
         repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     (repo / "pyproject.toml").write_text("[tool.perfgate]\nblocks = 3\nlooks = 1\n")
@@ -232,6 +237,7 @@ def test_the_github_flow_measures_in_one_job_and_judges_in_another(
     assert "Judged by perfgate" in comment
 
 
+@pytest.mark.slow
 @pytest.mark.extended  # the judge's side of a rename is tested without measuring in test_judge.py
 def test_the_github_flow_names_a_renamed_workload(
         repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,7 +13,8 @@ import pytest
 from factories import ENV, make_result
 
 from perfgate.store.baselines import Lookup, updated_baseline
-from perfgate.analysis.compare import Entry, GateOutcome, compare
+from perfgate.analysis.compare import compare
+from perfgate.analysis.outcome import Entry, GateOutcome
 from perfgate.analysis.decide import GateConfig
 from perfgate.report.json_report import outcome_to_dict
 from perfgate.report.markdown import GITHUB_COMMENT_LIMIT, MARKER, render_markdown

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 from perfgate.adapters import cli, selftest
-from perfgate.analysis.compare import GateOutcome, PhaseRow, WorkloadComparison
+from perfgate.analysis.outcome import GateOutcome, PhaseRow, WorkloadComparison
 from perfgate.gate.config import Settings
 from perfgate.analysis.decide import GateConfig, PhaseFlag, Verdict
 from perfgate.store.discovery import discover

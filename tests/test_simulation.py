@@ -18,7 +18,7 @@ import pytest
 from scipy import stats as st
 
 import perfgate.analysis.compare
-from perfgate.analysis.compare import GateOutcome, WorkloadComparison
+from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
 from perfgate.analysis.decide import GateConfig, Verdict
 from perfgate.analysis.simulate import CellResult, Noise, Scenario, _Repeat, _repeat_result, paired_calibration, simulate
 

@@ -466,16 +466,22 @@ def test_bh_is_scipys(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_one_median_across_the_statistics() -> None:
     """statistics.median, the one the rest of perfgate uses; no numpy median, no private copy."""
+    import importlib
     import inspect
+    import pkgutil
 
     import perfgate.model.baseline
     import perfgate.analysis.decide
     import perfgate.analysis.stats
+    import perfgate.analysis.stats.estimate
 
-    for module in (perfgate.analysis.stats, perfgate.analysis.decide, perfgate.model.baseline):
+    parts = [importlib.import_module(f"perfgate.analysis.stats.{m.name}")
+             for m in pkgutil.iter_modules(perfgate.analysis.stats.__path__)]
+    assert perfgate.analysis.stats.estimate in parts
+    for module in (perfgate.analysis.stats, *parts, perfgate.analysis.decide, perfgate.model.baseline):
         source = inspect.getsource(module)
         assert "np.median(" not in source and "def _median" not in source, module.__name__
-    assert perfgate.analysis.stats.median is perfgate.analysis.decide.median is statistics.median
+    assert perfgate.analysis.stats.estimate.median is perfgate.analysis.decide.median is statistics.median
 
 
 @pytest.mark.parametrize("bad", [[0.1, 1.2], [-0.1], [math.nan]])

@@ -32,7 +32,8 @@ from factories import make_result
 
 from perfgate.model.baseline import baseline_from_dict
 from perfgate.store.baselines import Lookup, load_baseline, save_baseline, updated_baseline
-from perfgate.analysis.compare import Entry, Pairing, compare
+from perfgate.analysis.compare import compare
+from perfgate.analysis.outcome import Entry, Pairing
 from perfgate.analysis.decide import GateConfig, Verdict
 from perfgate.measure import telemetry_gpu as G, telemetry_host as H
 from perfgate.measure.telemetry import TelemetrySampler

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from perfgate.adapters.ci import add_parser as add_ci_parser
-from perfgate.gate.judge import add_parser as add_judge_parser
+from perfgate.adapters.judge_cli import add_parser as add_judge_parser
 from perfgate.report.markdown import MARKER
 from perfgate.adapters.scaffold import TEMPLATES
 

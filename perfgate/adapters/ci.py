@@ -30,8 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from perfgate.analysis.compare import GateOutcome, compare
+from perfgate.analysis.compare import compare
 from perfgate.analysis.decide import Verdict
+from perfgate.analysis.outcome import GateOutcome
+from perfgate.gate.comment import CHECK_LINE, VERDICT_WORD, ReportContext, compose, error_report, run_link
 from perfgate.gate.config import Settings
 from perfgate.gate.gating import GateRun, entries_for, run_gate
 from perfgate.gate.github import path_variable as _path_variable
@@ -48,20 +50,10 @@ from perfgate.gate.inputs import (
     settings_changes,
     tree_changes,
 )
-from perfgate.gate.judge import (
-    CHECK_LINE,
-    MANIFEST_NAME,
-    VERDICT_WORD,
-    ReportContext,
-    RunManifest,
-    base_settings,
-    compose,
-    error_report,
-    git_commit_of,
-    run_link,
-)
+from perfgate.gate.judge import base_settings, git_commit_of
 from perfgate.gate.worktree import BaseTree
 from perfgate.model.errors import EXIT_ERROR, EXIT_OK, PerfgateError, UsageError
+from perfgate.model.manifest import MANIFEST_NAME, RunManifest
 from perfgate.report.json_report import outcome_to_dict
 from perfgate.report.terminal import gate_table
 from perfgate.store.benchmark_json import load_results_dir

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from perfgate.adapters import ci, counters_cli, doctor, scaffold, selftest
+from perfgate.adapters import ci, counters_cli, doctor, judge_cli, scaffold, selftest
 from perfgate.adapters.options import (
     add_common,
     add_gate_options,
@@ -28,15 +28,16 @@ from perfgate.adapters.options import (
     registry_of,
     settings_of,
 )
-from perfgate.analysis.compare import GateOutcome, compare
+from perfgate.analysis.compare import compare
 from perfgate.analysis.decide import Verdict
+from perfgate.analysis.outcome import GateOutcome
 from perfgate.analysis.summary import summarise
-from perfgate.gate import judge
 from perfgate.gate.config import Settings
 from perfgate.gate.gating import GateRun, count_each, entries_for, run_gate
 from perfgate.gate.worktree import base_worktree, check_clean, repository_root, resolve_commit
 from perfgate.measure.runner import Job, RunOutcome, measure, resolve_device
 from perfgate.measure.trace import check_trace_dir, trace_job
+from perfgate.model.benchmark import Statistics
 from perfgate.model.counters import CounterSet
 from perfgate.model.errors import EXIT_ERROR, EXIT_OK, CudaUnavailable, PerfgateError, UsageError
 from perfgate.model.result import RunResult
@@ -54,7 +55,7 @@ from perfgate.store.baselines import (
     save_baseline,
     updated_baseline,
 )
-from perfgate.store.benchmark_json import STATISTICS_SUMMARY, load_benchmark_files, load_results_dir
+from perfgate.store.benchmark_json import load_benchmark_files, load_results_dir
 from perfgate.store.counters import load_counters_beside, save_counters
 from perfgate.store.jsonfile import write_json_atomic
 from perfgate.store.traces import TraceOutcome, render_operator_table
@@ -154,7 +155,7 @@ def cmd_rebaseline(args: argparse.Namespace) -> int:
     for name, result in results.items():
         # A pytest-benchmark file without several runs is judged from its summary
         # statistics (mean, sd, rounds), so one "repeat" is all it can have.
-        if len(result.repeats) < 2 and result.data.get("statistics") != STATISTICS_SUMMARY:
+        if len(result.repeats) < 2 and result.data.get("statistics") != Statistics.SUMMARY:
             raise UsageError(f"{name}: a baseline needs at least 2 repeats, the result has {len(result.repeats)}")
         c = counted.get(name)
         if c is not None and (c.device != result.device or c.workload_version != result.workload_version):
@@ -443,7 +444,7 @@ def build_parser() -> argparse.ArgumentParser:
     ci.add_parser(sub)
     counters_cli.add_parser(sub)
     doctor.add_parser(sub)
-    judge.add_parser(sub)
+    judge_cli.add_parser(sub)
     scaffold.add_parser(sub)
     selftest.add_parser(sub)
     return parser
@@ -456,7 +457,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except PerfgateError as exc:
         if isinstance(exc, CudaUnavailable):
-            from perfgate.adapters.doctor import cuda_unavailable_reason
+            from perfgate.gate.doctor.diagnosis import cuda_unavailable_reason
 
             exc = CudaUnavailable(f"{exc.message.removesuffix('; use --device cpu')}: {cuda_unavailable_reason()}; "
                                   "use --device cpu (perfgate doctor checks the machine)")

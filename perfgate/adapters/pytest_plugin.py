@@ -38,7 +38,7 @@ from perfgate.model.workload import PHASES
 from perfgate.text.inert import terminal
 
 if TYPE_CHECKING:
-    from perfgate.analysis.compare import GateOutcome, WorkloadComparison
+    from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
     from perfgate.gate.config import Settings
     from perfgate.measure.runner import Job, Progress
     from perfgate.model.workload import Workload

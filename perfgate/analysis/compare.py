@@ -33,8 +33,6 @@ from perfgate.analysis.blocks import BlockValue, block_log_ratio, blocks_of
 from perfgate.analysis.counters import CounterChanges, CounterThresholds, compare_counters
 from perfgate.analysis.decide import (
     GateConfig,
-    MemoryDecision,
-    PhaseFlag,
     TimeDecision,
     Verdict,
     decide_memory,
@@ -42,16 +40,15 @@ from perfgate.analysis.decide import (
     flag_phases,
 )
 from perfgate.analysis.diagnose import Label, diagnose
+from perfgate.analysis.outcome import Counted, Entry, GateOutcome, PhaseRow, WorkloadComparison
 from perfgate.analysis.stats import LogRatio, SampleSummary, log_ratio, log_ratio_from_summaries
 from perfgate.analysis.summary import WorkloadSummary, summarise
-from perfgate.model.baseline import Baseline, Provenance, Recording, param_differences
+from perfgate.model.baseline import Baseline, param_differences
+from perfgate.model.benchmark import BenchmarkData, Statistics, benchmark_data
 from perfgate.model.counters import GATED, CounterSet
-from perfgate.model.errors import EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION
 from perfgate.model.result import ROWS, RunResult
 from perfgate.model.workload import PHASES
 from perfgate.store.baselines import Lookup, updated_baseline
-from perfgate.store.benchmark_json import KIND as BENCHMARK_KIND
-from perfgate.store.benchmark_json import STATISTICS_BLOCKS, STATISTICS_PROCESSES, STATISTICS_SUMMARY
 
 WORKLOAD_FIELDS = ("delta", "memory_threshold", "gate_phases", "phase_q", "phase_min_share",
                    "flops_threshold", "launch_threshold", "counters_off")
@@ -59,34 +56,11 @@ WORKLOAD_FIELDS = ("delta", "memory_threshold", "gate_phases", "phase_q", "phase
 the looks, the estimation settings) are the whole run's and come from its own config."""
 
 
-@dataclass(frozen=True)
-class Pairing:
-    """The base side of a paired comparison: the base commit measured in the same job,
-    alternating with the head in ABBA blocks (each repeat carries its ``block``)."""
-
-    base: RunResult
-    against: str
-    """The base commit (full sha), or the name the user gave when it is not a git commit."""
-    base_python: str | None = None
-    """Another interpreter measured the base side (``--base-python``): environments may differ."""
-
-
 STORED_COUNTERS_NOTE = "not compared: the baseline has no counted run (perfgate rebaseline records one)"
 """Why a stored-design comparison has no counters."""
 NOT_COUNTED = "not counted"
 """Why a comparison given no counted runs has no counters."""
 COUNTERS_OFF_NOTE = "not counted: counters = false in [tool.perfgate]"
-
-
-@dataclass(frozen=True)
-class Counted:
-    """The counted runs of a comparison (``perfgate.analysis.counters``): one per side, or what
-    kept one from being counted (an info line, never a verdict on timing)."""
-
-    base: CounterSet | None = None
-    head: CounterSet | None = None
-    note: str | None = None
-    """Why there is nothing to compare (a counted run failed, counters are off, no file)."""
 
 
 def counter_thresholds(config: GateConfig) -> CounterThresholds:
@@ -124,129 +98,6 @@ def _counter_changes(counted: Counted | None, config: GateConfig) -> tuple[Count
 def counters_reason(changes: CounterChanges) -> str:
     """The reason line of a workload its counters fail."""
     return "counters: " + "; ".join(c.reason for c in changes.failures)
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One workload of a gate: its current result (or the error that prevented one).
-
-    With ``pairing`` the verdict comes from the paired design against the base side; the
-    stored baseline in ``lookup``, when there is a comparable one, is shown as a secondary
-    line only.
-    """
-
-    workload: str
-    result: RunResult | None
-    lookup: Lookup | None
-    error: str | None = None
-    pairing: Pairing | None = None
-    counted: Counted | None = None
-    """The counted runs of both sides (paired) or of the baseline and the current code
-    (stored): exact counters, a second signal."""
-
-
-@dataclass(frozen=True)
-class PhaseRow:
-    phase: str
-    baseline_ms: float | None
-    current_ms: float | None
-    share: float | None
-    """Share of the current step (time-weighted over the window)."""
-    flag: PhaseFlag | None
-
-
-@dataclass(frozen=True)
-class WorkloadComparison:
-    workload: str
-    verdict: Verdict
-    reason: str
-    time: TimeDecision | None = None
-    phases: tuple[PhaseRow, ...] = ()
-    memory: MemoryDecision | None = None
-    gated: Mapping[str, TimeDecision] = field(default_factory=dict)
-    differences: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
-    """What makes the result incomparable with the closest baseline: ``{field: (baseline, current)}``."""
-    current: WorkloadSummary | None = None
-    baseline: Baseline | None = None
-    baseline_path: str | None = None
-    environment_key: str | None = None
-    device: str | None = None
-    overrides: Mapping[str, Any] = field(default_factory=dict)
-    labels: tuple[Label, ...] = ()
-    """What bounds the current run's step (INPUT-BOUND, ...), with evidence."""
-    left_out: tuple[str, ...] = ()
-    """Repeats the gate did not use, with the reason: a thermal or hardware slowdown, or an SM
-    clock off the comparison side's."""
-    design: str = ""
-    """Which design decided: "paired, 6 ABBA blocks against a1b2c3d" or "stored baseline, 3 recordings"."""
-    since_baseline: str | None = None
-    """In the paired design, the head against the stored baseline: shown, never deciding."""
-    environment_differences: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
-    """Paired with ``--base-python``: how the two sides' environments differ ``{field: (base, head)}``."""
-    base_environment: Any = None
-    """Paired with differing environments: the base side's :class:`Environment`, shown beside the head's."""
-    against: str | None = None
-    """Paired: the base commit the head was measured against."""
-    counters: CounterChanges | None = None
-    """What changed between the reference's counted run (the base side's or the
-    baseline's) and the current one (empty: nothing)."""
-    counters_note: str | None = None
-    """Why ``counters`` is None, or what else there is to know (a counted run that failed)."""
-
-    @property
-    def counters_failed(self) -> bool:
-        return self.counters is not None and self.counters.failed
-
-    @property
-    def paired(self) -> bool:
-        return self.design.startswith("paired")
-
-    @property
-    def provenance(self) -> Provenance | None:
-        return self.baseline.recordings[-1].provenance if self.baseline else None
-
-    @property
-    def second_look(self) -> bool:
-        """Undecided on time with a second look still planned (and not already failed)."""
-        return self.verdict is Verdict.INCONCLUSIVE and self.time is not None and self.time.look < self.time.looks
-
-
-@dataclass(frozen=True)
-class GateOutcome:
-    comparisons: tuple[WorkloadComparison, ...]
-    config: GateConfig
-    look: int
-    rho: float | None = None
-    """The correlation of the two looks α was spent by (equal-z boundary); None: split equally."""
-
-    def by_verdict(self, verdict: Verdict) -> list[WorkloadComparison]:
-        return [c for c in self.comparisons if c.verdict is verdict]
-
-    @property
-    def exit_code(self) -> int:
-        """1 on any regression; else 2 when something could not be judged; else 3 when
-        something stays undecided; else 0."""
-        verdicts = {c.verdict for c in self.comparisons}
-        if Verdict.REGRESSION in verdicts:
-            return EXIT_REGRESSION
-        if verdicts & {Verdict.ERROR, Verdict.INCOMPARABLE}:
-            return EXIT_ERROR
-        if Verdict.NO_BASELINE in verdicts and self.config.fail_on_missing_baseline:
-            return EXIT_ERROR
-        if Verdict.INCONCLUSIVE in verdicts:
-            return EXIT_INCONCLUSIVE
-        return EXIT_OK
-
-    @property
-    def headline(self) -> str:
-        counts: dict[str, int] = {}
-        for c in self.comparisons:
-            counts[c.verdict.value] = counts.get(c.verdict.value, 0) + 1
-        order = [v.value for v in Verdict]
-        parts = [f"{counts[v]} {v}" for v in order if v in counts]
-        status = {EXIT_OK: "pass", EXIT_REGRESSION: "REGRESSION", EXIT_ERROR: "error",
-                  EXIT_INCONCLUSIVE: "inconclusive"}[self.exit_code]
-        return f"perfgate: {status} ({', '.join(parts) or 'no workloads'})"
 
 
 def _estimate(current: Sequence[float], baseline: Baseline, row: str, config: GateConfig) -> LogRatio:
@@ -295,9 +146,10 @@ def incomparable(result: RunResult, baseline: Baseline) -> dict[str, tuple[Any, 
     for key in ("kind", "content_hash"):
         if recorded.get(key) != result.data.get(key):
             diffs[f"data {key}"] = (recorded.get(key), result.data.get(key))
-    if result.data.get("kind") == BENCHMARK_KIND and "data kind" not in diffs:
+    current, stored = benchmark_data(result.data), benchmark_data(recorded)
+    if current is not None and stored is not None and "data kind" not in diffs:
         # A repeat is a whole run on one side and a block of one run's rounds on the other.
-        base_runs, cur_runs = _runs_per_side(recorded), _runs_per_side(result.data)
+        base_runs, cur_runs = stored.runs_per_side, current.runs_per_side
         if (base_runs == "one run") != (cur_runs == "one run"):
             diffs["data pytest-benchmark runs"] = (base_runs, cur_runs)
     env = baseline.recordings[-1].environment
@@ -308,46 +160,36 @@ def incomparable(result: RunResult, baseline: Baseline) -> dict[str, tuple[Any, 
     return diffs
 
 
-def _runs_per_side(data: Mapping[str, Any]) -> str:
-    if data.get("statistics") == STATISTICS_PROCESSES:
-        return f"{data.get('processes')} runs"
-    return "one run"
-
-
-def _summary_of(data: Mapping[str, Any], what: str) -> SampleSummary:
-    """The (mean, sd, rounds) of a single pytest-benchmark run, from its ``data``."""
-    sources = data.get("sources")
-    if not (isinstance(sources, list) and len(sources) == 1 and isinstance(sources[0], dict)):
-        raise ValueError(f"{what}: expected the summary of exactly one pytest-benchmark run")
-    src = sources[0]
-    mean, sd, n = src.get("mean_ms"), src.get("stddev_ms"), src.get("rounds")
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (mean, sd, n)) or n != int(n):
-        raise ValueError(f"{what}: the run's summary (mean_ms, stddev_ms, rounds) is missing or not numbers")
-    return SampleSummary(float(mean), float(sd), int(n))
+def _run_summary(data: BenchmarkData | None, what: str) -> SampleSummary:
+    if data is None:
+        raise ValueError(f"{what}: not a pytest-benchmark run")
+    run = data.run_summary(what)
+    return SampleSummary(run.mean_ms, run.stddev_ms, run.rounds)
 
 
 def _step_estimate(result: RunResult, summary: WorkloadSummary, baseline: Baseline,
                    config: GateConfig, estimate: Estimator) -> tuple[LogRatio, str | None]:
     """The step's estimate and, for a pytest-benchmark result, which statistics gave it."""
-    if result.data.get("kind") != BENCHMARK_KIND:
+    current = benchmark_data(result.data)
+    if current is None:
         return estimate("step"), None
-    recordings: Sequence[Recording] = baseline.recordings
-    modes = {result.data.get("statistics"), *(rec.data.get("statistics") for rec in recordings)}
-    origin = f"pytest-benchmark {result.data.get('benchmark', result.workload)}"
+    recorded = [benchmark_data(rec.data) for rec in baseline.recordings]
+    modes = {current.statistics, *(r.statistics if r else None for r in recorded)}
+    origin = f"pytest-benchmark {current.benchmark or result.workload}"
     assumed = f"{config.assumed_day_sd_log * 100:.1f}%"
-    if modes == {STATISTICS_PROCESSES}:
+    if modes == {Statistics.PROCESSES}:
         est = _estimate(summary.per_repeat("step"), baseline, "step", config)
         return est, (f"statistics: Welch on the per-run medians of {est.n_current} vs {est.n_baseline} "
                      f"{origin} runs, one process each")
-    if modes == {STATISTICS_BLOCKS}:
+    if modes == {Statistics.BLOCKS}:
         est = _estimate(summary.per_repeat("step"), baseline, "step", config)
         return est, (f"statistics: one {origin} run per side, Welch on the medians of {est.n_current} vs "
                      f"{est.n_baseline} contiguous blocks of its rounds; run-to-run variation is not "
                      f"measured, assumed {assumed}")
-    if modes <= {STATISTICS_BLOCKS, STATISTICS_SUMMARY}:
+    if modes <= {Statistics.BLOCKS, Statistics.SUMMARY}:
         est = log_ratio_from_summaries(
-            _summary_of(result.data, "current"),
-            [_summary_of(rec.data, f"baseline recording {j + 1}") for j, rec in enumerate(recordings)],
+            _run_summary(current, "current"),
+            [_run_summary(r, f"baseline recording {j + 1}") for j, r in enumerate(recorded)],
             confidence=config.confidence,
             assumed_day_sd_log=config.assumed_day_sd_log,
         )
@@ -499,6 +341,144 @@ class _Judged:
     counted: Counted | None = None
 
 
+def _prepared(entry: Entry, config: GateConfig) -> WorkloadComparison | _Judged:
+    """One entry made ready to judge, or its settled comparison (an ERROR, NO_BASELINE or
+    INCOMPARABLE that no statistics can change)."""
+    name = entry.workload
+    if entry.error is not None or entry.result is None:
+        return WorkloadComparison(name, Verdict.ERROR, entry.error or "no result")
+    lookup = entry.lookup
+    labels = tuple(diagnose(entry.result))
+    # The comparison side first, less its own slowed-down repeats: its median SM clock
+    # is what the current repeats' clocks are held against.
+    base: RunResult | None = None
+    base_note: str | None = None
+    baseline: Baseline | None = None
+    dropped = None
+    reference_clock: float | None = None
+    reference_side = ""
+    if entry.pairing is not None:
+        base, base_note = _without_throttled(entry.pairing.base, "base")
+        reference_clock, reference_side = _median_clock(base), "the base side's"
+    elif lookup is not None and lookup.baseline is not None:
+        baseline, dropped = lookup.baseline.without_throttled()
+        reference_clock, reference_side = baseline.sm_clock_mhz(), "the baseline's"
+    result, note = _without_throttled(entry.result, "head" if entry.pairing else "current",
+                                      reference_clock=reference_clock, reference=reference_side,
+                                      clock_deviation=config.clock_deviation)
+    left_out: list[str] = [note] if note else []
+    if not result.repeats:
+        return WorkloadComparison(name, Verdict.ERROR, f"cannot compare: {left_out[0]}, none is left",
+                                  labels=labels, left_out=tuple(left_out))
+    summary = summarise(result)
+    common: dict[str, Any] = {"current": summary, "environment_key": result.environment.key(),
+                              "device": result.device, "overrides": dict(result.overrides),
+                              "labels": labels, "left_out": tuple(left_out)}
+    if entry.pairing is not None:
+        assert base is not None
+        if base_note:
+            left_out.append(base_note)
+            common["left_out"] = tuple(left_out)
+        return _prepared_paired(entry, result, summary, base, common, config)
+    assert lookup is None or lookup.baseline is None or dropped is not None
+    if dropped:
+        left_out.extend(dropped.messages)
+        common["left_out"] = tuple(left_out)
+    return _prepared_stored(entry, result, summary, baseline, common, config)
+
+
+def _prepared_paired(entry: Entry, result: RunResult, summary: WorkloadSummary, base: RunResult,
+                     common: dict[str, Any], config: GateConfig) -> WorkloadComparison | _Judged:
+    """The paired design: the base side, measured in the same job, made into an in-memory baseline."""
+    name, pairing = entry.workload, entry.pairing
+    assert pairing is not None
+    since = _since_baseline(result, summary, entry.lookup, config)
+    if not base.repeats:
+        return WorkloadComparison(name, Verdict.ERROR, f"cannot compare: {common['left_out'][-1]}, none is left",
+                                  since_baseline=since, against=pairing.against, **common)
+    reference = updated_baseline(None, base, f"base side of a paired comparison, measured in this job "
+                                 f"({_short(pairing.against)})", append=False)
+    base_summary = summarise(base)
+    blocks = blocks_of(_block_values(base_summary, "step"), _block_values(summary, "step"))
+    design = paired_design(len(blocks), pairing.against)
+    diffs = incomparable(result, reference)
+    env_diffs = {k.removeprefix("environment "): v for k, v in diffs.items() if k.startswith("environment ")}
+    if pairing.base_python:
+        diffs = {k: v for k, v in diffs.items() if not k.startswith("environment ")}
+    if diffs:
+        return WorkloadComparison(
+            name, Verdict.INCOMPARABLE, f"the base side ({_short(pairing.against)}) differs: {_describe(diffs)}",
+            differences=diffs, baseline=reference, design=design, since_baseline=since,
+            against=pairing.against, **common)
+    return _Judged(result, summary, reference, None, _paired_estimator(summary, base_summary, config),
+                   common["labels"], common["left_out"], design, pairing.against, since, env_diffs,
+                   base.environment if env_diffs else None, entry.counted)
+
+
+def _prepared_stored(entry: Entry, result: RunResult, summary: WorkloadSummary, baseline: Baseline | None,
+                     common: dict[str, Any], config: GateConfig) -> WorkloadComparison | _Judged:
+    """The stored design: the baseline the store holds for this environment."""
+    name, lookup = entry.workload, entry.lookup
+    if lookup is None or baseline is None:
+        if lookup is not None and lookup.other_environments:
+            closest, diffs = _closest(result, lookup.other_environments)
+            return WorkloadComparison(
+                name, Verdict.INCOMPARABLE,
+                f"no baseline for environment {result.environment.key()}; the closest one "
+                f"({closest.environment_key}) differs: {_describe(diffs)}",
+                differences=diffs, baseline=closest, **common)
+        return WorkloadComparison(name, Verdict.NO_BASELINE,
+                                  f"no baseline for {name} in environment {result.environment.key()}",
+                                  baseline_path=str(lookup.path) if lookup else None, **common)
+    if not baseline.recordings:
+        return WorkloadComparison(name, Verdict.ERROR, "cannot compare: every baseline repeat was left out "
+                                  "(the GPU slowed down while they were recorded); rebaseline", **common)
+    diffs = incomparable(result, baseline)
+    if diffs:
+        return WorkloadComparison(name, Verdict.INCOMPARABLE, f"baseline {lookup.path} differs: {_describe(diffs)}",
+                                  differences=diffs, baseline=baseline, baseline_path=str(lookup.path), **common)
+    return _Judged(result, summary, baseline, str(lookup.path), _stored_estimator(summary, baseline, config),
+                   common["labels"], common["left_out"], stored_design(baseline), counted=entry.counted)
+
+
+def _final(j: _Judged, time: TimeDecision, gated: Mapping[str, TimeDecision], config: GateConfig) -> WorkloadComparison:
+    """A judged workload's comparison: the step's decision, overruled by a failing gated
+    phase, memory, an open gated phase or a failing exact counter, in that order."""
+    name = j.result.workload
+    memory = decide_memory(
+        [float(r.peak_memory_bytes) for r in j.result.repeats if r.peak_memory_bytes is not None] or None,
+        j.reference.peak_memory() or None,
+        config.memory_threshold,
+    )
+    verdict, reason = time.verdict, time.reason
+    failed_phases = [p for p, d in gated.items() if d.verdict is Verdict.REGRESSION]
+    open_phases = [p for p, d in gated.items() if d.verdict is Verdict.INCONCLUSIVE]
+    if failed_phases:
+        verdict = Verdict.REGRESSION
+        reason = "; ".join(f"gated phase {p}: {gated[p].reason}" for p in failed_phases) + f" (step: {time.reason})"
+    elif memory.verdict is Verdict.REGRESSION:
+        verdict = Verdict.REGRESSION
+        reason = f"memory: {memory.reason} (time: {time.verdict.value}, {time.reason})"
+    elif open_phases and verdict in (Verdict.PASS, Verdict.IMPROVED):
+        verdict = Verdict.INCONCLUSIVE
+        reason = f"gated phase {open_phases[0]}: {gated[open_phases[0]].reason}"
+    counters, counters_note = _counter_changes(j.counted, config)
+    if counters is not None and counters.failed:
+        # Exact counts: a failing change decides, whatever the timing says (shown beside it).
+        reason = f"{counters_reason(counters)} (time: {verdict.value}, {reason})"
+        verdict = Verdict.REGRESSION
+    return WorkloadComparison(
+        workload=name, verdict=verdict, reason=reason, time=time,
+        phases=_phase_rows(j.summary, j.reference, config, j.estimate), memory=memory, gated=dict(gated),
+        current=j.summary, baseline=j.reference, baseline_path=j.path,
+        environment_key=j.result.environment.key(), device=j.result.device, overrides=dict(j.result.overrides),
+        labels=j.labels, left_out=j.left_out, design=j.design, against=j.against,
+        since_baseline=j.since_baseline,
+        environment_differences=j.environment_differences, base_environment=j.base_environment,
+        counters=counters, counters_note=counters_note,
+    )
+
+
 def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
             already_decided: Collection[str] = (),
             per_workload: Mapping[str, GateConfig] | None = None,
@@ -528,121 +508,31 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
     notes: dict[str, str] = {}
     for entry in entries:
         name = entry.workload
-        if entry.error is not None or entry.result is None:
-            settled[name] = WorkloadComparison(name, Verdict.ERROR, entry.error or "no result")
+        prepared = _prepared(entry, config)
+        if isinstance(prepared, WorkloadComparison):
+            settled[name] = prepared
             continue
-        lookup = entry.lookup
-        labels = tuple(diagnose(entry.result))
-        # The comparison side first, less its own slowed-down repeats: its median SM clock
-        # is what the current repeats' clocks are held against.
-        base: RunResult | None = None
-        base_note: str | None = None
-        baseline: Baseline | None = None
-        dropped = None
-        reference_clock: float | None = None
-        reference_side = ""
-        if entry.pairing is not None:
-            base, base_note = _without_throttled(entry.pairing.base, "base")
-            reference_clock, reference_side = _median_clock(base), "the base side's"
-        elif lookup is not None and lookup.baseline is not None:
-            baseline, dropped = lookup.baseline.without_throttled()
-            reference_clock, reference_side = baseline.sm_clock_mhz(), "the baseline's"
-        result, note = _without_throttled(entry.result, "head" if entry.pairing else "current",
-                                          reference_clock=reference_clock, reference=reference_side,
-                                          clock_deviation=config.clock_deviation)
-        left_out: list[str] = [note] if note else []
-        if not result.repeats:
-            settled[name] = WorkloadComparison(name, Verdict.ERROR, f"cannot compare: {left_out[0]}, none is left",
-                                               labels=labels, left_out=tuple(left_out))
-            continue
-        summary = summarise(result)
-        common: dict[str, Any] = {"current": summary, "environment_key": result.environment.key(),
-                                  "device": result.device, "overrides": dict(result.overrides),
-                                  "labels": labels, "left_out": tuple(left_out)}
-        if entry.pairing is not None:
-            pairing = entry.pairing
-            assert base is not None
-            if base_note:
-                left_out.append(base_note)
-                common["left_out"] = tuple(left_out)
-            since = _since_baseline(result, summary, lookup, config)
-            if not base.repeats:
-                settled[name] = WorkloadComparison(name, Verdict.ERROR, f"cannot compare: {left_out[-1]}, "
-                                                   "none is left", since_baseline=since, against=pairing.against,
-                                                   **common)
-                continue
-            reference = updated_baseline(None, base, f"base side of a paired comparison, measured in this job "
-                                         f"({_short(pairing.against)})", append=False)
-            base_summary = summarise(base)
-            blocks = blocks_of(_block_values(base_summary, "step"), _block_values(summary, "step"))
-            design = paired_design(len(blocks), pairing.against)
-            diffs = incomparable(result, reference)
-            env_diffs = {k.removeprefix("environment "): v for k, v in diffs.items()
-                         if k.startswith("environment ")}
-            if pairing.base_python:
-                diffs = {k: v for k, v in diffs.items() if not k.startswith("environment ")}
-            if diffs:
-                settled[name] = WorkloadComparison(
-                    name, Verdict.INCOMPARABLE,
-                    f"the base side ({_short(pairing.against)}) differs: {_describe(diffs)}",
-                    differences=diffs, baseline=reference, design=design, since_baseline=since,
-                    against=pairing.against, **common)
-                continue
-            judged_entry = _Judged(result, summary, reference, None, _paired_estimator(summary, base_summary, config),
-                                   labels, tuple(left_out), design, pairing.against, since, env_diffs,
-                                   base.environment if env_diffs else None, entry.counted)
-        else:
-            if lookup is None or lookup.baseline is None:
-                if lookup is not None and lookup.other_environments:
-                    closest, diffs = _closest(result, lookup.other_environments)
-                    settled[name] = WorkloadComparison(
-                        name, Verdict.INCOMPARABLE,
-                        f"no baseline for environment {result.environment.key()}; the closest one "
-                        f"({closest.environment_key}) differs: {_describe(diffs)}",
-                        differences=diffs, baseline=closest, **common)
-                else:
-                    settled[name] = WorkloadComparison(
-                        name, Verdict.NO_BASELINE,
-                        f"no baseline for {name} in environment {result.environment.key()}",
-                        baseline_path=str(lookup.path) if lookup else None, **common)
-                continue
-            assert baseline is not None and dropped is not None
-            if dropped:
-                left_out.extend(dropped.messages)
-                common["left_out"] = tuple(left_out)
-            if not baseline.recordings:
-                settled[name] = WorkloadComparison(name, Verdict.ERROR, "cannot compare: every baseline repeat was "
-                                                   "left out (the GPU slowed down while they were recorded); "
-                                                   "rebaseline", **common)
-                continue
-            diffs = incomparable(result, baseline)
-            if diffs:
-                settled[name] = WorkloadComparison(
-                    name, Verdict.INCOMPARABLE, f"baseline {lookup.path} differs: {_describe(diffs)}",
-                    differences=diffs, baseline=baseline, baseline_path=str(lookup.path), **common)
-                continue
-            judged_entry = _Judged(result, summary, baseline, str(lookup.path),
-                                   _stored_estimator(summary, baseline, config), labels, tuple(left_out),
-                                   stored_design(baseline), counted=entry.counted)
-        if not _has_phases(summary, judged_entry.reference):
+        if not _has_phases(prepared.summary, prepared.reference):
             phase_free.add(name)
         row = "step"
         try:
-            estimates[name], note = _step_estimate(result, summary, judged_entry.reference, config,
-                                                   judged_entry.estimate)
+            estimates[name], note = _step_estimate(prepared.result, prepared.summary, prepared.reference, config,
+                                                   prepared.estimate)
             if note:
                 notes[name] = note
             for row in cfg(name).gate_phases:
-                estimates[f"{name}:{row}"] = judged_entry.estimate(row)
+                estimates[f"{name}:{row}"] = prepared.estimate(row)
         except ValueError as exc:
             what = "" if row == "step" else f" gated phase {row}"
-            settled[name] = WorkloadComparison(name, Verdict.ERROR, f"cannot compare{what}: {exc}",
-                                               baseline=judged_entry.reference, baseline_path=judged_entry.path,
-                                               design=judged_entry.design, since_baseline=judged_entry.since_baseline,
-                                               against=judged_entry.against, **common)
+            settled[name] = WorkloadComparison(
+                name, Verdict.ERROR, f"cannot compare{what}: {exc}", current=prepared.summary,
+                environment_key=prepared.result.environment.key(), device=prepared.result.device,
+                overrides=dict(prepared.result.overrides), labels=prepared.labels, left_out=prepared.left_out,
+                baseline=prepared.reference, baseline_path=prepared.path, design=prepared.design,
+                since_baseline=prepared.since_baseline, against=prepared.against)
             estimates = {k: v for k, v in estimates.items() if k != name and not k.startswith(f"{name}:")}
             continue
-        judged[name] = judged_entry
+        judged[name] = prepared
 
     decided_family = [d for d in already_decided if d not in estimates]
     for name in already_decided:
@@ -660,45 +550,10 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
 
     out: dict[str, WorkloadComparison] = dict(settled)
     for name, j in judged.items():
-        wcfg = cfg(name)
         time = decisions[name]
         if name in notes:
             time = dataclasses.replace(time, reason=f"{time.reason}; {notes[name]}")
-        # decide_time words every reason as the step's; a gated phase's is that phase's.
-        gated = {p: dataclasses.replace(decisions[f"{name}:{p}"],
-                                        reason=decisions[f"{name}:{p}"].reason.replace("step ", f"{p} ", 1))
-                 for p in wcfg.gate_phases}
-        memory = decide_memory(
-            [float(r.peak_memory_bytes) for r in j.result.repeats if r.peak_memory_bytes is not None] or None,
-            j.reference.peak_memory() or None,
-            wcfg.memory_threshold,
-        )
-        verdict, reason = time.verdict, time.reason
-        failed_phases = [p for p, d in gated.items() if d.verdict is Verdict.REGRESSION]
-        open_phases = [p for p, d in gated.items() if d.verdict is Verdict.INCONCLUSIVE]
-        if failed_phases:
-            verdict = Verdict.REGRESSION
-            reason = "; ".join(f"gated phase {p}: {gated[p].reason}" for p in failed_phases) + f" (step: {time.reason})"
-        elif memory.verdict is Verdict.REGRESSION:
-            verdict = Verdict.REGRESSION
-            reason = f"memory: {memory.reason} (time: {time.verdict.value}, {time.reason})"
-        elif open_phases and verdict in (Verdict.PASS, Verdict.IMPROVED):
-            verdict = Verdict.INCONCLUSIVE
-            reason = f"gated phase {open_phases[0]}: {gated[open_phases[0]].reason}"
-        counters, counters_note = _counter_changes(j.counted, wcfg)
-        if counters is not None and counters.failed:
-            # Exact counts: a failing change decides, whatever the timing says (shown beside it).
-            reason = f"{counters_reason(counters)} (time: {verdict.value}, {reason})"
-            verdict = Verdict.REGRESSION
-        out[name] = WorkloadComparison(
-            workload=name, verdict=verdict, reason=reason, time=time,
-            phases=_phase_rows(j.summary, j.reference, wcfg, j.estimate), memory=memory, gated=gated,
-            current=j.summary, baseline=j.reference, baseline_path=j.path,
-            environment_key=j.result.environment.key(), device=j.result.device, overrides=dict(j.result.overrides),
-            labels=j.labels, left_out=j.left_out, design=j.design, against=j.against,
-            since_baseline=j.since_baseline,
-            environment_differences=j.environment_differences, base_environment=j.base_environment,
-            counters=counters, counters_note=counters_note,
-        )
+        gated = {p: decisions[f"{name}:{p}"] for p in cfg(name).gate_phases}
+        out[name] = _final(j, time, gated, cfg(name))
     ordered = tuple(out[e.workload] for e in entries)
     return GateOutcome(ordered, config, look, rho)

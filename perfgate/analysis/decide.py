@@ -180,7 +180,7 @@ def _pct(ratio: float) -> str:
     return f"{(ratio - 1) * 100:+.1f}"
 
 
-def _level(level: float) -> str:
+def level_text(level: float) -> str:
     """A confidence level in percent with as few decimals as show it: 95, 99.0, 99.875."""
     pct = level * 100.0
     if pct == round(pct) and level < 0.99:
@@ -271,7 +271,7 @@ def decide_time(
         fast = adj_fast[i] <= alpha
         mde = min_detectable_slowdown(est, first_step, config.power)
         # The PASS rule uses the interval at config.confidence; say its level each time.
-        bound = f"upper {_level(est.confidence)}% bound {_pct(est.ci_high)}%"
+        bound = f"upper {level_text(est.confidence)}% bound {_pct(est.ci_high)}%"
         if slow and est.ratio > up:
             verdict = Verdict.REGRESSION
         elif fast and est.ratio < down:
@@ -287,8 +287,9 @@ def decide_time(
         threshold = thr_fast[i] if verdict is Verdict.IMPROVED else thr_slow[i]
         level = 1.0 - 2.0 * threshold
         low, high = confidence_interval(est, level)
-        head = (f"step {_pct(est.ratio)}% [{_pct(low)}, {_pct(high)}] "
-                f"({_level(level)}% CI, the level of this look's test)")
+        row = name.partition(":")[2] or "step"  # a gated phase's entry is "<workload>:<phase>"
+        head = (f"{row} {_pct(est.ratio)}% [{_pct(low)}, {_pct(high)}] "
+                f"({level_text(level)}% CI, the level of this look's test)")
         if verdict is Verdict.REGRESSION:
             reason = f"{head}, p={_p(est.p_slower)} < {_p(thr_slow[i])} (Holm, {where}), above {d}"
         elif verdict is Verdict.IMPROVED:

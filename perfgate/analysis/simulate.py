@@ -61,8 +61,8 @@ import numpy as np
 
 import perfgate.analysis.compare as gate_compare
 from perfgate.analysis.blocks import ABBA, BlockValue, block_contrast_t, block_log_ratio
-from perfgate.analysis.compare import Entry, GateOutcome, Pairing
 from perfgate.analysis.decide import GateConfig, Verdict
+from perfgate.analysis.outcome import Entry, GateOutcome, Pairing
 from perfgate.analysis.stats import LogRatio, log_ratio, paired_look_correlation
 from perfgate.model.baseline import Baseline
 from perfgate.model.environment import Environment

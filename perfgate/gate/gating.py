@@ -14,7 +14,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perfgate.analysis.compare import Counted, Entry, GateOutcome, Pairing, WorkloadComparison, compare, stored_counted
+from perfgate.analysis.compare import compare, stored_counted
+from perfgate.analysis.outcome import Counted, Entry, GateOutcome, Pairing, WorkloadComparison
 from perfgate.analysis.stats import paired_look_correlation
 from perfgate.gate.config import Settings
 from perfgate.gate.worktree import BaseTree

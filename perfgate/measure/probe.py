@@ -1,8 +1,8 @@
 """What ``perfgate doctor`` asks of torch and NVML, and its CUDA micro-run.
 
 Everything that touches torch is here (the only package allowed to import it); the
-judging, the card and the command are in :mod:`perfgate.adapters.doctor`, which feeds its checks
-what these functions return, or fakes of it. torch is imported inside the functions, so
+judging and the card are in :mod:`perfgate.gate.doctor`, which feeds its checks what these
+functions return, or fakes of it, and the command is :mod:`perfgate.adapters.doctor`. torch is imported inside the functions, so
 that importing this module (the command line does, through the doctor) stays cheap.
 
 The micro-run runs in its own process (``python -m perfgate.measure.probe REQUEST

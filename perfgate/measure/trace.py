@@ -18,53 +18,36 @@ measurement. :func:`trace_workload` runs in this process; :func:`trace_job` runs
 fresh one (``python -m perfgate.measure.trace REQUEST RESPONSE``), like a repeat, and
 returns failures as values so a gate that asks for a trace after failing keeps its verdict.
 
-Phase attribution. The profiler's events form one tree per thread (a child's time range
-lies inside its parent's). The five phase ranges are children of ``ProfilerStep#N`` on
-the step's thread; every event below a phase range is that phase's. The autograd engine
-runs CUDA backward work on its own device threads while the step's thread waits inside
-``backward``: the roots of a thread that runs autograd (``autograd::engine::...``) are
-attributed to the phase range that contains their start time. Roots on any other thread
-(a pin-memory thread) are kept apart as ``other_threads``. Kernels count toward the CPU
-operator that launched them (``self_device_time_total``), so device time is attributed by
-launch, even when the kernel runs after the phase ended on the host.
+Each profiler cycle's host events are summed per phase by
+:class:`perfgate.analysis.attribution.PhaseAttribution`, which says how. The phase marks
+(:class:`PhaseMarks`, :class:`PhaseRanges`) are here; the counted run uses them too.
 """
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import os
-import subprocess
 import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from perfgate.measure.child import call, serve
+from perfgate.analysis.attribution import PhaseAttribution
+from perfgate.measure.child import serve
+from perfgate.measure.child_job import ask, job_outcome, job_request, requested_job
 from perfgate.measure.runner import Job
-from perfgate.model.errors import DataError, DeviceError, PerfgateError, UsageError, WorkloadError
-from perfgate.model.trace import (
-    OPERATORS_JSON,
-    OPERATORS_MD,
-    OTHER_THREADS,
-    TRACE_GLOB,
-    OperatorRow,
-    OperatorTable,
-    PhaseOperators,
-    TraceError,
-    TraceSchedule,
-)
+from perfgate.model.errors import PerfgateError, UsageError
+from perfgate.model.trace import OPERATORS_JSON, OPERATORS_MD, TRACE_GLOB, OperatorTable, TraceError, TraceSchedule
 from perfgate.model.version import __version__
 from perfgate.model.workload import PHASES, BuildContext, Params, Workload
 from perfgate.store.traces import TraceOutcome, TraceResult, render_operator_table, save_operator_table
 
 DEFAULT_ROW_LIMIT = 15
-_STEP_RANGE = "ProfilerStep"
-_AUTOGRAD_PREFIX = "autograd::engine::"
+_MODULE = "perfgate.measure.trace"
 
 
 # --- the artifacts directory -----------------------------------------------------------
@@ -128,133 +111,6 @@ def _clear_strict(directory: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-# --- phase attribution (pure: works on anything shaped like torch's FunctionEvent) -----
-
-
-class _TimeRange(Protocol):
-    start: float
-    end: float
-
-
-class HostEvent(Protocol):
-    """The parts of ``torch.autograd.profiler_util.FunctionEvent`` the attribution reads."""
-
-    name: str
-    thread: int
-    node_id: int
-    time_range: _TimeRange
-    cpu_parent: Any
-    cpu_children: list[Any]
-    cpu_time_total: float
-    self_cpu_time_total: float
-    self_device_time_total: float
-
-
-class _Bucket:
-    """Running sums for one phase (or for the other threads), over every profiled cycle."""
-
-    def __init__(self) -> None:
-        self.ranges = 0
-        self.wall_us = 0.0
-        self.outside_us = 0.0
-        # per range (profiled step): [wall, operator self cpu]
-        self.per_range: list[list[float]] = []
-        # name -> [calls, self cpu, cpu total (outermost call of a name only), self device]
-        self.ops: dict[str, list[float]] = {}
-
-    def add_range(self, event: HostEvent) -> int:
-        """Count one phase range; returns its index for work on other threads."""
-        self.ranges += 1
-        self.wall_us += event.cpu_time_total
-        self.outside_us += event.self_cpu_time_total
-        self.per_range.append([event.cpu_time_total, 0.0])
-        for child in event.cpu_children:
-            self.add_tree(child, len(self.per_range) - 1)
-        return len(self.per_range) - 1
-
-    def add_tree(self, root: HostEvent, index: int | None = None) -> None:
-        stack: list[tuple[HostEvent, frozenset[str]]] = [(root, frozenset())]
-        ops = self.ops
-        self_cpu = 0.0
-        while stack:
-            event, above = stack.pop()
-            row = ops.get(event.name)
-            if row is None:
-                row = ops[event.name] = [0, 0.0, 0.0, 0.0]
-            row[0] += 1
-            row[1] += event.self_cpu_time_total
-            self_cpu += event.self_cpu_time_total
-            if event.name not in above:
-                row[2] += event.cpu_time_total
-            row[3] += event.self_device_time_total
-            below = above | {event.name}
-            stack.extend((child, below) for child in event.cpu_children)
-        if index is not None:
-            self.per_range[index][1] += self_cpu
-
-    def finish(self, phase: str, row_limit: int, device: bool) -> PhaseOperators:
-        rows = [
-            OperatorRow(name, int(c), round(s, 3), round(t, 3), round(d, 3) if device else None)
-            for name, (c, s, t, d) in self.ops.items()
-        ]
-        by_cpu = sorted(rows, key=lambda r: (-r.self_cpu_us, r.name))[:row_limit]
-        by_device = sorted((r for r in rows if (r.self_device_us or 0) > 0),
-                           key=lambda r: (-(r.self_device_us or 0.0), r.name))[:row_limit] if device else []
-        return PhaseOperators(
-            phase=phase,
-            ranges=self.ranges,
-            wall_us=round(self.wall_us, 3),
-            operator_self_cpu_us=round(sum(v[1] for v in self.ops.values()), 3),
-            outside_operators_us=round(self.outside_us, 3),
-            operators=len(rows),
-            wall_us_per_step=tuple(round(w, 3) for w, _ in self.per_range),
-            operator_self_cpu_us_per_step=tuple(round(o, 3) for _, o in self.per_range),
-            by_self_cpu=tuple(by_cpu),
-            device_us=round(sum(v[3] for v in self.ops.values()), 3) if device else None,
-            by_device=tuple(by_device),
-        )
-
-
-class PhaseAttribution:
-    """Sums the host events of profiler cycles into one bucket per phase."""
-
-    def __init__(self, phases: Sequence[str] = PHASES) -> None:
-        self.phases = tuple(phases)
-        self.buckets = {p: _Bucket() for p in self.phases}
-        self.other = _Bucket()
-
-    def _is_phase_range(self, event: HostEvent) -> bool:
-        parent = event.cpu_parent
-        # A workload's own record_function("forward") lies deeper and stays an operator row.
-        return event.name in self.buckets and (parent is None or parent.name.startswith(_STEP_RANGE))
-
-    def add(self, events: Iterable[HostEvent]) -> int:
-        """Attribute one cycle's host (CPU, synchronous) events; returns phase ranges found."""
-        events = list(events)
-        ranges = [e for e in events if self._is_phase_range(e)]
-        step_threads = {(e.thread, e.node_id) for e in ranges}
-        # (start, end, phase, index of the range in its phase), in time order
-        spans: list[tuple[float, float, str, int]] = []
-        for e in sorted(ranges, key=lambda e: e.time_range.start):
-            spans.append((e.time_range.start, e.time_range.end, e.name, self.buckets[e.name].add_range(e)))
-        starts = [s[0] for s in spans]
-        roots = [e for e in events if e.cpu_parent is None and (e.thread, e.node_id) not in step_threads]
-        autograd_threads = {(e.thread, e.node_id) for e in roots if e.name.startswith(_AUTOGRAD_PREFIX)}
-        for root in roots:
-            if (root.thread, root.node_id) in autograd_threads:
-                i = bisect.bisect_right(starts, root.time_range.start) - 1
-                if i >= 0 and root.time_range.start < spans[i][1]:
-                    self.buckets[spans[i][2]].add_tree(root, spans[i][3])
-                    continue
-            self.other.add_tree(root)
-        return len(ranges)
-
-    def finish(self, row_limit: int, device: bool) -> tuple[dict[str, PhaseOperators], PhaseOperators | None]:
-        phases = {p: b.finish(p, row_limit, device) for p, b in self.buckets.items()}
-        other = self.other.finish(OTHER_THREADS, row_limit, device) if self.other.ops else None
-        return phases, other
-
-
 # --- the traced run, in this process ---------------------------------------------------
 
 
@@ -287,7 +143,7 @@ class PhaseMarks:
         self.enter(None)
 
 
-class _PhaseRanges(PhaseMarks):
+class PhaseRanges(PhaseMarks):
     """A phase clock whose marks open and close one ``record_function`` range per phase."""
 
     timing = "profiler"
@@ -391,7 +247,7 @@ def trace_workload(
         for _ in range(params.warmup_steps):
             step(_NoClock())
         sync()
-        clock = _PhaseRanges(record_function)
+        clock = PhaseRanges(record_function)
         with profile(
             activities=activities,
             schedule=profiler_schedule(wait=schedule.wait, warmup=schedule.warmup, active=schedule.active,
@@ -449,14 +305,6 @@ def trace_workload(
 
 # --- the traced run, in a fresh process ------------------------------------------------
 
-_ERRORS: dict[str, type[PerfgateError]] = {
-    cls.__name__: cls for cls in (TraceError, WorkloadError, DataError, DeviceError, UsageError)
-}
-
-
-def _error(kind: str, message: str, detail: str | None) -> PerfgateError:
-    return _ERRORS.get(kind, TraceError)(message, detail=detail)
-
 
 def trace_job(
     job: Job,
@@ -475,61 +323,34 @@ def trace_job(
     code 2, in ``TraceOutcome.error``); whatever fails in the child (build, profiler,
     timeout, a crash) comes back the same way, with ``result`` None.
     """
-    name = job.workload.name
-    began = time.perf_counter()
 
-    def failed(error: PerfgateError) -> TraceOutcome:
-        return TraceOutcome(name, None, error, round(time.perf_counter() - began, 3))
-
-    try:
-        directory = prepare_trace_dir(artifacts_dir, name)
+    def traced() -> TraceResult:
+        directory = prepare_trace_dir(artifacts_dir, job.workload.name)
         request = {
-            "workload": name,
-            "source": job.workload.source,
-            "device": device,
-            "params": job.params.to_dict(),
-            "data_root": str(job.data_root) if job.data_root else None,
-            "cache_dir": str(cache_dir),
+            **job_request(job, device, cache_dir),
             "artifacts_dir": str(artifacts_dir),
             "schedule": schedule.to_dict(),
             "row_limit": row_limit,
             "record_shapes": record_shapes,
         }
-        try:
-            run = call("perfgate.measure.trace", request, timeout_s)
-        except subprocess.TimeoutExpired:
-            _clear(directory)
-            return failed(TraceError(f"{name}: the traced run did not finish within {timeout_s:g} s"))
-        response = run.response
-        if response is None:
-            _clear(directory)
-            return failed(TraceError(f"{name}: " + run.died("the traced run's"), detail=run.output))
-        if not response["ok"]:
-            error = response["error"]
-            return failed(_error(error["type"], error["message"], (error.get("detail") or "") + "\n" + run.output))
-        result = TraceResult.from_directory(Path(response["directory"]))
-    except PerfgateError as exc:
-        return failed(exc)
-    except Exception as exc:  # noqa: BLE001 - a trace must never take the gate down with it
-        return failed(TraceError(f"{name}: tracing failed: {type(exc).__name__}: {exc}",
-                                 detail=traceback.format_exc()))
-    return TraceOutcome(name, result, None, round(time.perf_counter() - began, 3))
+        # A child that never answered may have left a half-written trace; one that
+        # answered an error cleared its own.
+        response = ask(_MODULE, request, timeout_s, kind=TraceError, what="traced run",
+                       on_no_answer=lambda: _clear(directory))
+        return TraceResult.from_directory(Path(response["directory"]))
+
+    return job_outcome(TraceOutcome, job.workload.name, TraceError, "tracing", traced)
 
 
 def _child(request: dict[str, Any]) -> dict[str, Any]:
-    from perfgate.store.discovery import load_source
-
-    name = request["workload"]
-    matches = [w for w in load_source(request["source"]) if w.name == name]
-    if not matches:
-        raise WorkloadError(f"{name}: not found in {request['source']}")
+    job = requested_job(request)
     result = trace_workload(
-        matches[0],
-        Params.from_dict(request["params"]),
-        request["device"],
-        cache_dir=Path(request["cache_dir"]),
+        job.workload,
+        job.params,
+        job.device,
+        cache_dir=job.cache_dir,
         artifacts_dir=Path(request["artifacts_dir"]),
-        data_root=Path(request["data_root"]) if request.get("data_root") else None,
+        data_root=job.data_root,
         schedule=TraceSchedule.from_dict(request["schedule"]),
         row_limit=request["row_limit"],
         record_shapes=request["record_shapes"],
@@ -538,7 +359,7 @@ def _child(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    return serve(argv, "perfgate.measure.trace", _child)
+    return serve(argv, _MODULE, _child)
 
 
 if __name__ == "__main__":

@@ -35,8 +35,9 @@ from typing import TYPE_CHECKING
 import jinja2
 from markupsafe import Markup
 
-from perfgate.analysis.compare import NOT_COUNTED, GateOutcome, PhaseRow, WorkloadComparison
+from perfgate.analysis.compare import NOT_COUNTED
 from perfgate.analysis.decide import Verdict
+from perfgate.analysis.outcome import GateOutcome, PhaseRow, WorkloadComparison
 from perfgate.model.result import ROWS
 from perfgate.model.version import __version__
 from perfgate.model.workload import PHASES
@@ -47,6 +48,7 @@ from perfgate.report.markdown import (
     rebaseline_command,
     reproduce_command,
 )
+from perfgate.report.phase_table import PhaseTable, RowKind, TableRow, phase_table
 from perfgate.report.wording import column_names, design_lines
 from perfgate.store.jsonfile import write_text_atomic
 from perfgate.text.units import change_ci, ms, percent
@@ -307,41 +309,34 @@ def _anchor(index: int) -> str:
     return f"workload-{index + 1}"
 
 
-def _phase_cells(c: WorkloadComparison, row: PhaseRow) -> tuple[str, str, str]:
+def _phase_cells(row: TableRow) -> tuple[str, str, str]:
     """The change, the flag and the flag cell's class, worded as in the markdown report."""
-    flag = row.flag
-    change, mark, css = "—", "", ""
-    if flag is not None and flag.estimate is not None:
-        est = flag.estimate
-        change = change_ci(est.ratio, est.ci_low, est.ci_high)
-        if not flag.tested:
-            mark = "not tested (too small a share)"
-        elif flag.flagged:
-            direction = "slower" if est.ratio > 1 else "faster"
-            mark = f"{direction} (q={flag.q_value:.2g})"
-            css = "flagged" + ("" if direction == "slower" else " faster")
-    gated = c.gated.get(row.phase)
-    if gated is not None:
-        mark = (mark + "; " if mark else "") + f"gated: {gated.verdict.value}"
-    return change, mark, css
+    mark, css = "", ""
+    if row.tested is False:
+        mark = "not tested (too small a share)"
+    elif row.direction is not None:
+        mark = f"{row.direction} (q={row.q_value:.2g})"
+        css = "flagged" + ("" if row.direction == "slower" else " faster")
+    if row.gated is not None:
+        mark = (mark + "; " if mark else "") + f"gated: {row.gated.value}"
+    return row.change, mark, css
 
 
-def _phase_rows(c: WorkloadComparison) -> list[dict[str, object]]:
-    assert c.time is not None
+def _phase_rows(table: PhaseTable) -> list[dict[str, object]]:
     rows = []
-    for row in c.phases:
-        if row.baseline_ms == 0 and row.current_ms == 0:
+    for row in table.rows:
+        if row.absent:
             continue  # a phase this kind of measurement does not have
-        if row.phase == "step":
-            est = c.time.estimate
-            change, mark, css, share = change_ci(est.ratio, est.ci_low, est.ci_high), c.time.verdict.value, "", "100%"
-        elif row.phase == "residual":
-            change, mark, css, share = "—", "not attributed to a phase", "", percent(row.share)
+        if row.kind is RowKind.STEP:
+            assert row.verdict is not None
+            change, mark, css, share = row.change, row.verdict.value, "", "100%"
+        elif row.kind is RowKind.RESIDUAL:
+            change, mark, css, share = "—", "not attributed to a phase", "", row.share_text
         else:
-            change, mark, css = _phase_cells(c, row)
-            share = percent(row.share)
-        rows.append({"phase": row.phase, "before": ms(row.baseline_ms), "after": ms(row.current_ms),
-                     "change": change, "share": share, "mark": mark, "css": css, "step": row.phase == "step"})
+            change, mark, css = _phase_cells(row)
+            share = row.share_text
+        rows.append({"phase": row.phase, "before": row.before_ms, "after": row.after_ms,
+                     "change": change, "share": share, "mark": mark, "css": css, "step": row.kind is RowKind.STEP})
     return rows
 
 
@@ -437,7 +432,8 @@ def _section(c: WorkloadComparison, index: int, power: float) -> dict[str, objec
         "figure": _figure(c),
         "judged": judged,
         "columns": column_names(c) if judged else None,
-        "phase_rows": _phase_rows(c) if judged else [],
+        "phase_headers": phase_table(c).headers if judged else None,
+        "phase_rows": _phase_rows(phase_table(c)) if judged else [],
         "noise": noise_line(c, power) if judged else None,
         "memory": memory_line(c, plain=True) if judged else None,
         "counters": _counters(c),

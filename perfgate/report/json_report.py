@@ -6,8 +6,8 @@ import dataclasses
 import math
 from typing import Any
 
-from perfgate.analysis.compare import GateOutcome, WorkloadComparison
 from perfgate.analysis.counters import CounterChange
+from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
 from perfgate.analysis.stats import LogRatio
 from perfgate.model.version import __version__
 

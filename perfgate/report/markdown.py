@@ -22,17 +22,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import quote
 
-from perfgate.analysis.compare import NOT_COUNTED, GateOutcome, PhaseRow, WorkloadComparison
+from perfgate.analysis.compare import NOT_COUNTED
 from perfgate.analysis.counters import _flops, _num
 from perfgate.analysis.decide import Verdict
 from perfgate.analysis.diagnose import PHASE_HINTS
+from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
 from perfgate.model.trace import PhaseOperators
 from perfgate.model.version import __version__
 from perfgate.model.workload import PHASES
+from perfgate.report.phase_table import RowKind, phase_table
 from perfgate.report.wording import column_names, design_lines
 from perfgate.store.traces import TraceOutcome, TraceResult
 from perfgate.text.inert import code, code_cell, flatten, inline
-from perfgate.text.units import change_ci, ms, percent, size
+from perfgate.text.units import ms, percent, size
 
 MARKER = "<!-- perfgate-report -->"
 GITHUB_COMMENT_LIMIT = 65_536
@@ -74,46 +76,28 @@ def _verdict_line(c: WorkloadComparison) -> str:
     return f"- {ICON[c.verdict]} **{inline(c.workload)}** — **{c.verdict.value}**{design}: {inline(c.reason)}"
 
 
-def _phase_cell(row: PhaseRow) -> tuple[str, str]:
-    flag = row.flag
-    if flag is None or flag.estimate is None:
-        return "—", ""
-    est = flag.estimate
-    text = change_ci(est.ratio, est.ci_low, est.ci_high)
-    if not flag.tested:
-        return text, "not tested (too small a share)"
-    if flag.flagged:
-        direction = "slower" if est.ratio > 1 else "faster"
-        return f"**{text}**", f"⚠️ {direction} (q={flag.q_value:.2g})"
-    return text, ""
-
-
 def _phase_table(c: WorkloadComparison) -> list[str]:
-    before, after = column_names(c)
-    lines = [
-        f"| phase | {before} ms | {after} ms | change (95% CI) | share | flag |",
-        "|---|---:|---:|---:|---:|---|",
-    ]
-    for row in c.phases:
-        if row.phase == "step":
+    table = phase_table(c)
+    lines = ["| " + " | ".join(table.headers) + " |", "|---|---:|---:|---:|---:|---|"]
+    for row in table.rows:
+        if row.kind is RowKind.STEP or row.absent:
+            continue  # the step comes last, in bold; an absent phase is one this measurement does not have
+        if row.kind is RowKind.RESIDUAL:
+            lines.append(f"| residual | {row.before_ms} | {row.after_ms} | — | {row.share_text} | "
+                         "not attributed to a phase |")
             continue
-        if row.baseline_ms == 0 and row.current_ms == 0:
-            continue  # a phase this kind of measurement does not have
-        if row.phase == "residual":
-            lines.append(f"| residual | {ms(row.baseline_ms)} | {ms(row.current_ms)} | — | "
-                         f"{percent(row.share)} | not attributed to a phase |")
-            continue
-        change, flag = _phase_cell(row)
-        gated = c.gated.get(row.phase)
-        if gated is not None:
-            flag = (flag + "; " if flag else "") + f"gated: {gated.verdict.value}"
-        lines.append(f"| {inline(row.phase)} | {ms(row.baseline_ms)} | {ms(row.current_ms)} | {change} | "
-                     f"{percent(row.share)} | {flag} |")
-    step = next(r for r in c.phases if r.phase == "step")
-    assert c.time is not None
-    est = c.time.estimate
-    lines.append(f"| **step** | **{ms(step.baseline_ms)}** | **{ms(step.current_ms)}** | "
-                 f"**{change_ci(est.ratio, est.ci_low, est.ci_high)}** | 100% | {c.time.verdict.value} |")
+        change, flag = row.change, ""
+        if row.tested is False:
+            flag = "not tested (too small a share)"
+        elif row.direction is not None:
+            change, flag = f"**{change}**", f"⚠️ {row.direction} (q={row.q_value:.2g})"
+        if row.gated is not None:
+            flag = (flag + "; " if flag else "") + f"gated: {row.gated.value}"
+        lines.append(f"| {inline(row.phase)} | {row.before_ms} | {row.after_ms} | {change} | {row.share_text} | {flag} |")
+    step = next(r for r in table.rows if r.kind is RowKind.STEP)
+    assert step.verdict is not None
+    lines.append(f"| **step** | **{step.before_ms}** | **{step.after_ms}** | **{step.change}** | 100% | "
+                 f"{step.verdict.value} |")
     return lines
 
 

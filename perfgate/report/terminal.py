@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from statistics import median
 
-from perfgate.analysis.compare import NOT_COUNTED, GateOutcome, WorkloadComparison
+from perfgate.analysis.compare import NOT_COUNTED
 from perfgate.analysis.diagnose import diagnose
+from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
 from perfgate.analysis.summary import WorkloadSummary
 from perfgate.model.result import ROWS, RunResult
-from perfgate.report.wording import column_names, design_lines
+from perfgate.report.phase_table import RowKind, phase_table
+from perfgate.report.wording import design_lines
 from perfgate.text.inert import terminal as t
-from perfgate.text.units import change_ci, ms, percent, size, table
+from perfgate.text.units import ms, percent, size, table
 
 
 def run_table(result: RunResult, summary: WorkloadSummary) -> str:
@@ -105,22 +107,18 @@ def gate_table(outcome: GateOutcome) -> str:
     for c in outcome.comparisons:
         if c.time is None:
             continue
+        phases = phase_table(c)
         rows = []
-        for row in c.phases:
-            flag = row.flag
-            if row.phase == "step":
-                est = c.time.estimate
-                change, mark = change_ci(est.ratio, est.ci_low, est.ci_high), c.time.verdict.value
-            elif flag is not None and flag.estimate is not None:
-                est = flag.estimate
-                change = change_ci(est.ratio, est.ci_low, est.ci_high)
-                mark = ("MOVED" if flag.flagged else "") if flag.tested else "(not tested)"
+        for row in phases.rows:
+            if row.kind is RowKind.STEP:
+                assert row.verdict is not None
+                change, mark = row.change, row.verdict.value
+            elif row.tested is not None:
+                change, mark = row.change, ("MOVED" if row.direction else "") if row.tested else "(not tested)"
             else:
                 change, mark = "—", ""
-            rows.append([t(row.phase), ms(row.baseline_ms), ms(row.current_ms), change, percent(row.share), mark])
-        before, after = column_names(c)
-        lines += ["", f"{t(c.workload)} ({c.verdict.value})",
-                  table(["phase", f"{before} ms", f"{after} ms", "change (95% CI)", "share", "flag"], rows, "lrrrrl")]
+            rows.append([t(row.phase), row.before_ms, row.after_ms, change, row.share_text, mark])
+        lines += ["", f"{t(c.workload)} ({c.verdict.value})", table(phases.headers, rows, "lrrrrl")]
         est = c.time.estimate
         if c.paired:
             lines.append(f"noise: run-to-run {percent(est.within_sd_log)} within blocks, block-to-block "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from perfgate.analysis.compare import WorkloadComparison
+from perfgate.analysis.outcome import WorkloadComparison
 
 __all__ = ["column_names", "design_lines"]
 

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfgate.model.benchmark import KIND, Statistics
 from perfgate.model.environment import Environment
 from perfgate.model.errors import FileFormatError
 from perfgate.model.result import RepeatResult, RunResult, result_from_dict
@@ -57,20 +58,12 @@ __all__ = [
     "BLOCKS",
     "KIND",
     "MIN_BLOCK_ROUNDS",
-    "STATISTICS_BLOCKS",
-    "STATISTICS_PROCESSES",
-    "STATISTICS_SUMMARY",
     "is_benchmark_json",
     "load_benchmark_file",
     "load_benchmark_files",
     "load_results_dir",
 ]
 
-KIND = "pytest-benchmark"
-"""``data["kind"]`` of a result read from pytest-benchmark JSON."""
-STATISTICS_PROCESSES = "processes"
-STATISTICS_BLOCKS = "round-blocks"
-STATISTICS_SUMMARY = "summary"
 
 KNOWN_MAJOR_VERSIONS = (3, 4, 5)
 """pytest-benchmark releases whose JSON layout this reader knows (unchanged from 3.0 to 5.x)."""
@@ -329,7 +322,7 @@ def _result(runs: Sequence[_Run]) -> RunResult:
         "sources": [r.source() for r in runs],
     }
     if len(runs) > 1:
-        data["statistics"] = STATISTICS_PROCESSES
+        data["statistics"] = Statistics.PROCESSES
         data["processes"] = len(runs)
         repeats = tuple(
             _repeat(i, r, r.raw_ms, r.rounds) if r.raw_ms is not None
@@ -338,11 +331,11 @@ def _result(runs: Sequence[_Run]) -> RunResult:
         )
     elif first.raw_ms is not None and first.rounds >= 2 * MIN_BLOCK_ROUNDS:
         k = min(BLOCKS, first.rounds // MIN_BLOCK_ROUNDS)
-        data["statistics"] = STATISTICS_BLOCKS
+        data["statistics"] = Statistics.BLOCKS
         data["blocks"] = k
         repeats = tuple(_repeat(i, first, block, len(block)) for i, block in enumerate(_blocks(first.raw_ms, k)))
     else:
-        data["statistics"] = STATISTICS_SUMMARY
+        data["statistics"] = Statistics.SUMMARY
         repeats = (_repeat(0, first, (first.stats_ms["median"],), first.rounds),)
     return RunResult(
         workload=first.workload,

@@ -1,0 +1,223 @@
+"""``perfgate judge`` and ``perfgate validate-baselines``: the commands of the trusted judge job.
+
+``perfgate judge`` reads what the measuring job left (the head's result files, the base
+side's in ``base/``, and the manifest ``run.json``) as untrusted input
+(``perfgate.store.untrusted_folders``), judges it by the base commit's rules
+(``perfgate.gate.judge``), and writes the report (``report.md``, ``report.json``) and the
+comment (``comment.md``, every run-derived string made inert; ``perfgate.gate.comment``),
+appends to the job summary, and writes the step's outputs (``verdict``, ``exit-code``,
+``state`` and ``description`` for a commit status).
+
+``perfgate validate-baselines`` checks a baseline folder downloaded from an untrusted job
+before it is copied into the store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+from perfgate.analysis.outcome import GateOutcome
+from perfgate.analysis.decide import Verdict
+from perfgate.gate.comment import (
+    STATUS_STATE,
+    VERDICT_WORD,
+    ReportContext,
+    compose,
+    error_report,
+    run_link,
+    status_description,
+)
+from perfgate.gate.config import Settings
+from perfgate.gate.github import path_variable, set_output, workflow_command
+from perfgate.gate.inputs import (
+    HEAD_PYPROJECT_BYTES,
+    PYPROJECT,
+    InputChanges,
+    classify,
+    perfgate_table,
+    perfgate_table_of,
+    read_changed_files,
+    relative_to,
+    settings_changes,
+)
+from perfgate.gate.judge import base_settings, git_commit_of, judge_measured
+from perfgate.model.errors import EXIT_ERROR, EXIT_OK, PerfgateError, UsageError
+from perfgate.model.manifest import DESIGNS, MANIFEST_NAME
+from perfgate.model.version import __version__
+from perfgate.report.json_report import outcome_to_dict
+from perfgate.store.jsonfile import write_json_atomic, write_text_atomic
+from perfgate.store.untrusted_folders import load_measured, validate_baselines
+from perfgate.text.inert import terminal
+
+
+# --- perfgate judge -----------------------------------------------------------------------------
+
+def _changes(args: argparse.Namespace, base_dir: Path, settings: Settings) -> InputChanges | None:
+    if not args.changed_files:
+        return None
+    changed = read_changed_files(Path(args.changed_files))
+    base_table, _ = perfgate_table(base_dir / PYPROJECT)
+    head = None
+    if args.head_pyproject:
+        path = Path(args.head_pyproject)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise UsageError(f"--head-pyproject {path}: cannot be read ({exc.strerror})") from None
+        if len(data) > HEAD_PYPROJECT_BYTES:
+            head = ({}, f"larger than {HEAD_PYPROJECT_BYTES} bytes; not read")
+        else:
+            try:
+                head = perfgate_table_of(data.decode("utf-8"))
+            except UnicodeDecodeError:
+                head = ({}, "not UTF-8 text")
+    store = relative_to(settings.baselines, base_dir) or "baselines"
+    return classify(changed, baselines_dir=store,
+                    workload_paths=[p for p in settings.workloads_path if not Path(p).is_absolute()],
+                    settings=settings_changes(head, base_table, any(p == PYPROJECT for _, p in changed)))
+
+
+def _write(artifacts: Path, report: str, outcome: GateOutcome | None) -> None:
+    write_text_atomic(artifacts / "report.md", report)
+    write_text_atomic(artifacts / "comment.md", report)
+    if outcome is not None:
+        write_json_atomic(artifacts / "report.json", outcome_to_dict(outcome))
+
+
+def run_judge(args: argparse.Namespace, environ: Mapping[str, str] | None = None,
+              out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """The whole of ``perfgate judge``; returns the exit code and never raises."""
+    environ = os.environ if environ is None else environ
+    out, err = out or sys.stdout, err or sys.stderr
+    summary, output = path_variable(environ, "GITHUB_STEP_SUMMARY"), path_variable(environ, "GITHUB_OUTPUT")
+    artifacts = Path(args.artifacts)
+    changes: InputChanges | None = None
+    context: ReportContext | None = None
+    try:
+        base_dir = Path(args.base_dir)
+        if not base_dir.is_dir():
+            raise UsageError(f"--base-dir {base_dir}: not a directory (check out the base commit there)")
+        settings = base_settings(base_dir)
+        changes = _changes(args, base_dir, settings)
+        measured = load_measured(Path(args.results))
+        manifest = measured.manifest
+        if manifest is None and (args.expect_head_sha or args.expect_pr):
+            raise UsageError(f"{args.results}: no {MANIFEST_NAME}, so the pull request and commit cannot be checked")
+        if manifest is not None:
+            if args.expect_head_sha and manifest.head_sha != args.expect_head_sha:
+                raise UsageError(f"the results are of commit {str(manifest.head_sha)[:12]}, not the expected "
+                                 f"{args.expect_head_sha[:12]}")
+            if args.expect_pr is not None and manifest.pr_number != args.expect_pr:
+                raise UsageError(f"the results are of pull request #{manifest.pr_number}, not #{args.expect_pr}")
+        base_commit = git_commit_of(base_dir)
+        measured_base = manifest.base_sha if manifest else None
+        if base_commit and measured_base and base_commit != measured_base:
+            raise UsageError(f"the results were measured against {measured_base[:12]}, but --base-dir is at "
+                             f"{base_commit[:12]}: judge with the base commit that was measured")
+        against = base_commit or measured_base
+        run_id, run_url = run_link(environ)
+        context = ReportContext(
+            base_ref=(manifest.base_ref if manifest and manifest.base_ref else "base"),
+            base_sha=against or "unknown", pr_number=manifest.pr_number if manifest else None,
+            head_sha=manifest.head_sha if manifest else None, base_verified=base_commit is not None,
+            clocks=manifest.clocks if manifest else None, run_id=run_id, run_url=run_url,
+            judged_by=f"Judged by perfgate {__version__}, outside the measuring job.")
+        judgement = judge_measured(measured, settings, design=args.design, against=against, changes=changes)
+        outcome = judgement.outcome
+        report = compose(outcome, context, changes, retired=judgement.retired)
+        _write(artifacts, report, outcome)
+        if summary is not None:
+            with open(summary, "a", encoding="utf-8") as handle:
+                handle.write(report)
+        code_ = outcome.exit_code
+        print(outcome.headline, file=out)
+        for c in outcome.comparisons:
+            if c.verdict in (Verdict.REGRESSION, Verdict.ERROR, Verdict.INCOMPARABLE):
+                print(workflow_command("error", c.reason[:1000], title=f"perfgate {c.verdict.value}: {c.workload}"),
+                      file=out)
+        if output is not None:
+            set_output(output, {"verdict": VERDICT_WORD[code_], "exit-code": str(code_),
+                                "state": STATUS_STATE[code_], "description": status_description(outcome),
+                                "inputs-changed": "true" if changes is not None and changes.any else "false"})
+        return code_
+    except Exception as exc:  # noqa: BLE001 - every failure ends as exit 2 with its report and outputs
+        if isinstance(exc, PerfgateError):
+            message = exc.message
+        else:
+            message = f"internal error: {type(exc).__name__}: {exc}"
+            traceback.print_exc(file=err)
+        print(f"perfgate: error: {terminal(message)}", file=err)
+        report = error_report(message, changes, context)
+        try:
+            _write(artifacts, report, None)
+            if summary is not None:
+                with open(summary, "a", encoding="utf-8") as handle:
+                    handle.write(report)
+        except OSError as write_error:
+            print(f"perfgate: error: could not write the report: {write_error}", file=err)
+        if output is not None:
+            try:
+                set_output(output, {"verdict": "error", "exit-code": str(EXIT_ERROR), "state": "error",
+                                    "description": "perfgate could not judge this pull request (see the run)"})
+            except OSError as write_error:
+                print(f"perfgate: error: could not write the step outputs: {write_error}", file=err)
+        return EXIT_ERROR
+
+
+def cmd_judge(args: argparse.Namespace) -> int:
+    return run_judge(args)
+
+
+# --- perfgate validate-baselines ---------------------------------------------------------------
+
+def cmd_validate_baselines(args: argparse.Namespace) -> int:
+    try:
+        files = validate_baselines(Path(args.folder))
+    except PerfgateError as exc:
+        print(f"perfgate: error: {exc.message}", file=sys.stderr)
+        return EXIT_ERROR
+    for rel in files:
+        print(f"valid: {rel.as_posix()}")
+    print(f"perfgate: {len(files)} file(s) valid in {args.folder}", file=sys.stderr)
+    return EXIT_OK
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+def add_parser(subparsers: Any) -> None:
+    """Add ``perfgate judge`` and ``perfgate validate-baselines`` to the command line."""
+    p = subparsers.add_parser(
+        "judge", help="judge result files from an untrusted measuring job by the base commit's rules",
+        description="Read RESULTS (the measuring job's <workload>.json files, base/<workload>.json and run.json) "
+                    "as untrusted data and judge them with the baselines and [tool.perfgate] of --base-dir. "
+                    "Writes report.md, comment.md and report.json to --artifacts; under GitHub Actions also the "
+                    "job summary and the step outputs verdict, exit-code, state, description.",
+        epilog="exit codes: 0 pass, 1 regression, 2 error or bad input, 3 inconclusive")
+    p.add_argument("results", metavar="RESULTS", help="the folder the measuring job uploaded")
+    p.add_argument("--base-dir", required=True, metavar="DIR",
+                   help="a checkout of the base commit that was measured: baselines and thresholds come from here")
+    p.add_argument("--design", choices=DESIGNS, default="paired",
+                   help="the design to judge by (default paired); the results must have been measured for it")
+    p.add_argument("--artifacts", default="perfgate-judged", metavar="DIR",
+                   help="where report.md, comment.md and report.json go (default: perfgate-judged)")
+    p.add_argument("--changed-files", metavar="FILE",
+                   help="the pull request's changed files, 'status<TAB>path[<TAB>previous path]' per line (from "
+                        "the GitHub API): the notice of edited gate inputs, and retired workloads")
+    p.add_argument("--head-pyproject", metavar="FILE",
+                   help="the pull request's pyproject.toml, as data: the notice names changed [tool.perfgate] keys")
+    p.add_argument("--expect-head-sha", metavar="SHA", help="refuse results measured of another commit")
+    p.add_argument("--expect-pr", type=int, metavar="N", help="refuse results of another pull request")
+    p.set_defaults(func=cmd_judge)
+    v = subparsers.add_parser(
+        "validate-baselines", help="check a downloaded baseline folder before it is copied into the store",
+        description="Every file must be README.md at the top or <environment key>/<workload>.json holding a "
+                    "valid baseline of that workload and key; no links, bounded sizes.",
+        epilog="exit codes: 0 valid, 2 a problem (named on one line)")
+    v.add_argument("folder", metavar="DIR")
+    v.set_defaults(func=cmd_validate_baselines)

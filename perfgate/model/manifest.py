@@ -1,0 +1,74 @@
+"""The run manifest (``run.json``): what a measuring job says about its run, and its dict form.
+
+``perfgate ci --measure-only`` writes it beside the result files; ``perfgate judge`` reads
+it back as untrusted data (``perfgate.store.untrusted_folders.manifest_from_dict`` checks
+every field) and uses it to name failures and the pull request, never to choose a rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from perfgate.model.version import __version__
+
+MANIFEST_NAME = "run.json"
+MANIFEST_KIND = "perfgate.ci-run"
+MANIFEST_SCHEMA_VERSION = 1
+DESIGNS = ("paired", "stored")
+
+
+@dataclass(frozen=True)
+class RunManifest:
+    """What the measuring job says about its run: who it measured and what went wrong.
+
+    Written by ``perfgate ci --measure-only``; read back as untrusted data. The judge
+    uses it to name failures and the pull request, never to choose a rule.
+    """
+
+    design: str
+    device: str
+    workloads: tuple[str, ...]
+    """The head's workloads the job set out to measure, in order."""
+    pr_number: int | None = None
+    head_sha: str | None = None
+    head_ref: str | None = None
+    head_repo: str | None = None
+    base_sha: str | None = None
+    base_ref: str | None = None
+    errors: Mapping[str, str] = field(default_factory=dict)
+    """Head workloads that could not be measured, with the message."""
+    base_errors: Mapping[str, str] = field(default_factory=dict)
+    """Paired: workloads whose base side could not be measured."""
+    base_missing: tuple[str, ...] = ()
+    """Paired: head workloads the base commit does not define (new workloads)."""
+    base_only: tuple[str, ...] = ()
+    """Paired: workloads the base commit defines that the head does not (removed or renamed)."""
+    notes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Per workload, repeats or blocks measured again or kept although contended."""
+    failure: str | None = None
+    """The measuring job's own error, when it could not measure at all."""
+    second_look_blocks: int | None = None
+    clocks: str | None = None
+    perfgate_version: str = __version__
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": MANIFEST_KIND,
+            "schema_version": MANIFEST_SCHEMA_VERSION,
+            "perfgate_version": self.perfgate_version,
+            "design": self.design,
+            "device": self.device,
+            "workloads": list(self.workloads),
+            "pr_number": self.pr_number, "head_sha": self.head_sha, "head_ref": self.head_ref,
+            "head_repo": self.head_repo, "base_sha": self.base_sha, "base_ref": self.base_ref,
+            "errors": dict(self.errors),
+            "base_errors": dict(self.base_errors),
+            "base_missing": list(self.base_missing),
+            "base_only": list(self.base_only),
+            "notes": {k: list(v) for k, v in self.notes.items()},
+            "failure": self.failure,
+            "second_look_blocks": self.second_look_blocks,
+            "clocks": self.clocks,
+        }

@@ -1,0 +1,99 @@
+"""The phase table of one judged workload, built once for every report.
+
+Each row holds the values a report shows (the two sides' medians, the change with its
+interval, the share of the step) and what the row says (tested, flagged and which way,
+gated, the step's verdict); the terminal, markdown and HTML reports only decorate them.
+The interval's level is the estimate's own (``[tool.perfgate] confidence``), never a
+fixed 95%.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from perfgate.analysis.decide import Verdict, level_text
+from perfgate.analysis.outcome import WorkloadComparison
+from perfgate.model.result import RESIDUAL
+from perfgate.report.wording import column_names
+from perfgate.text.units import change_ci, ms, percent
+
+NO_CHANGE = "—"
+
+
+class RowKind(StrEnum):
+    PHASE = "phase"
+    RESIDUAL = "residual"
+    """The part of the step no phase explains: no estimate of its own."""
+    STEP = "step"
+
+
+@dataclass(frozen=True)
+class TableRow:
+    phase: str
+    kind: RowKind
+    before_ms: str
+    after_ms: str
+    change: str
+    """The change with its interval, or ``—`` when the row has no estimate."""
+    share: float | None
+    """Share of the current step (time-weighted over the window); 1 for the step."""
+    absent: bool
+    """0 ms on both sides: a phase this kind of measurement does not have."""
+    tested: bool | None = None
+    """Whether the phase's change was tested (None: no estimate)."""
+    direction: str | None = None
+    """``slower`` or ``faster`` when the phase was flagged (Benjamini-Hochberg over phases)."""
+    q_value: float | None = None
+    gated: Verdict | None = None
+    """The verdict of a gated phase."""
+    verdict: Verdict | None = None
+    """The step's verdict (the step row only)."""
+
+    @property
+    def share_text(self) -> str:
+        return percent(self.share)
+
+
+@dataclass(frozen=True)
+class PhaseTable:
+    before: str
+    after: str
+    level: str
+    """The interval's confidence level in percent, as the estimate states it."""
+    rows: tuple[TableRow, ...]
+
+    @property
+    def headers(self) -> list[str]:
+        return ["phase", f"{self.before} ms", f"{self.after} ms", f"change ({self.level}% CI)", "share", "flag"]
+
+
+def phase_table(c: WorkloadComparison) -> PhaseTable:
+    """The table of a judged workload (one with a time decision)."""
+    assert c.time is not None
+    before, after = column_names(c)
+    rows = []
+    for row in c.phases:
+        absent = row.baseline_ms == 0 and row.current_ms == 0
+        common = {"phase": row.phase, "before_ms": ms(row.baseline_ms), "after_ms": ms(row.current_ms),
+                  "absent": absent}
+        if row.phase == "step":
+            est = c.time.estimate
+            rows.append(TableRow(kind=RowKind.STEP, change=change_ci(est.ratio, est.ci_low, est.ci_high),
+                                 share=row.share, verdict=c.time.verdict, **common))
+            continue
+        if row.phase == RESIDUAL:
+            rows.append(TableRow(kind=RowKind.RESIDUAL, change=NO_CHANGE, share=row.share, **common))
+            continue
+        gated = c.gated.get(row.phase)
+        flag = row.flag
+        if flag is None or flag.estimate is None:
+            rows.append(TableRow(kind=RowKind.PHASE, change=NO_CHANGE, share=row.share,
+                                 gated=gated.verdict if gated else None, **common))
+            continue
+        est = flag.estimate
+        direction = ("slower" if est.ratio > 1 else "faster") if flag.tested and flag.flagged else None
+        rows.append(TableRow(kind=RowKind.PHASE, change=change_ci(est.ratio, est.ci_low, est.ci_high),
+                             share=row.share, tested=flag.tested, direction=direction, q_value=flag.q_value,
+                             gated=gated.verdict if gated else None, **common))
+    return PhaseTable(before, after, level_text(c.time.estimate.confidence), tuple(rows))
