@@ -314,7 +314,7 @@ def test_a_bug_is_an_error_with_outputs_not_a_crash(capsys, repo: Repo, monkeypa
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("perfgate.adapters.ci.compare", broken)
+    monkeypatch.setattr("perfgate.adapters.ci.judge_on_disk", broken)
     code, out, err = judge(capsys, repo, results(repo, "current", seed=2))
     assert code == 2
     assert "perfgate: error: internal error: RuntimeError: boom" in err

@@ -419,7 +419,7 @@ def test_the_html_report_shows_the_counters_escaped() -> None:
 
 
 def test_the_pytest_failure_text_names_the_failing_counter() -> None:
-    from perfgate.adapters.pytest_plugin import GateSession
+    from perfgate.adapters.pytest_session import GateSession
 
     outcome, c = judge_paired(counters(syncs=(SYNC,)), counters())
     text = GateSession.failure_text(SimpleNamespace(outcome=outcome), c)  # type: ignore[arg-type]

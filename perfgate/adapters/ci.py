@@ -30,12 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from perfgate.analysis.compare import compare
+from perfgate.adapters import options
 from perfgate.analysis.decide import Verdict
 from perfgate.analysis.outcome import GateOutcome
 from perfgate.gate.comment import CHECK_LINE, VERDICT_WORD, ReportContext, compose, error_report, run_link
 from perfgate.gate.config import Settings
-from perfgate.gate.gating import GateRun, entries_for, run_gate
+from perfgate.gate.frontend import judge_on_disk, select_results, trace_regressions
+from perfgate.gate.gating import GateRun
 from perfgate.gate.github import path_variable as _path_variable
 from perfgate.gate.github import set_output, workflow_command
 from perfgate.gate.inputs import (
@@ -183,8 +184,6 @@ def judge(args: argparse.Namespace,
     With ``--trace-on-fail``, each regressed workload also gets a profiler trace (a separate
     run that never feeds the verdict) in ``<artifacts>/traces``.
     """
-    from perfgate.adapters import options  # the same job assembly and progress lines as `perfgate gate`
-
     if args.results:
         given = [flag for name, flag in MEASURING_OPTIONS if getattr(args, name)]
         if given:
@@ -194,16 +193,8 @@ def judge(args: argparse.Namespace,
             raise UsageError("--results judges result files on disk; --measure-only measures: choose one")
         settings = settings_for({})
         results = {r.workload: r for r in load_results_dir(Path(args.results))}
-        names = list(args.workloads) or list(settings.workloads) or sorted(results)
-        missing = [n for n in names if n not in results]
-        if missing:
-            raise UsageError(f"no result for {', '.join(missing)} in {args.results}")
-        if not names:
-            raise UsageError(f"{args.results}: no result files to judge")
-        config = dataclasses.replace(settings.gate, looks=1)  # results on disk: one look, full α
-        head_counters = load_counters_beside(Path(args.results), names)
-        outcome = compare(entries_for(results, {}, names, settings, head_counters), config, look=1,
-                          per_workload=settings.per_workload)
+        names = select_results(results, list(args.workloads) or list(settings.workloads), args.results, "judge")
+        outcome = judge_on_disk(results, names, settings, load_counters_beside(Path(args.results), names))
         return Judged(outcome, settings, {}, names=tuple(names))
     if args.repeats is not None and args.repeats < 1:
         raise UsageError("--repeats must be at least 1")
@@ -219,22 +210,11 @@ def judge(args: argparse.Namespace,
         gate = options.paired_gate_in(base, args, settings, device, jobs)
         base_only = _base_only(base, args, settings, jobs)
     else:
-        gate = run_gate(
-            jobs, settings=settings, device=device, repeats=settings.repeats,
-            cache_dir=options.cache_dir_of(args),
-            out_dir=Path(args.out), progress=options.progress_printer(args.quiet), timeout_s=args.timeout,
-            telemetry=not args.no_telemetry,
-            announce=lambda message: print(f"perfgate: {message}", file=sys.stderr),
-            contention_check=options.contention_policy_of(args), max_reruns=args.max_reruns,
-        )
+        gate = options.stored_gate(args, settings, device, jobs)
     traces: dict[str, TraceOutcome] = {}
     if args.trace_on_fail:
-        from perfgate.measure.trace import trace_job
-
-        for job in jobs:
-            if gate.outcome_for(job.workload.name).verdict is Verdict.REGRESSION:
-                traces[job.workload.name] = trace_job(job, device, options.cache_dir_of(args),
-                                                      Path(args.artifacts) / "traces", timeout_s=args.timeout)
+        traces = trace_regressions(gate.outcome, jobs, device, cache_dir=options.cache_dir_of(args),
+                                   trace_dir=Path(args.artifacts) / "traces", timeout_s=args.timeout)
     return Judged(gate.outcome, settings, traces, gate, tuple(j.workload.name for j in jobs), base_only)
 
 
@@ -441,8 +421,6 @@ def cmd_ci(args: argparse.Namespace) -> int:
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``perfgate ci`` to the ``perfgate`` command line."""
-    from perfgate.adapters import options  # the gate's run options, shared so the two cannot drift apart
-
     p = subparsers.add_parser(
         "ci", help="the pull-request gate as the GitHub workflow runs it (reads GITHUB_* variables)",
         description="Judge a pull request as .github/workflows/perfgate.yml does: settings, thresholds and "

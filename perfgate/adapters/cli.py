@@ -8,7 +8,6 @@ adds the traceback or the worker's output.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 from collections.abc import Sequence
@@ -21,20 +20,18 @@ from perfgate.adapters.options import (
     add_paired_options,
     add_run_options,
     cache_dir_of,
-    contention_policy_of,
     jobs_of,
     paired_gate_in,
     progress_printer,
     registry_of,
     settings_of,
+    stored_gate,
 )
-from perfgate.analysis.compare import compare
-from perfgate.analysis.decide import Verdict
 from perfgate.analysis.outcome import GateOutcome
 from perfgate.analysis.summary import summarise
 from perfgate.gate.config import Settings
-from perfgate.gate.gating import GateRun, count_each, entries_for, run_gate
-from perfgate.gate.worktree import base_worktree, check_clean, repository_root, resolve_commit
+from perfgate.gate.frontend import checked_out, judge_on_disk, select_results, trace_regressions
+from perfgate.gate.gating import GateRun, count_each
 from perfgate.measure.runner import Job, RunOutcome, measure, resolve_device
 from perfgate.measure.trace import check_trace_dir, trace_job
 from perfgate.model.benchmark import Statistics
@@ -209,16 +206,9 @@ def _compare_on_disk(args: argparse.Namespace) -> GateOutcome:
         if result.workload in results:
             raise UsageError(f"{result.workload}: given twice (in --results and --benchmark-json)")
         results[result.workload] = result
-    names = list(args.workloads) or sorted(results)
-    missing = [n for n in names if n not in results]
-    if missing:
-        raise UsageError(f"no result for {', '.join(missing)} in {args.results or 'the files given'}")
-    if not names:
-        raise UsageError(f"{args.results}: no result files to compare")
-    config = dataclasses.replace(settings.gate, looks=1)
+    names = select_results(results, args.workloads, args.results or "the files given", "compare")
     head_counters = load_counters_beside(Path(args.results), names) if args.results else {}
-    return compare(entries_for(results, {}, names, settings, head_counters), config, look=1,
-                   per_workload=settings.per_workload)
+    return judge_on_disk(results, names, settings, head_counters)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -238,11 +228,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def _paired_gate(args: argparse.Namespace, settings: Settings, device: str, jobs: list[Job]) -> GateRun:
     """``gate --against REF``: the base commit in a temporary worktree, ABBA blocks, the paired verdict."""
-    repo = repository_root(Path.cwd())
-    commit = resolve_commit(repo, args.against)
-    if not args.allow_dirty:
-        check_clean(repo)
-    with base_worktree(repo, commit) as tree:
+    with checked_out(Path.cwd(), args.against, allow_dirty=args.allow_dirty) as tree:
         return paired_gate_in(tree, args, settings, device, jobs)
 
 
@@ -254,34 +240,17 @@ def cmd_gate(args: argparse.Namespace) -> int:
     if args.against:
         gate = _paired_gate(args, settings, device, jobs)
     else:
-        gate = _stored_gate(args, settings, device, jobs)
+        gate = stored_gate(args, settings, device, jobs)
     traces: dict[str, TraceOutcome] = {}
     if args.trace_on_fail:
-        for job in jobs:
-            if gate.outcome_for(job.workload.name).verdict is Verdict.REGRESSION:
-                print(f"perfgate: tracing {job.workload.name} (a separate run, not part of the verdict)",
-                      file=sys.stderr)
-                traces[job.workload.name] = trace_job(job, device, cache_dir_of(args), Path(args.trace_dir),
-                                                      timeout_s=args.timeout)
-                if not traces[job.workload.name].ok:
-                    _err(f"trace of {job.workload.name} failed: {traces[job.workload.name].error}")
+        traces = trace_regressions(
+            gate.outcome, jobs, device, cache_dir=cache_dir_of(args), trace_dir=Path(args.trace_dir),
+            timeout_s=args.timeout,
+            tracing=lambda name: print(f"perfgate: tracing {name} (a separate run, not part of the verdict)",
+                                       file=sys.stderr),
+            failed=lambda name, outcome: _err(f"trace of {name} failed: {outcome.error}"))
     _publish(args, gate.outcome, traces)
     return gate.outcome.exit_code
-
-
-def _stored_gate(args: argparse.Namespace, settings: Settings, device: str, jobs: list[Job]) -> GateRun:
-    return run_gate(
-        jobs,
-        settings=settings,
-        device=device,
-        repeats=settings.repeats,
-        cache_dir=cache_dir_of(args),
-        out_dir=Path(args.out),
-        progress=progress_printer(args.quiet),
-        timeout_s=args.timeout,
-        announce=lambda message: print(f"perfgate: {message}", file=sys.stderr),
-        telemetry=not args.no_telemetry, contention_check=contention_policy_of(args), max_reruns=args.max_reruns,
-    )
 
 
 def cmd_trace(args: argparse.Namespace) -> int:

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from perfgate.adapters import options
 from perfgate.model.counters import DEFAULT_STEPS
 from perfgate.model.errors import EXIT_OK, UsageError
 from perfgate.report.counters import render_counters
@@ -19,7 +20,6 @@ from perfgate.store.jsonfile import dumps
 
 
 def cmd_counters(args: argparse.Namespace) -> int:
-    from perfgate.adapters import options  # the same workload, parameter and device resolution as `perfgate run`
     from perfgate.measure.counters import count_job
 
     if args.count_steps < 1:
@@ -42,8 +42,6 @@ def cmd_counters(args: argparse.Namespace) -> int:
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``perfgate counters`` to the ``perfgate`` command line."""
-    from perfgate.adapters import options
-
     p = subparsers.add_parser(
         "counters", help="count one workload's step exactly (operators, copies, FLOPs, host synchronisations, "
                          "kernel launches) in a separate short run",

@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from perfgate.analysis.outcome import GateOutcome
 from perfgate.analysis.decide import Verdict
+from perfgate.analysis.outcome import GateOutcome
 from perfgate.gate.comment import (
     STATUS_STATE,
     VERDICT_WORD,
@@ -54,7 +54,6 @@ from perfgate.report.json_report import outcome_to_dict
 from perfgate.store.jsonfile import write_json_atomic, write_text_atomic
 from perfgate.store.untrusted_folders import load_measured, validate_baselines
 from perfgate.text.inert import terminal
-
 
 # --- perfgate judge -----------------------------------------------------------------------------
 

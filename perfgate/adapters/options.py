@@ -14,7 +14,8 @@ from typing import Any
 
 from perfgate.analysis.contention import ContentionPolicy, contention
 from perfgate.gate.config import Settings, load_settings
-from perfgate.gate.gating import GateRun, PairedPlan, base_jobs_for, run_paired_gate
+from perfgate.gate.frontend import paired_gate
+from perfgate.gate.gating import GateRun, run_gate
 from perfgate.gate.worktree import BaseTree
 from perfgate.measure.runner import Job, Progress, default_cache_dir, resolve_device
 from perfgate.model.errors import DataError, UsageError
@@ -124,16 +125,24 @@ def paired_gate_in(tree: BaseTree, args: argparse.Namespace, settings: Settings,
         raise UsageError("--max-reruns must be 0 or more")
     if args.second_look_blocks is not None and args.second_look_blocks < 1:
         raise UsageError("--second-look-blocks must be at least 1")
-    policy = contention_policy_of(args)
-    base_jobs = base_jobs_for(jobs, tree, project_dir=Path.cwd(),
-                              workload_paths=[Path(p) for p in (*settings.workloads_path, *args.workloads_path)],
-                              assignments=assignments_of(args), device=device)
-    plan = PairedPlan(jobs, base_jobs, Path.cwd(), tree.mirror(Path.cwd()), tree.commit, args.base_python)
-    return run_paired_gate(
-        plan, settings=settings, device=device, blocks=settings.blocks, second_look_blocks=args.second_look_blocks,
-        cache_dir=cache_dir_of(args), out_dir=Path(args.out), progress=progress_printer(args.quiet),
-        timeout_s=args.timeout, announce=lambda message: print(f"perfgate: {message}", file=sys.stderr),
-        telemetry=not args.no_telemetry, contention_check=policy, max_reruns=args.max_reruns,
+    return paired_gate(
+        jobs, tree, project_dir=Path.cwd(),
+        workload_paths=[Path(p) for p in (*settings.workloads_path, *args.workloads_path)],
+        assignments=assignments_of(args), settings=settings, device=device, base_python=args.base_python,
+        second_look_blocks=args.second_look_blocks, cache_dir=cache_dir_of(args), out_dir=Path(args.out),
+        progress=progress_printer(args.quiet), timeout_s=args.timeout,
+        announce=lambda message: print(f"perfgate: {message}", file=sys.stderr),
+        telemetry=not args.no_telemetry, contention_check=contention_policy_of(args), max_reruns=args.max_reruns,
+    )
+
+
+def stored_gate(args: argparse.Namespace, settings: Settings, device: str, jobs: list[Job]) -> GateRun:
+    """The gate of ``jobs`` against the stored baselines, with the command line's measuring options."""
+    return run_gate(
+        jobs, settings=settings, device=device, repeats=settings.repeats, cache_dir=cache_dir_of(args),
+        out_dir=Path(args.out), progress=progress_printer(args.quiet), timeout_s=args.timeout,
+        announce=lambda message: print(f"perfgate: {message}", file=sys.stderr),
+        telemetry=not args.no_telemetry, contention_check=contention_policy_of(args), max_reruns=args.max_reruns,
     )
 
 

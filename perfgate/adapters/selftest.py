@@ -38,6 +38,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
+from perfgate.adapters import options
 from perfgate.analysis.decide import GateConfig, Verdict
 from perfgate.analysis.summary import summarise
 from perfgate.gate.config import Settings
@@ -485,8 +486,6 @@ def run_selftest(
 
 
 def cmd_selftest(args: argparse.Namespace) -> int:
-    from perfgate.adapters import options  # the run options and their handling, shared with the other commands
-
     settings = options.settings_of(args)
     if len(args.workloads) != 1:
         raise UsageError("selftest takes exactly one workload")
@@ -513,8 +512,6 @@ def cmd_selftest(args: argparse.Namespace) -> int:
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``perfgate selftest`` to the ``perfgate`` command line."""
-    from perfgate.adapters import options
-
     p = subparsers.add_parser(
         "selftest", help="A/A gates and gates with injected slowdowns on this runner: false alarms, detection, "
                          "and the slowdown this machine can catch",

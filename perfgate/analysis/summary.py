@@ -16,34 +16,6 @@ from statistics import median, stdev
 from perfgate.model.result import RESIDUAL, ROWS, RepeatResult, RunResult
 
 
-@dataclass(frozen=True)
-class RepeatSummary:
-    index: int
-    medians_ms: dict[str, float]
-    """Median over the window's steps of each phase, the residual and the step."""
-    shares: dict[str, float]
-    """Total time of each phase (and the residual) over the total step time of the window."""
-    samples_per_s: float
-    peak_memory_bytes: int | None
-    device_busy_fraction: float | None
-    block: int | None = None
-    """The ABBA block of the repeat (paired design), else None."""
-
-
-def summarise_repeat(repeat: RepeatResult) -> RepeatSummary:
-    busy = repeat.phases_ms.get("device_busy")
-    busy_fraction = sum(busy) / (repeat.window_s * 1e3) if busy else None
-    return RepeatSummary(
-        index=repeat.index,
-        medians_ms=dict(repeat.medians_ms),
-        shares=dict(repeat.shares),
-        samples_per_s=repeat.samples_per_s,
-        peak_memory_bytes=repeat.peak_memory_bytes,
-        device_busy_fraction=busy_fraction,
-        block=repeat.block,
-    )
-
-
 def log_sd(values: Sequence[float]) -> float | None:
     """Sample standard deviation of log(values): the relative run-to-run variation."""
     if len(values) < 2 or any(v <= 0 for v in values):
@@ -55,7 +27,8 @@ def log_sd(values: Sequence[float]) -> float | None:
 class WorkloadSummary:
     workload: str
     device: str
-    repeats: tuple[RepeatSummary, ...]
+    repeats: tuple[RepeatResult, ...]
+    """The repeats themselves: each derives its medians and shares from its raw values."""
     steps: int
     median_ms: dict[str, float]
     share: dict[str, float]
@@ -71,7 +44,7 @@ class WorkloadSummary:
 
 
 def summarise(result: RunResult) -> WorkloadSummary:
-    reps = tuple(summarise_repeat(r) for r in result.repeats)
+    reps = result.repeats
     median_ms = {row: median(r.medians_ms[row] for r in reps) for row in ROWS}
     share = {row: median(r.shares[row] for r in reps) for row in ROWS}
     spread = {row: log_sd([r.medians_ms[row] for r in reps]) for row in ROWS if row != RESIDUAL}

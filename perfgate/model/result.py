@@ -224,6 +224,12 @@ class RepeatResult:
         """The repeat's one number per row (:func:`row_medians`), derived from its raw values."""
         return row_medians(self.phases_ms)
 
+    @property
+    def device_busy_fraction(self) -> float | None:
+        """The share of the window the device was busy (CUDA runs; None elsewhere)."""
+        busy = self.phases_ms.get("device_busy")
+        return sum(busy) / (self.window_s * 1e3) if busy else None
+
     @cached_property
     def shares(self) -> dict[str, float]:
         """Total time of each phase (and the residual) over the total step time (:func:`row_shares`)."""

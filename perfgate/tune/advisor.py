@@ -66,7 +66,6 @@ def tune_loader(workload: Workload, params: Params, device: str, *, budget_s: fl
     setting in the workload field and the round as the repeat. Raises
     :class:`~perfgate.model.errors.WorkloadError` when the current setting cannot be measured.
     """
-    from perfgate.analysis.summary import summarise_repeat
     from perfgate.measure.runner import Job, Progress, measure
 
     if cores is None:
@@ -93,7 +92,7 @@ def tune_loader(workload: Workload, params: Params, device: str, *, budget_s: fl
         if workload.name in outcome.errors:
             return Failure(outcome.errors[workload.name].message, seconds)
         repeat = outcome.results[workload.name].repeats[0]
-        share = summarise_repeat(repeat).shares["data_wait"]
+        share = repeat.shares["data_wait"]
         return Sample(repeat.samples_per_s, seconds, share, repeat.loader_restarts, dict(repeat.loader_settings))
 
     results, rec, notes, spent, count = run_tuning(

@@ -1,0 +1,80 @@
+"""The pytest nodes of the gate: one :class:`PerfgateItem` per workload under a
+:class:`PerfgateCollector` (node ids ``perfgate::NAME``), and the marker that declares a
+test's workload."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    pass
+
+MARKER = "perfgate"
+COLLECTOR_NAME = "perfgate"
+GATE = pytest.StashKey["GateSession"]()
+"""``config.stash[GATE]``: the session's :class:`GateSession`, present only with ``--perfgate``."""
+
+
+
+class PerfgateCollector(pytest.Collector):
+    """The parent of the workload items, so that their node ids read ``perfgate::NAME``."""
+
+    def __init__(self, *, workloads: Sequence[str] = (), **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.workloads = tuple(workloads)
+
+    def collect(self) -> list[PerfgateItem]:
+        return [PerfgateItem.from_parent(self, name=name) for name in self.workloads]
+
+
+class PerfgateItem(pytest.Item):
+    """One workload of the gate run; its outcome is the workload's verdict."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        # -m perfgate selects (and -m "not perfgate" drops) these with the user's marked tests.
+        self.add_marker(getattr(pytest.mark, MARKER)(workload=self.name))
+
+    @property
+    def workload(self) -> str:
+        return self.name
+
+    def setup(self) -> None:
+        self.comparison = self.config.stash[GATE].judgeable(self.workload)
+
+    def runtest(self) -> None:
+        from perfgate.analysis.decide import Verdict
+
+        gate = self.config.stash[GATE]
+        c = self.comparison
+        if c.verdict is Verdict.REGRESSION:
+            pytest.fail(gate.failure_text(c), pytrace=False)
+        if c.verdict in (Verdict.INCONCLUSIVE, Verdict.NO_BASELINE):
+            raise NotJudged(gate.skip_reason(c))
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, self.nodeid
+
+
+class NotJudged(pytest.skip.Exception):
+    """A skip for a workload the gate did not judge (NO_BASELINE, INCONCLUSIVE).
+
+    Reported at the item's location instead of this file's, without the exception's
+    name (see ``GateSession.pytest_runtest_makereport``).
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(msg=reason)
+        self.reason = reason
+
+
+def marker_workload(marker: pytest.Mark, where: str) -> str:
+    name = marker.kwargs.get("workload", marker.args[0] if marker.args else None)
+    if not isinstance(name, str) or not name:
+        raise pytest.UsageError(f'perfgate: {where}: @pytest.mark.{MARKER} needs a workload name, '
+                                f'e.g. @pytest.mark.{MARKER}(workload="my-model")')
+    return name

@@ -1,0 +1,422 @@
+"""One pytest session with ``--perfgate``: its workloads, its single gate run, and how each
+verdict becomes a test outcome (see :mod:`perfgate.adapters.pytest_plugin`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from perfgate.adapters.pytest_items import (
+    COLLECTOR_NAME,
+    MARKER,
+    NotJudged,
+    PerfgateCollector,
+    PerfgateItem,
+    marker_workload,
+)
+from perfgate.text.inert import terminal
+
+if TYPE_CHECKING:
+    from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
+    from perfgate.gate.config import Settings
+    from perfgate.measure.runner import Job, Progress
+    from perfgate.model.workload import Workload
+
+
+def _split_names(values: Sequence[str]) -> list[str]:
+    return [name.strip() for value in values for name in value.split(",") if name.strip()]
+
+
+def _module_workload(item: pytest.Item, name: str) -> Workload | None:
+    """A ``Workload`` called ``name`` defined at module level in the item's test module."""
+    from perfgate.model.workload import Workload
+
+    module = getattr(item, "module", None)
+    path = getattr(module, "__file__", None)
+    if module is None or path is None:
+        return None
+    for value in vars(module).values():
+        if isinstance(value, Workload) and value.name == name:
+            # The repeat's worker imports the test module by path, like a workload file.
+            return dataclasses.replace(value, source=f"file:{Path(path).resolve()}")
+    return None
+
+
+class GateSession:
+    """State and hooks of one pytest session with ``--perfgate``; lives in ``config.stash``."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        from perfgate.model.errors import PerfgateError
+
+        self.config = config
+        self._here = Path(config.invocation_params.dir)
+        self.jobs: dict[str, Job] = {}
+        self.assignments: dict[str, object] = {}
+        self.workload_paths: list[Path] = []
+        self.device: str | None = None
+        self.outcome: GateOutcome | None = None
+        self.error: BaseException | None = None
+        self.written: list[Path] = []
+        self.unwritten: list[str] = []
+        self._session: pytest.Session | None = None
+        self._started = False
+        try:
+            self.settings = self._load_settings()
+        except PerfgateError as exc:
+            raise pytest.UsageError(f"perfgate: {exc.message}") from None
+
+    # -- options and settings ------------------------------------------------------------
+
+    def _opt(self, name: str) -> Any:
+        return self.config.getoption(f"perfgate_{name}")
+
+    def _path_opt(self, name: str) -> Path | None:
+        value = self._opt(name)
+        return None if value is None else self._here / value
+
+    @property
+    def fail_on_missing_baseline(self) -> bool:
+        return self.settings.gate.fail_on_missing_baseline
+
+    def _load_settings(self) -> Settings:
+        from perfgate.gate.config import load_settings
+        from perfgate.model.errors import UsageError
+
+        repeats = self._opt("repeats")
+        if repeats is not None and repeats < 2:
+            raise UsageError("--perfgate-repeats: a gate needs at least 2 repeats to know its run-to-run noise")
+        blocks = self._opt("blocks")
+        if blocks is not None and blocks < 2:
+            raise UsageError("--perfgate-blocks: the paired design needs at least 2 ABBA blocks")
+        baselines = self._path_opt("baselines")
+        cli: dict[str, object] = {
+            "repeats": repeats,
+            "blocks": blocks,
+            "baselines": str(baselines) if baselines else None,
+            "device": self._opt("device"),
+            "alpha": self._opt("alpha"),
+            "delta": self._opt("delta"),
+            "looks": self._opt("looks"),
+            "second_look_repeats": self._opt("second_look_repeats"),
+            "memory_threshold": self._opt("memory_threshold"),
+            "phase_q": self._opt("phase_q"),
+            "gate_phases": list(self._opt("gate_phase")) or None,
+            "fail_on_missing_baseline": True if self._opt("fail_on_missing_baseline") else None,
+        }
+        settings = load_settings(self.config.rootpath / "pyproject.toml", cli)
+        if settings.repeats < 2:
+            raise UsageError(f"{settings.source}: a gate needs at least 2 repeats to know its run-to-run noise")
+        return settings
+
+    def pytest_report_header(self, config: pytest.Config) -> str:
+        s = self.settings
+        return (f"perfgate: gate on (settings: {s.source}); baselines {s.baselines}, "
+                f"{s.repeats} repeat(s) per look, device {s.device}")
+
+    # -- collection ----------------------------------------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)  # before -k/-m deselection, which then applies to these items
+    def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
+        from perfgate.model.errors import PerfgateError
+
+        self._session = session  # its items, after deselection, are the run's workloads
+        try:
+            names = self._prepare_jobs(items)
+        except PerfgateError as exc:
+            raise pytest.UsageError(f"perfgate: {exc.message}") from None
+        if not names:
+            return
+        collector = PerfgateCollector.from_parent(session, name=COLLECTOR_NAME, nodeid=COLLECTOR_NAME,
+                                                  workloads=names)
+        new_items = collector.collect()
+        # Reported like any collected node, so "collected N items" and other plugins count them.
+        config.hook.pytest_collectreport(report=pytest.CollectReport(
+            collector.nodeid, "passed", None, new_items))
+        for item in new_items:
+            config.hook.pytest_itemcollected(item=item)
+        items.extend(new_items)
+
+    def _prepare_jobs(self, items: Sequence[pytest.Item]) -> list[str]:
+        """Validate every workload the run may need and build its job; return the item names."""
+        from perfgate.measure.runner import Job, resolve_device
+        from perfgate.model.errors import UsageError
+        from perfgate.model.workload import parse_assignments
+        from perfgate.store.discovery import discover
+
+        s = self.settings
+        extra = [*s.workloads_path, *(str(self._here / p) for p in self._opt("workloads_path"))]
+        registry = discover([Path(p) for p in extra], project_dir=self.config.rootpath)
+        # Workloads the tests declare with the marker: a discovered one, else one defined
+        # in the test module itself.
+        declared: dict[str, Workload] = {}
+        for item in items:
+            marker = item.get_closest_marker(MARKER)
+            if marker is None:
+                continue
+            name = marker_workload(marker, item.nodeid)
+            if name in declared:
+                continue
+            workload = registry.workloads.get(name) or _module_workload(item, name)
+            if workload is None:
+                known = ", ".join(registry.names()) or "none"
+                raise UsageError(f"{item.nodeid}: unknown workload {name!r} in @pytest.mark.{MARKER}; "
+                                 f"known workloads: {known}, or a Workload defined in the test module")
+            declared[name] = workload
+        names = _split_names(self._opt("workloads")) or list(s.workloads)
+        if names:
+            selected = {n: declared.get(n) or registry.get(n) for n in names}
+        else:
+            selected = {w.name: w for w in registry.select([])}
+        for name, workload in declared.items():
+            selected.setdefault(name, workload)
+        workloads = list(selected.values())
+        if not workloads:
+            return []
+        self.device = resolve_device(s.device)
+        assignments: dict[str, object] = dict(parse_assignments(self._opt("set")))
+        self.assignments = assignments
+        self.workload_paths = [Path(p) for p in extra]
+        shared_root, roots = self._data_roots({w.name for w in workloads})
+        for workload in workloads:
+            params = workload.resolve(self.device, assignments)
+            resolved = params.to_dict()
+            self.jobs[workload.name] = Job(workload, params, {k: resolved[k] for k in assignments},
+                                           roots.get(workload.name, shared_root))
+        return [w.name for w in workloads]
+
+    def _data_roots(self, names: set[str]) -> tuple[Path | None, dict[str, Path]]:
+        from perfgate.model.errors import DataError
+
+        shared: Path | None = None
+        per_workload: dict[str, Path] = {}
+        for item in self._opt("data_root"):
+            name, sep, path = item.partition("=")
+            if sep and name in names:
+                target = per_workload[name] = self._here / path
+            else:
+                target = shared = self._here / item
+            if not target.is_dir():
+                raise DataError(f"--perfgate-data-root {target}: not a directory")
+        return shared, per_workload
+
+    # -- the single gate run -------------------------------------------------------------
+
+    def _needed(self) -> list[str]:
+        """Workloads still selected after deselection, in collection order."""
+        assert self._session is not None
+        wanted: set[str] = set()
+        for item in self._session.items:
+            if isinstance(item, PerfgateItem):
+                wanted.add(item.workload)
+            else:
+                marker = item.get_closest_marker(MARKER)
+                if marker is not None:
+                    wanted.add(marker_workload(marker, item.nodeid))
+        return [name for name in self.jobs if name in wanted]
+
+    def _say(self, line: str) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None or self.config.get_verbosity() < 0:
+            return
+        # The gate runs inside a test's setup, where output is captured; progress is not
+        # the test's output, so it goes to the terminal the way live logging does.
+        capture = self.config.pluginmanager.get_plugin("capturemanager")
+        if capture is None:
+            reporter.write_line(line)
+            return
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(line)
+
+    def _progress(self, event: Progress) -> None:
+        where = event.label or f"repeat {event.repeat}/{event.repeats}"
+        if event.status == "done":
+            self._say(f"perfgate: [{event.workload}] {where} done in "
+                      f"{event.seconds:.1f} s, step median {event.step_median_ms:.2f} ms")
+        elif event.status == "failed":
+            self._say(f"perfgate: [{event.workload}] {where} failed "
+                      f"after {event.seconds:.1f} s: {event.message}")
+
+    def run(self) -> GateOutcome:
+        """The gate's outcome, measuring on the first call only; a failed run is not retried."""
+        if not self._started:
+            self._started = True
+            try:
+                self.outcome = self._run()
+            except BaseException as exc:
+                self.error = exc
+                if not isinstance(exc, Exception):
+                    raise  # KeyboardInterrupt and the like end the session
+            else:
+                self._publish(self.outcome)
+        if self.error is not None:
+            from perfgate.model.errors import PerfgateError
+
+            if isinstance(self.error, PerfgateError):
+                detail = f"\n{self.error.detail}" if self.error.detail and self.config.get_verbosity() > 0 else ""
+                pytest.fail(f"perfgate: the gate could not run: {self.error.message}{detail}", pytrace=False)
+            raise self.error
+        assert self.outcome is not None
+        return self.outcome
+
+    def _run(self) -> GateOutcome:
+        from perfgate.gate.gating import run_gate
+        from perfgate.measure.runner import default_cache_dir
+
+        names = self._needed()
+        jobs = [self.jobs[n] for n in names]
+        assert self.device is not None
+        cache = self._path_opt("cache_dir") or default_cache_dir()
+        if self._opt("against"):
+            return self._run_paired(jobs, cache)
+        self._say(f"perfgate: one gate over {len(jobs)} workload(s) on {self.device} "
+                  f"({', '.join(names)}), {self.settings.repeats} repeat(s) each, one process per repeat")
+        gate = run_gate(
+            jobs,
+            settings=self.settings,
+            device=self.device,
+            repeats=self.settings.repeats,
+            cache_dir=cache,
+            out_dir=self._here / self._opt("out"),
+            progress=self._progress,
+            timeout_s=self._opt("timeout"),
+            announce=lambda message: self._say(f"perfgate: {message}"),
+        )
+        return gate.outcome
+
+    def _run_paired(self, jobs: list[Job], cache: Path) -> GateOutcome:
+        """``--perfgate-against REF``: the base commit in a temporary worktree, ABBA blocks."""
+        from perfgate.gate.frontend import checked_out, paired_gate
+
+        assert self.device is not None
+        with checked_out(self._here, self._opt("against"), allow_dirty=self._opt("allow_dirty")) as tree:
+            self._say(f"perfgate: one paired gate over {len(jobs)} workload(s) on {self.device} against "
+                      f"{tree.commit[:7]}, {self.settings.blocks} ABBA block(s) of four processes each")
+            gate = paired_gate(
+                jobs, tree, project_dir=self.config.rootpath, workload_paths=self.workload_paths,
+                assignments=self.assignments, settings=self.settings, device=self.device,
+                second_look_blocks=None, cache_dir=cache, out_dir=self._here / self._opt("out"),
+                progress=self._progress, timeout_s=self._opt("timeout"),
+                announce=lambda message: self._say(f"perfgate: {message}"),
+            )
+        return gate.outcome
+
+    def _publish(self, outcome: GateOutcome) -> None:
+        """Write the reports asked for; a file that cannot be written loses no verdict."""
+        from perfgate.report.json_report import outcome_to_dict
+        from perfgate.report.markdown import render_markdown
+        from perfgate.store.jsonfile import write_json_atomic
+
+        def markdown(path: Path) -> None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(render_markdown(outcome), encoding="utf-8")
+
+        writers = [(self._path_opt("markdown"), markdown),
+                   (self._path_opt("json"), lambda path: write_json_atomic(path, outcome_to_dict(outcome)))]
+        for path, write in writers:
+            if path is None:
+                continue
+            try:
+                write(path)
+            except OSError as exc:
+                self.unwritten.append(f"{path}: {exc.strerror or exc}")
+            else:
+                self.written.append(path)
+
+    def comparison(self, workload: str) -> WorkloadComparison:
+        for c in self.run().comparisons:
+            if c.workload == workload:
+                return c
+        pytest.fail(f"perfgate: {workload} was not part of this session's gate run", pytrace=False)
+
+    def judgeable(self, workload: str) -> WorkloadComparison:
+        """The comparison, unless the gate could not judge it: then ``pytest.fail``, which
+        in setup makes the test an error (ERROR, INCOMPARABLE, and NO_BASELINE when a
+        missing baseline fails the gate)."""
+        from perfgate.analysis.decide import Verdict
+
+        c = self.comparison(workload)
+        if c.verdict in (Verdict.ERROR, Verdict.INCOMPARABLE) or (
+            c.verdict is Verdict.NO_BASELINE and self.fail_on_missing_baseline
+        ):
+            pytest.fail(self.failure_text(c), pytrace=False)
+        return c
+
+    # -- texts ---------------------------------------------------------------------------
+
+    def rebaseline_command(self, c: WorkloadComparison) -> str:
+        """``perfgate rebaseline`` for this workload, with what the CLI needs to find and
+        resolve it the same way (its file, the overrides, the store given to pytest)."""
+        parts = ["perfgate", "rebaseline", c.workload]
+        if c.device:
+            parts += ["--device", c.device]
+        job = self.jobs.get(c.workload)
+        if job is not None and job.workload.source.startswith("file:"):
+            source = Path(job.workload.source.removeprefix("file:"))
+            parts += ["--workloads-path", str(source.relative_to(self._here)
+                                              if source.is_relative_to(self._here) else source)]
+        for key, value in sorted(c.overrides.items()):
+            parts += ["--set", f"{key}={value}"]
+        if self._opt("baselines"):
+            parts += ["--baselines", self._opt("baselines")]
+        return shlex.join([*parts, "--reason", "<why this change is intended>"])
+
+    def skip_reason(self, c: WorkloadComparison) -> str:
+        from perfgate.analysis.decide import Verdict
+
+        reason = f"{c.verdict.value}: {terminal(c.reason)}"
+        if c.verdict is Verdict.NO_BASELINE:
+            reason += f"; record one with: {self.rebaseline_command(c)}"
+        return reason
+
+    def failure_text(self, c: WorkloadComparison) -> str:
+        from perfgate.analysis.decide import Verdict
+        from perfgate.report.markdown import render_workload
+
+        assert self.outcome is not None
+        head = f"perfgate: {terminal(c.workload)} {c.verdict.value}: {terminal(c.reason)}"
+        if c.counters is not None:  # exact counters that fail, one line each
+            head += "".join(f"\n  counters FAIL: {terminal(ch.reason)}" for ch in c.counters.failures)
+        text = f"{head}\n\n{render_workload(self.outcome, c.workload)}"
+        if c.verdict is Verdict.NO_BASELINE:
+            text += f"\n(fail_on_missing_baseline is set)\n\n    {self.rebaseline_command(c)}\n"
+        return text
+
+    # -- reporting -----------------------------------------------------------------------
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+        report = yield
+        if call.excinfo is not None and isinstance(call.excinfo.value, NotJudged):
+            # Shown at the workload item (or the test that asked for it), not at this file.
+            if isinstance(item, PerfgateItem):
+                report.longrepr = (item.nodeid, None, call.excinfo.value.reason)
+            else:
+                path, line, _ = item.location
+                report.longrepr = (path, None if line is None else line + 1, call.excinfo.value.reason)
+        return report
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        if not self._started:
+            return
+        terminalreporter.write_sep("=", "perfgate")
+        if self.outcome is None:
+            message = getattr(self.error, "message", None) or f"{type(self.error).__name__}: {self.error}"
+            terminalreporter.write_line(f"perfgate: the gate could not run: {message}", red=True)
+            return
+        from perfgate.report.terminal import gate_table
+
+        terminalreporter.write(gate_table(self.outcome))
+        for path in self.written:
+            terminalreporter.write_line(f"perfgate: report written to {path}")
+        for problem in self.unwritten:
+            terminalreporter.write_line(f"perfgate: report NOT written: {problem}", red=True)
+        exit_code = self.outcome.exit_code
+        terminalreporter.write_line(self.outcome.headline, bold=True, red=exit_code == 1, green=exit_code == 0,
+                                    yellow=exit_code not in (0, 1))
+
