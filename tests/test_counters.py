@@ -32,8 +32,8 @@ from perfgate.measure.counters import (
     COMPILED_EAGER_NOTE_CUDA,
     count_job,
     count_workload,
-    forces_sync,
 )
+from perfgate.measure.sync_sites import forces_sync
 from perfgate.measure.runner import Job
 from perfgate.model.workload import PHASES, Workload
 from conftest import FIXTURES, cuda_available

@@ -21,7 +21,8 @@ from perfgate.store.discovery import discover
 from perfgate.model.errors import EXIT_ERROR, FileFormatError, WorkloadError
 from perfgate.store.jsonfile import write_json_atomic
 from perfgate.measure.runner import Job
-from perfgate.measure.trace import PhaseAttribution, check_trace_dir, prepare_trace_dir, trace_job, trace_workload
+from perfgate.analysis.attribution import PhaseAttribution
+from perfgate.measure.trace import check_trace_dir, prepare_trace_dir, trace_job, trace_workload
 from perfgate.store.traces import TraceResult, load_operator_table
 from perfgate.model.trace import OPERATORS_JSON, OPERATORS_MD, TraceError, TraceSchedule
 from perfgate.model.workload import PHASES

@@ -13,7 +13,8 @@ written, never as a pass.
 On GitHub the pull request's job runs ``perfgate ci --measure-only``: it measures and
 writes the result files and the manifest ``run.json`` and nothing else, because a job
 that runs the pull request's code cannot be trusted with its verdict. The verdict, the
-comment and the commit status come from ``perfgate judge`` (``perfgate.gate.judge``) in a
+comment and the commit status come from ``perfgate judge`` (``perfgate.adapters.judge_cli``, judging in
+``perfgate.gate.judge``) in a
 separate job that runs none of it.
 """
 

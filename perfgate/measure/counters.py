@@ -6,17 +6,19 @@ built with the same builder, parameters, torch settings and data as a repeat
 a repeat's (``loop._Step`` with the no-op clock), then ``steps`` more steps of the very
 same ``_Step`` run under counting, with a phase clock whose marks (the ones the timed
 loop uses) move the counters from one phase to the next. What is counted, and where
-it comes from, is described in :mod:`perfgate.analysis.counters`, which holds the data; this
-module only touches torch:
+it comes from, is described in :mod:`perfgate.analysis.counters`, which holds the data; the
+counted run only touches torch:
 
 - a ``TorchDispatchMode`` counts every aten operator call, its copies and conversions
   and the calls that force a host synchronisation (with the Python line that issued
-  them); ``FlopCounterMode`` counts FLOPs, read at each phase mark;
+  them); ``FlopCounterMode`` counts FLOPs, read at each phase mark
+  (:mod:`perfgate.measure.counting`; which calls synchronise, and the line:
+  :mod:`perfgate.measure.sync_sites`);
 - on CUDA, ``torch.cuda.set_sync_debug_mode("warn")`` reports synchronisations outside
   aten operators; in a pass of its own, before the counting modes are entered,
   ``torch.profiler`` (CPU and CUDA activity, one ``record_function`` range per phase as
   in a traced run) gives the kernel launches and memory copy calls, attributed to phases
-  by ``perfgate.measure.trace.PhaseAttribution``, and ``torch.cuda.memory_stats()``, read
+  by ``perfgate.analysis.attribution.launch_counts``, and ``torch.cuda.memory_stats()``, read
   at each phase mark, the allocator calls. The pass is separate because a dispatch mode
   changes what runs: while one is active a ``torch.compile``d model runs its eager code
   (measured on an H200 with torch 2.11: resnet18-cifar10 launched 319 kernels a step
@@ -25,7 +27,7 @@ module only touches torch:
   calls, FLOPs and synchronisations are counted on its eager path (the counter set
   says so in ``notes``);
 - ``torch._dynamo``'s counters and compilation metrics give graph breaks, recompiles
-  and the compile time, over the whole run.
+  and the compile time, over the whole run (read here).
 
 Both dispatch modes are thread-local state that autograd carries to its device
 threads, so CUDA backward work is counted too, in the ``backward`` phase.
@@ -33,6 +35,7 @@ threads, so CUDA backward work is counted too, in the ``backward`` phase.
 :func:`count_workload` runs in this process and raises; :func:`count_job` runs it in a
 fresh process (``python -P -m perfgate.measure.counters REQUEST RESPONSE``) and returns
 a failure as a value, so a counted run that crashes never takes a timed verdict down.
+This module holds those two, the compile counters and the child's entry point.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ from typing import Any
 from perfgate.analysis.attribution import launch_counts
 from perfgate.analysis.counters import CounterOutcome
 from perfgate.measure.child import serve
-from perfgate.measure.child_job import ask, job_outcome, job_request, requested_job
+from perfgate.measure.separate_run import ask_child, build_workload, job_outcome, job_request, requested_job, training_step
 from perfgate.measure.counting import (
     GLOBAL_HOOKS_WARNING,
     CountingClock,
@@ -76,7 +79,7 @@ from perfgate.model.counters import (
 )
 from perfgate.model.errors import PerfgateError, UsageError, WorkloadError
 from perfgate.model.version import __version__
-from perfgate.model.workload import PHASES, BuildContext, Params, Workload
+from perfgate.model.workload import PHASES, Params, Workload
 from perfgate.store.counters import save_counters
 
 _MODULE = "perfgate.measure.counters"
@@ -151,6 +154,7 @@ def _compile_info(at_start: tuple[int, dict[str, int], list[Any]] | None,
     )
     return info, None, compile_s
 
+
 # --- the counted run, in this process -------------------------------------------------
 
 
@@ -180,30 +184,17 @@ def count_workload(
 
     compile_at_start = _dynamo_state()
 
-    from perfgate.measure.loop import _check_built, _fail, _NoClock, _Step, apply_torch_settings
+    from perfgate.measure.loop import _fail, _NoClock
 
     cuda = device == "cuda"
     needed = 2 * steps if cuda else steps  # CUDA counts in two passes
     run_params = params if params.steps >= needed else dataclasses.replace(params, steps=needed)
-    apply_torch_settings(run_params, device)
-    ctx = BuildContext(params=run_params, device=device, data_root=data_root, cache_dir=cache_dir, workload=name)
-    try:
-        built = _check_built(workload.build(ctx), name)
-    except PerfgateError:
-        raise
-    except BaseException as exc:  # noqa: BLE001 - user code: reported, not raised raw
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        raise _fail(name, "building the workload", exc) from None
+    built = build_workload(workload, run_params, device, data_root=data_root, cache_dir=cache_dir)
 
     sync: Callable[[], None] = torch.cuda.synchronize if cuda else (lambda: None)
-    torch_device = torch.device(device)
     stage = "the warmup"
     try:
-        memory_format = torch.channels_last if run_params.memory_format == "channels_last" else torch.contiguous_format
-        built.model.to(torch_device, memory_format=memory_format)
-        built.model.train()
-        step = _Step(built, torch_device, run_params)
+        step = training_step(built, device, run_params)
         warmup = _NoClock()
         for i in range(run_params.warmup_steps):
             value = float(step(warmup).detach().float().item())
@@ -311,7 +302,7 @@ def count_job(
             "steps": steps,
             "project_dir": str(project_dir) if project_dir else None,
         }
-        response = ask(_MODULE, request, timeout_s, kind=CounterError, what="counted run", python=python)
+        response = ask_child(_MODULE, request, timeout_s, kind=CounterError, what="counted run", python=python)
         try:
             counters = counters_from_dict(response["counters"])
         except (KeyError, ValueError) as exc:
@@ -324,15 +315,7 @@ def count_job(
 
 
 def _child(request: dict[str, Any]) -> dict[str, Any]:
-    job = requested_job(request)
-    counters = count_workload(
-        job.workload,
-        job.params,
-        job.device,
-        cache_dir=job.cache_dir,
-        data_root=job.data_root,
-        steps=request["steps"],
-    )
+    counters = requested_job(request).run(count_workload, steps=request["steps"])
     return {"ok": True, "counters": counters.to_dict()}
 
 

@@ -38,12 +38,12 @@ from typing import Any
 
 from perfgate.analysis.attribution import PhaseAttribution
 from perfgate.measure.child import serve
-from perfgate.measure.child_job import ask, job_outcome, job_request, requested_job
+from perfgate.measure.separate_run import ask_child, build_workload, job_outcome, job_request, requested_job, training_step
 from perfgate.measure.runner import Job
 from perfgate.model.errors import PerfgateError, UsageError
 from perfgate.model.trace import OPERATORS_JSON, OPERATORS_MD, TRACE_GLOB, OperatorTable, TraceError, TraceSchedule
 from perfgate.model.version import __version__
-from perfgate.model.workload import PHASES, BuildContext, Params, Workload
+from perfgate.model.workload import PHASES, Params, Workload
 from perfgate.store.traces import TraceOutcome, TraceResult, render_operator_table, save_operator_table
 
 DEFAULT_ROW_LIMIT = 15
@@ -215,19 +215,10 @@ def trace_workload(
     from torch.profiler import ProfilerActivity, profile, record_function
     from torch.profiler import schedule as profiler_schedule
 
-    from perfgate.measure.loop import _check_built, _fail, _NoClock, _Step, apply_torch_settings
+    from perfgate.measure.loop import _NoClock
 
     run_params = dataclasses.replace(params, steps=max(2, schedule.steps))
-    apply_torch_settings(run_params, device)
-    ctx = BuildContext(params=run_params, device=device, data_root=data_root, cache_dir=cache_dir, workload=name)
-    try:
-        built = _check_built(workload.build(ctx), name)
-    except PerfgateError:
-        raise
-    except BaseException as exc:  # noqa: BLE001 - user code: reported, not raised raw
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        raise _fail(name, "building the workload", exc) from None
+    built = build_workload(workload, run_params, device, data_root=data_root, cache_dir=cache_dir)
 
     cuda = device == "cuda"
     sync: Callable[[], None] = torch.cuda.synchronize if cuda else (lambda: None)
@@ -240,10 +231,7 @@ def trace_workload(
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     cycle = schedule.wait + schedule.warmup + schedule.active
     try:
-        memory_format = torch.channels_last if params.memory_format == "channels_last" else torch.contiguous_format
-        built.model.to(torch.device(device), memory_format=memory_format)
-        built.model.train()
-        step = _Step(built, torch.device(device), run_params)
+        step = training_step(built, device, run_params)
         for _ in range(params.warmup_steps):
             step(_NoClock())
         sync()
@@ -335,7 +323,7 @@ def trace_job(
         }
         # A child that never answered may have left a half-written trace; one that
         # answered an error cleared its own.
-        response = ask(_MODULE, request, timeout_s, kind=TraceError, what="traced run",
+        response = ask_child(_MODULE, request, timeout_s, kind=TraceError, what="traced run",
                        on_no_answer=lambda: _clear(directory))
         return TraceResult.from_directory(Path(response["directory"]))
 
@@ -343,14 +331,9 @@ def trace_job(
 
 
 def _child(request: dict[str, Any]) -> dict[str, Any]:
-    job = requested_job(request)
-    result = trace_workload(
-        job.workload,
-        job.params,
-        job.device,
-        cache_dir=job.cache_dir,
+    result = requested_job(request).run(
+        trace_workload,
         artifacts_dir=Path(request["artifacts_dir"]),
-        data_root=job.data_root,
         schedule=TraceSchedule.from_dict(request["schedule"]),
         row_limit=request["row_limit"],
         record_shapes=request["record_shapes"],

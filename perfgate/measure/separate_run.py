@@ -1,9 +1,12 @@
-"""A workload job run in a child process: what the traced and the counted run share.
+"""A separate run of a workload, traced or counted: what the two kinds share.
 
-Both run one job in a fresh process (:mod:`perfgate.measure.child`'s protocol) and give
-the caller an outcome, never a raised error: the parent sends the job as
-:func:`job_request`, waits with :func:`ask` and wraps it all in :func:`job_outcome`; the
-child finds the requested workload with :func:`requested_job`.
+Neither is a measurement, and both start like a repeat: :func:`build_workload` builds
+the workload with a repeat's torch settings and :func:`training_step` puts its model on
+the device and gives the very same training step (``loop._Step``). Both run one job in a
+fresh process (:mod:`perfgate.measure.child`'s protocol) and give the caller an outcome,
+never a raised error: the parent sends the job as :func:`job_request`, waits with
+:func:`ask_child` and wraps it all in :func:`job_outcome`; the child finds the requested
+workload with :func:`requested_job`. Nothing here imports torch until a run starts.
 """
 
 from __future__ import annotations
@@ -19,10 +22,46 @@ from typing import Any, TypeVar
 from perfgate.measure.child import call
 from perfgate.measure.runner import Job
 from perfgate.model.errors import DataError, DeviceError, PerfgateError, UsageError, WorkloadError
-from perfgate.model.workload import Params, Workload
+from perfgate.model.workload import BuildContext, Built, Params, Workload
 
 _Value = TypeVar("_Value")
 _Outcome = TypeVar("_Outcome")
+
+
+# --- the run, in this process -----------------------------------------------------------
+
+
+def build_workload(workload: Workload, run_params: Params, device: str, *, data_root: Path | None,
+                   cache_dir: Path) -> Built:
+    """Apply ``run_params``' torch settings and build ``workload`` as a repeat does; raises
+    WorkloadError (or the PerfgateError the builder raised) when the build fails."""
+    from perfgate.measure.loop import _check_built, _fail, apply_torch_settings
+
+    name = workload.name
+    apply_torch_settings(run_params, device)
+    ctx = BuildContext(params=run_params, device=device, data_root=data_root, cache_dir=cache_dir, workload=name)
+    try:
+        return _check_built(workload.build(ctx), name)
+    except PerfgateError:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - user code: reported, not raised raw
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise _fail(name, "building the workload", exc) from None
+
+
+def training_step(built: Built, device: str, run_params: Params) -> Any:
+    """Put the model on ``device`` in ``run_params``' memory format, in training mode, and
+    return the repeat's training step (``loop._Step``) for it."""
+    import torch
+
+    from perfgate.measure.loop import _Step
+
+    torch_device = torch.device(device)
+    memory_format = torch.channels_last if run_params.memory_format == "channels_last" else torch.contiguous_format
+    built.model.to(torch_device, memory_format=memory_format)
+    built.model.train()
+    return _Step(built, torch_device, run_params)
 
 
 # --- the parent's side ------------------------------------------------------------------
@@ -41,7 +80,7 @@ def job_request(job: Job, device: str, cache_dir: Path) -> dict[str, Any]:
     }
 
 
-def ask(
+def ask_child(
     module: str,
     request: dict[str, Any],
     timeout_s: float,
@@ -116,6 +155,12 @@ class RequestedJob:
     device: str
     cache_dir: Path
     data_root: Path | None
+
+    def run(self, function: Callable[..., _Value], **options: Any) -> _Value:
+        """``function(workload, params, device, cache_dir=..., data_root=..., **options)``:
+        this job's run in this process (``trace_workload``, ``count_workload``)."""
+        return function(self.workload, self.params, self.device, cache_dir=self.cache_dir,
+                        data_root=self.data_root, **options)
 
 
 def requested_job(request: Mapping[str, Any]) -> RequestedJob:
