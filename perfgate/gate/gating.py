@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perfgate.analysis.compare import compare, stored_counted
-from perfgate.analysis.outcome import Counted, Entry, GateOutcome, Pairing, WorkloadComparison
+from perfgate.analysis.outcome import Counted, Entry, GateOutcome, Pairing
 from perfgate.analysis.stats import paired_look_correlation
 from perfgate.gate.config import Settings
 from perfgate.gate.worktree import BaseTree
@@ -98,9 +98,6 @@ class GateRun:
     """Paired: workloads the base commit does not define."""
     notes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Per workload, each repeat or block measured again or kept although contended."""
-
-    def outcome_for(self, workload: str) -> WorkloadComparison:
-        return next(c for c in self.outcome.comparisons if c.workload == workload)
 
 
 def run_gate(

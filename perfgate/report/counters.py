@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
-from perfgate.analysis.counters import CounterChange, _flops, _num
+from perfgate.analysis.counters import _flops, _num
 from perfgate.model.counters import STEP, CounterSet, _sorted_counts, first_line
 from perfgate.model.workload import PHASES
 from perfgate.text.inert import terminal
@@ -73,9 +72,3 @@ def render_counters(counters: CounterSet, top: int = 8) -> str:
     if timings:
         lines.append(f"timings (not compared): {timings}")
     return "\n".join(lines) + "\n"
-
-
-def render_changes(changes: Iterable[CounterChange]) -> str:
-    """One line per change, failures first."""
-    ordered = sorted(changes, key=lambda ch: not ch.failed)
-    return "".join(f"{'FAIL' if ch.failed else 'info'}  {terminal(ch.reason)}\n" for ch in ordered)

@@ -65,10 +65,6 @@ class LogRatio:
         """The baseline repeats set aside as outliers, named for a report ("baseline recording 1 repeat 4")."""
         return [f"baseline recording {j + 1} repeat {i + 1}" for j, i in self.excluded_baseline]
 
-    def outlier_names(self) -> list[str]:
-        """The current repeats that look like outliers but were kept ("current repeat 3")."""
-        return [f"current repeat {i + 1}" for i in self.outliers_current]
-
 
 def _check_probability(value: float, name: str) -> None:
     if not (isinstance(value, (int, float)) and 0.0 < value < 1.0):
