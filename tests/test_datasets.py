@@ -148,6 +148,7 @@ def imagenette_tree(tmp_path: Path) -> Path:
 # --- synthetic CIFAR-10 ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_synthetic_cifar_is_read_by_torchvision_cifar10(synthetic_cache: Path) -> None:
     dataset, source = cifar10(make_ctx(synthetic_cache), transforms.ToTensor())
 
@@ -163,6 +164,7 @@ def test_synthetic_cifar_is_read_by_torchvision_cifar10(synthetic_cache: Path) -
     assert source.path.endswith("cifar-10-batches-py")
 
 
+@pytest.mark.slow
 def test_synthetic_cifar_files_are_real_cifar_batches(synthetic_cache: Path) -> None:
     folder = synthetic_cache / CIFAR_DIR / "cifar-10-batches-py"
     with open(folder / "data_batch_3", "rb") as f:
@@ -240,6 +242,7 @@ def test_losing_a_generation_race_keeps_the_winners_copy(tmp_path: Path, monkeyp
 # --- the cache is not trusted ---------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("settings", ["default", "small"])
 def test_a_planted_pickle_in_the_cache_is_never_unpickled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, synthetic_cache: Path, settings: str
@@ -343,6 +346,7 @@ def test_a_changed_synthetic_imagenette_file_is_regenerated_before_pil_opens_any
     assert all(Path(p).read_bytes()[:2] == b"\xff\xd8" for p, _ in dataset.samples)
 
 
+@pytest.mark.slow
 def test_the_pins_are_what_the_generator_makes_now(default_files: dict[str, dict[str, bytes]]) -> None:
     pairs = ((CIFAR_DEFAULT_KEY, default_files["cifar10"]), (IMAGENETTE_DEFAULT_KEY, default_files["imagenette"]))
     for key, files in pairs:
@@ -354,6 +358,7 @@ def test_the_pins_are_what_the_generator_makes_now(default_files: dict[str, dict
     assert set(synthetic._PINS) == {CIFAR_DEFAULT_KEY, IMAGENETTE_DEFAULT_KEY}
 
 
+@pytest.mark.slow
 def test_the_synthetic_cache_is_read_under_the_pinned_hash(synthetic_cache: Path) -> None:
     _, cifar = cifar10(make_ctx(synthetic_cache), None)
     _, nette = imagenette(make_ctx(synthetic_cache), None)
@@ -370,6 +375,7 @@ def test_generated_bytes_that_miss_their_pin_are_a_data_error(tmp_path: Path, mo
     assert list(tmp_path.iterdir()) == []  # nothing written, no temporary folder left
 
 
+@pytest.mark.slow
 def test_cifar_pickles_do_not_depend_on_the_numpy_version(default_files: dict[str, dict[str, bytes]]) -> None:
     # numpy's own pickles name numpy._core.multiarray (numpy 2) or numpy.core.multiarray (1).
     for rel, data in default_files["cifar10"].items():
@@ -424,6 +430,7 @@ def test_the_integer_dct_matrix_is_the_rounded_dct() -> None:
             assert abs(jpeg._DCT[u, x] - exact) <= 0.5
 
 
+@pytest.mark.slow
 def test_checking_the_default_cifar_cache_is_cheap(synthetic_cache: Path) -> None:
     pin = synthetic._PINS[CIFAR_DEFAULT_KEY]
     start = time.perf_counter()
@@ -435,6 +442,7 @@ def test_checking_the_default_cifar_cache_is_cheap(synthetic_cache: Path) -> Non
 # --- synthetic Imagenette -------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_synthetic_imagenette_is_an_image_folder_like_imagenette2_160(synthetic_cache: Path) -> None:
     dataset, source = imagenette(make_ctx(synthetic_cache), None)
 
@@ -606,6 +614,7 @@ def test_imagenette_roots_that_do_not_look_like_imagenette(tmp_path: Path) -> No
 # --- worker safety --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_datasets_survive_pickling_for_worker_processes(synthetic_cache: Path, imagenette_tree: Path) -> None:
     cifar, _ = cifar10(make_ctx(synthetic_cache), transforms.ToTensor())
     folder, _ = imagenette(make_ctx(synthetic_cache, imagenette_tree), transforms.ToTensor())
@@ -615,6 +624,7 @@ def test_datasets_survive_pickling_for_worker_processes(synthetic_cache: Path, i
         assert torch.equal(copy[2][0], dataset[2][0]) and copy[2][1] == dataset[2][1]
 
 
+@pytest.mark.slow
 def test_forked_dataloader_workers_read_the_synthetic_sets(synthetic_cache: Path) -> None:
     crop = transforms.Compose([transforms.CenterCrop(160), transforms.ToTensor()])
     dataset, _ = imagenette(make_ctx(synthetic_cache), crop)

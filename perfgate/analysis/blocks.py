@@ -40,7 +40,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from perfgate.analysis.stats import LogRatio, t_test
+from perfgate.analysis.stats import LogRatio, t_estimate
+from perfgate.analysis.stats.logratio import _exp
 
 __all__ = ["ABBA", "BlockValue", "block_contrast_t", "block_log_ratio", "blocks_of"]
 
@@ -64,16 +65,6 @@ def _check(values: Sequence[BlockValue], what: str) -> tuple[np.ndarray, np.ndar
     if not np.all(np.isfinite(raw)) or np.any(raw <= 0):
         raise ValueError(f"{what}: every per-repeat summary must be finite and > 0")
     return blocks, np.log(raw)
-
-
-def _t_summary(diff: float, se: float, df: float, confidence: float) -> tuple[float, float, float, float, float]:
-    """(p_slower, p_faster, p_two_sided, ci_low_log, ci_high_log)."""
-    p_slower, p_faster, half = t_test(diff, se, df, confidence)
-    return p_slower, p_faster, min(1.0, 2.0 * min(p_slower, p_faster)), diff - half, diff + half
-
-
-def _exp(x: float) -> float:
-    return math.exp(x) if x < 700 else math.inf
 
 
 def blocks_of(base: Sequence[BlockValue], head: Sequence[BlockValue]) -> list[int]:
@@ -120,25 +111,16 @@ def block_log_ratio(base: Sequence[BlockValue], head: Sequence[BlockValue], *,
     xtx_inv = np.linalg.pinv(x.T @ x)
     diff = float(coef[0])
     se = math.sqrt(max(0.0, mse * float(xtx_inv[0, 0])))
-    p_slower, p_faster, p_two, lo, hi = _t_summary(diff, se, df, confidence)
     # Block-to-block sd of log (the drift the design removes), from the block means.
     block_means = coef[1:]
     between = float(np.std(block_means, ddof=1)) if len(kept) > 1 else 0.0
-    return LogRatio(
-        ratio=math.exp(diff),
-        ci_low=_exp(lo),
-        ci_high=_exp(hi),
-        p_slower=p_slower,
-        p_faster=p_faster,
-        p_two_sided=p_two,
-        se_log=se,
-        df=df,
+    return t_estimate(
+        diff, se, df, confidence,
         n_current=int(keep_h.sum()),
         n_baseline=int(keep_b.sum()),
         recordings=1,
         within_sd_log=math.sqrt(mse),
         between_sd_log=between,
-        confidence=confidence,
         current_sd_log=float(np.std(h_log[keep_h], ddof=1)) if keep_h.sum() > 1 else math.nan,
         baseline_sd_log=float(np.std(b_log[keep_b], ddof=1)) if keep_b.sum() > 1 else math.nan,
     )
@@ -209,13 +191,11 @@ def block_contrast_t(base: Sequence[BlockValue], head: Sequence[BlockValue], *,
     diff = float(d.mean())
     df = float(d.size - 1)
     se = float(d.std(ddof=1)) / math.sqrt(d.size)
-    p_slower, p_faster, p_two, lo, hi = _t_summary(diff, se, df, confidence)
-    return LogRatio(
-        ratio=math.exp(diff), ci_low=_exp(lo), ci_high=_exp(hi), p_slower=p_slower, p_faster=p_faster,
-        p_two_sided=p_two, se_log=se, df=df, n_current=int(np.isin(h_blocks, kept).sum()),
+    return t_estimate(
+        diff, se, df, confidence, n_current=int(np.isin(h_blocks, kept).sum()),
         n_baseline=int(np.isin(b_blocks, kept).sum()), recordings=1,
         within_sd_log=float(d.std(ddof=1)),  # Var(d) = sigma^2 (1/2 + 1/2) in a full block
-        between_sd_log=0.0, confidence=confidence,
+        between_sd_log=0.0,
         current_sd_log=float(np.std(h_log, ddof=1)) if h_log.size > 1 else math.nan,
         baseline_sd_log=float(np.std(b_log, ddof=1)) if b_log.size > 1 else math.nan,
     )

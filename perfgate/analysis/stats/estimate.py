@@ -21,7 +21,7 @@ from statistics import median
 
 import numpy as np
 
-from perfgate.analysis.stats.logratio import LogRatio, _check_probability, _check_sd, _exp, t_test
+from perfgate.analysis.stats.logratio import LogRatio, _check_probability, _check_sd, t_estimate
 
 __all__ = [
     "DEFAULT_ASSUMED_DAY_SD_LOG",
@@ -279,24 +279,15 @@ def log_ratio(
 
     diff = float(cur.mean() - means.mean())
     se = math.sqrt(var)
-    p_slower, p_faster, half = t_test(diff, se, df, confidence)
     pooled_w = (s2_c * (n_c - 1) + msw * dfw) / (n_c - 1 + dfw)
     excluded_b = tuple((j, int(i)) for j, m in enumerate(base_masks) for i in np.flatnonzero(~m))
-    return LogRatio(
-        ratio=math.exp(diff),
-        ci_low=_exp(diff - half),
-        ci_high=_exp(diff + half),
-        p_slower=p_slower,
-        p_faster=p_faster,
-        p_two_sided=min(1.0, 2.0 * min(p_slower, p_faster)),
-        se_log=se,
-        df=df,
+    return t_estimate(
+        diff, se, df, confidence,
         n_current=n_c,
         n_baseline=int(sizes.sum()),
         recordings=k,
         within_sd_log=math.sqrt(pooled_w),
         between_sd_log=math.sqrt(tau2),
-        confidence=confidence,
         current_sd_log=math.sqrt(s2_c),
         baseline_sd_log=math.sqrt(msw),
         between_sd_log_data=None if tau2_data is None else math.sqrt(tau2_data),

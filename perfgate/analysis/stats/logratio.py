@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from scipy import special
 
@@ -104,3 +105,22 @@ def confidence_interval(est: LogRatio, level: float) -> tuple[float, float]:
         return est.ratio, est.ratio
     half = est.se_log * float(special.stdtrit(est.df, 0.5 + level / 2.0))
     return _exp(diff - half), _exp(diff + half)
+
+
+def t_estimate(diff: float, se: float, df: float, confidence: float, **rest: Any) -> LogRatio:
+    """The :class:`LogRatio` of a difference of logs ``diff`` with standard error ``se`` on
+    ``df`` degrees of freedom: the ratio, its interval at ``confidence`` and the one-sided
+    p-values of a t test; ``rest`` holds the estimator's own fields (sizes, variances)."""
+    p_slower, p_faster, half = t_test(diff, se, df, confidence)
+    return LogRatio(
+        ratio=math.exp(diff),
+        ci_low=_exp(diff - half),
+        ci_high=_exp(diff + half),
+        p_slower=p_slower,
+        p_faster=p_faster,
+        p_two_sided=min(1.0, 2.0 * min(p_slower, p_faster)),
+        se_log=se,
+        df=df,
+        confidence=confidence,
+        **rest,
+    )

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfgate.analysis.stats.estimate import DEFAULT_ASSUMED_DAY_SD_LOG
-from perfgate.analysis.stats.logratio import LogRatio, _check_probability, _check_sd, _exp, t_test
+from perfgate.analysis.stats.logratio import LogRatio, _check_probability, _check_sd, t_estimate
 
 __all__ = ["SampleSummary", "log_ratio_from_summaries"]
 
@@ -86,7 +86,6 @@ def log_ratio_from_summaries(
     log_b = [m for m, _, _ in base]
     diff = log_c - float(np.mean(log_b))
     se = math.sqrt(var)
-    p_slower, p_faster, half = t_test(diff, se, df, confidence)
 
     def pooled_cv(items: Sequence[SampleSummary]) -> float:
         return math.sqrt(sum((s.n - 1) * (s.sd / s.mean) ** 2 for s in items) / sum(s.n - 1 for s in items))
@@ -95,21 +94,13 @@ def log_ratio_from_summaries(
     if k > 1:
         spread = float(np.var(log_b, ddof=1)) - float(np.mean([v for _, v, _ in base]))
         between_data = math.sqrt(max(0.0, spread))
-    return LogRatio(
-        ratio=math.exp(diff),
-        ci_low=_exp(diff - half),
-        ci_high=_exp(diff + half),
-        p_slower=p_slower,
-        p_faster=p_faster,
-        p_two_sided=min(1.0, 2.0 * min(p_slower, p_faster)),
-        se_log=se,
-        df=df,
+    return t_estimate(
+        diff, se, df, confidence,
         n_current=current.n,
         n_baseline=sum(b.n for b in baseline),
         recordings=k,
         within_sd_log=pooled_cv([current, *baseline]),
         between_sd_log=math.sqrt(tau2),
-        confidence=confidence,
         current_sd_log=current.sd / current.mean,
         baseline_sd_log=pooled_cv(baseline),
         between_sd_log_data=between_data,
