@@ -3,7 +3,6 @@ verdict becomes a test outcome (see :mod:`perfgate.adapters.pytest_plugin`)."""
 
 from __future__ import annotations
 
-import dataclasses
 import shlex
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -25,26 +24,6 @@ if TYPE_CHECKING:
     from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
     from perfgate.gate.config import Settings
     from perfgate.measure.runner import Job, Progress
-    from perfgate.model.workload import Workload
-
-
-def _split_names(values: Sequence[str]) -> list[str]:
-    return [name.strip() for value in values for name in value.split(",") if name.strip()]
-
-
-def _module_workload(item: pytest.Item, name: str) -> Workload | None:
-    """A ``Workload`` called ``name`` defined at module level in the item's test module."""
-    from perfgate.model.workload import Workload
-
-    module = getattr(item, "module", None)
-    path = getattr(module, "__file__", None)
-    if module is None or path is None:
-        return None
-    for value in vars(module).values():
-        if isinstance(value, Workload) and value.name == name:
-            # The repeat's worker imports the test module by path, like a workload file.
-            return dataclasses.replace(value, source=f"file:{Path(path).resolve()}")
-    return None
 
 
 class GateSession:
@@ -144,66 +123,16 @@ class GateSession:
 
     def _prepare_jobs(self, items: Sequence[pytest.Item]) -> list[str]:
         """Validate every workload the run may need and build its job; return the item names."""
-        from perfgate.measure.runner import Job, resolve_device
-        from perfgate.model.errors import UsageError
-        from perfgate.model.workload import parse_assignments
-        from perfgate.store.discovery import discover
+        from perfgate.adapters.pytest_jobs import plan_jobs
 
-        s = self.settings
-        extra = [*s.workloads_path, *(str(self._here / p) for p in self._opt("workloads_path"))]
-        registry = discover([Path(p) for p in extra], project_dir=self.config.rootpath)
-        # Workloads the tests declare with the marker: a discovered one, else one defined
-        # in the test module itself.
-        declared: dict[str, Workload] = {}
-        for item in items:
-            marker = item.get_closest_marker(MARKER)
-            if marker is None:
-                continue
-            name = marker_workload(marker, item.nodeid)
-            if name in declared:
-                continue
-            workload = registry.workloads.get(name) or _module_workload(item, name)
-            if workload is None:
-                known = ", ".join(registry.names()) or "none"
-                raise UsageError(f"{item.nodeid}: unknown workload {name!r} in @pytest.mark.{MARKER}; "
-                                 f"known workloads: {known}, or a Workload defined in the test module")
-            declared[name] = workload
-        names = _split_names(self._opt("workloads")) or list(s.workloads)
-        if names:
-            selected = {n: declared.get(n) or registry.get(n) for n in names}
-        else:
-            selected = {w.name: w for w in registry.select([])}
-        for name, workload in declared.items():
-            selected.setdefault(name, workload)
-        workloads = list(selected.values())
-        if not workloads:
+        plan = plan_jobs(items, self.settings, here=self._here, rootpath=self.config.rootpath,
+                         workloads=self._opt("workloads"), workloads_path=self._opt("workloads_path"),
+                         assignments=self._opt("set"), data_root=self._opt("data_root"))
+        if plan is None:
             return []
-        self.device = resolve_device(s.device)
-        assignments: dict[str, object] = dict(parse_assignments(self._opt("set")))
-        self.assignments = assignments
-        self.workload_paths = [Path(p) for p in extra]
-        shared_root, roots = self._data_roots({w.name for w in workloads})
-        for workload in workloads:
-            params = workload.resolve(self.device, assignments)
-            resolved = params.to_dict()
-            self.jobs[workload.name] = Job(workload, params, {k: resolved[k] for k in assignments},
-                                           roots.get(workload.name, shared_root))
-        return [w.name for w in workloads]
-
-    def _data_roots(self, names: set[str]) -> tuple[Path | None, dict[str, Path]]:
-        from perfgate.model.errors import DataError
-
-        shared: Path | None = None
-        per_workload: dict[str, Path] = {}
-        for item in self._opt("data_root"):
-            name, sep, path = item.partition("=")
-            if sep and name in names:
-                target = per_workload[name] = self._here / path
-            else:
-                target = shared = self._here / item
-            if not target.is_dir():
-                raise DataError(f"--perfgate-data-root {target}: not a directory")
-        return shared, per_workload
+        self.device, self.assignments, self.workload_paths = plan.device, plan.assignments, plan.workload_paths
+        self.jobs.update(plan.jobs)
+        return list(plan.jobs)
 
     # -- the single gate run -------------------------------------------------------------
 

@@ -1,0 +1,116 @@
+"""The workloads a ``pytest --perfgate`` session gates, and their jobs: those selected by
+``--perfgate-workloads`` or ``[tool.perfgate] workloads`` (else every discovered one), plus
+those the tests declare with ``@pytest.mark.perfgate``, found among the discovered
+workloads or defined in the test module itself."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from perfgate.adapters.pytest_items import MARKER, marker_workload
+
+if TYPE_CHECKING:
+    from perfgate.gate.config import Settings
+    from perfgate.measure.runner import Job
+    from perfgate.model.workload import Workload
+
+
+@dataclass(frozen=True)
+class Plan:
+    device: str
+    jobs: dict[str, Job]
+    """By workload, in the order the items are added."""
+    assignments: dict[str, object]
+    """``--perfgate-set`` values, for every workload."""
+    workload_paths: list[Path]
+
+
+def _split_names(values: Sequence[str]) -> list[str]:
+    return [name.strip() for value in values for name in value.split(",") if name.strip()]
+
+
+def _module_workload(item: pytest.Item, name: str) -> Workload | None:
+    """A ``Workload`` called ``name`` defined at module level in the item's test module."""
+    from perfgate.model.workload import Workload
+
+    module = getattr(item, "module", None)
+    path = getattr(module, "__file__", None)
+    if module is None or path is None:
+        return None
+    for value in vars(module).values():
+        if isinstance(value, Workload) and value.name == name:
+            # The repeat's worker imports the test module by path, like a workload file.
+            return dataclasses.replace(value, source=f"file:{Path(path).resolve()}")
+    return None
+
+
+def plan_jobs(items: Sequence[pytest.Item], settings: Settings, *, here: Path, rootpath: Path,
+              workloads: Sequence[str], workloads_path: Sequence[str], assignments: Sequence[str],
+              data_root: Sequence[str]) -> Plan | None:
+    """Validate every workload the session may need and build its job (None: no workload)."""
+    from perfgate.measure.runner import Job, resolve_device
+    from perfgate.model.errors import UsageError
+    from perfgate.model.workload import parse_assignments
+    from perfgate.store.discovery import discover
+
+    extra = [*settings.workloads_path, *(str(here / p) for p in workloads_path)]
+    registry = discover([Path(p) for p in extra], project_dir=rootpath)
+    # Workloads the tests declare with the marker: a discovered one, else one defined
+    # in the test module itself.
+    declared: dict[str, Workload] = {}
+    for item in items:
+        marker = item.get_closest_marker(MARKER)
+        if marker is None:
+            continue
+        name = marker_workload(marker, item.nodeid)
+        if name in declared:
+            continue
+        workload = registry.workloads.get(name) or _module_workload(item, name)
+        if workload is None:
+            known = ", ".join(registry.names()) or "none"
+            raise UsageError(f"{item.nodeid}: unknown workload {name!r} in @pytest.mark.{MARKER}; "
+                             f"known workloads: {known}, or a Workload defined in the test module")
+        declared[name] = workload
+    names = _split_names(workloads) or list(settings.workloads)
+    if names:
+        selected = {n: declared.get(n) or registry.get(n) for n in names}
+    else:
+        selected = {w.name: w for w in registry.select([])}
+    for name, workload in declared.items():
+        selected.setdefault(name, workload)
+    chosen = list(selected.values())
+    if not chosen:
+        return None
+    device = resolve_device(settings.device)
+    given: dict[str, object] = dict(parse_assignments(assignments))
+    shared_root, roots = _data_roots(data_root, {w.name for w in chosen}, here)
+    jobs = {}
+    for workload in chosen:
+        params = workload.resolve(device, given)
+        resolved = params.to_dict()
+        jobs[workload.name] = Job(workload, params, {k: resolved[k] for k in given},
+                                  roots.get(workload.name, shared_root))
+    return Plan(device, jobs, given, [Path(p) for p in extra])
+
+
+def _data_roots(items: Sequence[str], names: set[str], here: Path) -> tuple[Path | None, dict[str, Path]]:
+    """``--perfgate-data-root [NAME=]DIR``: one folder for every workload, or for one."""
+    from perfgate.model.errors import DataError
+
+    shared: Path | None = None
+    per_workload: dict[str, Path] = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if sep and name in names:
+            target = per_workload[name] = here / path
+        else:
+            target = shared = here / item
+        if not target.is_dir():
+            raise DataError(f"--perfgate-data-root {target}: not a directory")
+    return shared, per_workload
