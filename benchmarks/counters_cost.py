@@ -21,8 +21,9 @@ import time
 from pathlib import Path
 
 from perfgate.measure.counters import count_job
-from perfgate.measure.runner import Job, default_cache_dir
+from perfgate.measure.runner import default_cache_dir
 from perfgate.model.counters import CounterSet
+from perfgate.model.job import Job
 from perfgate.model.workload import BuildContext
 from perfgate.store.discovery import discover
 

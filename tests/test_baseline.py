@@ -18,20 +18,26 @@ from statistics import median
 from typing import Any
 
 import pytest
+from factories import ENV, make_result
 
 import perfgate.store.jsonfile
-from perfgate.model.version import __version__
-from perfgate.model.baseline import BASELINE_KIND, BASELINE_SCHEMA_VERSION, Baseline, derived_rows
-from perfgate.store.baselines import Lookup, baseline_path, find_baseline, load_baseline, save_baseline, updated_baseline
 from perfgate.analysis.compare import compare
-from perfgate.analysis.outcome import Entry
 from perfgate.analysis.decide import GateConfig, Verdict
-from perfgate.model.errors import EXIT_ERROR, FileFormatError, UsageError
+from perfgate.analysis.outcome import Entry
 from perfgate.analysis.stats import log_ratio
+from perfgate.model.baseline import BASELINE_KIND, BASELINE_SCHEMA_VERSION, Baseline, derived_rows
+from perfgate.model.errors import EXIT_ERROR, FileFormatError, UsageError
 from perfgate.model.result import ROWS
+from perfgate.model.version import __version__
 from perfgate.model.workload import PHASES
-
-from factories import ENV, make_result
+from perfgate.store.baselines import (
+    Lookup,
+    baseline_path,
+    find_baseline,
+    load_baseline,
+    save_baseline,
+    updated_baseline,
+)
 
 NOW = datetime(2026, 12, 1, 9, 30, 15, tzinfo=timezone.utc)
 CI_VARS = ("GITHUB_RUN_ID", "GITHUB_REPOSITORY", "GITHUB_SERVER_URL", "CI_PIPELINE_ID", "BUILD_ID")

@@ -18,9 +18,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from factories import make_result
 from scipy import stats as sps
 
+from perfgate.analysis.compare import compare
+from perfgate.analysis.decide import GateConfig, Verdict
+from perfgate.analysis.outcome import Entry, GateOutcome
+from perfgate.analysis.stats import SampleSummary, log_ratio_from_summaries
 from perfgate.model.baseline import Baseline
+from perfgate.model.errors import EXIT_ERROR, FileFormatError
+from perfgate.model.result import RunResult
+from perfgate.model.workload import PHASES
+from perfgate.report.markdown import render_markdown
 from perfgate.store.baselines import Lookup, find_baseline, load_baseline, save_baseline, updated_baseline
 from perfgate.store.benchmark_json import (
     BLOCKS,
@@ -30,17 +39,7 @@ from perfgate.store.benchmark_json import (
     load_results_dir,
     workload_name,
 )
-from perfgate.analysis.compare import compare
-from perfgate.analysis.outcome import Entry, GateOutcome
-from perfgate.analysis.decide import GateConfig, Verdict
-from perfgate.model.errors import EXIT_ERROR, FileFormatError
-from perfgate.report.markdown import render_markdown
-from perfgate.model.result import RunResult
 from perfgate.store.results import save_result
-from perfgate.analysis.stats import SampleSummary, log_ratio_from_summaries
-from perfgate.model.workload import PHASES
-
-from factories import make_result
 
 F = Path(__file__).parent / "fixtures" / "pytest_benchmark"
 RUNS = range(1, 6)

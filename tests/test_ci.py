@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from factories import make_result
 
-from perfgate.store.baselines import save_baseline, updated_baseline
 from perfgate.adapters.ci import add_parser, read_pull_request, workflow_command
 from perfgate.model.errors import UsageError
 from perfgate.report.markdown import MARKER
+from perfgate.store.baselines import save_baseline, updated_baseline
 from perfgate.store.results import save_result
 
 BASE_SHA = "b" * 40
@@ -358,7 +358,8 @@ def test_measures_the_tiny_workload_end_to_end(capsys, repo: Repo, tiny_path: Pa
 def test_measure_only_writes_data_alone_and_the_judge_decides(capsys, repo: Repo, tiny_path: Path) -> None:
     """The split of the GitHub workflows: the measuring job writes the result files and
     run.json and no verdict; `perfgate judge` reads them back by the base's rules."""
-    from perfgate.adapters.judge_cli import add_parser as add_judge_parser, run_judge
+    from perfgate.adapters.judge_cli import add_parser as add_judge_parser
+    from perfgate.adapters.judge_cli import run_judge
 
     shutil.rmtree(repo.base / "baselines")
     (repo.base / "pyproject.toml").write_text('[tool.perfgate]\nworkloads = ["tiny"]\nrepeats = 2\n')

@@ -12,17 +12,16 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from factories import ENV, make_result
 
-from perfgate.model.baseline import Baseline
-from perfgate.store.baselines import Lookup, find_baseline, save_baseline, updated_baseline
 from perfgate.analysis.compare import compare
-from perfgate.analysis.outcome import Entry, GateOutcome, WorkloadComparison
 from perfgate.analysis.decide import GateConfig, Verdict
+from perfgate.analysis.outcome import Entry, GateOutcome, WorkloadComparison
+from perfgate.analysis.stats import holm_adjusted
+from perfgate.model.baseline import Baseline
 from perfgate.model.errors import EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION
 from perfgate.model.result import RunResult
-from perfgate.analysis.stats import holm_adjusted
-
-from factories import ENV, make_result
+from perfgate.store.baselines import Lookup, find_baseline, save_baseline, updated_baseline
 
 CFG = GateConfig()
 PATH = Path("baselines/cpu-test/tiny.json")

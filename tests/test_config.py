@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from perfgate.analysis.compare import WORKLOAD_FIELDS
-from perfgate.gate.config import PER_WORKLOAD_KEYS, Settings, load_settings
 from perfgate.analysis.decide import GateConfig
+from perfgate.gate.config import PER_WORKLOAD_KEYS, Settings, load_settings
 from perfgate.model.errors import EXIT_ERROR, UsageError
 
 

@@ -19,14 +19,20 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from conftest import cuda_available
 from factories import make_repeat
-from perfgate.analysis.contention import DEFAULT_MAX_OTHER_CPU_SHARE, ContentionPolicy, contention, contention_known, contention_unknown
-from perfgate.model.result import other_cpu_share, other_gpu_processes
-from perfgate.measure import telemetry_gpu as G, telemetry_host as H
+
+from perfgate.analysis.contention import (
+    DEFAULT_MAX_OTHER_CPU_SHARE,
+    ContentionPolicy,
+    contention,
+    contention_known,
+    contention_unknown,
+)
+from perfgate.measure import telemetry_gpu as G
+from perfgate.measure import telemetry_host as H
 from perfgate.measure.telemetry import TelemetrySampler
-from perfgate.model.result import repeat_from_dict
+from perfgate.model.result import other_cpu_share, other_gpu_processes, repeat_from_dict
 
 BURN = "while True: pass"
 
@@ -393,8 +399,9 @@ def test_dataloader_workers_are_ours_not_foreign() -> None:
 
 
 def run_tiny(tiny_path: Path, tmp_path: Path, **overrides):
+    from perfgate.measure.runner import measure
+    from perfgate.model.job import Job
     from perfgate.store.discovery import discover
-    from perfgate.measure.runner import Job, measure
 
     tmp_path.mkdir(parents=True, exist_ok=True)
     workload = discover([tiny_path], project_dir=tmp_path).get("tiny")

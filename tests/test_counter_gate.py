@@ -17,25 +17,24 @@ from types import SimpleNamespace
 import pytest
 from factories import make_result
 
-from perfgate.analysis.compare import compare, stored_counted
-from perfgate.analysis.outcome import Counted, Entry, Pairing
-from perfgate.analysis.compare import STORED_COUNTERS_NOTE
-from perfgate.gate.config import load_settings
-from perfgate.analysis.counters import CounterOutcome
-from perfgate.store.counters import save_counters
-from perfgate.model.counters import CounterError, CounterSet, PhaseCounters, SyncSite
-from perfgate.analysis.decide import GateConfig, Verdict
-from perfgate.model.errors import EXIT_OK, EXIT_REGRESSION, FileFormatError, UsageError
-from perfgate.store.jsonfile import write_json_atomic
 from perfgate.adapters.judge_cli import add_parser, run_judge
+from perfgate.analysis.compare import STORED_COUNTERS_NOTE, compare, stored_counted
+from perfgate.analysis.counters import CounterOutcome
+from perfgate.analysis.decide import GateConfig, Verdict
+from perfgate.analysis.outcome import Counted, Entry, Pairing
+from perfgate.gate.config import load_settings
+from perfgate.model.counters import CounterError, CounterSet, PhaseCounters, SyncSite
+from perfgate.model.errors import EXIT_OK, EXIT_REGRESSION, FileFormatError, UsageError
 from perfgate.model.manifest import MANIFEST_NAME, RunManifest
-from perfgate.store.untrusted_folders import load_measured
+from perfgate.model.result import RunResult
+from perfgate.model.workload import PHASES
 from perfgate.report.json_report import outcome_to_dict
 from perfgate.report.markdown import render_markdown
 from perfgate.report.terminal import gate_table
-from perfgate.model.result import RunResult
+from perfgate.store.counters import save_counters
+from perfgate.store.jsonfile import write_json_atomic
 from perfgate.store.results import save_result
-from perfgate.model.workload import PHASES
+from perfgate.store.untrusted_folders import load_measured
 
 BASE_SHA = "b" * 40
 HEAD_SHA = "c" * 40
@@ -471,9 +470,10 @@ def test_a_measured_rebaseline_counts_and_stores_the_counted_run(tmp_path: Path,
     stored beside the baseline (the --from-results path is tested above, without torch)."""
     import shutil
 
+    from conftest import FIXTURES
+
     from perfgate.adapters.cli import main
     from perfgate.store.counters import load_counters
-    from conftest import FIXTURES
 
     shutil.copy(FIXTURES / "tiny_workloads.py", tmp_path / "tiny_workloads.py")
     store = tmp_path / "baselines"

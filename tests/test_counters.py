@@ -19,14 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import FIXTURES, cuda_available
 
 from perfgate.adapters.cli import main
 from perfgate.analysis.counters import CounterChange, CounterThresholds, compare_counters
-from perfgate.report.counters import render_counters
-from perfgate.store.counters import counters_path, load_counters, save_counters
-from perfgate.model.counters import COUNTERS_KIND, AllocatorCounts, CounterError, CounterSet, PhaseCounters, SyncSite, counters_from_dict
-from perfgate.store.discovery import discover
-from perfgate.model.errors import EXIT_ERROR, EXIT_OK, FileFormatError, WorkloadError
 from perfgate.measure.counters import (
     COMPILED_EAGER_NOTE_CPU,
     COMPILED_EAGER_NOTE_CUDA,
@@ -34,9 +30,21 @@ from perfgate.measure.counters import (
     count_workload,
 )
 from perfgate.measure.sync_sites import forces_sync
-from perfgate.measure.runner import Job
+from perfgate.model.counters import (
+    COUNTERS_KIND,
+    AllocatorCounts,
+    CounterError,
+    CounterSet,
+    PhaseCounters,
+    SyncSite,
+    counters_from_dict,
+)
+from perfgate.model.errors import EXIT_ERROR, EXIT_OK, FileFormatError, WorkloadError
+from perfgate.model.job import Job
 from perfgate.model.workload import PHASES, Workload
-from conftest import FIXTURES, cuda_available
+from perfgate.report.counters import render_counters
+from perfgate.store.counters import counters_path, load_counters, save_counters
+from perfgate.store.discovery import discover
 
 # --- helpers -------------------------------------------------------------------------
 
@@ -160,8 +168,8 @@ def test_a_per_parameter_optimizer_loop_fails_on_the_operator_count(workloads_di
 
 def test_a_scalar_read_in_the_data_wait_is_no_synchronisation(workloads_dir: Path, cache_dir: Path,
                                                              base: CounterSet) -> None:
-    from perfgate.model.counters import HOST_PHASES
     from perfgate.measure.loop import HOST_PHASES as LOOP_HOST_PHASES
+    from perfgate.model.counters import HOST_PHASES
 
     assert HOST_PHASES == LOOP_HOST_PHASES
     head = count(workloads_dir, cache_dir, sync_in_data=True)

@@ -20,8 +20,6 @@ import torch
 from conftest import cuda_available
 from test_clock import FakeClock, FakeCuda
 
-from perfgate.store.discovery import discover
-from perfgate.model.errors import UsageError, WorkloadError
 from perfgate.measure import loop
 from perfgate.measure.clock import DeviceClock, HostClock
 from perfgate.measure.loop import (
@@ -32,7 +30,9 @@ from perfgate.measure.loop import (
     run_repeat,
     warm_up,
 )
+from perfgate.model.errors import UsageError, WorkloadError
 from perfgate.model.workload import BuildContext, Built, DataSource, Params, Workload
+from perfgate.store.discovery import discover
 
 READS = {"item", "cpu", "tolist", "numpy", "__float__", "__bool__", "__int__"}
 """Tensor methods that bring a value to the host: a synchronisation on CUDA."""

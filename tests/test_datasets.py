@@ -22,9 +22,18 @@ from PIL import Image
 from torchvision import transforms
 from torchvision.datasets import CIFAR10, ImageFolder
 
+from perfgate.measure.datasets import (
+    GENERATOR_VERSION,
+    IMAGENETTE_CLASSES,
+    cifar10,
+    generator,
+    imagenette,
+    jpeg,
+    pickler,
+    synthetic,
+    with_sample_delay,
+)
 from perfgate.model.errors import DataError
-from perfgate.measure.datasets import generator, jpeg, pickler, synthetic
-from perfgate.measure.datasets import GENERATOR_VERSION, IMAGENETTE_CLASSES, cifar10, imagenette, with_sample_delay
 from perfgate.model.workload import BuildContext, Params
 
 PARAMS = Params(batch_size=2, input_size=32, warmup_steps=0, steps=2)

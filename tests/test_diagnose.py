@@ -8,11 +8,11 @@ from pathlib import Path
 
 from factories import make_result
 
-from perfgate.store.baselines import Lookup, updated_baseline
 from perfgate.analysis.compare import compare
-from perfgate.analysis.outcome import Entry
 from perfgate.analysis.decide import GateConfig, Verdict
 from perfgate.analysis.diagnose import diagnose
+from perfgate.analysis.outcome import Entry
+from perfgate.store.baselines import Lookup, updated_baseline
 
 
 def names(result) -> list[tuple[str, str]]:

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.store.discovery import discover
 from perfgate.model.errors import UsageError, WorkloadError
+from perfgate.store.discovery import discover
 
 WORKLOAD = '''
 from perfgate import Params, Workload

@@ -16,8 +16,8 @@ from typing import Any
 
 import pynvml
 import pytest
-
 from conftest import cuda_available
+
 from perfgate.adapters.doctor import render
 from perfgate.gate.doctor.card import FAIL, OK, SKIPPED, UNKNOWN, WARN, Card, Check, guarded
 from perfgate.gate.doctor.cpu_disk import check_cache_disk, check_cpu_count, check_cpu_load, check_governor
@@ -35,8 +35,8 @@ from perfgate.gate.doctor.gpu import (
     cuda_version,
     parse_cuda,
 )
-from perfgate.model.errors import DeviceError
 from perfgate.measure.probe import Backend, MicroRun, NvmlSession, TorchFacts, micro_run, open_nvml
+from perfgate.model.errors import DeviceError
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "gpu-check.sh"

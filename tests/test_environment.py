@@ -5,11 +5,10 @@ import json
 from pathlib import Path
 
 import pytest
-
-from perfgate.store.baselines import load_baseline, updated_baseline
-from perfgate.model.environment import Environment
-
 from factories import make_result
+
+from perfgate.model.environment import Environment
+from perfgate.store.baselines import load_baseline, updated_baseline
 
 CPU = Environment(device="cpu", torch="2.14.1+cu130", python="3.11.7", cpu_model="Intel(R) Xeon(R) Platinum 8375C",
                   cpu_count=2, os="Linux-6.1", torchvision="0.29.1", git_commit="abc", git_dirty=False)

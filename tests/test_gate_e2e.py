@@ -15,14 +15,15 @@ from statistics import median
 
 import pytest
 
-from perfgate.store.baselines import find_baseline, save_baseline, updated_baseline
 from perfgate.analysis.compare import compare
-from perfgate.analysis.outcome import Entry
 from perfgate.analysis.decide import GateConfig, Verdict
-from perfgate.store.discovery import discover
-from perfgate.measure.runner import Job, measure
-from perfgate.report.markdown import render_markdown
+from perfgate.analysis.outcome import Entry
+from perfgate.measure.runner import measure
+from perfgate.model.job import Job
 from perfgate.model.result import merge_repeats
+from perfgate.report.markdown import render_markdown
+from perfgate.store.baselines import find_baseline, save_baseline, updated_baseline
+from perfgate.store.discovery import discover
 
 pytestmark = pytest.mark.slow
 # Heavier than the default tiny workload so a step is a few ms, not dominated by jitter.

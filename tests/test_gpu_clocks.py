@@ -9,16 +9,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from factories import ENV, make_result
 
-from perfgate.store.baselines import find_baseline, save_baseline, updated_baseline
 from perfgate.analysis.compare import compare
-from perfgate.analysis.outcome import Entry
 from perfgate.analysis.decide import GateConfig, Verdict
+from perfgate.analysis.outcome import Entry
 from perfgate.measure import fingerprint
 from perfgate.measure.fingerprint import GPU_CLOCKS_VARIABLE, collect, declared_gpu_clocks
 from perfgate.model.result import result_from_dict
-
-from factories import ENV, make_result
+from perfgate.store.baselines import find_baseline, save_baseline, updated_baseline
 
 T4 = dataclasses.replace(ENV, device="cuda", gpu_name="Tesla T4", cuda="13.0", cudnn="91000", gpu_driver="580.1")
 

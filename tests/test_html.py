@@ -17,14 +17,14 @@ import pytest
 from factories import make_result
 from test_reports import scenario
 
-from perfgate.store import jsonfile
-from perfgate.store.baselines import Lookup, updated_baseline
 from perfgate.analysis.compare import compare
-from perfgate.analysis.outcome import Entry, GateOutcome
 from perfgate.analysis.decide import GateConfig
+from perfgate.analysis.outcome import Entry, GateOutcome
+from perfgate.model.workload import PHASES
 from perfgate.report import html as report
 from perfgate.report.markdown import render_markdown
-from perfgate.model.workload import PHASES
+from perfgate.store import jsonfile
+from perfgate.store.baselines import Lookup, updated_baseline
 
 CI_URL = "https://github.example/acme/model/actions/runs/4242"
 HOSTILE = "<script>alert('pwned')</script>"

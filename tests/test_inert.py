@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from test_reports import scenario
 
-from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
 from perfgate.analysis.decide import Verdict
+from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
 from perfgate.report.markdown import render_markdown
 from perfgate.report.terminal import gate_table
 
@@ -147,8 +147,8 @@ def test_the_commands_stay_one_line_of_an_indented_code_block() -> None:
 
 
 def test_a_hostile_trace_is_linked_only_below_the_report_and_its_names_are_inert(tmp_path: Path) -> None:
-    from perfgate.store.traces import TraceOutcome, TraceResult
     from perfgate.model.trace import OperatorRow, OperatorTable, PhaseOperators, TraceSchedule
+    from perfgate.store.traces import TraceOutcome, TraceResult
 
     directory = tmp_path / "artifacts" / "w"
     names = ("trace-1.json", "x](https://evil.invalid) ![y](https://example.invalid/p.png",

@@ -11,10 +11,19 @@ from pathlib import Path
 
 import pytest
 
+from perfgate.adapters.scaffold import (
+    CODEOWNERS_TEMPLATE,
+    FILES,
+    PLACEHOLDER_OWNER,
+    TEMPLATES,
+    add_parser,
+    parse_owners,
+    render_codeowners,
+    scaffold,
+    template_text,
+)
 from perfgate.gate.config import load_settings
 from perfgate.store.discovery import discover
-from perfgate.adapters.scaffold import (CODEOWNERS_TEMPLATE, FILES, PLACEHOLDER_OWNER, TEMPLATES, add_parser,
-                                parse_owners, render_codeowners, scaffold, template_text)
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 CI_DOC = README.parent / "docs" / "ci.md"  # "Using perfgate in your repository"

@@ -21,16 +21,16 @@ from pathlib import Path
 import pytest
 from factories import ENV, make_result
 
-from perfgate.store.baselines import save_baseline, updated_baseline
-from perfgate.model.errors import FileFormatError
-from perfgate.gate.inputs import classify, read_changed_files
 from perfgate.adapters.judge_cli import add_parser
+from perfgate.gate.inputs import classify, read_changed_files
+from perfgate.model.errors import FileFormatError
 from perfgate.model.manifest import MANIFEST_NAME, RunManifest
-from perfgate.store.untrusted_folders import load_measured, validate_baselines
-from perfgate.store.jsonfile import write_json_atomic
-from perfgate.report.markdown import MARKER
 from perfgate.model.result import RunResult
+from perfgate.report.markdown import MARKER
+from perfgate.store.baselines import save_baseline, updated_baseline
+from perfgate.store.jsonfile import write_json_atomic
 from perfgate.store.results import save_result
+from perfgate.store.untrusted_folders import load_measured, validate_baselines
 
 HEAD_SHA = "c" * 40
 BASE_SHA = "b" * 40

@@ -11,8 +11,8 @@ from scipy import stats as sps
 
 from perfgate.analysis.blocks import ABBA, BlockValue, block_contrast_t, block_log_ratio
 from perfgate.analysis.compare import compare
-from perfgate.analysis.outcome import Entry, Pairing
 from perfgate.analysis.decide import GateConfig, Verdict
+from perfgate.analysis.outcome import Entry, Pairing
 from tests.factories import ENV, make_result
 
 
@@ -153,9 +153,9 @@ def test_paired_environment_differences_are_shown_with_base_python():
 
 
 def test_reports_say_which_design_decided_and_show_the_stored_baseline_as_secondary(tmp_path):
-    from perfgate.store.baselines import Lookup, save_baseline, updated_baseline
     from perfgate.report.markdown import render_markdown
     from perfgate.report.terminal import gate_table
+    from perfgate.store.baselines import Lookup, save_baseline, updated_baseline
 
     base, head = _paired_results(slow=1.25)
     stored = updated_baseline(None, make_result(repeats=5), "seed", append=False)
@@ -229,8 +229,8 @@ def test_json_and_html_carry_the_design(tmp_path):
 
 
 def test_the_paired_looks_spend_alpha_by_their_known_correlation():
-    from perfgate.report.markdown import render_markdown
     from perfgate.analysis.stats import paired_look_correlation, two_look_levels
+    from perfgate.report.markdown import render_markdown
 
     base, head = _paired_results(slow=1.25)
     rho = paired_look_correlation(6, 12)
@@ -271,8 +271,8 @@ def test_equally_noisy_arms_keep_the_block_model():
 def test_the_json_report_writes_what_is_not_finite_as_null():
     import json
 
-    from perfgate.store.jsonfile import dumps
     from perfgate.report.json_report import outcome_to_dict
+    from perfgate.store.jsonfile import dumps
 
     base, head = _paired_results(slow=1.0, jitter=0.02)
     outcome = compare([Entry("tiny", head, None, pairing=Pairing(base, "abc1234"))], GateConfig(), look=1)

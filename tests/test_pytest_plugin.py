@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 
 from perfgate.adapters.cli import build_parser, main
-from perfgate.store.results import load_results
 from perfgate.analysis.summary import summarise
+from perfgate.store.results import load_results
 
 pytest_plugins = ["pytester"]
 

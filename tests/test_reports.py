@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from factories import ENV, make_result
 
-from perfgate.store.baselines import Lookup, updated_baseline
 from perfgate.analysis.compare import compare
-from perfgate.analysis.outcome import Entry, GateOutcome
 from perfgate.analysis.decide import GateConfig
+from perfgate.analysis.outcome import Entry, GateOutcome
 from perfgate.report.json_report import outcome_to_dict
 from perfgate.report.markdown import GITHUB_COMMENT_LIMIT, MARKER, render_markdown
 from perfgate.report.terminal import gate_table
+from perfgate.store.baselines import Lookup, updated_baseline
 
 GOLDEN = Path(__file__).parent / "golden" / "report.md"
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
@@ -127,8 +127,8 @@ def test_terminal_and_json_carry_the_same_verdicts() -> None:
 
 
 def test_a_failed_trace_is_reported_not_hidden() -> None:
-    from perfgate.store.traces import TraceOutcome
     from perfgate.model.trace import TraceError
+    from perfgate.store.traces import TraceOutcome
 
     outcome = scenario()
     failed = TraceOutcome("resnet-slow", None, TraceError("cannot write trace artifacts to /x: Permission denied"))

@@ -11,10 +11,11 @@ from statistics import median
 
 import pytest
 
-from perfgate.store.discovery import discover
-from perfgate.measure.runner import Job, measure
 from perfgate.analysis.summary import summarise
+from perfgate.measure.runner import measure
+from perfgate.model.job import Job
 from perfgate.model.workload import PHASES
+from perfgate.store.discovery import discover
 
 pytestmark = pytest.mark.slow
 

@@ -17,19 +17,20 @@ from types import SimpleNamespace
 import pytest
 
 from perfgate.adapters import cli, selftest
-from perfgate.analysis.outcome import GateOutcome, PhaseRow, WorkloadComparison
-from perfgate.gate.config import Settings
+from perfgate.adapters.selftest import CARD_LABELS, Probe, SelftestResult, rate, run_selftest, schedule
 from perfgate.analysis.decide import GateConfig, PhaseFlag, Verdict
-from perfgate.store.discovery import discover
-from perfgate.model.errors import UsageError
+from perfgate.analysis.outcome import GateOutcome, PhaseRow, WorkloadComparison
+from perfgate.analysis.summary import summarise
+from perfgate.gate.config import Settings
 from perfgate.gate.gating import GateRun
 from perfgate.measure import runner
 from perfgate.measure.child import ChildRun
-from perfgate.measure.runner import INJECTED, Job, measure
-from perfgate.store.results import result_path, save_result
-from perfgate.adapters.selftest import CARD_LABELS, Probe, SelftestResult, rate, run_selftest, schedule
-from perfgate.analysis.summary import summarise
+from perfgate.measure.runner import measure
+from perfgate.model.errors import UsageError
+from perfgate.model.job import INJECTED, Job
 from perfgate.model.workload import PHASES
+from perfgate.store.discovery import discover
+from perfgate.store.results import result_path, save_result
 from tests.factories import make_result
 
 

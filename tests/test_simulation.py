@@ -18,9 +18,17 @@ import pytest
 from scipy import stats as st
 
 import perfgate.analysis.compare
-from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
 from perfgate.analysis.decide import GateConfig, Verdict
-from perfgate.analysis.simulate import CellResult, Noise, Scenario, _Repeat, _repeat_result, paired_calibration, simulate
+from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
+from perfgate.analysis.simulate import (
+    CellResult,
+    Noise,
+    Scenario,
+    _Repeat,
+    _repeat_result,
+    paired_calibration,
+    simulate,
+)
 
 NOISE_1 = Noise(0.01, ar=0.3, drift_per_process=0.001)
 

@@ -470,10 +470,10 @@ def test_one_median_across_the_statistics() -> None:
     import inspect
     import pkgutil
 
-    import perfgate.model.baseline
     import perfgate.analysis.decide
     import perfgate.analysis.stats
     import perfgate.analysis.stats.estimate
+    import perfgate.model.baseline
 
     parts = [importlib.import_module(f"perfgate.analysis.stats.{m.name}")
              for m in pkgutil.iter_modules(perfgate.analysis.stats.__path__)]

@@ -27,17 +27,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from factories import make_result
 
-from perfgate.model.baseline import baseline_from_dict
-from perfgate.store.baselines import Lookup, load_baseline, save_baseline, updated_baseline
 from perfgate.analysis.compare import compare
-from perfgate.analysis.outcome import Entry, Pairing
 from perfgate.analysis.decide import GateConfig, Verdict
-from perfgate.measure import telemetry_gpu as G, telemetry_host as H
+from perfgate.analysis.outcome import Entry, Pairing
+from perfgate.measure import telemetry_gpu as G
+from perfgate.measure import telemetry_host as H
 from perfgate.measure.telemetry import TelemetrySampler
+from perfgate.model.baseline import baseline_from_dict
 from perfgate.model.result import CLOCK_EVENT_REASONS, SLOWDOWN_REASONS, RunResult, repeat_from_dict
+from perfgate.store.baselines import Lookup, load_baseline, save_baseline, updated_baseline
 
 NOW = datetime(2026, 11, 30, tzinfo=timezone.utc)
 CAP, HW, SW_THERMAL, HW_THERMAL, BRAKE, IDLE = 0x4, 0x8, 0x20, 0x40, 0x80, 0x1

@@ -17,15 +17,15 @@ from typing import Any
 
 import pytest
 
-from perfgate.store.discovery import discover
-from perfgate.model.errors import EXIT_ERROR, FileFormatError, WorkloadError
-from perfgate.store.jsonfile import write_json_atomic
-from perfgate.measure.runner import Job
 from perfgate.analysis.attribution import PhaseAttribution
 from perfgate.measure.trace import check_trace_dir, prepare_trace_dir, trace_job, trace_workload
-from perfgate.store.traces import TraceResult, load_operator_table
+from perfgate.model.errors import EXIT_ERROR, FileFormatError, WorkloadError
+from perfgate.model.job import Job
 from perfgate.model.trace import OPERATORS_JSON, OPERATORS_MD, TraceError, TraceSchedule
 from perfgate.model.workload import PHASES
+from perfgate.store.discovery import discover
+from perfgate.store.jsonfile import write_json_atomic
+from perfgate.store.traces import TraceResult, load_operator_table
 
 FORWARD_OPS = {"aten::conv2d", "aten::convolution", "aten::_convolution", "aten::mkldnn_convolution",
                "aten::addmm", "aten::linear"}

@@ -12,9 +12,9 @@ import pytest
 from scipy import stats as sps
 
 from perfgate.analysis.blocks import BlockValue, block_log_ratio
-
-from perfgate.store.discovery import discover
 from perfgate.model.errors import WorkloadError
+from perfgate.model.workload import Params
+from perfgate.store.discovery import discover
 from perfgate.tune import (
     DEFAULT_ALPHA,
     Failure,
@@ -32,7 +32,6 @@ from perfgate.tune import (
     tune_loader,
     worker_counts,
 )
-from perfgate.model.workload import Params
 
 PARAMS = Params(batch_size=16, input_size=32, warmup_steps=2, steps=10, num_workers=0,
                 prefetch_factor=2, extra={"sample_delay_ms": 20.0})

@@ -26,8 +26,8 @@ import pytest
 
 from perfgate.adapters.ci import add_parser as add_ci_parser
 from perfgate.adapters.judge_cli import add_parser as add_judge_parser
-from perfgate.report.markdown import MARKER
 from perfgate.adapters.scaffold import TEMPLATES
+from perfgate.report.markdown import MARKER
 
 ROOT = Path(__file__).resolve().parents[1]
 REPO_WORKFLOWS = ROOT / ".github" / "workflows"

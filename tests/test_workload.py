@@ -117,10 +117,10 @@ def test_the_compiled_reference_workload_says_when_inductor_has_no_cpu_compiler(
     import shutil
 
     import pytest
-
-    from perfgate.store.discovery import discover
-    from perfgate.model.errors import WorkloadError
     from perfgate_workloads import resnet18_cifar10
+
+    from perfgate.model.errors import WorkloadError
+    from perfgate.store.discovery import discover
 
     compiled = discover().get("resnet18-cifar10-compiled")
     plain = discover().get("resnet18-cifar10")

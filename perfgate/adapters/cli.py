@@ -32,11 +32,12 @@ from perfgate.analysis.summary import summarise
 from perfgate.gate.config import Settings
 from perfgate.gate.frontend import checked_out, judge_on_disk, select_results, trace_regressions
 from perfgate.gate.gating import GateRun, count_each
-from perfgate.measure.runner import Job, RunOutcome, measure, resolve_device
+from perfgate.measure.runner import RunOutcome, measure, resolve_device
 from perfgate.measure.trace import check_trace_dir, trace_job
 from perfgate.model.benchmark import Statistics
 from perfgate.model.counters import CounterSet
 from perfgate.model.errors import EXIT_ERROR, EXIT_OK, CudaUnavailable, PerfgateError, UsageError
+from perfgate.model.job import Job
 from perfgate.model.result import RunResult
 from perfgate.model.trace import TraceSchedule
 from perfgate.model.version import __version__

@@ -17,8 +17,9 @@ from perfgate.gate.config import Settings, load_settings
 from perfgate.gate.frontend import paired_gate
 from perfgate.gate.gating import GateRun, run_gate
 from perfgate.gate.worktree import BaseTree
-from perfgate.measure.runner import Job, Progress, default_cache_dir, resolve_device
+from perfgate.measure.runner import Progress, default_cache_dir, resolve_device
 from perfgate.model.errors import DataError, UsageError
+from perfgate.model.job import Job
 from perfgate.model.workload import PHASES, Workload, parse_assignments
 from perfgate.store.discovery import Registry, discover
 

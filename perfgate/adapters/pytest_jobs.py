@@ -17,7 +17,7 @@ from perfgate.adapters.pytest_items import MARKER, marker_workload
 
 if TYPE_CHECKING:
     from perfgate.gate.config import Settings
-    from perfgate.measure.runner import Job
+    from perfgate.model.job import Job
     from perfgate.model.workload import Workload
 
 
@@ -54,8 +54,9 @@ def plan_jobs(items: Sequence[pytest.Item], settings: Settings, *, here: Path, r
               workloads: Sequence[str], workloads_path: Sequence[str], assignments: Sequence[str],
               data_root: Sequence[str]) -> Plan | None:
     """Validate every workload the session may need and build its job (None: no workload)."""
-    from perfgate.measure.runner import Job, resolve_device
+    from perfgate.measure.runner import resolve_device
     from perfgate.model.errors import UsageError
+    from perfgate.model.job import Job
     from perfgate.model.workload import parse_assignments
     from perfgate.store.discovery import discover
 

@@ -23,7 +23,8 @@ from perfgate.text.inert import terminal
 if TYPE_CHECKING:
     from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
     from perfgate.gate.config import Settings
-    from perfgate.measure.runner import Job, Progress
+    from perfgate.measure.runner import Progress
+    from perfgate.model.job import Job
 
 
 class GateSession:

@@ -44,8 +44,9 @@ from perfgate.analysis.summary import summarise
 from perfgate.gate.config import Settings
 from perfgate.gate.gating import GateRun, PairedPlan, run_paired_gate
 from perfgate.measure.paired import ContentionCheck
-from perfgate.measure.runner import Job, Progress, measure
+from perfgate.measure.runner import Progress, measure
 from perfgate.model.errors import EXIT_OK, EXIT_REGRESSION, UsageError, WorkloadError
+from perfgate.model.job import Job
 from perfgate.model.workload import PHASES
 
 DEFAULT_SIZES = (0.05, 0.10)

@@ -22,10 +22,10 @@ from perfgate.analysis.outcome import GateOutcome
 from perfgate.gate.config import Settings
 from perfgate.gate.gating import GateRun, PairedPlan, base_jobs_for, entries_for, run_paired_gate
 from perfgate.gate.worktree import BaseTree, base_worktree, check_clean, repository_root, resolve_commit
-from perfgate.measure.runner import Job
 from perfgate.measure.trace import trace_job
 from perfgate.model.counters import CounterSet
 from perfgate.model.errors import UsageError
+from perfgate.model.job import Job
 from perfgate.model.result import RunResult
 from perfgate.store.traces import TraceOutcome
 

@@ -20,8 +20,9 @@ from perfgate.analysis.stats import paired_look_correlation
 from perfgate.gate.config import Settings
 from perfgate.gate.worktree import BaseTree
 from perfgate.measure.paired import ContentionCheck, PairedOutcome, Side, base_results_dir, measure_paired
-from perfgate.measure.runner import Job, Progress, RunOutcome, measure
+from perfgate.measure.runner import Progress, RunOutcome, measure
 from perfgate.model.counters import CounterSet
+from perfgate.model.job import Job
 from perfgate.model.result import RunResult, merge_repeats
 from perfgate.store.baselines import find_baseline
 from perfgate.store.discovery import discover, load_source

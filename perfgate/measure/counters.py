@@ -56,7 +56,6 @@ from typing import Any
 from perfgate.analysis.attribution import launch_counts
 from perfgate.analysis.counters import CounterOutcome
 from perfgate.measure.child import serve
-from perfgate.measure.separate_run import ask_child, build_workload, job_outcome, job_request, requested_job, training_step
 from perfgate.measure.counting import (
     GLOBAL_HOOKS_WARNING,
     CountingClock,
@@ -66,7 +65,14 @@ from perfgate.measure.counting import (
     run_steps,
     sync_warnings,
 )
-from perfgate.measure.runner import Job
+from perfgate.measure.separate_run import (
+    ask_child,
+    build_workload,
+    job_outcome,
+    job_request,
+    requested_job,
+    training_step,
+)
 from perfgate.model.counters import (
     DEFAULT_STEPS,
     AllocatorCounts,
@@ -78,6 +84,7 @@ from perfgate.model.counters import (
     clean_reason,
 )
 from perfgate.model.errors import PerfgateError, UsageError, WorkloadError
+from perfgate.model.job import Job
 from perfgate.model.version import __version__
 from perfgate.model.workload import PHASES, Params, Workload
 from perfgate.store.counters import save_counters

@@ -22,8 +22,9 @@ from statistics import median
 from typing import Any
 
 from perfgate.analysis.blocks import ABBA
-from perfgate.measure.runner import Job, Progress, ProgressStatus, RunOutcome, assemble, run_one
+from perfgate.measure.runner import Progress, ProgressStatus, RunOutcome, assemble, run_one
 from perfgate.model.errors import PerfgateError
+from perfgate.model.job import Job
 from perfgate.store.gitinfo import git_revision
 from perfgate.store.results import result_path, save_result
 

@@ -9,7 +9,6 @@ burst of load on a shared machine spreads over all of them rather than hitting o
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import subprocess
 import time
@@ -22,11 +21,12 @@ from statistics import median
 from typing import Any
 
 from perfgate.measure.child import call
+from perfgate.measure.separate_run import job_request
 from perfgate.model.environment import Environment
 from perfgate.model.errors import CudaUnavailable, DeviceError, PerfgateError, WorkloadError
+from perfgate.model.job import Job
 from perfgate.model.result import RepeatResult, RunResult, repeat_from_dict
 from perfgate.model.version import __version__
-from perfgate.model.workload import PHASES, Params, Workload
 from perfgate.store.gitinfo import git_revision
 from perfgate.store.results import result_path, save_result
 
@@ -60,43 +60,6 @@ def default_cache_dir() -> Path:
         return Path(runner_temp) / "perfgate-cache"
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "perfgate"
-
-
-INJECTED = "inject_ms"
-"""The key of a result's ``overrides`` that marks slowdowns injected by ``perfgate selftest``."""
-
-
-@dataclass(frozen=True)
-class Job:
-    """One workload to measure, with its parameters already resolved and validated.
-
-    ``inject_ms`` (``perfgate selftest`` only) adds that many milliseconds per measured
-    step inside the named phases. A job with an injection carries it in its
-    ``overrides`` under :data:`INJECTED`, so every result assembled from it is marked
-    and can never pass for a measurement of the workload or become a baseline; without
-    one, ``overrides`` never holds that key.
-    """
-
-    workload: Workload
-    params: Params
-    overrides: Mapping[str, Any]
-    data_root: Path | None = None
-    inject_ms: Mapping[str, float] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        inject: dict[str, float] = {}
-        for phase, value in self.inject_ms.items():
-            if phase not in PHASES:
-                raise ValueError(f"inject_ms: unknown phase {phase!r}; phases: {', '.join(PHASES)}")
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 <= value < math.inf):
-                raise ValueError(f"inject_ms: {phase} must be a finite number of milliseconds >= 0, got {value!r}")
-            if value > 0:
-                inject[phase] = float(value)
-        overrides = {k: v for k, v in self.overrides.items() if k != INJECTED}
-        if inject:
-            overrides[INJECTED] = dict(inject)
-        object.__setattr__(self, "inject_ms", inject)
-        object.__setattr__(self, "overrides", overrides)
 
 
 class ProgressStatus(StrEnum):
@@ -139,12 +102,7 @@ def run_one(job: Job, device: str, index: int, cache_dir: Path, git: tuple[str |
     ``python`` another interpreter for it (the paired design's ``--base-python``).
     """
     request = {
-        "workload": job.workload.name,
-        "source": job.workload.source,
-        "device": device,
-        "params": job.params.to_dict(),
-        "data_root": str(job.data_root) if job.data_root else None,
-        "cache_dir": str(cache_dir),
+        **job_request(job, device, cache_dir),
         "index": index,
         "git_commit": git[0],
         "git_dirty": git[1],

@@ -17,12 +17,14 @@ import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from perfgate.measure.child import call
-from perfgate.measure.runner import Job
 from perfgate.model.errors import DataError, DeviceError, PerfgateError, UsageError, WorkloadError
 from perfgate.model.workload import BuildContext, Built, Params, Workload
+
+if TYPE_CHECKING:
+    from perfgate.model.job import Job
 
 _Value = TypeVar("_Value")
 _Outcome = TypeVar("_Outcome")

@@ -38,9 +38,16 @@ from typing import Any
 
 from perfgate.analysis.attribution import PhaseAttribution
 from perfgate.measure.child import serve
-from perfgate.measure.separate_run import ask_child, build_workload, job_outcome, job_request, requested_job, training_step
-from perfgate.measure.runner import Job
+from perfgate.measure.separate_run import (
+    ask_child,
+    build_workload,
+    job_outcome,
+    job_request,
+    requested_job,
+    training_step,
+)
 from perfgate.model.errors import PerfgateError, UsageError
+from perfgate.model.job import Job
 from perfgate.model.trace import OPERATORS_JSON, OPERATORS_MD, TRACE_GLOB, OperatorTable, TraceError, TraceSchedule
 from perfgate.model.version import __version__
 from perfgate.model.workload import PHASES, Params, Workload

@@ -66,7 +66,8 @@ def tune_loader(workload: Workload, params: Params, device: str, *, budget_s: fl
     setting in the workload field and the round as the repeat. Raises
     :class:`~perfgate.model.errors.WorkloadError` when the current setting cannot be measured.
     """
-    from perfgate.measure.runner import Job, Progress, measure
+    from perfgate.measure.runner import Progress, measure
+    from perfgate.model.job import Job
 
     if cores is None:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
