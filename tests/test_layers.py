@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[1] / "perfgate"
 TORCH = {"torch", "torchvision"}
 
@@ -67,3 +69,83 @@ def test_comparing_and_listing_do_not_load_torch() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def _imports_of(path: Path, module: str, modules: set[str]) -> set[str]:
+    """Every perfgate module ``path`` imports, wherever the import stands (in a function, or
+    under ``if TYPE_CHECKING``)."""
+    is_package = path.name == "__init__.py"
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = module.split(".")[: len(module.split(".")) - (node.level - (1 if is_package else 0))]
+                base = ".".join([*parts, *([node.module] if node.module else [])])
+            targets = [base, *(f"{base}.{a.name}" for a in node.names)]
+        else:
+            continue
+        for target in targets:
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != module:
+                out.add(target)
+    return out
+
+
+def import_cycles() -> list[list[str]]:
+    """The strongly connected parts (more than one module) of perfgate's import graph."""
+    paths = {}
+    for p in PACKAGE.rglob("*.py"):
+        parts = p.relative_to(PACKAGE.parent).with_suffix("").parts
+        paths[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
+    graph = {m: _imports_of(p, m, set(paths)) for m, p in paths.items()}
+    graph = {m: {t for t in targets if not m.startswith(f"{t}.")} for m, targets in graph.items()}  # a module's own packages
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                part.append(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                cycles.append(sorted(part))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def test_no_module_imports_one_that_imports_it_back() -> None:
+    assert import_cycles() == []
+
+
+def test_the_cycle_check_sees_a_cycle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    copy = tmp_path / "perfgate"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    with (copy / "model" / "errors.py").open("a") as handle:
+        handle.write("\n\ndef _later() -> None:\n    from perfgate.model import workload  # noqa: F401\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", copy)
+    assert import_cycles() == [["perfgate.model.errors", "perfgate.model.workload"]]
