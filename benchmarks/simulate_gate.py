@@ -78,8 +78,9 @@ except ImportError:  # run from a checkout without installing
 
 from scipy.stats import beta
 
-from perfgate.analysis.decide import GateConfig, Verdict
+from perfgate.analysis.decide import GateConfig
 from perfgate.analysis.simulate import CellResult, Noise, Scenario, paired_calibration, simulate
+from perfgate.model.verdict import Verdict
 
 RUN_SDS = (0.01, 0.02, 0.05, 0.20)
 SLOWDOWNS = (0.0, 0.03, 0.05, 0.10)

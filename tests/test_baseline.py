@@ -22,12 +22,13 @@ from factories import ENV, make_result
 
 import perfgate.store.jsonfile
 from perfgate.analysis.compare import compare
-from perfgate.analysis.decide import GateConfig, Verdict
+from perfgate.analysis.decide import GateConfig
 from perfgate.analysis.outcome import Entry
 from perfgate.analysis.stats import log_ratio
 from perfgate.model.baseline import BASELINE_KIND, BASELINE_SCHEMA_VERSION, Baseline, derived_rows
 from perfgate.model.errors import EXIT_ERROR, FileFormatError, UsageError
 from perfgate.model.result import ROWS
+from perfgate.model.verdict import Verdict
 from perfgate.model.version import __version__
 from perfgate.model.workload import PHASES
 from perfgate.store.baselines import (

@@ -22,12 +22,13 @@ from factories import make_result
 from scipy import stats as sps
 
 from perfgate.analysis.compare import compare
-from perfgate.analysis.decide import GateConfig, Verdict
+from perfgate.analysis.decide import GateConfig
 from perfgate.analysis.outcome import Entry, GateOutcome
 from perfgate.analysis.stats import SampleSummary, log_ratio_from_summaries
 from perfgate.model.baseline import Baseline
 from perfgate.model.errors import EXIT_ERROR, FileFormatError
 from perfgate.model.result import RunResult
+from perfgate.model.verdict import Verdict
 from perfgate.model.workload import PHASES
 from perfgate.report.markdown import render_markdown
 from perfgate.store.baselines import Lookup, find_baseline, load_baseline, save_baseline, updated_baseline

@@ -15,12 +15,13 @@ import pytest
 from factories import ENV, make_result
 
 from perfgate.analysis.compare import compare
-from perfgate.analysis.decide import GateConfig, Verdict
+from perfgate.analysis.decide import GateConfig
 from perfgate.analysis.outcome import Entry, GateOutcome, WorkloadComparison
 from perfgate.analysis.stats import holm_adjusted
 from perfgate.model.baseline import Baseline
 from perfgate.model.errors import EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION
 from perfgate.model.result import RunResult
+from perfgate.model.verdict import Verdict
 from perfgate.store.baselines import Lookup, find_baseline, save_baseline, updated_baseline
 
 CFG = GateConfig()

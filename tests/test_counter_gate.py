@@ -20,13 +20,14 @@ from factories import make_result
 from perfgate.adapters.judge_cli import add_parser, run_judge
 from perfgate.analysis.compare import STORED_COUNTERS_NOTE, compare, stored_counted
 from perfgate.analysis.counters import CounterOutcome
-from perfgate.analysis.decide import GateConfig, Verdict
+from perfgate.analysis.decide import GateConfig
 from perfgate.analysis.outcome import Counted, Entry, Pairing
 from perfgate.gate.config import load_settings
 from perfgate.model.counters import CounterError, CounterSet, PhaseCounters, SyncSite
 from perfgate.model.errors import EXIT_OK, EXIT_REGRESSION, FileFormatError, UsageError
 from perfgate.model.manifest import MANIFEST_NAME, RunManifest
 from perfgate.model.result import RunResult
+from perfgate.model.verdict import Verdict
 from perfgate.model.workload import PHASES
 from perfgate.report.json_report import outcome_to_dict
 from perfgate.report.markdown import render_markdown

@@ -10,14 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from perfgate.analysis.decide import (
-    GateConfig,
-    Verdict,
-    alpha_for_look,
-    decide_memory,
-    decide_time,
-    flag_phases,
-)
+from perfgate.analysis.decide import GateConfig, alpha_for_look, decide_memory, decide_time, flag_phases
 from perfgate.analysis.stats import (
     LogRatio,
     confidence_interval,
@@ -26,6 +19,7 @@ from perfgate.analysis.stats import (
     two_look_error,
     two_look_levels,
 )
+from perfgate.model.verdict import Verdict
 
 CFG = GateConfig()
 

@@ -9,9 +9,10 @@ from pathlib import Path
 from factories import make_result
 
 from perfgate.analysis.compare import compare
-from perfgate.analysis.decide import GateConfig, Verdict
+from perfgate.analysis.decide import GateConfig
 from perfgate.analysis.diagnose import diagnose
 from perfgate.analysis.outcome import Entry
+from perfgate.model.verdict import Verdict
 from perfgate.store.baselines import Lookup, updated_baseline
 
 

@@ -16,11 +16,12 @@ from statistics import median
 import pytest
 
 from perfgate.analysis.compare import compare
-from perfgate.analysis.decide import GateConfig, Verdict
+from perfgate.analysis.decide import GateConfig
 from perfgate.analysis.outcome import Entry
 from perfgate.measure.runner import measure
 from perfgate.model.job import Job
 from perfgate.model.result import merge_repeats
+from perfgate.model.verdict import Verdict
 from perfgate.report.markdown import render_markdown
 from perfgate.store.baselines import find_baseline, save_baseline, updated_baseline
 from perfgate.store.discovery import discover

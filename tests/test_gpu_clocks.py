@@ -12,11 +12,12 @@ import torch
 from factories import ENV, make_result
 
 from perfgate.analysis.compare import compare
-from perfgate.analysis.decide import GateConfig, Verdict
+from perfgate.analysis.decide import GateConfig
 from perfgate.analysis.outcome import Entry
 from perfgate.measure import fingerprint
 from perfgate.measure.fingerprint import GPU_CLOCKS_VARIABLE, collect, declared_gpu_clocks
 from perfgate.model.result import result_from_dict
+from perfgate.model.verdict import Verdict
 from perfgate.store.baselines import find_baseline, save_baseline, updated_baseline
 
 T4 = dataclasses.replace(ENV, device="cuda", gpu_name="Tesla T4", cuda="13.0", cudnn="91000", gpu_driver="580.1")

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from test_reports import scenario
 
-from perfgate.analysis.decide import Verdict
 from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
+from perfgate.model.verdict import Verdict
 from perfgate.report.markdown import render_markdown
 from perfgate.report.terminal import gate_table
 

@@ -11,8 +11,9 @@ from scipy import stats as sps
 
 from perfgate.analysis.blocks import ABBA, BlockValue, block_contrast_t, block_log_ratio
 from perfgate.analysis.compare import compare
-from perfgate.analysis.decide import GateConfig, Verdict
+from perfgate.analysis.decide import GateConfig
 from perfgate.analysis.outcome import Entry, Pairing
+from perfgate.model.verdict import Verdict
 from tests.factories import ENV, make_result
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from perfgate.adapters import cli, selftest
 from perfgate.adapters.selftest import CARD_LABELS, Probe, SelftestResult, rate, run_selftest, schedule
-from perfgate.analysis.decide import GateConfig, PhaseFlag, Verdict
+from perfgate.analysis.decide import GateConfig, PhaseFlag
 from perfgate.analysis.outcome import GateOutcome, PhaseRow, WorkloadComparison
 from perfgate.analysis.summary import summarise
 from perfgate.gate.config import Settings
@@ -28,6 +28,7 @@ from perfgate.measure.child import ChildRun
 from perfgate.measure.runner import measure
 from perfgate.model.errors import UsageError
 from perfgate.model.job import INJECTED, Job
+from perfgate.model.verdict import Verdict
 from perfgate.model.workload import PHASES
 from perfgate.store.discovery import discover
 from perfgate.store.results import result_path, save_result

@@ -18,7 +18,7 @@ import pytest
 from scipy import stats as st
 
 import perfgate.analysis.compare
-from perfgate.analysis.decide import GateConfig, Verdict
+from perfgate.analysis.decide import GateConfig
 from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
 from perfgate.analysis.simulate import (
     CellResult,
@@ -29,6 +29,7 @@ from perfgate.analysis.simulate import (
     paired_calibration,
     simulate,
 )
+from perfgate.model.verdict import Verdict
 
 NOISE_1 = Noise(0.01, ar=0.3, drift_per_process=0.001)
 

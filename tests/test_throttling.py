@@ -30,13 +30,14 @@ import pytest
 from factories import make_result
 
 from perfgate.analysis.compare import compare
-from perfgate.analysis.decide import GateConfig, Verdict
+from perfgate.analysis.decide import GateConfig
 from perfgate.analysis.outcome import Entry, Pairing
 from perfgate.measure import telemetry_gpu as G
 from perfgate.measure import telemetry_host as H
 from perfgate.measure.telemetry import TelemetrySampler
 from perfgate.model.baseline import baseline_from_dict
 from perfgate.model.result import CLOCK_EVENT_REASONS, SLOWDOWN_REASONS, RunResult, repeat_from_dict
+from perfgate.model.verdict import Verdict
 from perfgate.store.baselines import Lookup, load_baseline, save_baseline, updated_baseline
 
 NOW = datetime(2026, 11, 30, tzinfo=timezone.utc)

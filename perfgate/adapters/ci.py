@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from perfgate.adapters import options
-from perfgate.analysis.decide import Verdict
 from perfgate.analysis.outcome import GateOutcome
 from perfgate.gate.comment import CHECK_LINE, VERDICT_WORD, ReportContext, compose, error_report, run_link
 from perfgate.gate.config import Settings
@@ -56,6 +55,7 @@ from perfgate.gate.judge import base_settings, git_commit_of
 from perfgate.gate.worktree import BaseTree
 from perfgate.model.errors import EXIT_ERROR, EXIT_OK, PerfgateError, UsageError
 from perfgate.model.manifest import MANIFEST_NAME, RunManifest
+from perfgate.model.verdict import Verdict
 from perfgate.report.json_report import outcome_to_dict
 from perfgate.report.terminal import gate_table
 from perfgate.store.benchmark_json import load_results_dir

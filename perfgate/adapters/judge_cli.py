@@ -22,7 +22,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from perfgate.analysis.decide import Verdict
 from perfgate.analysis.outcome import GateOutcome
 from perfgate.gate.comment import (
     STATUS_STATE,
@@ -49,6 +48,7 @@ from perfgate.gate.inputs import (
 from perfgate.gate.judge import base_settings, git_commit_of, judge_measured
 from perfgate.model.errors import EXIT_ERROR, EXIT_OK, PerfgateError, UsageError
 from perfgate.model.manifest import DESIGNS, MANIFEST_NAME
+from perfgate.model.verdict import Verdict
 from perfgate.model.version import __version__
 from perfgate.report.json_report import outcome_to_dict
 from perfgate.store.jsonfile import write_json_atomic, write_text_atomic

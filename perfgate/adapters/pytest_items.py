@@ -47,7 +47,7 @@ class PerfgateItem(pytest.Item):
         self.comparison = self.config.stash[GATE].judgeable(self.workload)
 
     def runtest(self) -> None:
-        from perfgate.analysis.decide import Verdict
+        from perfgate.model.verdict import Verdict
 
         gate = self.config.stash[GATE]
         c = self.comparison

@@ -120,7 +120,7 @@ def perfgate_comparison(request: pytest.FixtureRequest) -> WorkloadComparison:
     skips (or is an error with ``fail_on_missing_baseline``); every other verdict,
     REGRESSION and INCONCLUSIVE included, is handed to the test.
     """
-    from perfgate.analysis.decide import Verdict
+    from perfgate.model.verdict import Verdict
 
     gate: GateSession | None = request.config.stash.get(GATE, None)
     if gate is None:

@@ -268,7 +268,7 @@ class GateSession:
         """The comparison, unless the gate could not judge it: then ``pytest.fail``, which
         in setup makes the test an error (ERROR, INCOMPARABLE, and NO_BASELINE when a
         missing baseline fails the gate)."""
-        from perfgate.analysis.decide import Verdict
+        from perfgate.model.verdict import Verdict
 
         c = self.comparison(workload)
         if c.verdict in (Verdict.ERROR, Verdict.INCOMPARABLE) or (
@@ -297,7 +297,7 @@ class GateSession:
         return shlex.join([*parts, "--reason", "<why this change is intended>"])
 
     def skip_reason(self, c: WorkloadComparison) -> str:
-        from perfgate.analysis.decide import Verdict
+        from perfgate.model.verdict import Verdict
 
         reason = f"{c.verdict.value}: {terminal(c.reason)}"
         if c.verdict is Verdict.NO_BASELINE:
@@ -305,7 +305,7 @@ class GateSession:
         return reason
 
     def failure_text(self, c: WorkloadComparison) -> str:
-        from perfgate.analysis.decide import Verdict
+        from perfgate.model.verdict import Verdict
         from perfgate.report.markdown import render_workload
 
         assert self.outcome is not None

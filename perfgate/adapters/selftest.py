@@ -39,7 +39,7 @@ from statistics import median
 from typing import Any
 
 from perfgate.adapters import options
-from perfgate.analysis.decide import GateConfig, Verdict
+from perfgate.analysis.decide import GateConfig
 from perfgate.analysis.summary import summarise
 from perfgate.gate.config import Settings
 from perfgate.gate.gating import GateRun, PairedPlan, run_paired_gate
@@ -47,6 +47,7 @@ from perfgate.measure.paired import ContentionCheck
 from perfgate.measure.runner import Progress, measure
 from perfgate.model.errors import EXIT_OK, EXIT_REGRESSION, UsageError, WorkloadError
 from perfgate.model.job import Job
+from perfgate.model.verdict import Verdict
 from perfgate.model.workload import PHASES
 
 DEFAULT_SIZES = (0.05, 0.10)

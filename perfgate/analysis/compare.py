@@ -31,14 +31,7 @@ from typing import Any
 
 from perfgate.analysis.blocks import BlockValue, block_log_ratio, blocks_of
 from perfgate.analysis.counters import CounterChanges, CounterThresholds, compare_counters
-from perfgate.analysis.decide import (
-    GateConfig,
-    TimeDecision,
-    Verdict,
-    decide_memory,
-    decide_time,
-    flag_phases,
-)
+from perfgate.analysis.decide import GateConfig, TimeDecision, decide_memory, decide_time, flag_phases
 from perfgate.analysis.diagnose import Label, diagnose
 from perfgate.analysis.outcome import Counted, Entry, GateOutcome, PhaseRow, WorkloadComparison
 from perfgate.analysis.stats import LogRatio, SampleSummary, log_ratio, log_ratio_from_summaries
@@ -47,6 +40,7 @@ from perfgate.model.baseline import Baseline, param_differences
 from perfgate.model.benchmark import BenchmarkData, Statistics, benchmark_data
 from perfgate.model.counters import GATED, CounterSet
 from perfgate.model.result import ROWS, RunResult
+from perfgate.model.verdict import Verdict
 from perfgate.model.workload import PHASES
 from perfgate.store.baselines import Lookup, updated_baseline
 

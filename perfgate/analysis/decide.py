@@ -6,7 +6,6 @@ The rules are written out in the README, "How perfgate decides".
 
 from __future__ import annotations
 
-import enum
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from perfgate.analysis.stats import (
     two_look_levels,
 )
 from perfgate.model.counters import GATED as COUNTER_NAMES
+from perfgate.model.verdict import Verdict
 
 __all__ = [
     "GateConfig",
@@ -40,16 +40,6 @@ __all__ = [
     "decide_time",
     "flag_phases",
 ]
-
-
-class Verdict(str, enum.Enum):
-    REGRESSION = "REGRESSION"
-    PASS = "PASS"
-    INCONCLUSIVE = "INCONCLUSIVE"
-    IMPROVED = "IMPROVED"
-    INCOMPARABLE = "INCOMPARABLE"
-    NO_BASELINE = "NO_BASELINE"
-    ERROR = "ERROR"
 
 
 def _is_number(value: object) -> bool:

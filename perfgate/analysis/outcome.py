@@ -9,13 +9,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfgate.analysis.counters import CounterChanges
-from perfgate.analysis.decide import GateConfig, MemoryDecision, PhaseFlag, TimeDecision, Verdict
+from perfgate.analysis.decide import GateConfig, MemoryDecision, PhaseFlag, TimeDecision
 from perfgate.analysis.diagnose import Label
 from perfgate.analysis.summary import WorkloadSummary
 from perfgate.model.baseline import Baseline, Provenance
 from perfgate.model.counters import CounterSet
 from perfgate.model.errors import EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION
 from perfgate.model.result import RunResult
+from perfgate.model.verdict import Verdict
 from perfgate.store.baselines import Lookup
 
 

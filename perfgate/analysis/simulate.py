@@ -61,12 +61,13 @@ import numpy as np
 
 import perfgate.analysis.compare as gate_compare
 from perfgate.analysis.blocks import ABBA, BlockValue, block_contrast_t, block_log_ratio
-from perfgate.analysis.decide import GateConfig, Verdict
+from perfgate.analysis.decide import GateConfig
 from perfgate.analysis.outcome import Entry, GateOutcome, Pairing
 from perfgate.analysis.stats import LogRatio, log_ratio, paired_look_correlation
 from perfgate.model.baseline import Baseline
 from perfgate.model.environment import Environment
 from perfgate.model.result import RepeatResult, RunResult, merge_repeats
+from perfgate.model.verdict import Verdict
 from perfgate.model.workload import PHASES
 from perfgate.store.baselines import Lookup, updated_baseline
 

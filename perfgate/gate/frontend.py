@@ -17,7 +17,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from perfgate.analysis.compare import compare
-from perfgate.analysis.decide import Verdict
 from perfgate.analysis.outcome import GateOutcome
 from perfgate.gate.config import Settings
 from perfgate.gate.gating import GateRun, PairedPlan, base_jobs_for, entries_for, run_paired_gate
@@ -27,6 +26,7 @@ from perfgate.model.counters import CounterSet
 from perfgate.model.errors import UsageError
 from perfgate.model.job import Job
 from perfgate.model.result import RunResult
+from perfgate.model.verdict import Verdict
 from perfgate.store.traces import TraceOutcome
 
 

@@ -36,9 +36,9 @@ import jinja2
 from markupsafe import Markup
 
 from perfgate.analysis.compare import NOT_COUNTED
-from perfgate.analysis.decide import Verdict
 from perfgate.analysis.outcome import GateOutcome, PhaseRow, WorkloadComparison
 from perfgate.model.result import ROWS
+from perfgate.model.verdict import Verdict
 from perfgate.model.version import __version__
 from perfgate.model.workload import PHASES
 from perfgate.report.markdown import (

@@ -24,10 +24,10 @@ from urllib.parse import quote
 
 from perfgate.analysis.compare import NOT_COUNTED
 from perfgate.analysis.counters import _flops, _num
-from perfgate.analysis.decide import Verdict
 from perfgate.analysis.diagnose import PHASE_HINTS
 from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
 from perfgate.model.trace import PhaseOperators
+from perfgate.model.verdict import Verdict
 from perfgate.model.version import __version__
 from perfgate.model.workload import PHASES
 from perfgate.report.phase_table import RowKind, phase_table

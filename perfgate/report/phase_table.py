@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from perfgate.analysis.decide import Verdict, level_text
+from perfgate.analysis.decide import level_text
 from perfgate.analysis.outcome import WorkloadComparison
 from perfgate.model.result import RESIDUAL
+from perfgate.model.verdict import Verdict
 from perfgate.report.wording import column_names
 from perfgate.text.units import change_ci, ms, percent
 
