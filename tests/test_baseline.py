@@ -541,3 +541,19 @@ def test_find_baseline_reports_a_bad_file_instead_of_skipping_it(tmp_path: Path)
     path.write_text("{", encoding="utf-8")
     with pytest.raises(FileFormatError, match="not valid JSON"):
         find_baseline(root, ENV.key(), "tiny")
+
+
+def test_a_baseline_written_before_the_medians_were_derived_still_loads() -> None:
+    # Written by the earlier writer: raw values to 0.001 ms, medians of the unrounded values.
+    # They are derived again from the raw values on load, within the rounding.
+    path = Path(__file__).parent / "fixtures" / "baselines" / "written-to-0.001-ms.json"
+    stored = json.loads(path.read_text())["recordings"][0]["repeats"]
+    loaded = load_baseline(path).recordings[0].repeats
+    assert len(loaded) == len(stored) > 1
+    for was, now in zip(stored, loaded):
+        assert all(len(v.split(".")[1]) == 3 for v in was["raw_ms"]["forward"].split())
+        residual = [s - sum(p) for s, p in zip(now.raw_ms["step"], zip(*(now.raw_ms[q] for q in PHASES)))]
+        for row in ROWS:
+            assert now.medians_ms[row] == pytest.approx(was["medians_ms"][row], abs=0.004)
+            derived = statistics.median(residual if row == "residual" else now.raw_ms[row])
+            assert now.medians_ms[row] == derived
