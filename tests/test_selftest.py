@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 from perfgate.adapters import cli, selftest
-from perfgate.adapters.selftest import CARD_LABELS, Probe, SelftestResult, rate, run_selftest, schedule
+from perfgate.gate.selftest import CARD_LABELS, Probe, SelftestResult, rate, run_selftest, schedule
 from perfgate.analysis.decide import GateConfig, PhaseFlag
 from perfgate.analysis.outcome import GateOutcome, PhaseRow, WorkloadComparison
 from perfgate.analysis.summary import summarise
