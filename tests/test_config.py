@@ -48,7 +48,7 @@ def test_no_pyproject_gives_the_defaults(tmp_path: Path) -> None:
 def test_a_pyproject_without_a_perfgate_table_gives_the_defaults(tmp_path: Path) -> None:
     settings = load_settings(pyproject(tmp_path, "[tool.ruff]\nline-length = 100\n"))
     # the default store sits beside the pyproject it was configured by
-    assert settings == Settings(baselines=tmp_path / "baselines")
+    assert settings == Settings(baselines=tmp_path / "baselines", history=tmp_path / "perfgate-history.sqlite")
 
 
 # --- reading the tables ---------------------------------------------------------------------

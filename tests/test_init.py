@@ -30,7 +30,8 @@ CI_DOC = README.parent / "docs" / "ci.md"  # "Using perfgate in your repository"
 EXPECTED = {
     "workloads/my_model.py", "baselines/README.md", "pyproject.toml", ".github/workflows/ci.yml",
     ".github/workflows/perfgate.yml", ".github/workflows/perfgate-judge.yml",
-    ".github/workflows/rebaseline.yml", ".github/actionlint.yaml", ".github/CODEOWNERS",
+    ".github/workflows/rebaseline.yml", ".github/workflows/perfgate-history.yml", ".github/actionlint.yaml",
+    ".github/CODEOWNERS",
 }
 GATE_INPUTS = ["/workloads/", "/baselines/", "/constraints.txt", "/pyproject.toml", "/.github/"]
 

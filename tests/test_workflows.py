@@ -32,7 +32,7 @@ from perfgate.report.markdown import MARKER
 ROOT = Path(__file__).resolve().parents[1]
 REPO_WORKFLOWS = ROOT / ".github" / "workflows"
 TEMPLATE_WORKFLOWS = TEMPLATES / "workflows"
-NAMES = ("ci.yml", "perfgate.yml", "perfgate-judge.yml", "rebaseline.yml")
+NAMES = ("ci.yml", "perfgate.yml", "perfgate-judge.yml", "rebaseline.yml", "perfgate-history.yml")
 ALL = [REPO_WORKFLOWS / n for n in NAMES] + [TEMPLATE_WORKFLOWS / n for n in NAMES]
 SHA_PIN = re.compile(r"^\s*(?:- )?uses: [\w.-]+/[\w.-]+@[0-9a-f]{40} # v\d+\.\d+\.\d+$")
 # The hosted jobs install perfgate without torch: a user's repository from the package
@@ -104,16 +104,18 @@ def test_every_ignored_finding_is_justified_next_to_its_ignore() -> None:
 
 
 @pytest.mark.parametrize("folder", [REPO_WORKFLOWS, TEMPLATE_WORKFLOWS], ids=["repository", "templates"])
-def test_the_ignored_findings_are_these_three(folder: Path) -> None:
-    """Two self-hosted runners (the point of the gate) and one workflow_run trigger (the
-    judge, which runs nothing from the pull request). A new ignore is a decision to review
-    here, not a way to quiet the linter."""
+def test_the_ignored_findings_are_these_four(folder: Path) -> None:
+    """Three self-hosted runners (the point of the gate: the gate, the rebaseline and the
+    default branch's history) and one workflow_run trigger (the judge, which runs nothing
+    from the pull request). A new ignore is a decision to review here, not a way to quiet
+    the linter."""
     found = {name: Counter(re.findall(r"zizmor: ignore\[([\w-]+)\]", (folder / name).read_text()))
              for name in NAMES}
     assert found == {"ci.yml": Counter(), "perfgate.yml": Counter({"self-hosted-runner": 1}),
                      "perfgate-judge.yml": Counter({"dangerous-triggers": 1}),
-                     "rebaseline.yml": Counter({"self-hosted-runner": 1})}
-    assert sum(sum(c.values()) for c in found.values()) == 3
+                     "rebaseline.yml": Counter({"self-hosted-runner": 1}),
+                     "perfgate-history.yml": Counter({"self-hosted-runner": 1})}
+    assert sum(sum(c.values()) for c in found.values()) == 4
     assert not list(folder.glob("*.yaml"))  # no workflow hides from the count under another ending
 
 
@@ -205,11 +207,12 @@ def test_the_gate_job_is_read_only_and_gated_for_forks() -> None:
     assert "contents: write" not in rebaseline["measure"] and "contents: write" in rebaseline["pull-request"]
 
 
-def test_both_gpu_workflows_prepare_the_runner_alike() -> None:
-    gate, rebaseline = template("perfgate.yml"), template("rebaseline.yml")
-    for step in ("Record GPU clocks and lock them if permitted", "Reset GPU clocks"):
-        assert step_script(gate, step) == step_script(rebaseline, step), step
-    assert re.findall(r'GPU_LOCK_MHZ: "(\d*)"', gate) == re.findall(r'GPU_LOCK_MHZ: "(\d*)"', rebaseline)
+def test_the_gpu_workflows_prepare_the_runner_alike() -> None:
+    gate = template("perfgate.yml")
+    for other in (template("rebaseline.yml"), template("perfgate-history.yml")):
+        for step in ("Record GPU clocks and lock them if permitted", "Reset GPU clocks"):
+            assert step_script(gate, step) == step_script(other, step), step
+        assert re.findall(r'GPU_LOCK_MHZ: "(\d*)"', gate) == re.findall(r'GPU_LOCK_MHZ: "(\d*)"', other)
 
 
 def measure_argv() -> list[str]:

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from perfgate.adapters import ci, counters_cli, doctor, judge_cli, scaffold, selftest
+from perfgate.adapters import bisect_cli, ci, counters_cli, doctor, history_cli, judge_cli, scaffold, selftest
 from perfgate.adapters.options import (
     add_common,
     add_gate_options,
@@ -412,9 +412,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_tune_loader)
 
     ci.add_parser(sub)
+    bisect_cli.add_parser(sub)
     counters_cli.add_parser(sub)
     doctor.add_parser(sub)
     judge_cli.add_parser(sub)
+    history_cli.add_parser(sub)
     scaffold.add_parser(sub)
     selftest.add_parser(sub)
     return parser

@@ -41,6 +41,7 @@ FILES: tuple[tuple[str, str], ...] = (
     (".github/workflows/perfgate.yml", "workflows/perfgate.yml"),
     (".github/workflows/perfgate-judge.yml", "workflows/perfgate-judge.yml"),
     (".github/workflows/rebaseline.yml", "workflows/rebaseline.yml"),
+    (".github/workflows/perfgate-history.yml", "workflows/perfgate-history.yml"),
     (".github/actionlint.yaml", "actionlint.yaml"),
 )
 # CODEOWNERS is rendered from its template (owners, the configured paths), not copied.

@@ -25,7 +25,7 @@ from perfgate.model.workload import PHASES
 GATE_KEYS = {f.name for f in dataclasses.fields(GateConfig)}
 PER_WORKLOAD_KEYS = {"delta", "memory_threshold", "gate_phases", "phase_q", "phase_min_share",
                      "flops_threshold", "launch_threshold", "counters_off"}
-RUN_KEYS = {"baselines", "workloads", "repeats", "device", "workloads_path", "blocks"}
+RUN_KEYS = {"baselines", "history", "workloads", "repeats", "device", "workloads_path", "blocks"}
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,9 @@ class Settings:
     gate: GateConfig = field(default_factory=GateConfig)
     per_workload: Mapping[str, GateConfig] = field(default_factory=dict)
     baselines: Path = Path("baselines")
+    history: Path = Path("perfgate-history.sqlite")
+    """The history store of ``perfgate history`` (an SQLite file); a relative path written in
+    pyproject.toml is relative to the pyproject's folder, one given on the command line to the cwd."""
     workloads: tuple[str, ...] = ()
     repeats: int = 5
     blocks: int = 6
@@ -131,12 +134,16 @@ def load_settings(pyproject: Path | None, cli: Mapping[str, Any] | None = None) 
     # Paths written in pyproject.toml are relative to it; the command line's to the cwd.
     here = pyproject.parent if pyproject is not None and pyproject.is_file() else Path(".")
     baselines = Path(cli["baselines"]) if "baselines" in cli else here / table.get("baselines", "baselines")
+    if not isinstance(table.get("history", ""), str):
+        raise UsageError(f"{where}: history must be the path of the history store, got {table['history']!r}")
+    history = Path(cli["history"]) if "history" in cli else here / table.get("history", "perfgate-history.sqlite")
     if "workloads_path" not in cli:
         paths = tuple(str(here / p) for p in paths)
     return Settings(
         gate=gate,
         per_workload=per_workload,
         baselines=baselines,
+        history=history,
         workloads=tuple(workloads),
         repeats=repeats,
         blocks=blocks,

@@ -1,0 +1,155 @@
+"""``perfgate bisect GOOD BAD WORKLOAD``: the command. The search, its steps and its judge
+are :mod:`perfgate.gate.bisect`; this module turns the options into them and prints.
+
+Exit codes: 0 the first slow commit found, 2 bad input or a step that could not be judged
+(ERROR, INCOMPARABLE) or a BAD that is not slower than GOOD, 3 a step still INCONCLUSIVE at
+``--max-blocks`` (the range narrowed so far is printed), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from perfgate.adapters import options
+from perfgate.gate.bisect import (
+    Bisection,
+    Judgement,
+    Step,
+    bisect,
+    interruptible,
+    paired_judge,
+    plan_bisection,
+    replay_log,
+)
+from perfgate.model.errors import EXIT_INCONCLUSIVE, EXIT_OK, UsageError
+from perfgate.text.inert import terminal
+
+
+@contextlib.contextmanager
+def _results_dir(out: str | None) -> Iterator[Path]:
+    """``--out DIR`` (kept), else a temporary directory removed at the end."""
+    if out:
+        path = Path(out)
+        path.mkdir(parents=True, exist_ok=True)
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="perfgate-bisect-") as scratch:
+        yield Path(scratch)
+
+
+def _judged(step: Step, judgement: Judgement, again: int | None) -> None:
+    line = (f"step {step.number}: {step.commit[:7]} {step.subject}: {judgement.verdict.value} at "
+            f"{judgement.blocks} ABBA blocks: {terminal(judgement.reason)}")
+    if again is not None:
+        line += f"; measuring again with {again} blocks"
+    print(line, flush=True)
+
+
+def _ended(result: Bisection) -> int:
+    if result.exit_code == EXIT_OK:
+        assert result.first_bad is not None
+        print(f"first slow commit: {result.first_bad} {result.first_bad_subject}")
+    elif result.exit_code == EXIT_INCONCLUSIVE:
+        print(f"perfgate: inconclusive: {result.message}")
+        print(f"the first slow commit is one of these {len(result.remaining)}, oldest first:")
+        for commit in result.remaining:
+            print(f"  {commit[:7]} {result.subjects.get(commit, '')}")
+    else:
+        print(f"perfgate: error: {result.message}", file=sys.stderr)
+    return result.exit_code
+
+
+def cmd_bisect(args: argparse.Namespace) -> int:
+    settings = options.settings_of(args)
+    blocks = args.blocks if args.blocks is not None else settings.blocks
+    max_blocks = args.max_blocks if args.max_blocks is not None else 4 * blocks
+    if blocks < 2:
+        raise UsageError("--blocks: the paired design needs at least 2 ABBA blocks")
+    if max_blocks < blocks:
+        raise UsageError(f"--max-blocks {max_blocks} is below --blocks {blocks}")
+    if args.max_reruns < 0:
+        raise UsageError("--max-reruns must be 0 or more")
+    plan = plan_bisection(Path.cwd(), args.good, args.bad)
+    args.workloads = [args.workload]
+    device, jobs = options.jobs_of(args, settings)
+    quiet = args.quiet
+    say = (lambda message: None) if quiet else (lambda message: print(f"perfgate: {message}", file=sys.stderr,
+                                                                        flush=True))
+    print(f"perfgate bisect: {terminal(args.workload)} between GOOD {plan.good[:7]} and BAD {plan.bad[:7]}: "
+          f"{plan.commits} commit(s) after GOOD, paired gates of {blocks} ABBA blocks (up to {max_blocks})",
+          flush=True)
+    with interruptible(), _results_dir(args.out) as out_dir:
+        judge, check_good = paired_judge(
+            jobs, project_dir=Path.cwd(),
+            workload_paths=[Path(p) for p in (*settings.workloads_path, *args.workloads_path)],
+            assignments=options.assignments_of(args), settings=settings, device=device, out_dir=out_dir,
+            cache_dir=options.cache_dir_of(args), progress=options.progress_printer(quiet), timeout_s=args.timeout,
+            announce=say, telemetry=not args.no_telemetry, contention_check=options.contention_policy_of(args),
+            max_reruns=args.max_reruns)
+        result = bisect(
+            plan, judge, blocks=blocks, max_blocks=max_blocks, check_good=check_good,
+            started=lambda number, commit, subject, left: say(
+                f"step {number}: {commit[:7]} {subject} against GOOD {plan.good[:7]}"
+                + (f" (about {left} more step(s) after this one)" if left else "")),
+            judged=_judged)
+    if args.log:
+        Path(args.log).write_text(replay_log(result), encoding="utf-8")
+        say(f"wrote {args.log} (git bisect replay takes it)")
+    return _ended(result)
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``perfgate bisect`` to the ``perfgate`` command line."""
+    p = subparsers.add_parser(
+        "bisect", help="find the first commit that made a workload slower: git's bisection, a paired gate per step",
+        description="Bisect the commits after GOOD up to BAD: each step checks out git's midpoint in a temporary "
+                    "worktree and judges it by a paired gate against GOOD (REGRESSION: bad; PASS or IMPROVED: "
+                    "good; INCONCLUSIVE: measured again with twice the blocks, up to --max-blocks, then the search "
+                    "stops). The checkout you run it from is never touched.",
+        epilog="exit codes: 0 first slow commit found, 2 error or bad input, 3 a step still inconclusive at "
+               "--max-blocks (the range narrowed so far is printed); see docs/bisect.md",
+    )
+    p.add_argument("good", metavar="GOOD", help="a commit without the slowdown (an ancestor of BAD)")
+    p.add_argument("bad", metavar="BAD", help="a commit with it")
+    p.add_argument("workload", metavar="WORKLOAD", help="the workload that became slower")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"],
+                   help="where to measure (default: [tool.perfgate] device, else auto = cuda when available)")
+    p.add_argument("--blocks", type=int, help="ABBA blocks of each step's first gate "
+                                              "(default: [tool.perfgate] blocks, else 6)")
+    p.add_argument("--max-blocks", type=int, help="an INCONCLUSIVE step is measured again with twice the blocks, "
+                                                  "up to this many (default: 4 x --blocks)")
+    p.add_argument("--steps", type=int, help="measured steps per repeat (same as --set steps=N)")
+    p.add_argument("--warmup", type=int, help="warmup steps per repeat (same as --set warmup_steps=N)")
+    p.add_argument("--set", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
+                   help="override a workload parameter, on every commit alike")
+    p.add_argument("--data-root", action="append", default=[], metavar="[WORKLOAD=]DIR",
+                   help="real dataset location (default: generated synthetic stand-in)")
+    p.add_argument("--alpha", type=float, help="each gate's false-alarm rate, one-sided (default 0.01)")
+    p.add_argument("--delta", type=float, help="smallest slowdown that counts, as a fraction (default 0.03)")
+    p.add_argument("--no-counters", action="store_true",
+                   help="skip each gate's counted runs ([tool.perfgate] counters = false does the same)")
+    p.add_argument("--max-reruns", type=int, default=3,
+                   help="blocks measured again per gate when other processes loaded the machine (default 3)")
+    p.add_argument("--max-other-cpu-share", type=float, metavar="SHARE",
+                   help="a repeat is contended when other processes used more than this share of the CPUs")
+    p.add_argument("--out", metavar="DIR",
+                   help="keep each gate's result files under DIR/<commit>-<N>blocks/ (default: a temporary folder, "
+                        "removed)")
+    p.add_argument("--log", metavar="FILE", help="write the search as git bisect log does (git bisect replay FILE)")
+    p.add_argument("--cache-dir", metavar="DIR",
+                   help="synthetic data cache (default: $PERFGATE_CACHE_DIR or ~/.cache/perfgate)")
+    p.add_argument("--timeout", type=float, default=3600.0, metavar="SECONDS",
+                   help="give up on a repeat after this long (default: 3600)")
+    p.add_argument("--no-telemetry", action="store_true",
+                   help="do not sample NVML/psutil telemetry in a background thread during the window")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    options.add_common(p)
+    p.set_defaults(func=cmd_bisect)
+    return p
+

@@ -1,0 +1,224 @@
+"""``perfgate history``: record runs in the history store, export it, find lasting steps.
+
+- ``record --results DIR``: the results folder's runs (head side only) appended to the
+  store in one transaction (``perfgate.store.history``);
+- ``export --format csv|parquet|json``: the long table of ``perfgate.analysis.history.load``;
+- ``changes [WORKLOAD]``: the lasting steps of each workload's per-run series
+  (``run_series``, ``perfgate.analysis.changepoints.find_changes``,
+  ``perfgate.report.changes.render_changes``).
+
+The store is ``--history PATH``, else ``[tool.perfgate] history``, else
+``perfgate-history.sqlite`` beside the pyproject. pandas is imported only by the commands
+that need it, so ``perfgate`` starts as fast as before.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from perfgate.analysis.changepoints import ChangePoint, find_changes
+from perfgate.gate.config import load_settings
+from perfgate.model.errors import EXIT_OK, UsageError
+from perfgate.model.manifest import DESIGNS
+from perfgate.model.result import ROWS
+from perfgate.report.changes import ChangeRow, render_changes
+from perfgate.store.history import record, recordings_of, write_export
+from perfgate.text.inert import terminal
+
+FORMATS = ("csv", "parquet", "json")
+MAX_BRANCH_CHARS = 200
+
+
+def store_of(args: argparse.Namespace) -> Path:
+    """``--history``, else the ``history`` setting of ``--config``'s ``[tool.perfgate]``."""
+    return load_settings(Path(args.config), {"history": args.history}).history
+
+
+def _branch(value: str | None) -> str | None:
+    if value is None:
+        return None
+    branch = value.strip()
+    if not branch or len(branch) > MAX_BRANCH_CHARS or any(ord(ch) < 32 or ord(ch) == 127 for ch in branch):
+        raise UsageError(f"--branch: expected a branch name (1 to {MAX_BRANCH_CHARS} printable characters)")
+    return branch
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    store = store_of(args)
+    recordings = recordings_of(Path(args.results), design=args.design, branch=_branch(args.branch))
+    run_ids = record(store, recordings)
+    for run_id, r in zip(run_ids, recordings):
+        commit = (r.result.environment.git_commit or "unknown commit")[:12]
+        dirty = " (dirty)" if r.result.environment.git_dirty else ""
+        counted = ", with counters" if r.counters is not None else ""
+        print(f"run {run_id}: {terminal(r.result.workload)} of {terminal(commit)}{dirty}, {r.design} design, "
+              f"{len(r.result.repeats)} repeats{counted}")
+    print(f"perfgate: recorded {len(run_ids)} run(s) in {store}", file=sys.stderr)
+    return EXIT_OK
+
+
+def serialise(df: Any, fmt: str) -> bytes:
+    """The table in ``fmt``: CSV (a header line, ISO dates), Parquet (pyarrow; the dtypes
+    kept) or JSON (a list of records, ISO dates, null for missing values)."""
+    if fmt == "csv":
+        return str(df.to_csv(index=False)).encode("utf-8")
+    if fmt == "json":
+        return (str(df.to_json(orient="records", date_format="iso")) + "\n").encode("utf-8")
+    try:
+        return bytes(df.to_parquet(index=False, engine="pyarrow"))
+    except ImportError:
+        raise UsageError("--format parquet needs pyarrow (pip install pyarrow)") from None
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    if args.format == "parquet" and not args.out:
+        raise UsageError("--format parquet writes a binary file: give --out FILE")
+    store = store_of(args)
+    from perfgate.analysis.history import load  # pandas, only for the commands that need it
+
+    df = load(store)
+    data = serialise(df, args.format)
+    if args.out:
+        write_export(Path(args.out), data)
+        print(f"perfgate: wrote {len(df)} rows ({df['run_id'].nunique()} runs) to {args.out}", file=sys.stderr)
+    else:
+        sys.stdout.write(data.decode("utf-8"))
+        sys.stdout.flush()
+    return EXIT_OK
+
+
+def cmd_changes(args: argparse.Namespace) -> int:
+    store = store_of(args)
+    from perfgate.analysis.history import load, run_series
+
+    df = load(store)
+    recorded = sorted(str(w) for w in df["workload"].unique())
+    if args.workload is not None and args.workload not in recorded:
+        raise UsageError(f"{terminal(args.workload)}: no runs in {store}; recorded: {', '.join(recorded) or 'none'}")
+    if args.environment is not None and args.environment not in set(df["environment_key"].astype(str)):
+        raise UsageError(f"--environment {terminal(args.environment)}: no runs of that environment key in {store}")
+    rows: list[ChangeRow] = []
+    skipped: list[str] = []
+    searched = 0
+    for workload in ([args.workload] if args.workload is not None else recorded):
+        keys = sorted({str(k) for k in df.loc[df["workload"] == workload, "environment_key"]})
+        for key in keys if args.environment is None else [k for k in keys if k == args.environment]:
+            series = run_series(df, workload, args.phase, key)
+            if series.empty:
+                continue
+            searched += 1
+            try:
+                changes = find_changes([float(v) for v in series["median_ms"]])
+            except ValueError as exc:  # too few runs for the method, or a value it cannot take
+                skipped.append(f"{terminal(workload)} on {terminal(key)}, {args.phase}: {exc}")
+                continue
+            rows.extend(_change_rows(workload, key, args.phase, series, changes))
+    if searched == 0:
+        raise UsageError(f"{terminal(args.workload)}: no runs on {terminal(args.environment)} in {store}")
+    if len(skipped) == searched:
+        raise UsageError(skipped[0] if searched == 1 else f"none of the {searched} series can be searched: "
+                                                          f"{skipped[0]}")
+    for line in skipped:
+        print(f"perfgate: left out {line}", file=sys.stderr)
+    print(render_changes(rows))
+    return EXIT_OK
+
+
+def _change_rows(workload: str, key: str, phase: str, series: Any, changes: list[ChangePoint]) -> list[ChangeRow]:
+    """One row for ``render_changes`` per change point of ``series`` (``run_series``'s
+    table): the commit of the last run before the step and of the first run after it
+    (None where a run recorded none), the date of that run, the size and the confidence."""
+    out = []
+    for change in changes:
+        before, after = series.iloc[change.index - 1], series.iloc[change.index]
+        out.append(ChangeRow(workload=workload, environment_key=key, phase=phase,
+                             commit_before=before["commit"] if isinstance(before["commit"], str) else None,
+                             commit_after=after["commit"] if isinstance(after["commit"], str) else None,
+                             date_after=after["date"].to_pydatetime(), ratio=change.ratio,
+                             confidence=change.confidence))
+    return out
+
+
+def cmd_html(args: argparse.Namespace) -> int:
+    store = store_of(args)
+    from perfgate.analysis.history import load  # pandas, only for the commands that need it
+    from perfgate.report.dashboard import write_dashboard
+
+    baselines = None if args.no_baselines else load_settings(
+        Path(args.config), {"baselines": args.baselines}).baselines
+    path = write_dashboard(load(store), Path(args.dir), baselines_root=baselines, title=args.title)
+    print(f"perfgate: wrote {path}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _store_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--history", metavar="PATH",
+                        help="the history store (default: [tool.perfgate] history, else perfgate-history.sqlite "
+                             "beside the pyproject)")
+    parser.add_argument("--config", default="pyproject.toml", metavar="PYPROJECT",
+                        help="where [tool.perfgate] is read from (default: ./pyproject.toml)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show more detail on errors")
+
+
+def add_parser(subparsers: Any) -> None:
+    """Add ``perfgate history`` and its commands ``record``, ``export``, ``changes`` and ``html``."""
+    h = subparsers.add_parser(
+        "history", help="record runs in the history store (SQLite), export it, find lasting steps",
+        description="The history store keeps every recorded run of every workload (per repeat, the median and "
+                    "share of each phase, samples/s, peak memory, counters per step) in one SQLite file.",
+        epilog="exit codes: 0 done, 2 error or bad input (the store is then left as it was)")
+    commands = h.add_subparsers(dest="history_command", required=True, metavar="COMMAND")
+
+    r = commands.add_parser(
+        "record", help="append the runs of a results folder to the history store",
+        description="Append the runs in DIR (what perfgate run, gate and ci write there: <workload>.json with "
+                    "<workload>.counters.json beside it; of a paired run the head side only, not base/) to the "
+                    "history store, in one transaction: all of them or, on any error, none. A run already "
+                    "recorded (same workload, commit, measurement time and environment key) is refused.",
+        epilog="exit codes: 0 recorded, 2 error or bad input (nothing recorded). "
+               "Example: perfgate history record --results perfgate-results --branch main")
+    r.add_argument("--results", required=True, metavar="DIR", help="the results folder (perfgate run --out)")
+    r.add_argument("--design", choices=DESIGNS,
+                   help="the design the results were measured in; default: as measured (paired when in ABBA "
+                        "blocks), and a different value is refused")
+    r.add_argument("--branch", metavar="NAME", help="the branch the commit was measured on (recorded as given)")
+    _store_options(r)
+    r.set_defaults(func=cmd_record)
+
+    e = commands.add_parser(
+        "export", help="write the history as a table: one row per run, repeat and phase",
+        description="Write the long table (one row per workload, run, repeat and phase: the columns of "
+                    "perfgate.analysis.history.load) as CSV, Parquet or JSON records.",
+        epilog="exit codes: 0 written, 2 error or bad input (no partial file is left)")
+    e.add_argument("--format", required=True, choices=FORMATS, help="csv, parquet (needs --out) or json")
+    e.add_argument("--out", metavar="FILE", help="where to write (default: stdout for csv and json)")
+    _store_options(e)
+    e.set_defaults(func=cmd_export)
+
+    c = commands.add_parser(
+        "changes", help="lasting steps in each workload's per-run times, with their commit range",
+        description="For each workload (or WORKLOAD) and environment key, the per-run series of a phase (the "
+                    "median over each run's repeats), and each lasting step in it: the commits either side, "
+                    "its size and its confidence.",
+        epilog="exit codes: 0 done (steps or none), 2 error or bad input (a series too short for the method)")
+    c.add_argument("workload", nargs="?", metavar="WORKLOAD", help="one workload (default: every one recorded)")
+    c.add_argument("--phase", default="step", choices=ROWS, help="the row whose series is searched (default: step)")
+    c.add_argument("--environment", metavar="KEY", help="only the runs of this environment key")
+    _store_options(c)
+    c.set_defaults(func=cmd_changes)
+
+    d = commands.add_parser(
+        "html", help="write a static dashboard (index.html) of trend plots and change points",
+        description="Write DIR/index.html: per workload and environment key, the per-run times of the step and "
+                    "each phase, the change points with their commits, the stored baseline's level. One "
+                    "self-contained file (no server; publishable to GitHub Pages).",
+        epilog="exit codes: 0 written (also for an empty history), 2 error or bad input (nothing written)")
+    d.add_argument("dir", metavar="DIR", help="the folder to write index.html into (created if missing)")
+    d.add_argument("--baselines", metavar="DIR", help="the baseline store (default: [tool.perfgate] baselines)")
+    d.add_argument("--no-baselines", action="store_true", help="draw no baseline lines")
+    d.add_argument("--title", default="perfgate history", help="the page's heading")
+    _store_options(d)
+    d.set_defaults(func=cmd_html)

@@ -1,0 +1,345 @@
+"""``perfgate bisect GOOD BAD WORKLOAD``: the first commit that made a workload slower.
+
+The search is git's own bisection: ``git rev-list --bisect-vars BAD ^GOOD ^good...`` names
+the commit that halves what is left (the midpoint ``git bisect`` itself would check out),
+and each step judges that commit by a paired gate against GOOD. No ``git bisect`` state is
+ever written: the search keeps its good and bad commits in memory, each candidate is checked
+out in its own temporary worktree (:func:`perfgate.gate.worktree.base_worktree`), and so is
+GOOD, once, for the whole search; every worktree is removed when its step ends, whether by
+a verdict, an error, Ctrl-C or SIGTERM. The user's checkout, its HEAD, index and bisect
+state are never touched.
+
+A step is one paired gate of the candidate (head) against GOOD (base), by the gate's own
+rules (``run_paired_gate``: ABBA blocks, Holm over the one workload, δ, the two looks):
+
+- REGRESSION: the candidate is bad; the first slow commit is it or an earlier one;
+- PASS or IMPROVED: the candidate is good;
+- INCONCLUSIVE: the step is measured again, a fresh gate with twice the blocks, up to
+  ``max_blocks``; still INCONCLUSIVE there, the search stops (exit 3) with the range
+  narrowed so far, never a guess;
+- ERROR, INCOMPARABLE (or anything else): the search stops (exit 2) with the reason.
+
+The commit named at the end was itself judged a REGRESSION: when every candidate passed,
+BAD is measured too (it is the only one left), and a BAD that is not slower than GOOD is
+exit 2, "nothing to bisect".
+
+The judge is injectable (:data:`Judge`), so the search is tested without measuring;
+:func:`paired_judge` is the real one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import subprocess
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from perfgate.gate.config import Settings
+from perfgate.gate.gating import PairedPlan, base_jobs_for, run_paired_gate
+from perfgate.gate.worktree import BaseTree, _sigterm_as_interrupt, base_worktree
+from perfgate.model.errors import EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_OK, UsageError
+from perfgate.model.job import Job
+from perfgate.model.verdict import Verdict
+from perfgate.text.inert import flatten, terminal
+
+__all__ = ["Bisection", "Judge", "Judgement", "Plan", "Step", "bisect", "interruptible", "paired_judge",
+           "plan_bisection", "replay_log"]
+
+_GIT_TIMEOUT_S = 120.0
+BAD_VERDICTS = frozenset({Verdict.REGRESSION})
+GOOD_VERDICTS = frozenset({Verdict.PASS, Verdict.IMPROVED})
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """One paired gate of a candidate against GOOD."""
+
+    verdict: Verdict
+    reason: str
+    """The gate's own reason: the step's change with the interval at the level of its test."""
+    blocks: int
+    """ABBA blocks at this gate's first look (its second look, when taken, adds as many)."""
+    change: float | None = None
+    """The step's estimated change, ``ratio - 1`` (None when nothing was estimated)."""
+
+
+Judge = Callable[[BaseTree, BaseTree, int], Judgement]
+"""``judge(candidate, good, blocks)``: the paired gate of the candidate's tree against GOOD's."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One commit of the search and every gate it took (the last one decided)."""
+
+    number: int
+    commit: str
+    subject: str
+    """The commit's subject, made terminal-safe (untrusted text)."""
+    judgements: tuple[Judgement, ...]
+
+    @property
+    def verdict(self) -> Verdict:
+        return self.judgements[-1].verdict
+
+    @property
+    def bad(self) -> bool:
+        return self.verdict in BAD_VERDICTS
+
+    @property
+    def good(self) -> bool:
+        return self.verdict in GOOD_VERDICTS
+
+
+@dataclass(frozen=True)
+class Bisection:
+    """How the search ended: the first slow commit (exit 0), or why it stopped (2, 3)."""
+
+    good: str
+    bad: str
+    steps: tuple[Step, ...]
+    exit_code: int
+    first_bad: str | None = None
+    first_bad_subject: str = ""
+    remaining: tuple[str, ...] = ()
+    """The commits the first slow one is still among, oldest first (exit 3)."""
+    message: str = ""
+    """Why the search stopped without a commit (exit 2 or 3)."""
+    subjects: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Each commit named here (GOOD, BAD, the steps, the range) with its terminal-safe subject."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the command line names, checked: the repository, GOOD and BAD as full shas."""
+
+    repo: Path
+    good: str
+    bad: str
+    commits: int
+    """Commits after GOOD up to BAD (BAD included): the first slow one is among them."""
+
+
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # As in perfgate.gate.worktree: no hooks, no fsmonitor, a bounded wait, messages in English.
+    cmd = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-C", str(repo), *args]
+    env = {**os.environ, "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"}
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=_GIT_TIMEOUT_S, env=env)
+    except FileNotFoundError:
+        raise UsageError("git is not installed: perfgate bisect needs it") from None
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"git {' '.join(args[:2])} did not finish within {_GIT_TIMEOUT_S:.0f} s") from None
+
+
+def _resolve(repo: Path, ref: str, role: str) -> str:
+    if not ref or ref.startswith("-"):
+        raise UsageError(f"{role} {ref!r}: not a git revision")
+    done = _git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
+    if done.returncode == 0:
+        return done.stdout.strip()
+    if _git(repo, "rev-parse", "--is-shallow-repository").stdout.strip() == "true":
+        raise UsageError(f"{role} {terminal(ref)}: no such commit in this shallow clone; fetch the history "
+                         "(git fetch --unshallow)")
+    raise UsageError(f"{role} {terminal(ref)}: names no commit in {repo}")
+
+
+def plan_bisection(start: Path, good: str, bad: str) -> Plan:
+    """GOOD and BAD resolved in the repository holding ``start``; bad input is a UsageError
+    (one line, exit 2) and nothing has been created yet."""
+    top = _git(start, "rev-parse", "--show-toplevel")
+    if top.returncode != 0:
+        raise UsageError(f"{start}: not inside a git repository; perfgate bisect needs one")
+    repo = Path(top.stdout.strip())
+    good_sha = _resolve(repo, good, "GOOD")
+    bad_sha = _resolve(repo, bad, "BAD")
+    if good_sha == bad_sha:
+        raise UsageError(f"GOOD and BAD are the same commit {good_sha[:7]}: nothing to bisect")
+    ancestor = _git(repo, "merge-base", "--is-ancestor", good_sha, bad_sha)
+    if ancestor.returncode == 1:
+        raise UsageError(f"GOOD {terminal(good)} ({good_sha[:7]}) is not an ancestor of BAD {terminal(bad)} "
+                         f"({bad_sha[:7]}): the search needs GOOD on BAD's history, before it")
+    if ancestor.returncode != 0:
+        tail = (ancestor.stderr.strip().splitlines() or ["no message"])[-1]
+        raise UsageError(f"git merge-base failed: {terminal(tail)}")
+    commits = len(_rev_list(repo, bad_sha, [good_sha]))
+    return Plan(repo, good_sha, bad_sha, commits)
+
+
+def _rev_list(repo: Path, bad: str, goods: Sequence[str]) -> list[str]:
+    """The commits the first bad one is among: reachable from ``bad``, not from any good; oldest first."""
+    done = _git(repo, "rev-list", "--reverse", bad, "--not", *goods)
+    if done.returncode != 0:
+        raise UsageError(f"git rev-list failed: {terminal(done.stderr.strip())}")
+    return done.stdout.split()
+
+
+def _midpoint(repo: Path, bad: str, goods: Sequence[str]) -> tuple[str, int, int]:
+    """git's bisection point of ``bad ^goods``: (commit, commits left, steps left after it)."""
+    done = _git(repo, "rev-list", "--bisect-vars", bad, "--not", *goods)
+    if done.returncode != 0:
+        raise UsageError(f"git rev-list --bisect-vars failed: {terminal(done.stderr.strip())}")
+    values = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    return values["bisect_rev"].strip("'"), int(values["bisect_all"]), int(values["bisect_steps"])
+
+
+def _subject(repo: Path, commit: str) -> str:
+    done = _git(repo, "log", "-1", "--format=%s", commit)
+    return terminal(done.stdout.strip(), 200) if done.returncode == 0 else ""
+
+
+def _judge_with_more_blocks(judge: Judge, candidate: BaseTree, good: BaseTree, *, blocks: int, max_blocks: int,
+                            judged: Callable[[Judgement, int | None], None]) -> tuple[Judgement, ...]:
+    """The candidate's gates: ``blocks``, and while INCONCLUSIVE twice as many, up to ``max_blocks``."""
+    out: list[Judgement] = []
+    count = blocks
+    while True:
+        judgement = judge(candidate, good, count)
+        out.append(judgement)
+        undecided = judgement.verdict is Verdict.INCONCLUSIVE and count < max_blocks
+        again = min(2 * count, max_blocks) if undecided else None
+        judged(judgement, again)
+        if again is None:
+            return tuple(out)
+        count = again
+
+
+def bisect(plan: Plan, judge: Judge, *, blocks: int, max_blocks: int,
+           check_good: Callable[[BaseTree], None] = lambda tree: None,
+           started: Callable[[int, str, str, int], None] = lambda number, commit, subject, left: None,
+           judged: Callable[[Step, Judgement, int | None], None] = lambda step, judgement, again: None,
+           ) -> Bisection:
+    """Search ``plan``'s range with ``judge``: see the module's description.
+
+    ``check_good(tree)`` runs once GOOD is checked out (a UsageError there is bad input);
+    ``started(number, commit, subject, steps_left)`` before each step; ``judged(step,
+    judgement, again)`` after each gate, ``again`` being the blocks of the next gate of the
+    same commit (None: the step is decided or out of blocks).
+    """
+    if blocks < 2:
+        raise UsageError("--blocks: the paired design needs at least 2 ABBA blocks")
+    if max_blocks < blocks:
+        raise UsageError(f"--max-blocks {max_blocks} is below --blocks {blocks}")
+    repo = plan.repo
+    subjects = {plan.good: _subject(repo, plan.good), plan.bad: _subject(repo, plan.bad)}
+    steps: list[Step] = []
+    goods = [plan.good]
+    bad, bad_confirmed = plan.bad, False
+
+    def ended(exit_code: int, *, first_bad: str | None = None, remaining: tuple[str, ...] = (),
+              message: str = "") -> Bisection:
+        return Bisection(plan.good, plan.bad, tuple(steps), exit_code, first_bad,
+                         subjects[first_bad] if first_bad else "", remaining, message, subjects)
+
+    with interruptible(), base_worktree(repo, plan.good) as good_tree:
+        check_good(good_tree)
+        while True:
+            candidate, left, steps_left = _midpoint(repo, bad, goods)
+            if left <= 1 or candidate == bad:
+                if bad_confirmed:
+                    return ended(EXIT_OK, first_bad=bad)
+                candidate, steps_left = bad, 0  # every candidate passed: BAD itself must be shown slow
+            subjects.setdefault(candidate, _subject(repo, candidate))
+            number = len(steps) + 1
+            started(number, candidate, subjects[candidate], steps_left)
+            partial: list[Judgement] = []
+
+            def one(judgement: Judgement, again: int | None, commit: str = candidate, n: int = number) -> None:
+                partial.append(judgement)
+                judged(Step(n, commit, subjects[commit], tuple(partial)), judgement, again)
+
+            with base_worktree(repo, candidate) as tree:
+                judgements = _judge_with_more_blocks(judge, tree, good_tree, blocks=blocks, max_blocks=max_blocks,
+                                                     judged=one)
+            step = Step(number, candidate, subjects[candidate], judgements)
+            steps.append(step)
+            if step.bad:
+                bad, bad_confirmed = candidate, True
+            elif step.good and candidate == plan.bad:
+                return ended(EXIT_ERROR, message=(
+                    f"BAD {plan.bad[:7]} is not slower than GOOD {plan.good[:7]} ({step.verdict.value}: "
+                    f"{judgements[-1].reason})" + (", and every commit measured between them passed" if
+                                                   len(steps) > 1 else "") + ": nothing to bisect"))
+            elif step.good:
+                goods.append(candidate)
+            elif step.verdict is Verdict.INCONCLUSIVE:
+                remaining = tuple(_rev_list(repo, bad, goods))
+                for commit in remaining:
+                    subjects.setdefault(commit, _subject(repo, commit))
+                return ended(EXIT_INCONCLUSIVE, remaining=remaining, message=(
+                    f"{candidate[:7]} is still INCONCLUSIVE at {judgements[-1].blocks} ABBA blocks "
+                    f"(--max-blocks {max_blocks}); the search stops here rather than guess"))
+            else:
+                return ended(EXIT_ERROR, message=(
+                    f"step {number}: {candidate[:7]} {subjects[candidate]}: {step.verdict.value}: "
+                    f"{terminal(judgements[-1].reason)}"))
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """SIGTERM (a cancelled CI job) raises KeyboardInterrupt here, so that every cleanup runs."""
+    with _sigterm_as_interrupt():
+        yield
+
+
+def paired_judge(template: Sequence[Job], *, project_dir: Path, workload_paths: Sequence[Path],
+                 assignments: Mapping[str, object], settings: Settings, device: str, out_dir: Path,
+                 **run: object) -> tuple[Judge, Callable[[BaseTree], None]]:
+    """The real judge, a paired gate per call (``run_paired_gate``), and the check that GOOD
+    defines the workload.
+
+    ``template`` holds the one job built from the user's checkout (its name, ``--set``
+    overrides and data root); each tree's own job is found in that tree with
+    :func:`base_jobs_for`, for GOOD (base) and the candidate (head) alike. The gate's
+    result files go to ``out_dir/<commit>-<blocks>blocks/`` (and its ``base/``); ``run``
+    holds ``run_paired_gate``'s measuring options (progress, cache_dir, timeout_s, ...).
+    """
+    (job,) = template
+    name = job.workload.name
+
+    def jobs_in(tree: BaseTree) -> dict[str, Job]:
+        return base_jobs_for(template, tree, project_dir=project_dir, workload_paths=list(workload_paths),
+                             assignments=dict(assignments), device=device)
+
+    def check_good(tree: BaseTree) -> None:
+        if name not in jobs_in(tree):
+            raise UsageError(f"GOOD {tree.commit[:7]} has no workload {name!r}: there is nothing to compare with")
+
+    def judge(candidate: BaseTree, good: BaseTree, blocks: int) -> Judgement:
+        head_jobs = jobs_in(candidate)
+        if name not in head_jobs:
+            return Judgement(Verdict.ERROR, f"the commit {candidate.commit[:7]} has no workload {name!r}", blocks)
+        plan = PairedPlan([head_jobs[name]], jobs_in(good), candidate.mirror(project_dir), good.mirror(project_dir),
+                          good.commit)
+        gate = run_paired_gate(plan, settings=dataclasses.replace(settings, blocks=blocks), device=device,
+                               blocks=blocks, second_look_blocks=None,
+                               out_dir=out_dir / f"{candidate.commit[:12]}-{blocks}blocks",
+                               **run)  # type: ignore[arg-type]
+        (comparison,) = gate.outcome.comparisons
+        change = comparison.time.estimate.change if comparison.time is not None else None
+        return Judgement(comparison.verdict, comparison.reason, blocks, change)
+
+    return judge, check_good
+
+
+def replay_log(bisection: Bisection) -> str:
+    """The search as ``git bisect log`` writes it: ``git bisect replay FILE`` takes it up."""
+    subject = bisection.subjects
+    lines = [f"# bad: [{bisection.bad}] {flatten(subject.get(bisection.bad, ''))}",
+             f"# good: [{bisection.good}] {flatten(subject.get(bisection.good, ''))}",
+             f"git bisect start '{bisection.bad}' '{bisection.good}'"]
+    for step in bisection.steps:
+        word = "bad" if step.bad else "good" if step.good else None
+        blocks = step.judgements[-1].blocks
+        if word is None:
+            lines.append(f"# perfgate: {step.verdict.value} at {blocks} ABBA blocks: [{step.commit}] "
+                         f"{flatten(step.subject)}")
+            continue
+        lines.append(f"# {word}: [{step.commit}] {flatten(step.subject)} (perfgate: {step.verdict.value}, "
+                     f"{blocks} ABBA blocks)")
+        lines.append(f"git bisect {word} {step.commit}")
+    if bisection.first_bad:
+        lines.append(f"# first bad commit: [{bisection.first_bad}] {flatten(bisection.first_bad_subject)}")
+    return "\n".join(lines) + "\n"

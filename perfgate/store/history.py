@@ -1,0 +1,418 @@
+"""The history store: every recorded run of every workload, in one SQLite file.
+
+``perfgate history record`` appends the runs of a results folder (one run per workload:
+its identity, and per repeat the median and share of each row of
+:data:`perfgate.model.result.ROWS`, with counters per step where a counted run lies
+beside the result) in ONE transaction: ``BEGIN IMMEDIATE``, the inserts, ``COMMIT``. A
+record that fails, or a process killed before the commit, leaves the store as it was
+(SQLite's rollback journal puts it back when the store is next opened). Two processes
+recording at once take turns: the second waits for the first's commit (the busy timeout).
+
+The file is schema-versioned: ``PRAGMA user_version`` holds :data:`HISTORY_SCHEMA_VERSION`
+and the ``meta`` table (key, value) holds ``kind = perfgate.history``, the version that
+created it and when. A store of a newer schema, a file that is not an SQLite database,
+an SQLite database of something else, or a damaged store is refused with one
+:class:`FileFormatError` line before anything is written, so the file is left byte for
+byte as it was. Reading never writes (a hot journal left by a killed recorder is rolled
+back, which restores the file as it was before that recording).
+
+The pandas table built from :func:`read_rows` is ``perfgate.analysis.history``.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from perfgate.model.counters import CounterSet
+from perfgate.model.errors import FileFormatError, UsageError
+from perfgate.model.manifest import DESIGNS
+from perfgate.model.result import ROWS, RunResult
+from perfgate.model.version import __version__
+from perfgate.model.workload import PHASES
+from perfgate.store.untrusted_folders import load_measured
+from perfgate.text.inert import terminal
+
+HISTORY_KIND = "perfgate.history"
+HISTORY_SCHEMA_VERSION = 1
+BUSY_TIMEOUT_S = 60.0
+"""How long a recorder or reader waits for another process's write transaction to end."""
+COUNTERS = ("ops", "copies", "flops", "syncs", "launches")
+"""Counters kept per phase, each per counted step: aten operator calls, copy operator
+calls, FLOPs, host-device synchronisations, CUDA kernel launches (None on the CPU)."""
+
+SCHEMA = """
+CREATE TABLE meta (
+    key TEXT PRIMARY KEY NOT NULL,
+    value TEXT NOT NULL
+);
+CREATE TABLE runs (
+    run_id INTEGER PRIMARY KEY,
+    workload TEXT NOT NULL,
+    workload_version INTEGER NOT NULL,
+    git_commit TEXT,
+    dirty INTEGER CHECK (dirty IN (0, 1)),
+    branch TEXT,
+    created_at TEXT NOT NULL,
+    environment_key TEXT NOT NULL,
+    device TEXT NOT NULL,
+    design TEXT NOT NULL CHECK (design IN ('paired', 'stored')),
+    perfgate_version TEXT NOT NULL,
+    recorded_at TEXT NOT NULL,
+    counted_steps INTEGER
+);
+CREATE UNIQUE INDEX runs_once ON runs (workload, ifnull(git_commit, ''), created_at, environment_key);
+CREATE TABLE repeats (
+    run_id INTEGER NOT NULL REFERENCES runs (run_id),
+    repeat INTEGER NOT NULL,
+    block INTEGER,
+    samples_per_s REAL NOT NULL,
+    peak_memory_bytes INTEGER,
+    PRIMARY KEY (run_id, repeat)
+) WITHOUT ROWID;
+CREATE TABLE medians (
+    run_id INTEGER NOT NULL,
+    repeat INTEGER NOT NULL,
+    phase TEXT NOT NULL,
+    median_ms REAL NOT NULL,
+    share REAL NOT NULL,
+    PRIMARY KEY (run_id, repeat, phase),
+    FOREIGN KEY (run_id, repeat) REFERENCES repeats (run_id, repeat)
+) WITHOUT ROWID;
+CREATE TABLE counters (
+    run_id INTEGER NOT NULL REFERENCES runs (run_id),
+    phase TEXT NOT NULL,
+    ops REAL,
+    copies REAL,
+    flops REAL,
+    syncs REAL,
+    launches REAL,
+    PRIMARY KEY (run_id, phase)
+) WITHOUT ROWID;
+"""
+"""Version 1. ``created_at`` and ``recorded_at`` are ISO 8601 text; ``counters`` holds the
+five phases and ``step`` (their sum) of the runs that have a counted run; the medians are
+``RepeatResult.medians_ms``, the shares ``RepeatResult.shares``."""
+
+COLUMNS = (
+    "run_id", "recorded_at", "date", "commit", "dirty", "branch", "design", "workload", "workload_version",
+    "device", "environment_key", "perfgate_version", "repeat", "block", "phase", "median_ms", "share",
+    "samples_per_s", "peak_memory_bytes", *COUNTERS,
+)
+"""The columns :func:`read_rows` returns, in this order: one row per run × repeat × row."""
+
+_READ = f"""
+SELECT r.run_id, r.recorded_at, r.created_at, r.git_commit, r.dirty, r.branch, r.design, r.workload,
+       r.workload_version, r.device, r.environment_key, r.perfgate_version, p.repeat, p.block, m.phase,
+       m.median_ms, m.share, p.samples_per_s, p.peak_memory_bytes, {", ".join(f"c.{c}" for c in COUNTERS)}
+FROM runs r
+JOIN repeats p ON p.run_id = r.run_id
+JOIN medians m ON m.run_id = p.run_id AND m.repeat = p.repeat
+LEFT JOIN counters c ON c.run_id = m.run_id AND c.phase = m.phase
+ORDER BY r.created_at, r.run_id, p.repeat, m.phase
+"""
+
+
+@dataclass(frozen=True)
+class Recording:
+    """One run to record: a head result, its counted run (None: none beside it), the
+    design it was measured in and the branch it was measured on (None: not given)."""
+
+    result: RunResult
+    counters: CounterSet | None
+    design: str
+    branch: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.design not in DESIGNS:
+            raise ValueError(f"design must be one of {', '.join(DESIGNS)}, got {self.design!r}")
+
+
+def _utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _design_of(result: RunResult) -> str:
+    return "paired" if any(r.block is not None for r in result.repeats) else "stored"
+
+
+def recordings_of(directory: Path, *, design: str | None = None, branch: str | None = None) -> list[Recording]:
+    """The runs of a results folder (``perfgate run``/``gate``/``ci``): each ``<w>.json``
+    with the ``<w>.counters.json`` beside it; a paired run's base side (``base/``) is not
+    a run of this code and is left out. The folder is read as untrusted data
+    (``perfgate.store.untrusted_folders``). Each run's design is the one it was measured
+    in (paired when its repeats have ABBA blocks; ``run.json``, when there, must say the
+    same); ``design``, when given, must agree. A counted run of another device or
+    workload version than its result is refused."""
+    if design is not None and design not in DESIGNS:
+        raise UsageError(f"--design must be one of {', '.join(DESIGNS)}, got {design!r}")
+    measured = load_measured(Path(directory))
+    if not measured.head:
+        raise UsageError(f"{directory}: no result files (<workload>.json) to record")
+    out = []
+    for name in sorted(measured.head):
+        result = measured.head[name]
+        found = _design_of(result)
+        if measured.manifest is not None and measured.manifest.design != found:
+            raise FileFormatError(f"{directory}: run.json says the {measured.manifest.design} design, but "
+                                  f"{name}.json was measured in the {found} design")
+        if design is not None and design != found:
+            raise UsageError(f"{name}: measured in the {found} design "
+                             f"({'ABBA blocks' if found == 'paired' else 'no ABBA blocks'}), not {design}")
+        counted = measured.head_counters.get(name)
+        if counted is not None and (counted.device != result.device
+                                    or counted.workload_version != result.workload_version):
+            raise UsageError(f"{name}: its counted run is of {counted.device} v{counted.workload_version}, the "
+                             f"result of {result.device} v{result.workload_version}; nothing was recorded")
+        out.append(Recording(result, counted, found, branch))
+    return out
+
+
+# --- opening and checking the file ---------------------------------------------------------
+
+
+def _connect(path: Path, *, create: bool, timeout_s: float) -> sqlite3.Connection:
+    mode = "rwc" if create else "rw"
+    if not create and not path.is_file():
+        if path.exists():
+            raise FileFormatError(f"{path}: not a perfgate history store (not a file)")
+        raise FileFormatError(f"{path}: no history store there (perfgate history record creates one)")
+    try:
+        if create:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode={mode}", uri=True, timeout=timeout_s,
+                               isolation_level=None)
+    except FileExistsError:
+        raise FileFormatError(f"{path}: cannot create the history store there: {path.parent} is not a folder") from None
+    except OSError as exc:
+        raise FileFormatError(f"{path}: cannot create the history store there: {exc.strerror or exc}") from None
+    except sqlite3.Error as exc:
+        raise FileFormatError(f"{path}: cannot open the history store: {_one_line(exc)}") from None
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+def _meta(conn: sqlite3.Connection) -> dict[str, str]:
+    return {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
+
+
+def _check(conn: sqlite3.Connection, path: Path, *, deep: bool) -> int:
+    """The store's schema version (0: an empty database, a store to create), after
+    checking that it is a perfgate history this perfgate can read; inside the caller's
+    transaction. ``deep`` adds SQLite's ``quick_check`` of every page (before a write)."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if version == 0 and not tables:
+        return 0
+    if "meta" not in tables:
+        raise FileFormatError(f"{path}: not a perfgate history store (an SQLite database without its meta table)")
+    try:
+        meta = _meta(conn)
+    except sqlite3.OperationalError:
+        raise FileFormatError(f"{path}: not a perfgate history store (its meta table is not key, value)") from None
+    if meta.get("kind") != HISTORY_KIND:
+        raise FileFormatError(f"{path}: not a perfgate history store (kind is "
+                              f"{terminal(repr(meta.get('kind', 'missing')), 40)})")
+    if version > HISTORY_SCHEMA_VERSION:
+        raise FileFormatError(f"{path}: a history store of schema version {version} (written by perfgate "
+                              f"{terminal(meta.get('created_by', 'unknown'), 20)}); this perfgate {__version__} reads "
+                              f"up to version {HISTORY_SCHEMA_VERSION}: upgrade perfgate")
+    if version < 1:
+        raise FileFormatError(f"{path}: a perfgate history store without a schema version (user_version 0)")
+    if deep:
+        problems = [row[0] for row in conn.execute("PRAGMA quick_check(1)")]
+        if problems != ["ok"]:
+            raise FileFormatError(f"{path}: the history store is damaged ({_one_line(problems[0])})")
+    return version
+
+
+def _one_line(message: object, limit: int = 160) -> str:
+    """SQLite's message on one line, shortened: an error is one line on stderr."""
+    return terminal(" ".join(str(message).split()), limit)
+
+
+def _refused(path: Path, exc: sqlite3.Error) -> FileFormatError:
+    if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+        return FileFormatError(f"{path}: the history store stayed locked by another process; try again")
+    if isinstance(exc, sqlite3.OperationalError) and "readonly" in str(exc):
+        return FileFormatError(f"{path}: the history store cannot be written here ({_one_line(exc)})")
+    return FileFormatError(f"{path}: not a perfgate history store, or a damaged one ({_one_line(exc)})")
+
+
+@contextmanager
+def _transaction(path: Path, *, write: bool, timeout_s: float) -> Iterator[sqlite3.Connection]:
+    """A connection inside one transaction (``BEGIN IMMEDIATE`` to write): committed when
+    the block ends, rolled back on any error. SQLite errors become one FileFormatError line."""
+    conn = _connect(path, create=write, timeout_s=timeout_s)
+    try:
+        try:
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    except sqlite3.Error as exc:
+        raise _refused(path, exc) from None
+    finally:
+        conn.close()
+
+
+# --- recording -----------------------------------------------------------------------------
+
+
+def _create(conn: sqlite3.Connection) -> None:
+    for statement in SCHEMA.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+    conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
+                     [("kind", HISTORY_KIND), ("schema_version", str(HISTORY_SCHEMA_VERSION)),
+                      ("created_by", __version__), ("created_at", _utc_now())])
+    conn.execute(f"PRAGMA user_version = {HISTORY_SCHEMA_VERSION}")
+
+
+def _identity(result: RunResult) -> tuple[str, str | None, str, str]:
+    return result.workload, result.environment.git_commit, result.created_at, result.environment.key()
+
+
+def _counter_rows(counted: CounterSet) -> list[tuple[object, ...]]:
+    """Per phase, and for the whole step (their sum), each of :data:`COUNTERS` per counted
+    step; ``launches`` is None where kernel launches were not counted (the CPU)."""
+    per_phase: dict[str, tuple[float | None, ...]] = {}
+    for phase in PHASES:
+        c = counted.phases[phase]
+        totals = (c.op_calls, c.copy_calls, c.flops, c.sync_count, c.kernel_launches)
+        per_phase[phase] = tuple(None if v is None else v / counted.steps for v in totals)
+    columns = list(zip(*per_phase.values()))
+    per_phase["step"] = tuple(None if None in values else sum(v for v in values if v is not None)
+                              for values in columns)
+    return [(phase, *values) for phase, values in per_phase.items()]
+
+
+def _insert_run(conn: sqlite3.Connection, recording: Recording, recorded_at: str) -> int:
+    """Insert one run with its repeats, medians and counters; its run id."""
+    result, counted = recording.result, recording.counters
+    env = result.environment
+    cursor = conn.execute(
+        "INSERT INTO runs (workload, workload_version, git_commit, dirty, branch, created_at, environment_key, "
+        "device, design, perfgate_version, recorded_at, counted_steps) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (result.workload, result.workload_version, env.git_commit,
+         None if env.git_dirty is None else int(env.git_dirty), recording.branch, result.created_at, env.key(),
+         result.device, recording.design, result.perfgate_version, recorded_at,
+         None if counted is None else counted.steps))
+    run_id = int(cursor.lastrowid or 0)
+    for repeat in result.repeats:
+        if not sum(repeat.phases_ms["step"]) > 0:
+            raise FileFormatError(f"{result.workload}: repeat {repeat.index} has no step time; nothing was recorded")
+        conn.execute("INSERT INTO repeats (run_id, repeat, block, samples_per_s, peak_memory_bytes) "
+                     "VALUES (?, ?, ?, ?, ?)",
+                     (run_id, repeat.index, repeat.block, repeat.samples_per_s, repeat.peak_memory_bytes))
+        medians, shares = repeat.medians_ms, repeat.shares
+        conn.executemany("INSERT INTO medians (run_id, repeat, phase, median_ms, share) VALUES (?, ?, ?, ?, ?)",
+                         [(run_id, repeat.index, row, medians[row], shares[row]) for row in ROWS])
+    if counted is not None:
+        conn.executemany(f"INSERT INTO counters (run_id, phase, {', '.join(COUNTERS)}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                         [(run_id, *row) for row in _counter_rows(counted)])
+    return run_id
+
+
+def _duplicate(conn: sqlite3.Connection, result: RunResult) -> int | None:
+    workload, commit, created_at, key = _identity(result)
+    row = conn.execute("SELECT run_id FROM runs WHERE workload = ? AND ifnull(git_commit, '') = ? "
+                       "AND created_at = ? AND environment_key = ?",
+                       (workload, commit or "", created_at, key)).fetchone()
+    return None if row is None else int(row[0])
+
+
+def record(path: Path, recordings: Sequence[Recording], *, timeout_s: float = BUSY_TIMEOUT_S) -> list[int]:
+    """Append ``recordings`` to the store at ``path`` (created when missing or empty) in one
+    transaction; their run ids. A run already recorded (the same workload, commit,
+    ``created_at`` and environment key), or two of them in ``recordings``, is a
+    FileFormatError and nothing is written; so is a store that is not a perfgate history,
+    is damaged, or is of a newer schema."""
+    path = Path(path)
+    if not recordings:
+        raise UsageError("nothing to record")
+    seen: set[tuple[str, str | None, str, str]] = set()
+    for r in recordings:
+        if _identity(r.result) in seen:
+            raise UsageError(f"{r.result.workload}: given twice; nothing was recorded")
+        seen.add(_identity(r.result))
+    recorded_at = _utc_now()
+    with _transaction(path, write=True, timeout_s=timeout_s) as conn:
+        if _check(conn, path, deep=True) == 0:
+            _create(conn)
+        for r in recordings:
+            existing = _duplicate(conn, r.result)
+            if existing is not None:
+                commit = (r.result.environment.git_commit or "unknown")[:12]
+                raise FileFormatError(f"{path}: {r.result.workload} of commit {commit} measured at "
+                                      f"{r.result.created_at} on {r.result.environment.key()} is already "
+                                      f"recorded (run {existing}); nothing was recorded")
+        try:
+            return [_insert_run(conn, r, recorded_at) for r in recordings]
+        except sqlite3.IntegrityError as exc:  # a constraint of the schema (the checks above catch duplicates)
+            raise FileFormatError(f"{path}: the store refused a run ({_one_line(exc)}); nothing was "
+                                  "recorded") from None
+
+
+# --- reading -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HistoryRows:
+    """What :func:`read_rows` returns: the store's meta table and its rows (:data:`COLUMNS`),
+    sorted by date, run id, repeat and phase name."""
+
+    meta: Mapping[str, str]
+    columns: tuple[str, ...]
+    rows: list[tuple[object, ...]]
+
+
+def read_rows(path: Path, *, timeout_s: float = BUSY_TIMEOUT_S) -> HistoryRows:
+    """Every recorded repeat's rows, one per run × repeat × row of ``ROWS``, with the
+    counters per step of the runs that have them (None elsewhere). The store is checked
+    as :func:`record` checks it (without the page-by-page check) and never written."""
+    path = Path(path)
+    with _transaction(path, write=False, timeout_s=timeout_s) as conn:
+        if _check(conn, path, deep=False) == 0:
+            raise FileFormatError(f"{path}: an empty history store: no run recorded yet")
+        rows = conn.execute(_READ).fetchall()
+        meta = _meta(conn)
+    return HistoryRows(meta, COLUMNS, rows)
+
+
+def write_export(path: Path, data: bytes) -> None:
+    """Write an exported table to ``path`` atomically (a temporary file beside it, then a
+    rename): a failure leaves no partial file and the old one, if any, as it was; one
+    UsageError line when the path cannot be written."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write there: {exc.strerror or exc}") from None
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except BaseException as exc:
+        try:
+            os.unlink(tmp_name)
+        except FileNotFoundError:
+            pass
+        if isinstance(exc, OSError):
+            raise UsageError(f"{path}: cannot write there: {exc.strerror or exc}") from None
+        raise
