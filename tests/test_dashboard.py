@@ -361,3 +361,19 @@ def test_a_headless_browser_draws_the_page(tmp_path: Path, page_text: str) -> No
     top = int(ys.min())
     panel = image.crop((40, top, 1160, min(2000, top + 200))).convert("L")
     assert ImageStat.Stat(panel).stddev[0] > 20  # where the first figure sits is not uniform
+
+
+def test_each_panel_follows_the_rolling_median_of_the_last_five_runs() -> None:
+    from perfgate.report.dashboard import ROLLING_RUNS, sections
+
+    values = [10.0] * 20 + [11.0] * 20
+    df = pd.DataFrame({
+        "run_id": range(40), "date": pd.date_range("2026-01-01", periods=40, freq="D", tz="UTC"),
+        "commit": [f"c{i:02d}" for i in range(40)], "dirty": False, "workload": "w",
+        "environment_key": "cpu-x", "device": "cpu", "phase": "step", "median_ms": values,
+    })
+    (section,) = sections(df, find=lambda series: [])
+    (panel,) = section.panels
+    assert panel.rolling[:2] == (None, None)  # from the third run on
+    assert panel.rolling[2] == 10.0 and panel.rolling[21] == 10.0 and panel.rolling[23] == 11.0
+    assert panel.rolling[-1] == statistics.median(values[-ROLLING_RUNS:])

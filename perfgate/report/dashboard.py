@@ -13,9 +13,10 @@ it opens from disk and can be published as it is (GitHub Pages). It holds
   panel every run is a point, in date order and evenly spaced (the ticks give the runs'
   dates): the run's value is the median over its repeats of the repeat's median, the
   vertical bar behind it spans its repeats from the lowest to the highest, and a run of a
-  modified tree is hollow. A change point is a vertical line before the first run after
-  the step, labelled with that run's short commit and the size; the level of the stored
-  baseline of that workload and environment (the median of all its recordings' per-repeat
+  modified tree is hollow; a line follows the rolling median of the last five runs
+  (pandas). A change point is a vertical line before the first run after the step,
+  labelled with that run's short commit and the size; the level of the stored baseline
+  of that workload and environment (the median of all its recordings' per-repeat
   medians of the row) is a dashed horizontal line when ``baselines_root`` is given and the
   baseline exists. A row that is zero in every run (a micro-benchmark's phases) has no panel.
 
@@ -82,6 +83,10 @@ PANEL_INCHES = 2.3
 PHASE_COLUMNS = 3
 POINT_COLOUR = "#1f5fa8"
 SPREAD_COLOUR = "#9fb8d8"
+ROLLING_COLOUR = "#e08a1e"
+ROLLING_RUNS = 5
+"""The rolling median's window: the last five runs."""
+ROLLING_MIN_RUNS = 3
 BASELINE_COLOUR = "#6d6d6d"
 CHANGE_COLOUR = {"slower": "#c62828", "faster": "#2e7d32"}
 EXTRA_CSS = """
@@ -132,6 +137,9 @@ class Panel:
     """Per run, the median over its repeats of the repeat's median (ms)."""
     low: tuple[float, ...]
     high: tuple[float, ...]
+    rolling: tuple[float | None, ...]
+    """Per run, the rolling median of the values over the last ``ROLLING_RUNS`` runs (None
+    before ``ROLLING_MIN_RUNS`` runs): the level a reader follows through the noise."""
     changes: tuple[Change, ...]
     baseline: float | None
     """The stored baseline's level of this row (ms), or None."""
@@ -243,12 +251,14 @@ def sections(df: pandas.DataFrame, *, find: Finder | None = None, baselines_root
             dates = tuple(_date(v) for v in part["date"])
             commits = tuple(_plain(v) or "" for v in part["commit"])
             values = tuple(float(v) for v in part["value"])
+            rolled = part["value"].astype(float).rolling(ROLLING_RUNS, min_periods=ROLLING_MIN_RUNS).median()
+            rolling = tuple(None if math.isnan(v) else float(v) for v in rolled)
             changes, why = _changes(values, commits, dates, finder)
             if why:
                 refused.setdefault(why, []).append(row)
             dirty = tuple(_plain(v) is not None and bool(v) for v in part["dirty"])  # unknown: not dirty
             panels.append(Panel(row, dates, commits, dirty, values, tuple(float(v) for v in part["low"]),
-                                tuple(float(v) for v in part["high"]), changes, levels.get(row), why))
+                                tuple(float(v) for v in part["high"]), rolling, changes, levels.get(row), why))
         for why, rows in refused.items():
             notes.append(f"No change points looked for in {', '.join(rows)}: {why}.")
         devices = sorted({_plain(v) or "unknown" for v in block["device"]})
@@ -283,6 +293,9 @@ def _draw(ax: Any, panel: Panel, wide: bool) -> None:
         if chosen:
             ax.scatter(chosen, [panel.values[i] for i in chosen], s=18 if wide else 10, zorder=3, linewidths=1,
                        facecolors="none" if hollow else POINT_COLOUR, edgecolors=POINT_COLOUR)
+    rolled = [(i, v) for i, v in enumerate(panel.rolling) if v is not None]
+    if rolled:
+        ax.plot([i for i, _ in rolled], [v for _, v in rolled], color=ROLLING_COLOUR, linewidth=1.2, zorder=2.5)
     values = [*panel.low, *panel.high]
     if panel.baseline is not None:
         values.append(panel.baseline)
