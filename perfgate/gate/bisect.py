@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import subprocess
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ from pathlib import Path
 
 from perfgate.gate.config import Settings
 from perfgate.gate.gating import PairedPlan, base_jobs_for, run_paired_gate
-from perfgate.gate.worktree import BaseTree, _sigterm_as_interrupt, base_worktree
+from perfgate.gate.worktree import BaseTree, base_worktree, git, repository_root, resolve_commit, sigterm_as_interrupt
 from perfgate.model.errors import EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_OK, UsageError
 from perfgate.model.job import Job
 from perfgate.model.verdict import Verdict
@@ -48,7 +47,6 @@ from perfgate.text.inert import flatten, terminal
 __all__ = ["Bisection", "Judge", "Judgement", "Plan", "Step", "bisect", "interruptible", "paired_judge",
            "plan_bisection", "replay_log"]
 
-_GIT_TIMEOUT_S = 120.0
 BAD_VERDICTS = frozenset({Verdict.REGRESSION})
 GOOD_VERDICTS = frozenset({Verdict.PASS, Verdict.IMPROVED})
 
@@ -122,39 +120,20 @@ class Plan:
     """Commits after GOOD up to BAD (BAD included): the first slow one is among them."""
 
 
+_NEEDED = "perfgate bisect needs it"
+
+
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    # As in perfgate.gate.worktree: no hooks, no fsmonitor, a bounded wait, messages in English.
-    cmd = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-C", str(repo), *args]
-    env = {**os.environ, "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"}
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=_GIT_TIMEOUT_S, env=env)
-    except FileNotFoundError:
-        raise UsageError("git is not installed: perfgate bisect needs it") from None
-    except subprocess.TimeoutExpired:
-        raise UsageError(f"git {' '.join(args[:2])} did not finish within {_GIT_TIMEOUT_S:.0f} s") from None
-
-
-def _resolve(repo: Path, ref: str, role: str) -> str:
-    if not ref or ref.startswith("-"):
-        raise UsageError(f"{role} {ref!r}: not a git revision")
-    done = _git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
-    if done.returncode == 0:
-        return done.stdout.strip()
-    if _git(repo, "rev-parse", "--is-shallow-repository").stdout.strip() == "true":
-        raise UsageError(f"{role} {terminal(ref)}: no such commit in this shallow clone; fetch the history "
-                         "(git fetch --unshallow)")
-    raise UsageError(f"{role} {terminal(ref)}: names no commit in {repo}")
+    return git(repo, *args, needed=_NEEDED)
 
 
 def plan_bisection(start: Path, good: str, bad: str) -> Plan:
     """GOOD and BAD resolved in the repository holding ``start``; bad input is a UsageError
     (one line, exit 2) and nothing has been created yet."""
-    top = _git(start, "rev-parse", "--show-toplevel")
-    if top.returncode != 0:
-        raise UsageError(f"{start}: not inside a git repository; perfgate bisect needs one")
-    repo = Path(top.stdout.strip())
-    good_sha = _resolve(repo, good, "GOOD")
-    bad_sha = _resolve(repo, bad, "BAD")
+    repo = repository_root(start, who="perfgate bisect", needed=_NEEDED)
+    unshallow = "fetch the history (git fetch --unshallow)"
+    good_sha = resolve_commit(repo, good, role="GOOD", unshallow=unshallow, needed=_NEEDED)
+    bad_sha = resolve_commit(repo, bad, role="BAD", unshallow=unshallow, needed=_NEEDED)
     if good_sha == bad_sha:
         raise UsageError(f"GOOD and BAD are the same commit {good_sha[:7]}: nothing to bisect")
     ancestor = _git(repo, "merge-base", "--is-ancestor", good_sha, bad_sha)
@@ -280,7 +259,7 @@ def bisect(plan: Plan, judge: Judge, *, blocks: int, max_blocks: int,
 @contextlib.contextmanager
 def interruptible() -> Iterator[None]:
     """SIGTERM (a cancelled CI job) raises KeyboardInterrupt here, so that every cleanup runs."""
-    with _sigterm_as_interrupt():
+    with sigterm_as_interrupt():
         yield
 
 

@@ -9,6 +9,7 @@ changes in the head) is one line and exit 2, before anything is measured.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import signal
 import subprocess
@@ -19,19 +20,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfgate.model.errors import UsageError
+from perfgate.text.inert import terminal
 
-__all__ = ["BaseTree", "base_worktree", "check_clean", "repository_root", "resolve_commit"]
+__all__ = ["BaseTree", "base_worktree", "check_clean", "git", "repository_root", "resolve_commit", "sigterm_as_interrupt"]
 
 _GIT_TIMEOUT_S = 120.0
 
 
-def _git(repo: Path, *args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
-    # Hooks and fsmonitor never run: the tree under test is not trusted to run code in git.
+def git(repo: Path, *args: str, check: bool = False,
+        needed: str = "the paired gate needs it to check out the base commit") -> subprocess.CompletedProcess[str]:
+    """``git -C repo ARGS`` with hooks and fsmonitor off (the tree under test is not trusted to
+    run code in git), a bounded wait and messages in English; ``needed`` says, when git is
+    missing, what needed it. ``check``: a failure is one UsageError line with git's last line."""
     cmd = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-C", str(repo), *args]
+    env = {**os.environ, "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"}
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=_GIT_TIMEOUT_S)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=_GIT_TIMEOUT_S, env=env)
     except FileNotFoundError:
-        raise UsageError("git is not installed: the paired gate needs it to check out the base commit") from None
+        raise UsageError(f"git is not installed: {needed}") from None
     except subprocess.TimeoutExpired:
         raise UsageError(f"git {' '.join(args[:2])} did not finish within {_GIT_TIMEOUT_S:.0f} s") from None
     if check and done.returncode != 0:
@@ -40,30 +46,32 @@ def _git(repo: Path, *args: str, check: bool = False) -> subprocess.CompletedPro
     return done
 
 
-def repository_root(directory: Path) -> Path:
-    done = _git(directory, "rev-parse", "--show-toplevel")
+def repository_root(directory: Path, *, who: str = "--against",
+                    needed: str = "the paired gate needs it to check out the base commit") -> Path:
+    done = git(directory, "rev-parse", "--show-toplevel", needed=needed)
     if done.returncode != 0:
-        raise UsageError(f"{directory}: not inside a git repository; --against needs one")
+        raise UsageError(f"{directory}: not inside a git repository; {who} needs one")
     return Path(done.stdout.strip())
 
 
-def resolve_commit(repo: Path, ref: str) -> str:
-    """The full sha ``ref`` names, or one line saying why it names none."""
+def resolve_commit(repo: Path, ref: str, *, role: str = "--against",
+                   unshallow: str = "fetch the base (actions/checkout with fetch-depth: 0, or git fetch --unshallow)",
+                   needed: str = "the paired gate needs it to check out the base commit") -> str:
+    """The full sha ``ref`` names, or one line saying why it names none (``role``: the option
+    or argument that gave it; ``unshallow``: what to do in a shallow clone that lacks it)."""
     if not ref or ref.startswith("-"):
-        raise UsageError(f"--against {ref!r}: not a git revision")
-    done = _git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
+        raise UsageError(f"{role} {ref!r}: not a git revision")
+    done = git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}", needed=needed)
     if done.returncode == 0:
         return done.stdout.strip()
-    shallow = _git(repo, "rev-parse", "--is-shallow-repository").stdout.strip() == "true"
-    if shallow:
-        raise UsageError(f"--against {ref}: no such commit in this shallow clone; fetch the base "
-                         "(actions/checkout with fetch-depth: 0, or git fetch --unshallow)")
-    raise UsageError(f"--against {ref}: names no commit in {repo}")
+    if git(repo, "rev-parse", "--is-shallow-repository", needed=needed).stdout.strip() == "true":
+        raise UsageError(f"{role} {terminal(ref)}: no such commit in this shallow clone; {unshallow}")
+    raise UsageError(f"{role} {terminal(ref)}: names no commit in {repo}")
 
 
 def check_clean(repo: Path) -> None:
     """Refuse a head with uncommitted changes to tracked files: the report names commits."""
-    done = _git(repo, "status", "--porcelain", "--untracked-files=no")
+    done = git(repo, "status", "--porcelain", "--untracked-files=no")
     if done.returncode != 0:
         raise UsageError(f"{repo}: git status failed")
     changed = done.stdout.strip().splitlines()
@@ -91,7 +99,7 @@ class BaseTree:
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
+def sigterm_as_interrupt() -> Iterator[None]:
     """A cancelled CI job gets SIGTERM: turn it into KeyboardInterrupt so cleanup runs."""
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -112,11 +120,11 @@ def base_worktree(repo: Path, commit: str) -> Iterator[BaseTree]:
     """Check ``commit`` out as a detached worktree in a temporary directory; always removed."""
     parent = Path(tempfile.mkdtemp(prefix="perfgate-base-"))
     root = parent / "tree"
-    with _sigterm_as_interrupt():
+    with sigterm_as_interrupt():
         try:
-            _git(repo, "worktree", "add", "--detach", "--force", str(root), commit, check=True)
+            git(repo, "worktree", "add", "--detach", "--force", str(root), commit, check=True)
             yield BaseTree(commit, root, repo)
         finally:
-            _git(repo, "worktree", "remove", "--force", str(root))
+            git(repo, "worktree", "remove", "--force", str(root))
             shutil.rmtree(parent, ignore_errors=True)
-            _git(repo, "worktree", "prune")
+            git(repo, "worktree", "prune")
