@@ -42,7 +42,6 @@ one ``UsageError`` and leaves nothing behind.
 from __future__ import annotations
 
 import base64
-import functools
 import math
 import statistics
 from collections.abc import Callable, Sequence
@@ -50,14 +49,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-import jinja2
 import numpy
 from markupsafe import Markup
 
 from perfgate.model.errors import UsageError
 from perfgate.model.result import ROWS
 from perfgate.model.version import __version__
-from perfgate.report.html import CSS, figure_png
+from perfgate.report.html import CSS, figure_png, page_template
 from perfgate.store.baselines import find_baseline
 from perfgate.store.jsonfile import write_text_atomic
 from perfgate.store.untrusted import KEY_RE, NAME_RE
@@ -377,15 +375,6 @@ def _finalize(value: object) -> object:
     return flatten(value, 2000)
 
 
-@functools.lru_cache(maxsize=1)
-def _template() -> jinja2.Template:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(Path(__file__).resolve().parent / "templates")),
-        autoescape=True, finalize=_finalize, undefined=jinja2.StrictUndefined,
-        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    return env.get_template("dashboard.html.j2")
-
-
 def _confidence(value: float) -> str:
     return "> 99.9%" if value >= 0.9995 else percent(value)
 
@@ -412,7 +401,7 @@ def render_dashboard(df: pandas.DataFrame, *, find: Finder | None = None, baseli
     if shown:
         summary = (f"{runs} run(s) of {len({s.workload for s in shown})} workload(s) in "
                    f"{len({s.environment_key for s in shown})} environment(s), from {dates[0]} to {dates[-1]} (UTC).")
-    return _template().render(
+    return page_template("dashboard.html.j2", _finalize).render(
         title=title,
         css=Markup(CSS + "\n" + EXTRA_CSS),
         summary=summary,

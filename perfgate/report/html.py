@@ -27,7 +27,7 @@ import functools
 import io
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -452,13 +452,15 @@ def _clean(value: object) -> object:
     return _UNSHOWN.sub("", _SURROGATE.sub("\ufffd", str(value)))
 
 
-@functools.lru_cache(maxsize=1)
-def _template() -> jinja2.Template:
+@functools.lru_cache(maxsize=4)
+def page_template(name: str, finalize: Callable[[object], object]) -> jinja2.Template:
+    """A template of ``perfgate/report/templates``, rendered with autoescaping and a missing
+    value an error; ``finalize`` sees every value the template prints, before escaping."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(Path(__file__).resolve().parent / "templates")),
-        autoescape=True, finalize=_clean, undefined=jinja2.StrictUndefined,
+        autoescape=True, finalize=finalize, undefined=jinja2.StrictUndefined,
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    return env.get_template("page.html.j2")
+    return env.get_template(name)
 
 
 def render_html(outcome: GateOutcome) -> str:
@@ -468,7 +470,7 @@ def render_html(outcome: GateOutcome) -> str:
     runnable = [c for c in comparisons if c.device]
     judged = sum(1 for c in comparisons if c.time is not None)
     missing = outcome.by_verdict(Verdict.NO_BASELINE)
-    return _template().render(
+    return page_template("page.html.j2", _clean).render(
         headline=outcome.headline,
         css=Markup(CSS),
         sections=[_section(c, i, cfg.power) for i, c in enumerate(comparisons)],
