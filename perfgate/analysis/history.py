@@ -102,6 +102,22 @@ def load(path: Path | str) -> pd.DataFrame:
     return frame(read_rows(Path(path)))
 
 
+def per_run(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per workload × environment key × phase × run of ``rows`` (rows of :func:`load`'s
+    table, or any frame with its ``workload, environment_key, phase, run_id, date, commit,
+    median_ms`` columns), in date order (then run id): the run's value ``median_ms`` (the
+    median over its repeats of their ``median_ms``: what change points and the dashboard
+    follow), the repeats' lowest (``low``) and highest (``high``), ``n_repeats``, and the
+    run's ``dirty`` and ``device`` where the frame has them."""
+    extra = {c: (c, "first") for c in ("dirty", "device") if c in rows.columns}
+    grouped = rows.groupby(["workload", "environment_key", "phase", "run_id"], sort=False, observed=True)
+    runs = grouped.agg(date=("date", "first"), commit=("commit", "first"), **extra,
+                       median_ms=("median_ms", "median"), low=("median_ms", "min"), high=("median_ms", "max"),
+                       n_repeats=("median_ms", "size")).reset_index()
+    runs["n_repeats"] = runs["n_repeats"].astype("int64")
+    return runs.sort_values(["date", "run_id"], kind="stable").reset_index(drop=True)
+
+
 def run_series(df: pd.DataFrame, workload: str, phase: str = "step",
                environment_key: str | None = None) -> pd.DataFrame:
     """One row per run of ``workload`` (of ``environment_key``, or of every key when None),
@@ -116,10 +132,4 @@ def run_series(df: pd.DataFrame, workload: str, phase: str = "step",
         rows = rows[rows["environment_key"] == environment_key]
     if rows.empty:
         return pd.DataFrame({c: pd.Series(dtype=df[c].dtype if c in df else "int64") for c in SERIES_COLUMNS})
-    grouped = rows.groupby("run_id", sort=False, observed=True)
-    series = grouped.agg(commit=("commit", "first"), date=("date", "first"),
-                         environment_key=("environment_key", "first"), median_ms=("median_ms", "median"),
-                         n_repeats=("repeat", "nunique")).reset_index()
-    series["n_repeats"] = series["n_repeats"].astype("int64")
-    series = series.sort_values(["date", "run_id"], kind="stable").reset_index(drop=True)
-    return series[list(SERIES_COLUMNS)]
+    return per_run(rows)[list(SERIES_COLUMNS)]

@@ -219,11 +219,9 @@ def _per_run(df: pandas.DataFrame) -> pandas.DataFrame:
     d = d[numpy.isfinite(d["median_ms"].astype(float))]
     keys = {c: d[c].astype(object).where(d[c].notna(), "").astype(str)  # categories and <NA> as plain str
             for c in ("workload", "environment_key", "phase")}
-    d = d.assign(**keys, median_ms=d["median_ms"].astype(float))
-    grouped = d.groupby(["workload", "environment_key", "run_id", "phase"], sort=False, observed=True)
-    return grouped.agg(date=("date", "first"), commit=("commit", "first"), dirty=("dirty", "first"),
-                       device=("device", "first"), value=("median_ms", "median"), low=("median_ms", "min"),
-                       high=("median_ms", "max")).reset_index()
+    from perfgate.analysis.history import per_run  # pandas: only once there is a table to draw
+
+    return per_run(d.assign(**keys, median_ms=d["median_ms"].astype(float)))
 
 
 def sections(df: pandas.DataFrame, *, find: Finder | None = None, baselines_root: Path | None = None) -> list[Section]:
@@ -248,8 +246,8 @@ def sections(df: pandas.DataFrame, *, find: Finder | None = None, baselines_root
                 continue  # not measured, or zero in every run (a micro-benchmark's phases)
             dates = tuple(_date(v) for v in part["date"])
             commits = tuple(_plain(v) or "" for v in part["commit"])
-            values = tuple(float(v) for v in part["value"])
-            rolled = part["value"].astype(float).rolling(ROLLING_RUNS, min_periods=ROLLING_MIN_RUNS).median()
+            values = tuple(float(v) for v in part["median_ms"])
+            rolled = part["median_ms"].astype(float).rolling(ROLLING_RUNS, min_periods=ROLLING_MIN_RUNS).median()
             rolling = tuple(None if math.isnan(v) else float(v) for v in rolled)
             changes, why = _changes(values, commits, dates, finder)
             if why:
