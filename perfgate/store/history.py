@@ -21,9 +21,7 @@ The pandas table built from :func:`read_rows` is ``perfgate.analysis.history``.
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -36,6 +34,7 @@ from perfgate.model.manifest import DESIGNS
 from perfgate.model.result import ROWS, RunResult
 from perfgate.model.version import __version__
 from perfgate.model.workload import PHASES
+from perfgate.store.jsonfile import write_bytes_atomic
 from perfgate.store.untrusted_folders import load_measured
 from perfgate.text.inert import terminal
 
@@ -395,24 +394,6 @@ def write_export(path: Path, data: bytes) -> None:
     UsageError line when the path cannot be written."""
     path = Path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        write_bytes_atomic(path, data)
     except OSError as exc:
         raise UsageError(f"{path}: cannot write there: {exc.strerror or exc}") from None
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp_name, path)
-    except BaseException as exc:
-        try:
-            os.unlink(tmp_name)
-        except FileNotFoundError:
-            pass
-        if isinstance(exc, OSError):
-            raise UsageError(f"{path}: cannot write there: {exc.strerror or exc}") from None
-        raise
