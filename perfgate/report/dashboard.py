@@ -201,11 +201,8 @@ def _baseline_levels(root: Path, environment_key: str, workload: str) -> tuple[d
     found = find_baseline(root, environment_key, workload).baseline
     if found is None:
         return {}, None
-    levels = {}
-    for row in ROWS:
-        medians = [r.medians_ms[row] for rec in found.recordings for r in rec.repeats if row in r.medians_ms]
-        if medians:
-            levels[row] = statistics.median(medians)
+    levels = {row: statistics.median(m for per_recording in found.recording_medians(row) for m in per_recording)
+              for row in ROWS}
     latest = found.recordings[-1].provenance
     return levels, (f"dashed line: the stored baseline, {len(found.recordings)} recording(s), the latest of commit "
                     f"{_short(latest.commit)} on {flatten(latest.date, 40)[:10]}")
