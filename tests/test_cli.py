@@ -51,7 +51,7 @@ def test_list_shows_the_device_profile(capsys) -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["run", "resnet19"], "unknown workload 'resnet19'; known workloads: resnet18-cifar10, resnet18-cifar10-compiled, resnet18-imagenette"),
+        (["run", "resnet19"], "unknown workload 'resnet19'; known workloads: resnet18-cifar10, resnet18-cifar10-compiled, resnet18-cifar10-ddp, resnet18-imagenette"),
         (["run", "resnet18-cifar10", "--set", "batch_size=lots"], "bad --set batch_size=lots for workload resnet18-cifar10: batch_size must be an integer"),
         (["run", "resnet18-cifar10", "--set", "optimiser=adam"], "unknown parameter 'optimiser' for workload resnet18-cifar10; allowed: "),
         (["run", "resnet18-cifar10", "--set", "precision=fp8"], "precision must be one of fp32, bf16, fp16"),

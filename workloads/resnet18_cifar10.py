@@ -6,6 +6,9 @@ augmentation (random crop 32 with padding 4, horizontal flip, normalisation) and
 cross-entropy. Data: torchvision's CIFAR10 reader on ``--data-root`` when given, else a
 deterministic synthetic copy in the same file format, read by the same reader.
 
+``resnet18-cifar10-ddp`` is the same workload on two ranks in DistributedDataParallel
+(``nproc_per_node=2``; each rank reads its own share of the samples).
+
 ``resnet18-cifar10-compiled`` is the same workload with the model under
 ``torch.compile`` (default mode, the inductor backend), so that compile time, graph
 breaks and recompiles are measured on a real model. Its first warmup step compiles (a
@@ -121,4 +124,20 @@ RESNET18_CIFAR10_COMPILED = Workload(
     params=dataclasses.replace(RESNET18_CIFAR10.params,
                                extra={**RESNET18_CIFAR10.params.extra, "compile_backend": "inductor"}),
     profiles=RESNET18_CIFAR10.profiles,
+)
+
+
+RESNET18_CIFAR10_DDP = Workload(
+    name="resnet18-cifar10-ddp",
+    version=1,
+    description="resnet18-cifar10 on 2 ranks: DistributedDataParallel under torch.distributed.run "
+                "(NCCL on CUDA, gloo on the CPU), batch 128 per rank",
+    build=build,
+    params=dataclasses.replace(RESNET18_CIFAR10.params, nproc_per_node=2),
+    profiles={
+        "cuda": {},
+        # 2 CPU cores: one rank per core, one thread each; batch 8 per rank and 12 steps keep
+        # a repeat (two ranks' start-up and a 45 MB all-reduce per step) near 20 s.
+        "cpu": {**RESNET18_CIFAR10.profiles["cpu"], "batch_size": 8, "steps": 12},
+    },
 )

@@ -25,6 +25,14 @@ Three more labels are read from what each repeat recorded rather than from the s
   every few steps (a DataLoader whose workers cannot keep up, measured on an H200 as
   90 ms every fourth step of a 15 ms one) moves neither, so this label says so.
 
+Two more for distributed repeats (``nproc_per_node`` > 1; :mod:`perfgate.analysis.ranks`):
+
+- STRAGGLER: one rank exceeds the other ranks' median in a phase by 10% of the step or
+  more (20%: critical), naming the rank and the phase; backward is compared without its
+  wait for the all-reduce, since the all-reduce makes every rank's backward end together;
+- COMM-EXPOSED: backward waits for the all-reduce at its end for 10% of the step or more
+  (20%: critical): communication the backward pass no longer hides.
+
 Pure: no torch, no I/O.
 """
 
@@ -34,6 +42,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from statistics import median
 
+from perfgate.analysis.ranks import COMM, comm_share, stragglers
 from perfgate.model.result import RunResult
 from perfgate.model.workload import PHASES
 
@@ -92,9 +101,14 @@ class Label:
     repeats recorded (SYNC-PER-STEP, LOADER-RESTART, CLOCK-MISMATCH), the share of the
     repeats it applies to."""
     evidence: str
+    rank: int | None = None
+    """STRAGGLER: the rank that holds the others back."""
+    phase: str | None = None
+    """STRAGGLER: the phase it does so in."""
 
     def to_dict(self) -> dict[str, object]:
-        return {"name": self.name, "severity": self.severity, "share": self.share, "evidence": self.evidence}
+        where = {k: v for k, v in (("rank", self.rank), ("phase", self.phase)) if v is not None}
+        return {"name": self.name, "severity": self.severity, "share": self.share, "evidence": self.evidence, **where}
 
 
 def _shares(result: RunResult) -> dict[str, list[float]]:
@@ -146,7 +160,8 @@ def diagnose(result: RunResult) -> list[Label]:
                             f"{median(shares['data_wait']) * 100:.0f}%, h2d {median(shares['h2d']) * 100:.0f}% "
                             f"of a {step_ms:.1f} ms step ({where}){busy_note}"))
     labels += [label for label in (_stall_label(result), _sync_label(result), _restart_label(result),
-                                   _clock_label(result)) if label is not None]
+                                   _clock_label(result), _comm_label(result)) if label is not None]
+    labels += _straggler_labels(result)
     order = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
     return sorted(labels, key=lambda label: order[label.severity])
 
@@ -250,3 +265,35 @@ def _clock_label(result: RunResult) -> Label | None:
                  f"{len(ratios)} repeat(s); about 100% expected): the step's events miss part of the work, such as "
                  f"kernels on a stream the step does not wait for, or the device and host clocks disagree "
                  f"(perfgate doctor checks that); the step times of this run are not reliable")
+
+
+def _comm_label(result: RunResult) -> Label | None:
+    """COMM-EXPOSED: the exposed all-reduce wait's share of the step (distributed repeats)."""
+    share = comm_share(result.repeats)
+    if share is None or share < WARNING_SHARE:
+        return None
+    total = [v for r in result.repeats for v in r.phases_ms.get("comm_total", ())]
+    overlapped = f"; all-reduce in flight {median(total):.1f} ms a step in all" if total else ""
+    return Label("COMM-EXPOSED", Severity.CRITICAL if share >= CRITICAL_SHARE else Severity.WARNING, share,
+                 f"backward waits {_median_ms(result, COMM):.1f} ms a step for the all-reduce at its end, "
+                 f"{share * 100:.0f}% of a {_median_ms(result, 'step'):.1f} ms step (the slowest rank per step)"
+                 f"{overlapped}; it grows when gradients are ready too late to overlap (bucket size, a slow rank, "
+                 "a slower interconnect)")
+
+
+def _straggler_labels(result: RunResult) -> list[Label]:
+    """STRAGGLER: a rank that holds the others back in one phase, with the evidence."""
+    labels = []
+    for s in stragglers(result):
+        severity = Severity.CRITICAL if s.share >= CRITICAL_SHARE else Severity.WARNING
+        what = "backward without its all-reduce wait" if s.whole_backward is not None else PHASE_WORDS[s.phase]
+        evidence = (f"rank {s.rank}: {what} {s.rank_ms:.1f} ms against {s.others_ms:.1f} ms on the other ranks "
+                    f"(+{s.excess_ms:.1f} ms, {s.share * 100:.0f}% of a {s.step_ms:.1f} ms step)")
+        if s.others_comm_ms is not None and s.rank_comm_ms is not None:
+            evidence += (f"; the other ranks wait {s.others_comm_ms:.1f} ms for the all-reduce at the end of backward "
+                         f"against {s.rank_comm_ms:.1f} ms on rank {s.rank}")
+        if s.whole_backward is not None:
+            evidence += (f", so whole backward times look alike ({s.whole_backward[0]:.1f} ms on rank {s.rank}, "
+                         f"{s.whole_backward[1]:.1f} ms on the others)")
+        labels.append(Label("STRAGGLER", severity, s.share, evidence, rank=s.rank, phase=s.phase))
+    return labels

@@ -9,10 +9,11 @@ variation by the standard deviation of their logarithms.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import median, stdev
 
+from perfgate.analysis.ranks import comm_share, per_rank_medians
 from perfgate.model.result import RESIDUAL, ROWS, RepeatResult, RunResult
 
 
@@ -38,6 +39,11 @@ class WorkloadSummary:
     peak_memory_bytes: int | None
     peak_memory_kind: str
     device_busy_fraction: float | None
+    ranks: tuple[Mapping[str, float], ...] = ()
+    """A distributed run: per rank, its medians over the repeats (phases, step, ``comm``,
+    ``backward_work``; :func:`perfgate.analysis.ranks.per_rank_medians`). Empty otherwise."""
+    comm_share: float | None = None
+    """A distributed run: the exposed all-reduce wait's share of the step (None: not recorded)."""
 
     def per_repeat(self, row: str) -> list[float]:
         return [r.medians_ms[row] for r in self.repeats]
@@ -63,4 +69,6 @@ def summarise(result: RunResult) -> WorkloadSummary:
         peak_memory_bytes=int(median(peaks)) if peaks else None,
         peak_memory_kind=result.repeats[0].peak_memory_kind,
         device_busy_fraction=median(busy) if busy else None,
+        ranks=tuple(per_rank_medians(reps) or ()),
+        comm_share=comm_share(reps),
     )

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, Dataset, RandomSampler
+from torch.utils.data import DataLoader, Dataset, RandomSampler, Sampler
+from torch.utils.data.distributed import DistributedSampler
 
 from perfgate.model.workload import BuildContext
 
@@ -28,8 +29,29 @@ def _seed_worker(worker_id: int) -> None:
     np.random.seed(seed)
 
 
+class RankShare(DistributedSampler[Any]):
+    """Under ``torch.distributed.run``: this rank's share of one seeded random order, exactly
+    ``per_rank`` samples (rank r takes every world-th index from the r-th), so each rank reads
+    its own samples and, like the single-process sampler, never runs out inside the window."""
+
+    def __init__(self, dataset: Dataset[Any], per_rank: int, seed: int) -> None:
+        super().__init__(dataset, shuffle=True, seed=seed, drop_last=True)
+        self.per_rank = per_rank
+
+    def __iter__(self) -> Any:
+        generator = torch.Generator()
+        generator.manual_seed(self.seed + self.epoch)
+        order = RandomSampler(self.dataset, num_samples=self.per_rank * self.num_replicas,  # type: ignore[arg-type]
+                              generator=generator)
+        return iter(list(order)[self.rank :: self.num_replicas])
+
+    def __len__(self) -> int:
+        return self.per_rank
+
+
 def make_loader(dataset: Dataset[Any], ctx: BuildContext, **kwargs: Any) -> DataLoader[Any]:
-    """DataLoader with the workload's batch and loader settings and a seeded sampler.
+    """DataLoader with the workload's batch and loader settings and a seeded sampler (under
+    ``torch.distributed.run``, this rank's share of it: :class:`RankShare`).
 
     Extra keyword arguments (``collate_fn`` for example) go to ``DataLoader`` unchanged.
     """
@@ -39,7 +61,9 @@ def make_loader(dataset: Dataset[Any], ctx: BuildContext, **kwargs: Any) -> Data
     generator.manual_seed(params.seed)
     # Without replacement, RandomSampler concatenates permutations when more samples are
     # asked for than the dataset holds.
-    sampler = RandomSampler(dataset, num_samples=batches * params.batch_size, generator=generator)
+    sampler: Sampler[int] = RandomSampler(dataset, num_samples=batches * params.batch_size, generator=generator)
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        sampler = RankShare(dataset, batches * params.batch_size, params.seed)
     return DataLoader(
         dataset,
         sampler=sampler,

@@ -57,7 +57,8 @@ def apply_torch_settings(params: Params, device: str) -> dict[str, Any]:
     if params.deterministic and device == "cuda":
         # cuBLAS needs this before its first call to be deterministic.
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.set_num_threads(params.num_threads or available_cores())
+    # 0: the cores available, shared out between the ranks of a distributed repeat.
+    torch.set_num_threads(params.num_threads or max(1, available_cores() // params.nproc_per_node))
     torch.backends.cudnn.benchmark = params.cudnn_benchmark
     torch.backends.cudnn.deterministic = params.deterministic
     torch.use_deterministic_algorithms(params.deterministic)
@@ -463,13 +464,17 @@ def run_repeat(
     telemetry: bool = True,
     inject_ms: Mapping[str, float] | None = None,
     sync_check: bool = False,
+    rank: Any = None,
 ) -> tuple[RepeatResult, DataSource]:
     """Build ``workload`` and measure one repeat on ``device``; raises WorkloadError.
 
     ``inject_ms`` (``perfgate selftest`` only): milliseconds added per measured step
     inside each named phase (see :class:`InjectingClock`). ``sync_check`` (CUDA): the
     steps of the window run under ``torch.cuda.set_sync_debug_mode("error")``, so a
-    synchronisation inside the window fails the repeat.
+    synchronisation inside the window fails the repeat. ``rank`` (a
+    :class:`perfgate.measure.ddp.Rank`, in a distributed repeat's rank): the model runs in
+    DistributedDataParallel and the all-reduce is timed (:mod:`perfgate.measure.ddp`); the
+    process group is joined already.
     """
     check_device_params(params, device)
     name = workload.name
@@ -490,9 +495,16 @@ def run_repeat(
     cuda = device == "cuda"
     sync: Callable[[], None] = torch.cuda.synchronize if cuda else (lambda: None)
     peak = _PeakMemory(device)
+    timer = None
     try:
         built.model.to(torch_device, memory_format=memory_format)
         built.model.train()
+        if rank is not None:
+            from perfgate.measure import ddp
+
+            ddp.check_loader(built.loader, name)
+            timer = ddp.CommTimer(cuda=cuda, event_factory=_created_event if cuda else None)
+            built.model = ddp.wrap(built.model, device, rank, timer)
         step = _Step(built, torch_device, params)
         warm_up(step, params.warmup_steps, sync)
 
@@ -502,9 +514,16 @@ def run_repeat(
                                 current_stream=torch.cuda.current_stream)
         else:
             clock = HostClock(params.steps)
+        if timer is not None:
+            from perfgate.measure.ddp import CommClock
+
+            clock = CommClock(clock, timer, steps=params.steps, warmup_steps=params.warmup_steps,
+                              event_factory=_created_event if cuda else None)
         if inject_ms:
             clock = InjectingClock(clock, injection_delays(inject_ms, device))
-        sampler = TelemetrySampler(device) if telemetry else None
+        # In a distributed repeat rank 0 samples for all: the launcher's tree holds every rank.
+        sampler = (TelemetrySampler(device, root_pid=os.getppid() if rank is not None else None)
+                   if telemetry and (rank is None or rank.rank == 0) else None)
 
         def on_open() -> None:
             step.loader_restarts = 0  # the window's restarts, not warmup's

@@ -111,6 +111,14 @@ def run_one(job: Job, device: str, index: int, cache_dir: Path, git: tuple[str |
     }
     if job.inject_ms:
         request["inject_ms"] = dict(job.inject_ms)
+    if job.params.nproc_per_node > 1:
+        from perfgate.measure.distributed import run_ranks
+
+        # The ranks' own collectives give up a little before the repeat's timeout, so a rank
+        # that hangs is reported by the others where they can still answer.
+        request["rank_timeout_s"] = max(1.0, 0.9 * timeout_s)
+        return run_ranks(request, job.params.nproc_per_node, timeout_s, python=python,
+                         where=f"{job.workload.name}: repeat {index + 1}")
     try:
         run = call("perfgate.measure.worker", request, timeout_s, python=python)
     except subprocess.TimeoutExpired:

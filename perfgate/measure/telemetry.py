@@ -37,9 +37,11 @@ from perfgate.measure.telemetry_host import _CpuShare, _Psutil, _Samples, _TreeM
 class TelemetrySampler:
     """Start before the window, stop after it; ``summary()`` is stored in the repeat."""
 
-    def __init__(self, device: str, *, interval_s: float = 0.1, gpu_index: int | None = None) -> None:
+    def __init__(self, device: str, *, interval_s: float = 0.1, gpu_index: int | None = None,
+                 root_pid: int | None = None) -> None:
         """``gpu_index`` is the CUDA device (as torch numbers them: after ``CUDA_VISIBLE_DEVICES``)
-        to sample; None: torch's current device. NVML finds it by its UUID."""
+        to sample; None: torch's current device. NVML finds it by its UUID. ``root_pid``: the
+        process whose tree is "this run" (a distributed repeat's launcher); default this process."""
         self.device = device
         self.interval_s = interval_s
         self._samples = _Samples()
@@ -61,7 +63,7 @@ class TelemetrySampler:
         try:
             import psutil
 
-            self._cpu_share = _CpuShare(psutil, interval_s)
+            self._cpu_share = _CpuShare(psutil, interval_s, root_pid)
             self._sources.append(self._cpu_share)
         except Exception as exc:  # noqa: BLE001 - psutil missing, /proc unreadable
             self.unavailable["other_cpu_share"] = f"{type(exc).__name__}: {exc}"

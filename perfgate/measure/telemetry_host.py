@@ -140,9 +140,11 @@ class _ProcessTree:
 
     FULL_EVERY = 10
 
-    def __init__(self, psutil: Any) -> None:
+    def __init__(self, psutil: Any, root_pid: int | None = None) -> None:
+        """``root_pid``: the process whose tree this is (a distributed repeat's launcher, so the
+        other ranks are not counted as other load); default this process."""
         self.psutil = psutil
-        self.me = psutil.Process()
+        self.me = psutil.Process(root_pid)
         self.pid = self.me.pid
         self.members: dict[int, Any] = {}
         self.seconds: dict[int, float] = {}
@@ -264,9 +266,9 @@ class _CpuShare:
     statistics over many intervals are the evidence, not one interval.
     """
 
-    def __init__(self, psutil: Any, interval_s: float) -> None:
+    def __init__(self, psutil: Any, interval_s: float, root_pid: int | None = None) -> None:
         self.stat = _CpuStat(psutil)
-        self.tree = _ProcessTree(psutil)
+        self.tree = _ProcessTree(psutil, root_pid)
         self.min_s = 0.5 * interval_s
         self.calls = 0
         self.intervals: list[list[float]] = []  # [start, end, busy_s, capacity_s, tree_s]

@@ -176,6 +176,11 @@ class RepeatResult:
     """Summary of the background samples taken during the window (None: not sampled)."""
     block: int | None = None
     """The ABBA block this repeat was measured in (paired design); None in a plain run."""
+    ranks: tuple[Mapping[str, tuple[float, ...]], ...] = ()
+    """A distributed repeat (``nproc_per_node`` > 1): every rank's own per-step series, by rank
+    (``comm``: per step, the time backward waited for the all-reduce at its end; on the CPU
+    also ``comm_total``, the time any all-reduce bucket was in flight). ``phases_ms`` then
+    holds, per step, the series of the rank whose step was the slowest. Empty otherwise."""
 
     @property
     def slowdown_reasons(self) -> tuple[str, ...] | None:
@@ -252,6 +257,7 @@ class RepeatResult:
             "loader_restarts": self.loader_restarts,
             "telemetry": dict(self.telemetry) if self.telemetry is not None else None,
             **({"block": self.block} if self.block is not None else {}),
+            **({"ranks": [{k: list(v) for k, v in r.items()} for r in self.ranks]} if self.ranks else {}),
         }
 
 
@@ -300,6 +306,19 @@ def repeat_from_dict(data: object, where: str) -> RepeatResult:
     if len(lengths) != 1:
         raise ValueError(f"{phases.where}: series have different lengths {sorted(lengths)}")
     peak = f.get("peak_memory_bytes", int, optional=True)
+    ranks = []
+    for i, rank in enumerate(f.get("ranks", list, optional=True) or []):
+        where_rank = f"{f.where}.ranks[{i}]"
+        rank_fields = Fields(rank, where_rank)
+        rank_series = {name: number_series(values, f"{where_rank}.{name}") for name, values in rank_fields.data.items()}
+        missing = [name for name in SERIES if name not in rank_series]
+        if missing:
+            raise ValueError(f"{where_rank}: missing series {', '.join(missing)}")
+        if {len(v) for v in rank_series.values()} != lengths:
+            raise ValueError(f"{where_rank}: series lengths differ from the repeat's ({sorted(lengths)[0]} steps)")
+        ranks.append(rank_series)
+    if len(ranks) == 1:
+        raise ValueError(f"{f.where}.ranks: a distributed repeat holds at least two ranks")
     return RepeatResult(
         index=f.get("index", int),
         started_at=f.get("started_at", str),
@@ -316,6 +335,7 @@ def repeat_from_dict(data: object, where: str) -> RepeatResult:
         loader_restarts=f.get("loader_restarts", int, optional=True) or 0,
         telemetry=f.get("telemetry", dict, optional=True),
         block=f.get("block", int, optional=True),
+        ranks=tuple(ranks),
     )
 
 

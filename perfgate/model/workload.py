@@ -73,6 +73,9 @@ class Params:
     allow_tf32: bool = False
     num_threads: int = 0
     """Intra-op threads; 0 means one per core available to the process (recorded as used)."""
+    nproc_per_node: int = 1
+    """Processes (ranks) per repeat: above 1 each repeat runs through ``torch.distributed.run``
+    with the model in DistributedDataParallel (gloo on the CPU, NCCL on CUDA)."""
     extra: Mapping[str, Scalar] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -83,6 +86,7 @@ class Params:
         _check_int("seed", self.seed, 0)
         _check_int("num_workers", self.num_workers, 0)
         _check_int("num_threads", self.num_threads, 0)
+        _check_int("nproc_per_node", self.nproc_per_node, 1)
         if self.prefetch_factor is not None:
             _check_int("prefetch_factor", self.prefetch_factor, 1)
         _check_choice("precision", self.precision, PRECISIONS)
@@ -100,10 +104,13 @@ class Params:
         object.__setattr__(self, "extra", MappingProxyType(dict(self.extra)))
 
     def to_dict(self) -> dict[str, Scalar | None]:
-        """Flat mapping of every parameter, extras included (the form results store)."""
+        """Flat mapping of every parameter, extras included (the form results store).
+
+        A parameter added after files were first written (:data:`LATER_DEFAULTS`) is left
+        out at its default, so a result or baseline written before it still compares equal."""
         out: dict[str, Scalar | None] = {}
         for f in dataclasses.fields(self):
-            if f.name != "extra":
+            if f.name != "extra" and not (f.name in LATER_DEFAULTS and getattr(self, f.name) == LATER_DEFAULTS[f.name]):
                 out[f.name] = getattr(self, f.name)
         out.update(self.extra)
         return out
@@ -164,6 +171,10 @@ def _coerce(key: str, raw: str, current: object, field_type: str) -> object:
     return text
 
 
+LATER_DEFAULTS: Mapping[str, Scalar] = MappingProxyType({"nproc_per_node": 1})
+"""Parameters that results and baselines of earlier versions do not hold, with the value they
+imply: left out of :meth:`Params.to_dict` at that value."""
+
 _FIELD_TYPES = {
     "batch_size": "int",
     "input_size": "int",
@@ -180,6 +191,7 @@ _FIELD_TYPES = {
     "deterministic": "bool",
     "allow_tf32": "bool",
     "num_threads": "int",
+    "nproc_per_node": "int",
 }
 
 
@@ -217,7 +229,7 @@ def apply_overrides(params: Params, overrides: Mapping[str, object], *, workload
     if not overrides:
         return params
     where = f" for workload {workload}" if workload else ""
-    values = params.to_dict()
+    values = {**LATER_DEFAULTS, **params.to_dict()}
     for key, raw in overrides.items():
         if key not in values:
             allowed = ", ".join(sorted(values))

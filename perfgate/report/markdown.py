@@ -30,7 +30,7 @@ from perfgate.model.trace import PhaseOperators
 from perfgate.model.verdict import Verdict
 from perfgate.model.version import __version__
 from perfgate.model.workload import PHASES
-from perfgate.report.phase_table import RowKind, phase_table
+from perfgate.report.phase_table import RowKind, phase_table, rank_table
 from perfgate.report.wording import column_names, design_lines
 from perfgate.store.traces import TraceOutcome, TraceResult
 from perfgate.text.inert import code, code_cell, flatten, inline
@@ -212,6 +212,19 @@ def _details(c: WorkloadComparison) -> list[str]:
     return lines
 
 
+def _rank_lines(c: WorkloadComparison) -> list[str]:
+    """A distributed run: per rank, the flagged phases and those a STRAGGLER label names."""
+    phases = {r.phase for r in c.phases if r.flag is not None and r.flag.flagged}
+    phases |= {label.phase for label in c.labels if label.name == "STRAGGLER" and label.phase}
+    headers, rows = rank_table(c.current, sorted(phases)) if phases else ([], [])
+    if not rows:
+        return []
+    return ["", f"Per rank, the medians in ms of the flagged phases ({len(rows)} ranks; the table above holds, "
+                "per step, the slowest rank's):", "",
+            "| " + " | ".join(headers) + " |", "|" + "---:|" * len(headers),
+            *("| " + " | ".join(inline(cell) for cell in row) + " |" for row in rows)]
+
+
 def _diagnosis(c: WorkloadComparison) -> list[str]:
     lines = [f"**{inline(label.name)}** ({inline(label.severity)}): {inline(label.evidence)}" for label in c.labels]
     lines += [f"Left out: {inline(note)}." for note in c.left_out]
@@ -317,6 +330,7 @@ def _section(c: WorkloadComparison, power: float, *, details: bool, table: bool,
         lines.append(inline(c.reason))
         if table:
             lines += ["", *_phase_table(c)]
+        lines += _rank_lines(c)
         hints = [PHASE_HINTS[r.phase] for r in c.phases
                  if r.flag is not None and r.flag.flagged and r.phase in PHASE_HINTS]
         if hints:

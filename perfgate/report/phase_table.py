@@ -9,11 +9,13 @@ fixed 95%.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 from perfgate.analysis.decide import level_text
 from perfgate.analysis.outcome import WorkloadComparison
+from perfgate.analysis.summary import WorkloadSummary
 from perfgate.model.result import RESIDUAL
 from perfgate.model.verdict import Verdict
 from perfgate.report.wording import column_names
@@ -98,3 +100,24 @@ def phase_table(c: WorkloadComparison) -> PhaseTable:
                              share=row.share, tested=flag.tested, direction=direction, q_value=flag.q_value,
                              gated=gated.verdict if gated else None, **common))
     return PhaseTable(before, after, level_text(c.time.estimate.confidence), tuple(rows))
+
+
+RANK_COLUMNS = {"data_wait": "data_wait", "h2d": "h2d", "forward": "forward", "backward": "backward",
+                "backward_work": "backward w/o wait", "comm": "all-reduce wait", "comm_total": "all-reduce in flight",
+                "optimizer": "optimizer", "step": "step"}
+"""The per-rank table's columns, in order, and their headers."""
+
+
+def rank_table(summary: WorkloadSummary | None, phases: Sequence[str] | None = None) -> tuple[list[str], list[list[str]]]:
+    """A distributed run's per-rank medians (ms): a header and one row per rank; empty for a
+    run that is not distributed. ``phases`` limits the phase columns (the flagged ones in a
+    gate's report); backward's column brings the wait and the work without it, and the step
+    is always shown."""
+    if summary is None or not summary.ranks:
+        return [], []
+    wanted = set(RANK_COLUMNS) if phases is None else {*phases, "step"}
+    if "backward" in wanted:
+        wanted |= {"comm", "backward_work"}
+    columns = [c for c in RANK_COLUMNS if c in wanted and all(c in r for r in summary.ranks)]
+    rows = [[str(i), *(ms(r[c]) for c in columns)] for i, r in enumerate(summary.ranks)]
+    return ["rank", *(RANK_COLUMNS[c] for c in columns)], rows

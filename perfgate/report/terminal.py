@@ -14,7 +14,7 @@ from perfgate.analysis.diagnose import diagnose
 from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
 from perfgate.analysis.summary import WorkloadSummary
 from perfgate.model.result import ROWS, RunResult
-from perfgate.report.phase_table import RowKind, phase_table
+from perfgate.report.phase_table import RowKind, phase_table, rank_table
 from perfgate.report.wording import design_lines
 from perfgate.text.inert import terminal as t
 from perfgate.text.units import ms, percent, size, table
@@ -48,6 +48,12 @@ def run_table(result: RunResult, summary: WorkloadSummary) -> str:
     data = result.data
     footer.append(f"data {t(data.get('kind'))} {t(data.get('hash_method'))}:{t(str(data.get('content_hash'))[:12])}")
     lines = [header, body, "   ".join(footer[:3]), "   ".join(footer[3:])]
+    headers, ranks = rank_table(summary)
+    if ranks:
+        comm = (f"; the all-reduce wait is {percent(summary.comm_share)} of the step"
+                if summary.comm_share is not None else "")
+        lines += [f"per rank ({len(ranks)} ranks; the table above holds, per step, the slowest rank's{comm}):",
+                  table(headers, ranks, "r" * len(headers))]
     lines += [f"{t(label.name)} ({t(label.severity)}): {t(label.evidence)}" for label in diagnose(result)]
     lines += telemetry_lines(result)
     return "\n".join(line for line in lines if line).rstrip() + "\n"

@@ -1,0 +1,185 @@
+"""A distributed repeat: its ranks under ``torch.distributed.run``, and their answers as one.
+
+A repeat of a workload with ``nproc_per_node`` = N > 1 starts the existing launcher
+(``python -m torch.distributed.run``, no restarts) with N ranks on this machine, each
+``python -P -m perfgate.measure.rank_worker REQUEST DIR`` (:mod:`perfgate.measure.rank_worker`),
+which joins the process group, runs the ordinary repeat with the model in DDP and writes
+``DIR/rank-R.json``. The launcher and every rank run in a session of their own, so that on a
+timeout, a crash or an interrupt the whole group (ranks, their DataLoader workers, the
+launcher and the store it listens with) is ended, and nothing is left listening.
+
+The ranks' answers become one repeat (:func:`combine`): per step the series of the rank whose
+step was the slowest, and every rank's own series beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from perfgate.analysis.ranks import slowest_rank_series
+from perfgate.model.errors import DataError, DeviceError, PerfgateError, UsageError, WorkloadError
+from perfgate.store.jsonfile import dumps
+
+PORT_VARIABLE = "PERFGATE_MASTER_PORT"
+"""Set it to pin the rendezvous port (a runner whose firewall allows one); default: a free port."""
+
+
+def check_devices(nproc: int, device: str) -> None:
+    """A UsageError when this machine cannot give every rank a device (CUDA) or a core (CPU)."""
+    if device == "cuda":
+        import torch
+
+        count = torch.cuda.device_count()
+        if nproc > count:
+            raise UsageError(f"nproc_per_node={nproc} needs {nproc} CUDA devices; this machine has {count}")
+        return
+    from perfgate.measure.loop import available_cores
+
+    cores = available_cores()
+    if nproc > cores:
+        raise UsageError(f"nproc_per_node={nproc} needs a CPU core per rank; this process may use {cores}")
+
+
+def _free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def rendezvous_port() -> int:
+    """``$PERFGATE_MASTER_PORT`` when set and free (a UsageError when taken or malformed),
+    else a port the system reports free."""
+    pinned = os.environ.get(PORT_VARIABLE)
+    if pinned:
+        if not pinned.isdigit() or not 1 <= int(pinned) <= 65535:
+            raise UsageError(f"{PORT_VARIABLE}={pinned!r} is not a port number (1-65535)")
+        if not _free(int(pinned)):
+            raise UsageError(f"port {pinned} ({PORT_VARIABLE}) is in use; free it or choose another")
+        return int(pinned)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _end_group(process: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
+    """End the launcher's whole session: SIGTERM (the launcher ends its ranks), then SIGKILL
+    for whatever is left after ``grace_s``; returns once the group is empty."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            process.poll()  # reap the launcher, so that an empty group reads as empty
+            try:
+                os.killpg(process.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            continue
+        break
+    process.wait()
+
+
+_ERRORS: dict[str, type[PerfgateError]] = {cls.__name__: cls for cls in (WorkloadError, DataError, DeviceError,
+                                                                        UsageError)}
+
+
+def run_ranks(request: dict[str, Any], nproc: int, timeout_s: float, *, python: str | None = None,
+              where: str) -> dict[str, Any]:
+    """Run one repeat's ``nproc`` ranks; the combined response, or raises a PerfgateError.
+
+    ``where`` names the repeat in messages ("resnet18-cifar10-ddp: repeat 2"). A rank that
+    answered an error gives its message (the lowest such rank); ranks that ran past
+    ``timeout_s`` or died without answering are named."""
+    check_devices(nproc, request["device"])
+    port = rendezvous_port()
+    interpreter = python or sys.executable
+    cwd = request.get("project_dir")
+    with tempfile.TemporaryDirectory(prefix="perfgate-ranks-") as tmp:
+        req, answers, log = Path(tmp, "request.json"), Path(tmp, "ranks"), Path(tmp, "output.log")
+        answers.mkdir()
+        req.write_text(dumps(request))
+        command = [interpreter, "-P", "-m", "torch.distributed.run", "--nnodes=1", f"--nproc_per_node={nproc}",
+                   "--master_addr=127.0.0.1", f"--master_port={port}", "--max_restarts=0", "--no-python",
+                   interpreter, "-P", "-m", "perfgate.measure.rank_worker", str(req), str(answers)]
+        timed_out = False
+        with open(log, "wb") as out:
+            try:
+                process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                           cwd=cwd, start_new_session=True)
+            except OSError as exc:
+                raise WorkloadError(f"{where}: cannot start torch.distributed.run with {interpreter}: {exc}") from None
+            try:
+                process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            except BaseException:
+                _end_group(process)
+                raise
+            _end_group(process)
+        output = log.read_text(errors="replace")
+        responses = {rank: json.loads(path.read_text()) for rank in range(nproc)
+                     if (path := answers / f"rank-{rank}.json").exists()}
+    failed = [(rank, r) for rank, r in sorted(responses.items()) if not r.get("ok")]
+    if failed:
+        rank, response = failed[0]
+        error = response["error"]
+        kind = _ERRORS.get(error.get("type", ""), WorkloadError)
+        message = error["message"]
+        raise kind(message if message.startswith(f"rank {rank}") else f"rank {rank}: {message}",
+                   detail=(error.get("detail") or "") + "\n" + output)
+    missing = [rank for rank in range(nproc) if rank not in responses]
+    if timed_out:
+        raise WorkloadError(f"{where}: the ranks did not finish within {timeout_s:g} s (no answer from rank "
+                            f"{', '.join(map(str, missing))}); every process of the repeat was ended", detail=output)
+    if "EADDRINUSE" in output or "address already in use" in output.lower():
+        raise UsageError(f"{where}: the rendezvous port {port} was taken before the ranks could use it; "
+                         f"run again, or pin a free one with {PORT_VARIABLE}", detail=output)
+    if missing:
+        tail = next((line.strip() for line in reversed(output.splitlines()) if line.strip()), "")
+        raise WorkloadError(f"{where}: rank {', '.join(map(str, missing))} died without answering (launcher exit "
+                            f"status {process.returncode})" + (f": {tail}" if tail else ""), detail=output)
+    return combine([responses[rank] for rank in range(nproc)])
+
+
+def combine(responses: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One repeat's response from its ranks' (rank order): the slowest rank's series per step,
+    every rank's series in ``ranks``, rank 0's environment, data and telemetry, the window of
+    the slowest rank and the samples per second of all ranks together."""
+    repeats = [r["repeat"] for r in responses]
+    first = repeats[0]
+    series = [r["phases_ms"] for r in repeats]
+    lengths = {len(s["step"]) for s in series}
+    if len(lengths) != 1:
+        raise WorkloadError(f"the ranks measured different numbers of steps ({sorted(lengths)})")
+    window_s = max(r["window_s"] for r in repeats)
+    steps = lengths.pop()
+    batch = first["samples_per_s"] * first["window_s"] / steps
+    peaks = [r["peak_memory_bytes"] for r in repeats if r.get("peak_memory_bytes") is not None]
+    combined = {
+        **first,
+        "window_s": window_s,
+        "phases_ms": {k: list(v) for k, v in slowest_rank_series(series).items()},
+        "samples_per_s": steps * batch * len(repeats) / window_s,
+        "peak_memory_bytes": max(peaks) if peaks else None,
+        "loader_restarts": max(r.get("loader_restarts", 0) for r in repeats),
+        "torch_settings": {**first["torch_settings"], "world_size": len(repeats)},
+        "ranks": [dict(s) for s in series],
+    }
+    return {"ok": True, "repeat": combined, "data": responses[0]["data"], "environment": responses[0]["environment"]}
