@@ -134,28 +134,54 @@ def run_ranks(request: dict[str, Any], nproc: int, timeout_s: float, *, python: 
                 raise
             _end_group(process)
         output = log.read_text(errors="replace")
-        responses = {rank: json.loads(path.read_text()) for rank in range(nproc)
-                     if (path := answers / f"rank-{rank}.json").exists()}
-    failed = [(rank, r) for rank, r in sorted(responses.items()) if not r.get("ok")]
-    if failed:
-        rank, response = failed[0]
-        error = response["error"]
+        responses: dict[int, dict[str, Any]] = {}
+        answered_at: dict[int, float] = {}
+        for rank in range(nproc):
+            path = answers / f"rank-{rank}.json"
+            if path.exists():
+                responses[rank] = json.loads(path.read_text())
+                answered_at[rank] = path.stat().st_mtime
+    missing = [rank for rank in range(nproc) if rank not in responses]
+    failed = sorted((rank for rank, r in responses.items() if not r.get("ok")), key=lambda r: answered_at[r])
+    # One rank's failure makes the others' collectives fail ("connection reset by peer"): the
+    # cause is a rank that failed otherwise, else one that died without answering, else the first.
+    own = [rank for rank in failed if not _follows_a_peer(responses[rank]["error"]["message"])]
+    if own or (failed and not missing):
+        rank = (own or failed)[0]
+        error = responses[rank]["error"]
         kind = _ERRORS.get(error.get("type", ""), WorkloadError)
         message = error["message"]
         raise kind(message if message.startswith(f"rank {rank}") else f"rank {rank}: {message}",
                    detail=(error.get("detail") or "") + "\n" + output)
-    missing = [rank for rank in range(nproc) if rank not in responses]
+    silent = ", ".join(map(str, missing))
     if timed_out:
         raise WorkloadError(f"{where}: the ranks did not finish within {timeout_s:g} s (no answer from rank "
-                            f"{', '.join(map(str, missing))}); every process of the repeat was ended", detail=output)
+                            f"{silent}); every process of the repeat was ended", detail=output)
     if "EADDRINUSE" in output or "address already in use" in output.lower():
         raise UsageError(f"{where}: the rendezvous port {port} was taken before the ranks could use it; "
                          f"run again, or pin a free one with {PORT_VARIABLE}", detail=output)
     if missing:
+        if failed:
+            others = ", ".join(map(str, failed))
+            details = "\n".join(f"rank {r}: {responses[r]['error']['message']}" for r in failed)
+            raise WorkloadError(f"{where}: rank {silent} gave no answer (it died, or hung until the launcher ended "
+                                f"it); rank {others} then failed in a collective waiting for it (--verbose shows how)",
+                                detail=details + "\n" + output)
         tail = next((line.strip() for line in reversed(output.splitlines()) if line.strip()), "")
-        raise WorkloadError(f"{where}: rank {', '.join(map(str, missing))} died without answering (launcher exit "
+        raise WorkloadError(f"{where}: rank {silent} died without answering (launcher exit "
                             f"status {process.returncode})" + (f": {tail}" if tail else ""), detail=output)
     return combine([responses[rank] for rank in range(nproc)])
+
+
+_PEER_FAILURE = ("connection reset", "connection closed", "connection refused", "broken pipe", "remote worker",
+                 "timed out", "timeout", "distbackenderror", "distnetworkerror", "gloo", "nccl")
+
+
+def _follows_a_peer(message: str) -> bool:
+    """Whether a rank's error reads as the consequence of another rank's failure (its collective
+    lost the peer or timed out) rather than a failure of its own."""
+    low = message.lower()
+    return any(marker in low for marker in _PEER_FAILURE)
 
 
 def combine(responses: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -219,7 +219,7 @@ def _rank_lines(c: WorkloadComparison) -> list[str]:
     headers, rows = rank_table(c.current, sorted(phases)) if phases else ([], [])
     if not rows:
         return []
-    return ["", f"Per rank, the medians in ms of the flagged phases ({len(rows)} ranks; the table above holds, "
+    return ["", f"Per rank, the medians in ms of the phases flagged or named by STRAGGLER ({len(rows)} ranks; the table above holds, "
                 "per step, the slowest rank's):", "",
             "| " + " | ".join(headers) + " |", "|" + "---:|" * len(headers),
             *("| " + " | ".join(inline(cell) for cell in row) + " |" for row in rows)]
