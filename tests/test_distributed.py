@@ -427,3 +427,18 @@ def test_a_port_in_use_and_too_many_ranks_are_one_line_exit_2(project: Path, cap
     code, _, err = _run(project, capsys, "nproc_per_node=64")
     assert code == 2 and "nproc_per_node=64 needs a CPU core per rank" in err
     assert _leftovers(project) == []
+
+
+def test_the_html_report_has_the_per_rank_table_too() -> None:
+    from perfgate.analysis.compare import compare
+    from perfgate.analysis.decide import GateConfig
+    from perfgate.analysis.outcome import Entry, Lookup
+    from perfgate.report.html import render_html
+    from perfgate.store.baselines import updated_baseline
+
+    result = _distributed(_rank(wait=2.0), _rank(work=10.0, wait=0.0))  # rank 1: slower backward work
+    baseline = updated_baseline(None, result, "the same run", append=False)
+    page = render_html(compare([Entry("tiny-ddp", result, Lookup(baseline, Path("tiny-ddp.json")))], GateConfig()))
+    assert "<h3>Per rank</h3>" in page
+    assert "<th>backward w/o wait</th>" in page and "<th>all-reduce wait</th>" in page
+    assert "rank 1: backward without its all-reduce wait" in page

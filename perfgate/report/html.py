@@ -48,7 +48,7 @@ from perfgate.report.markdown import (
     rebaseline_command,
     reproduce_command,
 )
-from perfgate.report.phase_table import PhaseTable, RowKind, TableRow, phase_table
+from perfgate.report.phase_table import PhaseTable, RowKind, TableRow, flagged_rank_table, phase_table
 from perfgate.report.wording import column_names, design_lines
 from perfgate.store.jsonfile import write_text_atomic
 from perfgate.text.units import change_ci, ms, percent
@@ -440,6 +440,7 @@ def _section(c: WorkloadComparison, index: int, power: float) -> dict[str, objec
         "improved": c.verdict is Verdict.IMPROVED,
         "current_line": None if judged else _current_line(c),
         "labels": [{"name": label.name, "severity": label.severity, "evidence": label.evidence} for label in c.labels],
+        "rank_table": dict(zip(("headers", "rows"), flagged_rank_table(c))) if judged else None,
         "details": _details(c),
     }
 

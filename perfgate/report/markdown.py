@@ -30,7 +30,7 @@ from perfgate.model.trace import PhaseOperators
 from perfgate.model.verdict import Verdict
 from perfgate.model.version import __version__
 from perfgate.model.workload import PHASES
-from perfgate.report.phase_table import RowKind, phase_table, rank_table
+from perfgate.report.phase_table import RowKind, flagged_rank_table, phase_table
 from perfgate.report.wording import column_names, design_lines
 from perfgate.store.traces import TraceOutcome, TraceResult
 from perfgate.text.inert import code, code_cell, flatten, inline
@@ -214,9 +214,7 @@ def _details(c: WorkloadComparison) -> list[str]:
 
 def _rank_lines(c: WorkloadComparison) -> list[str]:
     """A distributed run: per rank, the flagged phases and those a STRAGGLER label names."""
-    phases = {r.phase for r in c.phases if r.flag is not None and r.flag.flagged}
-    phases |= {label.phase for label in c.labels if label.name == "STRAGGLER" and label.phase}
-    headers, rows = rank_table(c.current, sorted(phases)) if phases else ([], [])
+    headers, rows = flagged_rank_table(c)
     if not rows:
         return []
     return ["", f"Per rank, the medians in ms of the phases flagged or named by STRAGGLER ({len(rows)} ranks; the table above holds, "

@@ -121,3 +121,11 @@ def rank_table(summary: WorkloadSummary | None, phases: Sequence[str] | None = N
     columns = [c for c in RANK_COLUMNS if c in wanted and all(c in r for r in summary.ranks)]
     rows = [[str(i), *(ms(r[c]) for c in columns)] for i, r in enumerate(summary.ranks)]
     return ["rank", *(RANK_COLUMNS[c] for c in columns)], rows
+
+
+def flagged_rank_table(c: WorkloadComparison) -> tuple[list[str], list[list[str]]]:
+    """The per-rank table a gate's report shows: the phases flagged, and those a STRAGGLER
+    label names (empty when none, or the run is not distributed)."""
+    phases = {r.phase for r in c.phases if r.flag is not None and r.flag.flagged}
+    phases |= {label.phase for label in c.labels if label.name == "STRAGGLER" and label.phase}
+    return rank_table(c.current, sorted(phases)) if phases else ([], [])
