@@ -19,6 +19,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from factories import make_result
 
 from perfgate.adapters.cli import main
 from perfgate.analysis.diagnose import diagnose
@@ -27,10 +28,9 @@ from perfgate.analysis.summary import summarise
 from perfgate.measure import distributed
 from perfgate.measure.ddp import CommClock, CommTimer, _union_ms
 from perfgate.model.errors import UsageError
-from perfgate.model.result import RepeatResult, RunResult, repeat_from_dict, result_from_dict
+from perfgate.model.result import RunResult, repeat_from_dict, result_from_dict
 from perfgate.model.workload import Params, apply_overrides
 from perfgate.report.markdown import render_workload
-from factories import make_result
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ddp_workloads.py"
 PHASE_NAMES = ("data_wait", "h2d", "forward", "backward", "optimizer")

@@ -248,9 +248,9 @@ class CommClock:
 
 def wrap(model: torch.nn.Module, device: str, rank: Rank, timer: CommTimer) -> torch.nn.Module:
     """``model`` (already on its device) in DistributedDataParallel with ``timer``'s hook."""
-    from torch.nn.parallel import DistributedDataParallel
-
     import inspect
+
+    from torch.nn.parallel import DistributedDataParallel
 
     # No buffer broadcast per forward (see the module's note); torch 2.14 renamed the switch.
     no_forward_sync = ({"forward_sync_buffers": False}

@@ -217,8 +217,8 @@ def _rank_lines(c: WorkloadComparison) -> list[str]:
     headers, rows = flagged_rank_table(c)
     if not rows:
         return []
-    return ["", f"Per rank, the medians in ms of the phases flagged or named by STRAGGLER ({len(rows)} ranks; the table above holds, "
-                "per step, the slowest rank's):", "",
+    return ["", f"Per rank, the medians in ms of the phases flagged or named by STRAGGLER ({len(rows)} ranks; "
+                "the table above holds, per step, the slowest rank's):", "",
             "| " + " | ".join(headers) + " |", "|" + "---:|" * len(headers),
             *("| " + " | ".join(inline(cell) for cell in row) + " |" for row in rows)]
 

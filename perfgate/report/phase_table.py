@@ -108,7 +108,8 @@ RANK_COLUMNS = {"data_wait": "data_wait", "h2d": "h2d", "forward": "forward", "b
 """The per-rank table's columns, in order, and their headers."""
 
 
-def rank_table(summary: WorkloadSummary | None, phases: Sequence[str] | None = None) -> tuple[list[str], list[list[str]]]:
+def rank_table(summary: WorkloadSummary | None,
+               phases: Sequence[str] | None = None) -> tuple[list[str], list[list[str]]]:
     """A distributed run's per-rank medians (ms): a header and one row per rank; empty for a
     run that is not distributed. ``phases`` limits the phase columns (the flagged ones in a
     gate's report); backward's column brings the wait and the work without it, and the step
