@@ -15,10 +15,12 @@ from perfgate.adapters.scaffold import (
     CODEOWNERS_TEMPLATE,
     FILES,
     PLACEHOLDER_OWNER,
+    SHARDED,
     TEMPLATES,
     add_parser,
     parse_owners,
     render_codeowners,
+    render_sharded,
     scaffold,
     template_text,
 )
@@ -133,7 +135,8 @@ def test_the_example_workload_is_the_readme_example() -> None:
 
 def test_every_template_is_scaffolded() -> None:
     templates = {p.relative_to(TEMPLATES).as_posix() for p in TEMPLATES.rglob("*") if p.is_file()}
-    assert templates == {template for _, template in FILES} | {CODEOWNERS_TEMPLATE}
+    assert templates == {template for _, template in FILES} | {CODEOWNERS_TEMPLATE} | set(SHARDED.values())
+    assert set(SHARDED) <= {relative for relative, _ in FILES}
 
 
 def test_the_docs_list_every_file_init_writes() -> None:
@@ -276,3 +279,33 @@ def test_next_steps_require_the_perfgate_status_and_code_owner_review(capsys, tm
     assert "\"perfgate judge\" workflow" in steps
     assert "\"Require review from Code Owners\"" in steps
     assert "ephemeral" in steps
+
+
+# --- sharded over several runners -------------------------------------------------------------
+
+def test_init_with_shards_writes_the_sharded_workflows(capsys, tmp_path: Path) -> None:
+    code, out, _ = init(capsys, str(tmp_path), "--shards", "3")
+    assert code == 0
+    assert set(digest(tmp_path)) == EXPECTED
+    for relative, template in FILES:
+        expected = (render_sharded(template_text(SHARDED[relative]), 3) if relative in SHARDED
+                    else template_text(template))
+        assert (tmp_path / relative).read_text() == expected, relative
+    assert '        shard: [1, 2, 3]\n' in (tmp_path / ".github/workflows/perfgate.yml").read_text()
+    assert 'PERFGATE_SHARDS: "3"' in (tmp_path / ".github/workflows/perfgate-judge.yml").read_text()
+    assert re.search(r"^  created  \.github/workflows/perfgate\.yml\s+\(sharded over 3 runners\)$", out, re.M)
+    assert "The gate is sharded over 3 runners: register 3 alike ones" in out
+
+
+def test_one_shard_is_the_single_runner_gate(capsys, tmp_path: Path) -> None:
+    code, _, _ = init(capsys, str(tmp_path / "one"), "--shards", "1")
+    assert code == 0
+    code, _, _ = init(capsys, str(tmp_path / "default"))
+    assert digest(tmp_path / "one") == digest(tmp_path / "default")
+
+
+@pytest.mark.parametrize("value", ["0", "x", "2.5", "257", "-3"])
+def test_a_bad_number_of_shards_is_a_one_line_error_and_writes_nothing(capsys, tmp_path: Path, value: str) -> None:
+    code, out, err = init(capsys, str(tmp_path / "repo"), f"--shards={value}")
+    assert code == 2 and out == "" and not (tmp_path / "repo").exists()
+    assert err.startswith("perfgate: error: --shards ") and err.count("\n") == 1

@@ -33,7 +33,12 @@ ROOT = Path(__file__).resolve().parents[1]
 REPO_WORKFLOWS = ROOT / ".github" / "workflows"
 TEMPLATE_WORKFLOWS = TEMPLATES / "workflows"
 NAMES = ("ci.yml", "perfgate.yml", "perfgate-judge.yml", "rebaseline.yml", "perfgate-history.yml")
-ALL = [REPO_WORKFLOWS / n for n in NAMES] + [TEMPLATE_WORKFLOWS / n for n in NAMES]
+# `perfgate init --shards N` writes these in place of the single-runner ones (N written in);
+# this repository measures on one runner, so they are not among its own workflows.
+SHARDED_WORKFLOWS = TEMPLATES / "workflows-sharded"
+SHARDED_NAMES = ("perfgate.yml", "perfgate-judge.yml")
+ALL = ([REPO_WORKFLOWS / n for n in NAMES] + [TEMPLATE_WORKFLOWS / n for n in NAMES]
+       + [SHARDED_WORKFLOWS / n for n in SHARDED_NAMES])
 SHA_PIN = re.compile(r"^\s*(?:- )?uses: [\w.-]+/[\w.-]+@[0-9a-f]{40} # v\d+\.\d+\.\d+$")
 # The hosted jobs install perfgate without torch: a user's repository from the package
 # index, pinned by its constraints.txt; perfgate's own repository from its checkout (the
@@ -178,7 +183,7 @@ def code_lines(script: str) -> list[str]:
     return [line for line in script.splitlines() if not line.lstrip().startswith("#")]
 
 
-@pytest.mark.parametrize("path", ALL, ids=lambda p: f"{p.parent.parent.name}/{p.name}")
+@pytest.mark.parametrize("path", ALL, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}/{p.name}")
 def test_hardening(path: Path) -> None:
     text = path.read_text()
     code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
@@ -272,7 +277,7 @@ def test_the_measuring_job_uploads_results_for_the_judge() -> None:
     assert "Verdict" not in gate  # the verdict is the judge's
 
 
-@pytest.mark.parametrize("path", ALL, ids=lambda p: f"{p.parent.parent.name}/{p.name}")
+@pytest.mark.parametrize("path", ALL, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}/{p.name}")
 def test_sudo_runs_nvidia_smi_by_its_absolute_path_only(path: Path) -> None:
     """A sudoers entry for exactly `/usr/bin/nvidia-smi -lgc ...` and `-rgc` permits the
     clock lock; a bare `sudo nvidia-smi` would need a broader one, open to the PR's code."""
@@ -957,3 +962,226 @@ def test_the_python_versions_agree() -> None:
     for path in sorted((ROOT / ".github" / "workflows").glob("*.yml")):
         for version in re.findall(r'python-version: "(\d+\.\d+)"', path.read_text()):
             assert tuple(map(int, version.split("."))) >= (3, 11), (path.name, version)
+
+
+# --- the sharded workflows (`perfgate init --shards N`) ---------------------------------------
+
+def sharded(name: str) -> str:
+    return (SHARDED_WORKFLOWS / name).read_text()
+
+
+def steps_of(text: str) -> list[tuple[str, str]]:
+    """Each step of the workflow, in order: (name, its lines)."""
+    return [(name, step_text(text, name)) for name in re.findall(r"^      - name: (.*)$", text, re.M)]
+
+
+# The steps a sharded workflow changes (single-runner name -> sharded name); every other
+# step is the single-runner workflow's, line for line.
+SHARDED_STEPS = {
+    "perfgate.yml": {"Measure the pull request and its base": "Measure this shard of the pull request and its base",
+                     "Upload the measurements for the judge": "Upload the measurements for the judge",
+                     "Upload the GPU clocks record and traces": "Upload the GPU clocks record and traces"},
+    "perfgate-judge.yml": {"Download the measurements (data only)": "Download every shard's measurements (data only)",
+                           "Identify the pull request": "Identify the pull request", "Judge": "Judge"},
+}
+
+
+def shard_count(text: str) -> int:
+    (count,) = re.findall(r'^  PERFGATE_SHARDS: "(\d+)"$', text, re.M)
+    return int(count)
+
+
+def test_the_sharded_folder_holds_the_two_sharded_workflows() -> None:
+    assert sorted(p.name for p in SHARDED_WORKFLOWS.iterdir()) == sorted(SHARDED_NAMES)
+    found = {name: Counter(re.findall(r"zizmor: ignore\[([\w-]+)\]", sharded(name))) for name in SHARDED_NAMES}
+    assert found == {"perfgate.yml": Counter({"self-hosted-runner": 1}),
+                     "perfgate-judge.yml": Counter({"dangerous-triggers": 1})}
+
+
+@pytest.mark.parametrize("name", SHARDED_NAMES)
+def test_the_sharded_workflows_are_the_single_runner_ones_but_for_the_shards(name: str) -> None:
+    single, shards = steps_of(template(name)), dict(steps_of(sharded(name)))
+    renamed = SHARDED_STEPS[name]
+    assert [renamed.get(n, n) for n, _ in single] == list(shards)
+    for step, text in single:
+        if step not in renamed:
+            assert shards[step] == text, step
+    # Outside the steps: the same triggers, permissions and runner.
+    head = lambda text: text.split("\njobs:\n", 1)[1].split("    steps:\n", 1)[0]  # noqa: E731
+    for line in head(template(name)).splitlines():
+        if not any(key in line for key in ("name: perfgate (T4)", "group: perfgate-pr-", "a new push cancels")):
+            assert line in head(sharded(name)), line
+    preamble = lambda text: text.split("\non:\n", 1)[1].split("\njobs:\n", 1)[0]  # noqa: E731
+    added = {"perfgate.yml": ('  GPU_LOCK_MHZ: "1245"\n',
+                              "  # The number of shards: the matrix below lists 1 to this, and perfgate-judge.yml's\n"
+                              '  # PERFGATE_SHARDS is the same.\n  PERFGATE_SHARDS: "2"\n'),
+             "perfgate-judge.yml": ("permissions: {}\n",
+                                    "\nenv:\n  # The number of shards perfgate.yml measures in (its PERFGATE_SHARDS "
+                                    'and matrix).\n  PERFGATE_SHARDS: "2"\n')}[name]
+    assert preamble(sharded(name)) == preamble(template(name)).replace(added[0], added[0] + added[1])
+    assert jobs(sharded("perfgate.yml"))["waiting"] == jobs(template("perfgate.yml"))["waiting"]
+
+
+def test_each_shard_runs_on_its_own_runner_and_uploads_its_own_artifact() -> None:
+    text = sharded("perfgate.yml")
+    gate = jobs(text)["gate"]
+    assert "    name: perfgate (T4, shard ${{ matrix.shard }})\n" in gate
+    assert "    strategy:\n" in gate and "      fail-fast: false\n" in gate
+    (shards,) = re.findall(r"^        shard: \[(.*)\]$", gate, re.M)
+    assert [int(s) for s in shards.split(", ")] == list(range(1, shard_count(text) + 1))
+    assert shard_count(text) == shard_count(sharded("perfgate-judge.yml")) == 2
+    # A new push cancels each shard's superseded job, never another shard's.
+    assert "group: perfgate-pr-${{ github.event.pull_request.number }}-shard-${{ matrix.shard }}\n" in gate
+    uploads = re.findall(r"uses: actions/upload-artifact@.*\n        with:\n((?:          .*\n)+)", gate)
+    assert [u.splitlines()[0] for u in uploads] == ["          name: perfgate-results-${{ matrix.shard }}",
+                                                    "          name: perfgate-artifacts-${{ matrix.shard }}"]
+    download = step_text(sharded("perfgate-judge.yml"), "Download every shard's measurements (data only)")
+    assert "          pattern: perfgate-results-*\n" in download and "name:" not in download
+    assert "merge-multiple" not in download  # each artifact in its own folder, named after it
+
+
+def test_the_shard_measures_its_share_as_a_valid_perfgate_ci_command() -> None:
+    step = step_text(sharded("perfgate.yml"), "Measure this shard of the pull request and its base")
+    assert "          SHARD: ${{ matrix.shard }}\n" in step
+    script = step_script(sharded("perfgate.yml"), "Measure this shard of the pull request and its base")
+    argv = shlex.split(script.replace("\\\n", " "))
+    single = measure_argv()
+    assert argv[:len(single)] == single and argv[len(single):] == ["--shard", "$SHARD/$PERFGATE_SHARDS"]
+    parser = argparse.ArgumentParser()
+    add_ci_parser(parser.add_subparsers())
+    args = parser.parse_args([*argv[1:-1], "1/2"])
+    assert args.measure_only and args.shard == "1/2" and args.out == "perfgate-results"
+
+
+def test_the_judges_prefix_names_the_measuring_jobs() -> None:
+    (prefix,) = re.findall(r"GATE_JOB: (.*?)  #", sharded("perfgate-judge.yml"))
+    (name,) = re.findall(r"^    name: (.*)$", jobs(sharded("perfgate.yml"))["gate"], re.M)
+    assert name.replace("${{ matrix.shard }}", "1").startswith(prefix)
+    assert not "perfgate (waiting for a maintainer)".startswith(prefix)
+
+
+@pytest.fixture
+def identify_shards(tmp_path: Path, bin_dir: Path):
+    """Runs the sharded judge's identify step against a fake `gh` that plays the GitHub API."""
+    results = tmp_path / "perfgate-results"
+    for i in (1, 2):
+        (results / f"perfgate-results-{i}").mkdir(parents=True)
+        (results / f"perfgate-results-{i}" / "run.json").write_text(
+            json.dumps({"kind": "perfgate.ci-run", "pr_number": 7, "base_sha": BASE}))
+    (tmp_path / "jobs.tsv").write_text("perfgate (T4, shard 1)\tskipped\nperfgate (T4, shard 2)\tskipped\n"
+                                       "perfgate (waiting for a maintainer)\tsuccess\n")
+    (tmp_path / "pr.txt").write_text(f"{HEAD}\nacme/train\nfeature\nmain\n")
+    fake(bin_dir, "gh", f"""\
+        printf '%s\\n' "$*" >> "{tmp_path}/gh-calls"
+        case "$*" in
+          *"/actions/runs/99/jobs"*) cat "{tmp_path}/jobs.tsv" ;;
+          *"repos/acme/train/pulls/7 "*) cat "{tmp_path}/pr.txt" ;;
+          *) exit 1 ;;
+        esac
+        """)
+    script = step_script(sharded("perfgate-judge.yml"), "Identify the pull request")
+    (prefix,) = re.findall(r"GATE_JOB: (.*?)  #", sharded("perfgate-judge.yml"))
+
+    def run(downloaded: str = "success", shards: str = "2"):
+        for leftover in ("out", "gh-calls"):
+            (tmp_path / leftover).unlink(missing_ok=True)
+        (tmp_path / "out").touch()
+        env = {"GH_TOKEN": "t", "GH_REPO": "acme/train", "DOWNLOADED": downloaded, "RUN_ID": "99",
+               "HEAD_SHA": HEAD, "HEAD_REPO": "acme/train", "HEAD_BRANCH": "feature", "RESULTS": str(results),
+               "GATE_JOB": prefix, "PERFGATE_SHARDS": shards, "GITHUB_OUTPUT": str(tmp_path / "out")}
+        done = bash(script, tmp_path, env, bin_dir)
+        calls = (tmp_path / "gh-calls").read_text().splitlines() if (tmp_path / "gh-calls").exists() else []
+        return done, outputs(tmp_path / "out"), calls
+
+    run.results, run.dir = results, tmp_path
+    return run
+
+
+def test_the_sharded_judge_identifies_the_pull_request_of_every_shard(identify_shards) -> None:
+    done, out, calls = identify_shards()
+    assert done.returncode == 0, done.stderr
+    assert out == {"ok": "true", "number": "7", "base-sha": BASE, "base-ref": "main"}
+    assert calls == ['api repos/acme/train/pulls/7 --jq .head.sha, (.head.repo.full_name // ""), .head.ref, .base.ref']
+
+
+def test_a_shard_without_results_is_an_error(identify_shards) -> None:
+    shutil.rmtree(identify_shards.results / "perfgate-results-2")
+    done, out, calls = identify_shards()
+    assert done.returncode == 0, done.stderr
+    assert out == {"error": "shard 2 of 2 left no results (its job failed or was cancelled)"} and calls == []
+    # A third shard the judge does not expect is never read.
+    done, out, _ = identify_shards(shards="3")
+    assert out == {"error": "shard 2 of 3 left no results (its job failed or was cancelled)"}
+    done, out, _ = identify_shards(shards="2; rm -rf /")
+    assert out == {"error": "PERFGATE_SHARDS is not a number of shards"}
+
+
+def test_without_any_results_the_sharded_judge_asks_whether_the_shards_ran(identify_shards) -> None:
+    for i in (1, 2):
+        shutil.rmtree(identify_shards.results / f"perfgate-results-{i}")
+    done, out, _ = identify_shards()  # the download found nothing: no artifact matched
+    assert done.returncode == 0 and out == {}, done.stderr
+    assert "the measuring jobs did not run" in done.stdout
+    (identify_shards.dir / "jobs.tsv").write_text("perfgate (T4, shard 1)\tfailure\nperfgate (T4, shard 2)\tcancelled\n"
+                                                  "perfgate (waiting for a maintainer)\tskipped\n")
+    done, out, _ = identify_shards(downloaded="failure")
+    assert out == {"error": "the measuring jobs ended (cancelled failure) without results to judge"}
+
+
+@pytest.mark.parametrize(("second", "error"), [
+    ({"kind": "perfgate.ci-run", "pr_number": 8, "base_sha": BASE},
+     "the shards' run.json files name different pull requests or base commits"),
+    ({"kind": "perfgate.ci-run", "pr_number": 7, "base_sha": "d" * 40},
+     "the shards' run.json files name different pull requests or base commits"),
+    ({"kind": "perfgate.ci-run", "pr_number": "7; rm -rf /", "base_sha": BASE},
+     "the results have no valid run.json (pull request number and base commit) in every shard"),
+    (None, "the results have no valid run.json (pull request number and base commit) in every shard"),
+], ids=["other pull request", "other base", "bad number", "missing"])
+def test_the_shards_must_name_one_pull_request(identify_shards, second: dict | None, error: str) -> None:
+    run_json = identify_shards.results / "perfgate-results-2" / "run.json"
+    if second is None:
+        run_json.unlink()
+    else:
+        run_json.write_text(json.dumps(second))
+    done, out, calls = identify_shards()
+    assert done.returncode == 0, done.stderr
+    assert out == {"error": error} and calls == []
+
+
+def test_a_shard_over_64_mb_is_not_read(identify_shards) -> None:
+    with open(identify_shards.results / "perfgate-results-2" / "trace.json", "wb") as handle:
+        handle.truncate(64 * 1024 * 1024 + 1)
+    done, out, calls = identify_shards()
+    assert out == {"error": "the results of shard 2 are larger than 64 MB; not read"} and calls == []
+
+
+def test_the_sharded_judge_step_judges_every_shard_together(tmp_path: Path, bin_dir: Path) -> None:
+    fake(bin_dir, "gh", 'case "$*" in *"/files --jq "*) printf "modified\\tx.py\\t\\n" ;; *) exit 1 ;; esac\n')
+    fake(tmp_path / "perfgate-venv" / "bin", "perfgate", f'printf "%s\\n" "$@" > "{tmp_path}/argv"\nexit 3\n')
+    script = step_script(sharded("perfgate-judge.yml"), "Judge")
+    results = tmp_path / "perfgate-results"
+    env = {"GH_TOKEN": "t", "GH_REPO": "acme/train", "NUMBER": "7", "HEAD_SHA": HEAD, "HEAD_REPO": "acme/train",
+           "RESULTS": str(results), "PERFGATE_SHARDS": "3"}
+    done = bash(script, tmp_path, env, bin_dir)
+    assert done.returncode == 0, done.stderr
+    assert "perfgate judge exited with 3" in done.stdout
+    argv = (tmp_path / "argv").read_text().splitlines()
+    shards = [f"{results}/perfgate-results-{i}" for i in (1, 2, 3)]
+    assert argv == ["judge", *shards, "--base-dir", ".perfgate-base", "--artifacts", f"{tmp_path}/perfgate-judged",
+                    "--changed-files", f"{tmp_path}/changed.tsv", "--expect-head-sha", HEAD, "--expect-pr", "7"]
+    parser = argparse.ArgumentParser()
+    add_judge_parser(parser.add_subparsers())
+    assert parser.parse_args(argv).results == shards
+
+
+def test_init_writes_the_number_of_shards_into_the_sharded_workflows() -> None:
+    from perfgate.adapters.scaffold import render_sharded
+
+    for name in SHARDED_NAMES:
+        text = render_sharded(sharded(name), 5)
+        assert shard_count(text) == 5
+        changed = [x for x, y in zip(sharded(name).splitlines(), text.splitlines(), strict=True) if x != y]
+        assert len(changed) == (2 if name == "perfgate.yml" else 1), changed
+    assert "        shard: [1, 2, 3, 4, 5]\n" in render_sharded(sharded("perfgate.yml"), 5)
+    with pytest.raises(ValueError):
+        render_sharded(template("perfgate.yml"), 3)  # not a sharded template

@@ -26,7 +26,7 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -55,6 +55,7 @@ from perfgate.gate.judge import base_settings, git_commit_of
 from perfgate.gate.worktree import BaseTree
 from perfgate.model.errors import EXIT_ERROR, EXIT_OK, PerfgateError, UsageError
 from perfgate.model.manifest import MANIFEST_NAME, RunManifest
+from perfgate.model.shard import second_look_alpha
 from perfgate.model.verdict import Verdict
 from perfgate.report.json_report import outcome_to_dict
 from perfgate.report.terminal import gate_table
@@ -161,7 +162,7 @@ def notice_commands(changes: InputChanges) -> list[str]:
 # --- judging ------------------------------------------------------------------------------
 
 MEASURING_OPTIONS = (("repeats", "--repeats"), ("steps", "--steps"), ("warmup", "--warmup"),
-                     ("set", "--set"), ("data_root", "--data-root"))
+                     ("set", "--set"), ("data_root", "--data-root"), ("shard", "--shard"))
 
 
 @dataclass(frozen=True)
@@ -205,11 +206,19 @@ def judge(args: argparse.Namespace,
                              "counters": False if getattr(args, "no_counters", False) else None})
     if settings.repeats < 2:
         raise UsageError("a gate needs at least 2 repeats to know its run-to-run noise")
-    device, jobs = options.jobs_of(args, settings, prefer_project=True)
-    base_only: tuple[str, ...] = ()
+    share = options.shard_of(args)
+    device, selected = options.jobs_of(args, settings, prefer_project=True, shard=False)
+    jobs = options.share_of(selected, share, quiet=args.quiet)
+    # The base tree's workloads the pull request lacks: against the whole selection, not the share.
+    base_only = _base_only(base, args, settings, selected) if base is not None else ()
+    if share is not None and not jobs:
+        # Nothing measured; the manifest still names the device, as the other shards' do.
+        return Judged(GateOutcome((), settings.gate, 1), dataclasses.replace(settings, device=device), {},
+                      names=(), base_only=base_only)
+    if share is not None and args.measure_only:
+        settings = _shard_settings(settings, [j.workload.name for j in jobs], [j.workload.name for j in selected])
     if base is not None:
         gate = options.paired_gate_in(base, args, settings, device, jobs)
-        base_only = _base_only(base, args, settings, jobs)
     else:
         gate = options.stored_gate(args, settings, device, jobs)
     traces: dict[str, TraceOutcome] = {}
@@ -217,6 +226,23 @@ def judge(args: argparse.Namespace,
         traces = trace_regressions(gate.outcome, jobs, device, cache_dir=options.cache_dir_of(args),
                                    trace_dir=Path(args.artifacts) / "traces", timeout_s=args.timeout)
     return Judged(gate.outcome, settings, traces, gate, tuple(j.workload.name for j in jobs), base_only)
+
+
+def _shard_settings(settings: Settings, share: Sequence[str], selected: Sequence[str]) -> Settings:
+    """A shard's measuring job plans its second looks for the combined judge, which runs
+    Holm over every shard's workloads: at the α of :func:`perfgate.model.shard.second_look_alpha`,
+    so that each second look the judge plans was measured. (Its own table is not the verdict.)"""
+    if settings.gate.looks < 2 or len(share) == len(selected):
+        return settings
+
+    def family(names: Sequence[str]) -> int:  # each workload and its gated phases
+        return sum(1 + len(settings.for_workload(name).gate_phases) for name in names)
+
+    alpha = second_look_alpha(settings.gate.alpha, family(share), family(selected))
+    print(f"perfgate: this shard plans its second looks at alpha {alpha:.3g}, as if the other shards' "
+          f"{len(selected) - len(share)} workload(s) had p = 1 in the combined judge's Holm family",
+          file=sys.stderr)
+    return dataclasses.replace(settings, gate=dataclasses.replace(settings.gate, alpha=alpha))
 
 
 def _base_only(tree: BaseTree, args: argparse.Namespace, settings: Settings, jobs: list[Any]) -> tuple[str, ...]:

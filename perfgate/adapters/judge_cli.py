@@ -1,7 +1,8 @@
 """``perfgate judge`` and ``perfgate validate-baselines``: the commands of the trusted judge job.
 
 ``perfgate judge`` reads what the measuring job left (the head's result files, the base
-side's in ``base/``, and the manifest ``run.json``) as untrusted input
+side's in ``base/``, and the manifest ``run.json``; one folder per shard of a sharded
+run, combined into one) as untrusted input
 (``perfgate.store.untrusted_folders``), judges it by the base commit's rules
 (``perfgate.gate.judge``), and writes the report (``report.md``, ``report.json``) and the
 comment (``comment.md``, every run-derived string made inert; ``perfgate.gate.comment``),
@@ -18,7 +19,7 @@ import argparse
 import os
 import sys
 import traceback
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -45,7 +46,7 @@ from perfgate.gate.inputs import (
     relative_to,
     settings_changes,
 )
-from perfgate.gate.judge import base_settings, git_commit_of, judge_measured
+from perfgate.gate.judge import base_settings, combine_shards, git_commit_of, judge_measured
 from perfgate.model.errors import EXIT_ERROR, EXIT_OK, PerfgateError, UsageError
 from perfgate.model.manifest import DESIGNS, MANIFEST_NAME
 from perfgate.model.verdict import Verdict
@@ -82,6 +83,17 @@ def _changes(args: argparse.Namespace, base_dir: Path, settings: Settings) -> In
                     settings=settings_changes(head, base_table, any(p == PYPROJECT for _, p in changed)))
 
 
+def _folders(given: Sequence[str]) -> list[str]:
+    """The results folders, one per shard; the same folder twice is a UsageError."""
+    seen: dict[Path, str] = {}
+    for folder in given:
+        key = Path(folder).resolve()
+        if key in seen:
+            raise UsageError(f"{folder}: given twice (as {seen[key]}); give each shard's folder once")
+        seen[key] = folder
+    return list(given)
+
+
 def _write(artifacts: Path, report: str, outcome: GateOutcome | None) -> None:
     write_text_atomic(artifacts / "report.md", report)
     write_text_atomic(artifacts / "comment.md", report)
@@ -104,10 +116,11 @@ def run_judge(args: argparse.Namespace, environ: Mapping[str, str] | None = None
             raise UsageError(f"--base-dir {base_dir}: not a directory (check out the base commit there)")
         settings = base_settings(base_dir)
         changes = _changes(args, base_dir, settings)
-        measured = load_measured(Path(args.results))
+        measured = combine_shards([(folder, load_measured(Path(folder))) for folder in _folders(args.results)])
         manifest = measured.manifest
         if manifest is None and (args.expect_head_sha or args.expect_pr):
-            raise UsageError(f"{args.results}: no {MANIFEST_NAME}, so the pull request and commit cannot be checked")
+            raise UsageError(f"{', '.join(args.results)}: no {MANIFEST_NAME}, so the pull request and commit "
+                             "cannot be checked")
         if manifest is not None:
             if args.expect_head_sha and manifest.head_sha != args.expect_head_sha:
                 raise UsageError(f"the results are of commit {str(manifest.head_sha)[:12]}, not the expected "
@@ -126,7 +139,8 @@ def run_judge(args: argparse.Namespace, environ: Mapping[str, str] | None = None
             base_sha=against or "unknown", pr_number=manifest.pr_number if manifest else None,
             head_sha=manifest.head_sha if manifest else None, base_verified=base_commit is not None,
             clocks=manifest.clocks if manifest else None, run_id=run_id, run_url=run_url,
-            judged_by=f"Judged by perfgate {__version__}, outside the measuring job.")
+            judged_by=f"Judged by perfgate {__version__}, outside the measuring job" + (
+                f"s, their {len(args.results)} shards as one run." if len(args.results) > 1 else "."))
         judgement = judge_measured(measured, settings, design=args.design, against=against, changes=changes)
         outcome = judgement.outcome
         report = compose(outcome, context, changes, retired=judgement.retired)
@@ -193,12 +207,16 @@ def add_parser(subparsers: Any) -> None:
     """Add ``perfgate judge`` and ``perfgate validate-baselines`` to the command line."""
     p = subparsers.add_parser(
         "judge", help="judge result files from an untrusted measuring job by the base commit's rules",
-        description="Read RESULTS (the measuring job's <workload>.json files, base/<workload>.json and run.json) "
-                    "as untrusted data and judge them with the baselines and [tool.perfgate] of --base-dir. "
+        description="Read RESULTS (the measuring job's <workload>.json files, base/<workload>.json and run.json; "
+                    "one folder per shard of a sharded run) as untrusted data and judge them, as one run, with "
+                    "the baselines and [tool.perfgate] of --base-dir. "
                     "Writes report.md, comment.md and report.json to --artifacts; under GitHub Actions also the "
                     "job summary and the step outputs verdict, exit-code, state, description.",
         epilog="exit codes: 0 pass, 1 regression, 2 error or bad input, 3 inconclusive")
-    p.add_argument("results", metavar="RESULTS", help="the folder the measuring job uploaded")
+    p.add_argument("results", nargs="+", metavar="RESULTS",
+                   help="the folder the measuring job uploaded; with several (one per shard of a run measured "
+                        "with --shard I/N), they are judged as one run, Holm over all their workloads, and a "
+                        "workload in two of them is an error")
     p.add_argument("--base-dir", required=True, metavar="DIR",
                    help="a checkout of the base commit that was measured: baselines and thresholds come from here")
     p.add_argument("--design", choices=DESIGNS, default="paired",

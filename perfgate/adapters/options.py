@@ -20,6 +20,7 @@ from perfgate.gate.worktree import BaseTree
 from perfgate.measure.runner import Progress, default_cache_dir, resolve_device
 from perfgate.model.errors import DataError, UsageError
 from perfgate.model.job import Job
+from perfgate.model.shard import Shard, parse_shard
 from perfgate.model.workload import PHASES, Workload, parse_assignments
 from perfgate.store.discovery import Registry, discover
 
@@ -98,19 +99,45 @@ def job_for(workload: Workload, device: str, assignments: Mapping[str, object], 
     return Job(workload, params, {k: resolved[k] for k in assignments}, data_root)
 
 
-def jobs_of(args: argparse.Namespace, settings: Settings, *, prefer_project: bool = False) -> tuple[str, list[Job]]:
-    """The device (``--device``, else ``[tool.perfgate] device``) and a job per selected workload.
+def jobs_of(args: argparse.Namespace, settings: Settings, *, prefer_project: bool = False,
+            shard: bool = True) -> tuple[str, list[Job]]:
+    """The device (``--device``, else ``[tool.perfgate] device``) and a job per selected workload,
+    only this runner's share of them with ``--shard`` (unless ``shard`` is False).
 
     ``prefer_project``: the checkout's own version of a reference workload wins over the
     installed one (``perfgate ci``, where the harness is installed from the base commit
     and the checkout is the pull request's)."""
+    share = shard_of(args)  # bad input before anything is discovered or imported
     device = resolve_device(args.device or settings.device)
     registry = discover([Path(p) for p in (*settings.workloads_path, *args.workloads_path)],
                         prefer_project=prefer_project)
     workloads = registry.select(args.workloads or list(settings.workloads))
     assignments = assignments_of(args)
     shared_root, roots = data_roots(args.data_root, registry)
-    return device, [job_for(w, device, assignments, roots.get(w.name, shared_root)) for w in workloads]
+    jobs = [job_for(w, device, assignments, roots.get(w.name, shared_root)) for w in workloads]
+    return device, share_of(jobs, share, quiet=getattr(args, "quiet", False)) if shard else jobs
+
+
+def shard_of(args: argparse.Namespace) -> Shard | None:
+    """``--shard I/N``, checked (a one-line UsageError), or None without it."""
+    value = getattr(args, "shard", None)
+    return None if value is None else parse_shard(value)
+
+
+def share_of(jobs: Sequence[Job], share: Shard | None, *, quiet: bool = False) -> list[Job]:
+    """The jobs of this runner's share (all of them without one), in the selection's order.
+    Says which they are; a share with none is said on stderr whatever ``quiet`` says."""
+    if share is None:
+        return list(jobs)
+    names = share.take(job.workload.name for job in jobs)
+    kept = [job for job in jobs if job.workload.name in names]
+    if not kept:
+        print(f"perfgate: shard {share}: none of the {len(jobs)} selected workload(s) falls to this share; "
+              "nothing to measure", file=sys.stderr)
+    elif not quiet:
+        print(f"perfgate: shard {share}: {', '.join(job.workload.name for job in kept)} ({len(kept)} of "
+              f"{len(jobs)} selected workloads)", file=sys.stderr)
+    return kept
 
 
 def cache_dir_of(args: argparse.Namespace) -> Path:
@@ -167,9 +194,23 @@ def add_common(parser: argparse.ArgumentParser) -> None:
                         help="where [tool.perfgate] is read from (default: ./pyproject.toml)")
 
 
-def add_run_options(parser: argparse.ArgumentParser, *, repeats_help: str) -> None:
+SHARD_HELP = ("measure only this runner's share I of N: with the selected workloads sorted by name, every "
+              "N-th one starting at the I-th (1 <= I <= N). Each workload falls in exactly one share; a share "
+              "with none measures nothing and exits 0. `perfgate judge DIR...` judges the shares' result "
+              "folders together, with Holm over all their workloads")
+
+
+SHARDED_COMMANDS = ("run", "gate", "ci")
+"""The commands that take ``--shard``: the others measure one workload, or record baselines."""
+
+
+def add_run_options(parser: argparse.ArgumentParser, *, repeats_help: str, shard: bool | None = None) -> None:
+    """The measuring options; ``shard``: also ``--shard I/N`` (None: for the commands
+    :data:`SHARDED_COMMANDS`, named by the parser's last word)."""
     parser.add_argument("workloads", nargs="*", metavar="WORKLOAD",
                         help="workloads (default: [tool.perfgate] workloads, else all)")
+    if shard or shard is None and parser.prog.rsplit(" ", 1)[-1] in SHARDED_COMMANDS:
+        parser.add_argument("--shard", metavar="I/N", help=SHARD_HELP)
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"],
                         help="where to measure (default: [tool.perfgate] device, else auto = cuda when available)")
     parser.add_argument("--repeats", type=int, help=repeats_help)

@@ -8,6 +8,11 @@ a ``.github/CODEOWNERS`` proposal for the gate's inputs. Every file comes from
 ``perfgate/adapters/templates/``, the same files perfgate's own ``.github/workflows/`` is tested
 against.
 
+With ``--shards N`` (2 or more), the measuring and judging workflows are the sharded
+ones (``templates/workflows-sharded/``): a GitHub Actions matrix of N jobs, each on its
+own runner measuring its share (``perfgate ci --shard I/N``), and the judge as the fan-in
+that downloads every shard's results and judges them together (``perfgate judge DIR...``).
+
 It never overwrites a file: each one is reported as created or kept. ``pyproject.toml``
 is written only when the repository has none (then it holds the ``[tool.perfgate]`` table
 alone); an existing one is never edited, and when it lacks the table the command prints
@@ -29,6 +34,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from perfgate.model.errors import EXIT_ERROR, EXIT_OK, PerfgateError, UsageError
+from perfgate.model.shard import MAX_SHARDS
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 PYPROJECT_TEMPLATE = "tool_perfgate.toml"
@@ -44,6 +50,14 @@ FILES: tuple[tuple[str, str], ...] = (
     (".github/workflows/perfgate-history.yml", "workflows/perfgate-history.yml"),
     (".github/actionlint.yaml", "actionlint.yaml"),
 )
+# With --shards N: these files come from the sharded templates, with N written in.
+SHARDED: dict[str, str] = {
+    ".github/workflows/perfgate.yml": "workflows-sharded/perfgate.yml",
+    ".github/workflows/perfgate-judge.yml": "workflows-sharded/perfgate-judge.yml",
+}
+# The lines of the sharded templates that hold the number of shards (2 in the templates).
+SHARDS_LINE = '  PERFGATE_SHARDS: "{n}"\n'
+MATRIX_LINE = "        shard: [{shards}]\n"
 # CODEOWNERS is rendered from its template (owners, the configured paths), not copied.
 CODEOWNERS = ".github/CODEOWNERS"
 CODEOWNERS_TEMPLATE = "CODEOWNERS"
@@ -69,6 +83,29 @@ class Scaffolded:
 
 def template_text(name: str) -> str:
     return (TEMPLATES / name).read_text(encoding="utf-8")
+
+
+def parse_shards(value: str | None) -> int:
+    """``--shards N``: the number of runners the gate is sharded over (None: 1, unsharded)."""
+    if value is None:
+        return 1
+    if not re.fullmatch(r"[0-9]{1,6}", value.strip()) or not 1 <= int(value) <= MAX_SHARDS:
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        raise UsageError(f"--shards {shown!r}: expected a number of runners from 1 to {MAX_SHARDS}")
+    return int(value)
+
+
+def render_sharded(text: str, shards: int) -> str:
+    """A sharded template with ``shards`` written in: ``PERFGATE_SHARDS`` and, in the
+    measuring workflow, the matrix's list of shards."""
+    template_line, line = SHARDS_LINE.format(n=2), SHARDS_LINE.format(n=shards)
+    if text.count(template_line) != 1:
+        raise ValueError("a sharded template must set PERFGATE_SHARDS once")
+    text = text.replace(template_line, line)
+    matrix = MATRIX_LINE.format(shards="1, 2")
+    if text.count(matrix) > 1:
+        raise ValueError("a sharded template holds one matrix of shards at most")
+    return text.replace(matrix, MATRIX_LINE.format(shards=", ".join(str(i) for i in range(1, shards + 1))))
 
 
 def _pyproject_note(path: Path) -> tuple[str, bool]:
@@ -217,9 +254,10 @@ def _codeowners(target: Path, owners: Sequence[str]) -> Scaffolded:
     return Scaffolded(existing, KEPT, note, add_lines=lines)
 
 
-def scaffold(target: Path, owners: Sequence[str] = ()) -> list[Scaffolded]:
+def scaffold(target: Path, owners: Sequence[str] = (), shards: int = 1) -> list[Scaffolded]:
     """Write the missing files into ``target`` (created if needed); never overwrite one.
-    ``owners`` (checked by :func:`parse_owners`) own the CODEOWNERS rules."""
+    ``owners`` (checked by :func:`parse_owners`) own the CODEOWNERS rules; ``shards``
+    above 1 writes the sharded measuring and judging workflows for that many runners."""
     if target.exists() and not target.is_dir():
         raise UsageError(f"{target}: not a directory")
     target.mkdir(parents=True, exist_ok=True)
@@ -230,21 +268,24 @@ def scaffold(target: Path, owners: Sequence[str] = ()) -> list[Scaffolded]:
             note, add = _pyproject_note(path) if relative == "pyproject.toml" else ("exists", False)
             done.append(Scaffolded(relative, KEPT, note, add))
             continue
+        sharded = shards > 1 and relative in SHARDED
+        text = render_sharded(template_text(SHARDED[relative]), shards) if sharded else template_text(template)
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             # "x": a file that appeared since the check above is still not overwritten.
             with open(path, "x", encoding="utf-8") as handle:
-                handle.write(template_text(template))
+                handle.write(text)
         except FileExistsError:
             done.append(Scaffolded(relative, KEPT, "exists"))
             continue
-        done.append(Scaffolded(relative, CREATED))
+        done.append(Scaffolded(relative, CREATED, f"sharded over {shards} runners" if sharded else ""))
     # Last: it reads the baseline store's location from the pyproject.toml now in place.
     done.append(_codeowners(target, owners))
     return done
 
 
-def next_steps(target: Path, done: Sequence[Scaffolded] = (), owners: Sequence[str] = ()) -> list[str]:
+def next_steps(target: Path, done: Sequence[Scaffolded] = (), owners: Sequence[str] = (),
+               shards: int = 1) -> list[str]:
     steps = [
         "Edit workloads/my_model.py to build your model, optimizer and data (perfgate's README, "
         "\"Writing your own workload\"), and list it in [tool.perfgate] workloads.",
@@ -263,6 +304,11 @@ def next_steps(target: Path, done: Sequence[Scaffolded] = (), owners: Sequence[s
         "workflow sets it (pass, regression, error) once that workflow is on the default branch: it is the "
         "verdict, not the measuring job's own check.",
     ]
+    if shards > 1:
+        steps.insert(3, f"The gate is sharded over {shards} runners: register {shards} alike ones (the same GPU, "
+                        "driver, CUDA and CPU, so that one baseline holds on all). To change the number, edit "
+                        "PERFGATE_SHARDS and the matrix's shard list in perfgate.yml and PERFGATE_SHARDS in "
+                        "perfgate-judge.yml together.")
     codeowners = next((d for d in done if d.path in CODEOWNERS_LOCATIONS), None)
     if codeowners is not None:
         if codeowners.status == CREATED and not owners:
@@ -284,7 +330,8 @@ def cmd_init(args: argparse.Namespace) -> int:
     target = Path(args.directory)
     try:
         owners = parse_owners(args.owners)
-        done = scaffold(target, owners)
+        shards = parse_shards(args.shards)
+        done = scaffold(target, owners, shards)
     except PerfgateError as exc:
         print(f"perfgate: error: {exc.message}", file=sys.stderr)
         return exc.exit_code
@@ -305,7 +352,7 @@ def cmd_init(args: argparse.Namespace) -> int:
             print(f"\nAdd to {d.path}{where}, below any broader rule:\n")
             print(d.add_lines, end="")
     print("\nNext steps:")
-    for number, step in enumerate(next_steps(target, done, owners), 1):
+    for number, step in enumerate(next_steps(target, done, owners, shards), 1):
         print(f"  {number}. {step}")
     return EXIT_OK
 
@@ -326,5 +373,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="the owners of the gate's inputs in CODEOWNERS: GitHub users or teams (@name, "
                         "@org/team), separated by commas or spaces, or the option repeated. Without it "
                         "the CODEOWNERS rules are written commented out, with a placeholder owner")
+    p.add_argument("--shards", metavar="N",
+                   help="shard the gate over N self-hosted runners: perfgate.yml runs a matrix of N jobs, each "
+                        "measuring its share of the workloads (perfgate ci --shard I/N), and perfgate-judge.yml "
+                        "downloads every shard's results and judges them together, Holm over all workloads "
+                        "(default 1: one runner measures them all)")
     p.set_defaults(func=cmd_init)
     return p

@@ -15,6 +15,10 @@ the head lacks. A workload with no result is an ERROR naming it (removed or rena
 the pull request, or skipped), unless the pull request removes its baseline, which
 retires it in plain view of the reviewers.
 
+A sharded run (each runner measuring its share, ``--shard I/N``) leaves one folder per
+shard; :func:`combine_shards` makes them one measurement, so that they are judged as one
+run, with Holm over all the shards' workloads.
+
 The command ``perfgate judge`` is ``perfgate.adapters.judge_cli``; the report it writes is
 composed by ``perfgate.gate.comment``.
 """
@@ -35,6 +39,7 @@ from perfgate.gate.config import Settings, load_settings
 from perfgate.gate.inputs import PYPROJECT, InputChanges
 from perfgate.model.counters import COUNTERS_SUFFIX
 from perfgate.model.errors import UsageError
+from perfgate.model.manifest import MANIFEST_NAME, RunManifest
 from perfgate.model.result import RunResult
 from perfgate.store.baselines import find_baseline
 from perfgate.store.untrusted import KEY_RE, safe_name
@@ -93,6 +98,91 @@ def gated_by_base(settings: Settings, device: str) -> dict[str, str]:
                     continue
                 gated.setdefault(name, f"the base has its baseline {path.parent.name}/{path.name}")
     return gated
+
+
+# --- shards: several measuring jobs' folders judged as one run ------------------------------
+
+_AGREE = ("design", "device", "pr_number", "head_sha", "head_ref", "head_repo", "base_sha", "base_ref",
+          "second_look_blocks")
+"""What every shard's manifest must say alike: one run of one pull request."""
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _owned(measured: Measured) -> set[str]:
+    """The workloads a shard's folder holds or names as its own (``base_only``, the base
+    tree's workloads the pull request lacks, is the same in every shard)."""
+    names = {*measured.head, *measured.base, *measured.head_counters, *measured.base_counters}
+    manifest = measured.manifest
+    if manifest is not None:
+        names.update((*manifest.workloads, *manifest.errors, *manifest.base_errors, *manifest.base_missing,
+                      *manifest.notes))
+    return names
+
+
+def _combined_manifest(parts: Sequence[tuple[str, Measured]]) -> RunManifest | None:
+    manifests = [(where, m.manifest) for where, m in parts]
+    lacking = [where for where, m in manifests if m is None]
+    if len(lacking) == len(manifests):
+        return None
+    if lacking:
+        having = next(where for where, m in manifests if m is not None)
+        raise UsageError(f"{lacking[0]}: no {MANIFEST_NAME}, but {having} has one; every shard's folder needs its "
+                         "manifest")
+    first_where, first = manifests[0]
+    assert first is not None
+    for where, manifest in manifests[1:]:
+        assert manifest is not None
+        for name in _AGREE:
+            if getattr(manifest, name) != getattr(first, name):
+                raise UsageError(f"the shards are not of one run: {name} is {_shown(getattr(first, name))} in "
+                                 f"{first_where} and {_shown(getattr(manifest, name))} in {where}")
+    every = [m for _, m in manifests if m is not None]
+    failures = [f"{where}: {m.failure}" for where, m in manifests if m is not None and m.failure]
+    clocks = {where: m.clocks for where, m in manifests if m is not None and m.clocks}
+    one_clock = len(set(clocks.values())) == 1
+    return dataclasses.replace(
+        first,
+        workloads=tuple(sorted(n for m in every for n in m.workloads)),
+        errors={k: v for m in every for k, v in m.errors.items()},
+        base_errors={k: v for m in every for k, v in m.base_errors.items()},
+        base_missing=tuple(sorted(n for m in every for n in m.base_missing)),
+        base_only=tuple(sorted({n for m in every for n in m.base_only})),
+        notes={k: v for m in every for k, v in m.notes.items()},
+        failure="; ".join(failures) or None,
+        clocks=(next(iter(clocks.values())) if one_clock
+                else "; ".join(f"{Path(where).name}: {c}" for where, c in clocks.items()) or None),
+    )
+
+
+def combine_shards(parts: Sequence[tuple[str, Measured]]) -> Measured:
+    """The folders of a sharded run (``perfgate ci --measure-only --shard I/N`` on each
+    runner, or ``perfgate run --shard I/N``), each named by where it came from, as one
+    measurement: judged together, Holm runs over all their workloads.
+
+    A workload in two folders, manifests of different runs, or a folder without the
+    manifest the others have is a one-line :class:`UsageError` naming both folders."""
+    if not parts:
+        raise UsageError("no results folder given")
+    owner: dict[str, str] = {}
+    for where, measured in parts:
+        for name in sorted(_owned(measured)):
+            if name in owner:
+                raise UsageError(f"{name}: in both {owner[name]} and {where}; each workload belongs to one shard")
+            owner[name] = where
+    if len(parts) == 1:
+        return parts[0][1]
+    every = [m for _, m in parts]
+    return Measured(
+        _combined_manifest(parts),
+        {k: v for m in every for k, v in m.head.items()},
+        {k: v for m in every for k, v in m.base.items()},
+        {k: v for m in every for k, v in m.head_counters.items()},
+        {k: v for m in every for k, v in m.base_counters.items()},
+    )
 
 
 # --- judging: the looks replayed from the measured blocks or repeats --------------------------
