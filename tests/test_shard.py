@@ -214,6 +214,10 @@ def test_an_empty_share_of_ci_names_the_device_and_no_workload(tmp_path: Path, t
     assert judged.names == () and judged.outcome.comparisons == () and judged.outcome.exit_code == 0
     assert judged.settings.device == "cpu"  # what run.json says, as the other shards' do
     assert "nothing to measure" in capsys.readouterr().err
+    # run.json names the share, so the judge can tell when one is missing.
+    pr = ci.PullRequest(number=7, head_sha=HEAD_SHA, head_ref="f", head_repo="o/r", base_sha=BASE_SHA, base_ref="main")
+    manifest = ci.manifest_for(judged, pr, "stored", None)
+    assert manifest.shard == "2/2" and manifest.to_dict()["shard"] == "2/2"
 
 
 # --- the combined judge -----------------------------------------------------------------------
@@ -411,3 +415,32 @@ def test_two_shards_of_perfgate_run_judged_together(tmp_path: Path, tiny_path: P
         outcomes.append((code, verdicts(report)))
     assert outcomes[0] == outcomes[1]
     assert set(outcomes[0][1]) == {"other", "tiny"}
+
+
+def test_the_judge_wants_every_share_the_manifests_name(tmp_path: Path, base: Path) -> None:
+    """Each measuring job writes its share into run.json: judging fewer than all N shares
+    (Holm over part of the run) is one line and exit 2, as are a share given twice and
+    shares of different splits."""
+    head, base_side = measurements()
+    shard1, shard2 = split(tuple(head), 2)
+    one = write_folder(tmp_path / "s1", shard1, head, base_side, shard="1/2")
+    two = write_folder(tmp_path / "s2", shard2, head, base_side, shard="2/2")
+    code, combined, err = judge(tmp_path, base, one, two)
+    assert err == "" and code == 3 and set(verdicts(combined)) == set(head)
+    code, _, err = judge(tmp_path, base, one)
+    assert code == 2 and err.count("\n") == 1
+    assert "shard 2 of 2 missing (given: 1/2)" in err
+    again = write_folder(tmp_path / "s1-again", (), head, base_side, shard="1/2")
+    code, _, err = judge(tmp_path, base, one, again)
+    assert code == 2 and "shard 1/2 twice" in err
+    third = write_folder(tmp_path / "s3", (), head, base_side, shard="3/3")
+    code, _, err = judge(tmp_path, base, one, two, third)
+    assert code == 2 and "split it into 2 and 3 shards" in err
+    plain = write_folder(tmp_path / "plain", (), head, base_side)
+    code, _, err = judge(tmp_path, base, one, two, plain)
+    assert code == 2 and "is not a shard" in err
+    bad = write_folder(tmp_path / "bad", (), head, base_side, shard="1/2")
+    manifest = json.loads((bad / MANIFEST_NAME).read_text())
+    (bad / MANIFEST_NAME).write_text(json.dumps({**manifest, "shard": "2/1"}))
+    code, _, err = judge(tmp_path, base, one, bad)
+    assert code == 2 and err.count("\n") == 1 and "shard" in err

@@ -175,6 +175,8 @@ class Judged:
     names: tuple[str, ...] = ()
     base_only: tuple[str, ...] = ()
     """Paired: workloads the base tree defines that the pull request's does not."""
+    shard: str | None = None
+    """``I/N`` when this job measured one share of a sharded run."""
 
 
 def judge(args: argparse.Namespace,
@@ -214,7 +216,7 @@ def judge(args: argparse.Namespace,
     if share is not None and not jobs:
         # Nothing measured; the manifest still names the device, as the other shards' do.
         return Judged(GateOutcome((), settings.gate, 1), dataclasses.replace(settings, device=device), {},
-                      names=(), base_only=base_only)
+                      names=(), base_only=base_only, shard=str(share))
     if share is not None and args.measure_only:
         settings = _shard_settings(settings, [j.workload.name for j in jobs], [j.workload.name for j in selected])
     if base is not None:
@@ -225,7 +227,8 @@ def judge(args: argparse.Namespace,
     if args.trace_on_fail:
         traces = trace_regressions(gate.outcome, jobs, device, cache_dir=options.cache_dir_of(args),
                                    trace_dir=Path(args.artifacts) / "traces", timeout_s=args.timeout)
-    return Judged(gate.outcome, settings, traces, gate, tuple(j.workload.name for j in jobs), base_only)
+    return Judged(gate.outcome, settings, traces, gate, tuple(j.workload.name for j in jobs), base_only,
+                  shard=str(share) if share is not None else None)
 
 
 def _shard_settings(settings: Settings, share: Sequence[str], selected: Sequence[str]) -> Settings:
@@ -324,7 +327,7 @@ def manifest_for(judged: Judged, pr: PullRequest, design: str, clocks: str | Non
         errors=dict(run.errors) if run else {}, base_errors=dict(run.base_errors) if run else {},
         base_missing=run.base_missing if run else (), base_only=judged.base_only,
         notes=dict(run.notes) if run else {}, clocks=clocks,
-        second_look_blocks=None,
+        second_look_blocks=None, shard=judged.shard,
     )
 
 

@@ -41,6 +41,7 @@ from perfgate.model.counters import COUNTERS_SUFFIX
 from perfgate.model.errors import UsageError
 from perfgate.model.manifest import MANIFEST_NAME, RunManifest
 from perfgate.model.result import RunResult
+from perfgate.model.shard import parse_shard
 from perfgate.store.baselines import find_baseline
 from perfgate.store.untrusted import KEY_RE, safe_name
 from perfgate.store.untrusted_folders import Measured
@@ -123,6 +124,34 @@ def _owned(measured: Measured) -> set[str]:
     return names
 
 
+def _check_shares(manifests: Sequence[tuple[str, RunManifest]]) -> None:
+    """The folders of a sharded run must be every share of it once (``shard`` I/N in each
+    manifest, one N, each I from 1 to N): Holm over fewer would judge a part as the whole.
+    A one-line :class:`UsageError` otherwise; nothing to check when no manifest names a share."""
+    shares = [(where, parse_shard(m.shard, "shard")) for where, m in manifests if m.shard is not None]
+    if not shares:
+        return
+    if len(shares) != len(manifests):
+        plain = next(where for where, m in manifests if m.shard is None)
+        raise UsageError(f"the folders are not one sharded run: {shares[0][0]} is shard {shares[0][1]}, "
+                         f"{plain} is not a shard")
+    counts = {share.count for _, share in shares}
+    if len(counts) != 1:
+        raise UsageError("the folders are not one sharded run: they split it into "
+                         + " and ".join(str(n) for n in sorted(counts)) + " shards")
+    count = counts.pop()
+    seen: dict[int, str] = {}
+    for where, share in shares:
+        if share.index in seen:
+            raise UsageError(f"shard {share} twice: {seen[share.index]} and {where}")
+        seen[share.index] = where
+    missing = [str(i) for i in range(1, count + 1) if i not in seen]
+    if missing:
+        raise UsageError(f"shard {', '.join(missing)} of {count} missing (given: "
+                         f"{', '.join(f'{i}/{count}' for i in sorted(seen))}); judge every shard's folder together, "
+                         "or Holm would run over part of the run")
+
+
 def _combined_manifest(parts: Sequence[tuple[str, Measured]]) -> RunManifest | None:
     manifests = [(where, m.manifest) for where, m in parts]
     lacking = [where for where, m in manifests if m is None]
@@ -140,6 +169,7 @@ def _combined_manifest(parts: Sequence[tuple[str, Measured]]) -> RunManifest | N
             if getattr(manifest, name) != getattr(first, name):
                 raise UsageError(f"the shards are not of one run: {name} is {_shown(getattr(first, name))} in "
                                  f"{first_where} and {_shown(getattr(manifest, name))} in {where}")
+    _check_shares([(where, m) for where, m in manifests if m is not None])
     every = [m for _, m in manifests if m is not None]
     failures = [f"{where}: {m.failure}" for where, m in manifests if m is not None and m.failure]
     clocks = {where: m.clocks for where, m in manifests if m is not None and m.clocks}
@@ -174,6 +204,9 @@ def combine_shards(parts: Sequence[tuple[str, Measured]]) -> Measured:
                 raise UsageError(f"{name}: in both {owner[name]} and {where}; each workload belongs to one shard")
             owner[name] = where
     if len(parts) == 1:
+        manifest = parts[0][1].manifest
+        if manifest is not None:
+            _check_shares([(parts[0][0], manifest)])
         return parts[0][1]
     every = [m for _, m in parts]
     return Measured(

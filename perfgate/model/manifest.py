@@ -51,6 +51,8 @@ class RunManifest:
     """The measuring job's own error, when it could not measure at all."""
     second_look_blocks: int | None = None
     clocks: str | None = None
+    shard: str | None = None
+    """``I/N`` when the job measured one share of a sharded run (``--shard``); None otherwise."""
     perfgate_version: str = __version__
 
     def to_dict(self) -> dict[str, Any]:
@@ -71,4 +73,5 @@ class RunManifest:
             "failure": self.failure,
             "second_look_blocks": self.second_look_blocks,
             "clocks": self.clocks,
+            **({"shard": self.shard} if self.shard is not None else {}),
         }

@@ -22,9 +22,10 @@ from typing import Any, TypeVar
 from perfgate.model.baseline import baseline_from_dict
 from perfgate.model.counters import COUNTERS_SUFFIX, CounterSet, counters_from_dict
 from perfgate.model.environment import Environment
-from perfgate.model.errors import FileFormatError
+from perfgate.model.errors import FileFormatError, UsageError
 from perfgate.model.manifest import DESIGNS, MANIFEST_KIND, MANIFEST_NAME, MANIFEST_SCHEMA_VERSION, RunManifest
 from perfgate.model.result import RunResult, result_from_dict
+from perfgate.model.shard import parse_shard
 from perfgate.store.untrusted import KEY_RE, LIMITS, SHA_RE, Limits, list_folder, read_untrusted_json, safe_name
 
 BASE_DIR_NAME = "base"
@@ -93,6 +94,12 @@ def manifest_from_dict(data: object) -> RunManifest:
         if not isinstance(lines, list) or not all(isinstance(x, str) for x in lines) or len(lines) > 100:
             raise ValueError(f"notes.{key}: expected a list of at most 100 strings")
         notes[key] = tuple(lines)
+    shard = _str_or_none(data, "shard", "")
+    if shard is not None:
+        try:
+            shard = str(parse_shard(shard, "shard"))
+        except UsageError as exc:
+            raise ValueError(exc.message) from None
     second = data.get("second_look_blocks")
     if second is not None and (isinstance(second, bool) or not isinstance(second, int) or not 1 <= second <= 1000):
         raise ValueError("second_look_blocks: expected an integer from 1 to 1000")
@@ -105,7 +112,8 @@ def manifest_from_dict(data: object) -> RunManifest:
         base_errors=_messages(data.get("base_errors") or {}, "base_errors"),
         base_missing=_names(data.get("base_missing") or [], "base_missing"),
         base_only=_names(data.get("base_only") or [], "base_only"),
-        notes=notes, failure=_str_or_none(data, "failure", ""), second_look_blocks=second, clocks=_str_or_none(data, "clocks", ""),
+        notes=notes, failure=_str_or_none(data, "failure", ""), second_look_blocks=second,
+        clocks=_str_or_none(data, "clocks", ""), shard=shard,
         perfgate_version=_str_or_none(data, "perfgate_version", "") or "unknown",
     )
 
