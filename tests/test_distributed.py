@@ -442,3 +442,25 @@ def test_the_html_report_has_the_per_rank_table_too() -> None:
     assert "<h3>Per rank</h3>" in page
     assert "<th>backward w/o wait</th>" in page and "<th>all-reduce wait</th>" in page
     assert "rank 1: backward without its all-reduce wait" in page
+
+
+def test_a_default_selection_leaves_out_what_this_machine_cannot_run(capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A single-GPU runner gates the single-process workloads: by default the two-rank one is
+    left out and named; named on the command line it runs and fails in one line."""
+    from perfgate.adapters import options
+    from perfgate.adapters.cli import build_parser
+    from perfgate.gate.config import Settings
+
+    monkeypatch.setattr("perfgate.measure.loop.available_cores", lambda: 1)
+
+    def selected(*argv: str) -> list[str]:
+        _, jobs = options.jobs_of(build_parser().parse_args(["run", "--device", "cpu", *argv]), Settings())
+        return [j.workload.name for j in jobs]
+
+    names = selected()
+    assert "resnet18-cifar10-ddp" not in names and "resnet18-cifar10" in names
+    assert ("perfgate: resnet18-cifar10-ddp left out of the default selection: nproc_per_node=2 needs a CPU core "
+            "per rank; this process may use 1") in capsys.readouterr().err
+    assert selected("resnet18-cifar10-ddp") == ["resnet18-cifar10-ddp"]
+    # Asked for by --set: nothing is left out; each fails in one line when measured.
+    assert len(selected("--set", "nproc_per_node=2")) == len(names) + 1

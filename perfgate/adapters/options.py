@@ -17,6 +17,7 @@ from perfgate.gate.config import Settings, load_settings
 from perfgate.gate.frontend import paired_gate
 from perfgate.gate.gating import GateRun, run_gate
 from perfgate.gate.worktree import BaseTree
+from perfgate.measure.distributed import too_few_devices
 from perfgate.measure.runner import Progress, default_cache_dir, resolve_device
 from perfgate.model.errors import DataError, UsageError
 from perfgate.model.job import Job
@@ -115,7 +116,19 @@ def jobs_of(args: argparse.Namespace, settings: Settings, *, prefer_project: boo
     assignments = assignments_of(args)
     shared_root, roots = data_roots(args.data_root, registry)
     jobs = [job_for(w, device, assignments, roots.get(w.name, shared_root)) for w in workloads]
+    if not (args.workloads or settings.workloads):
+        jobs = fitting(jobs, device)
     return device, share_of(jobs, share, quiet=getattr(args, "quiet", False)) if shard else jobs
+
+
+def fitting(jobs: Sequence[Job], device: str) -> list[Job]:
+    """A default selection without the distributed workloads this machine has too few devices
+    for, each named on stderr (named on the command line or in the settings, they run and
+    fail in one line)."""
+    unfit = too_few_devices(jobs, device)
+    for name, why in unfit.items():
+        print(f"perfgate: {name} left out of the default selection: {why}", file=sys.stderr)
+    return [job for job in jobs if job.workload.name not in unfit]
 
 
 def shard_of(args: argparse.Namespace) -> Shard | None:

@@ -6,6 +6,7 @@ workloads or defined in the test module itself."""
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,6 +98,14 @@ def plan_jobs(items: Sequence[pytest.Item], settings: Settings, *, here: Path, r
         resolved = params.to_dict()
         jobs[workload.name] = Job(workload, params, {k: resolved[k] for k in given},
                                   roots.get(workload.name, shared_root))
+    if not names:
+        # A default selection leaves out what this machine has too few devices for (named);
+        # a workload a test declares with the marker stays, and fails in one line.
+        from perfgate.measure.distributed import too_few_devices
+
+        for name, why in too_few_devices([j for n, j in jobs.items() if n not in declared], device).items():
+            warnings.warn(f"perfgate: {name} left out of the default selection: {why}", stacklevel=1)
+            del jobs[name]
     return Plan(device, jobs, given, [Path(p) for p in extra])
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from perfgate.analysis.ranks import slowest_rank_series
 from perfgate.model.errors import DataError, DeviceError, PerfgateError, UsageError, WorkloadError
+from perfgate.model.job import Job
 from perfgate.store.jsonfile import dumps
 
 PORT_VARIABLE = "PERFGATE_MASTER_PORT"
@@ -48,6 +49,21 @@ def check_devices(nproc: int, device: str) -> None:
     cores = available_cores()
     if nproc > cores:
         raise UsageError(f"nproc_per_node={nproc} needs a CPU core per rank; this process may use {cores}")
+
+
+def too_few_devices(jobs: Sequence[Job], device: str) -> dict[str, str]:
+    """The jobs whose workload asks (in its own parameters, not in a ``--set``) for more ranks
+    than this machine has devices (CUDA) or cores (CPU), with why: a selection by default
+    leaves them out and says so, while naming one or setting ``nproc_per_node`` runs it and
+    fails in one line (a single-GPU runner gates the single-process workloads)."""
+    out = {}
+    for job in jobs:
+        if job.params.nproc_per_node > 1 and "nproc_per_node" not in job.overrides:
+            try:
+                check_devices(job.params.nproc_per_node, device)
+            except UsageError as exc:
+                out[job.workload.name] = exc.message
+    return out
 
 
 def _free(port: int) -> bool:
