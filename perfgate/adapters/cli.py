@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from perfgate.adapters import bisect_cli, ci, counters_cli, doctor, history_cli, judge_cli, scaffold, selftest
+from perfgate.adapters.script_cli import add_script_options, measure_script
 from perfgate.adapters.options import (
     add_common,
     add_gate_options,
@@ -105,7 +106,12 @@ def _report_errors(args: argparse.Namespace, errors: dict[str, PerfgateError]) -
 
 def cmd_run(args: argparse.Namespace) -> int:
     settings = settings_of(args)
-    jobs, outcome, _ = _measure(args, settings, settings.repeats)
+    if args.script is not None:
+        jobs, outcome = measure_script(args, settings)
+    elif args.name is not None:
+        raise UsageError("--name names the result of a --script run; a workload keeps its own name")
+    else:
+        jobs, outcome, _ = _measure(args, settings, settings.repeats)
     for job in jobs:
         result = outcome.results.get(job.workload.name)
         if result is not None:
@@ -328,6 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="measure workloads and write one result file per workload")
     add_run_options(p, repeats_help="fresh processes per workload (default: [tool.perfgate] repeats, else 5)")
+    add_script_options(p)  # --script PATH [-- ARGS], --name
     add_common(p)
     p.set_defaults(func=cmd_run)
 

@@ -367,6 +367,7 @@ def _prepared(entry: Entry, config: GateConfig) -> WorkloadComparison | _Judged:
     summary = summarise(result)
     common: dict[str, Any] = {"current": summary, "environment_key": result.environment.key(),
                               "device": result.device, "overrides": dict(result.overrides),
+                              "source": result.workload_source, "params": dict(result.params),
                               "labels": labels, "left_out": tuple(left_out)}
     if entry.pairing is not None:
         assert base is not None
@@ -466,7 +467,7 @@ def _final(j: _Judged, time: TimeDecision, gated: Mapping[str, TimeDecision], co
         phases=_phase_rows(j.summary, j.reference, config, j.estimate), memory=memory, gated=dict(gated),
         current=j.summary, baseline=j.reference, baseline_path=j.path,
         environment_key=j.result.environment.key(), device=j.result.device, overrides=dict(j.result.overrides),
-        labels=j.labels, left_out=j.left_out, design=j.design, against=j.against,
+        source=j.result.workload_source, params=dict(j.result.params), labels=j.labels, left_out=j.left_out, design=j.design, against=j.against,
         since_baseline=j.since_baseline,
         environment_differences=j.environment_differences, base_environment=j.base_environment,
         counters=counters, counters_note=counters_note,
@@ -521,7 +522,8 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
             settled[name] = WorkloadComparison(
                 name, Verdict.ERROR, f"cannot compare{what}: {exc}", current=prepared.summary,
                 environment_key=prepared.result.environment.key(), device=prepared.result.device,
-                overrides=dict(prepared.result.overrides), labels=prepared.labels, left_out=prepared.left_out,
+                overrides=dict(prepared.result.overrides), source=prepared.result.workload_source,
+                params=dict(prepared.result.params), labels=prepared.labels, left_out=prepared.left_out,
                 baseline=prepared.reference, baseline_path=prepared.path, design=prepared.design,
                 since_baseline=prepared.since_baseline, against=prepared.against)
             estimates = {k: v for k, v in estimates.items() if k != name and not k.startswith(f"{name}:")}

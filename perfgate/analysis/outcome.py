@@ -91,6 +91,10 @@ class WorkloadComparison:
     environment_key: str | None = None
     device: str | None = None
     overrides: Mapping[str, Any] = field(default_factory=dict)
+    source: str = ""
+    """Where the current result's workload came from (``script:PATH sha256:...`` for a script run)."""
+    params: Mapping[str, Any] = field(default_factory=dict)
+    """The current result's parameters."""
     labels: tuple[Label, ...] = ()
     """What bounds the current run's step (INPUT-BOUND, ...), with evidence."""
     left_out: tuple[str, ...] = ()

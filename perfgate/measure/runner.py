@@ -119,8 +119,11 @@ def run_one(job: Job, device: str, index: int, cache_dir: Path, git: tuple[str |
         request["rank_timeout_s"] = max(1.0, 0.9 * timeout_s)
         return run_ranks(request, job.params.nproc_per_node, timeout_s, python=python,
                          where=f"{job.workload.name}: repeat {index + 1}")
+    if job.script is not None:  # a user's script run as it is (perfgate run --script)
+        request["script"] = job.script.to_dict()
+    module = "perfgate.measure.worker" if job.script is None else "perfgate.measure.script_worker"
     try:
-        run = call("perfgate.measure.worker", request, timeout_s, python=python)
+        run = call(module, request, timeout_s, python=python)
     except subprocess.TimeoutExpired:
         raise WorkloadError(f"{job.workload.name}: repeat {index + 1} did not finish within {timeout_s:.0f} s") from None
     response = run.response

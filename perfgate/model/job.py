@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfgate.model.script import Script
 from perfgate.model.workload import PHASES, Params, Workload
 
 INJECTED = "inject_ms"
@@ -31,6 +32,8 @@ class Job:
     overrides: Mapping[str, Any]
     data_root: Path | None = None
     inject_ms: Mapping[str, float] = field(default_factory=dict)
+    script: Script | None = None
+    """A user's script run as it is (``perfgate run --script``); its ``workload`` stands for it."""
 
     def __post_init__(self) -> None:
         inject: dict[str, float] = {}

@@ -26,6 +26,7 @@ from perfgate.analysis.compare import NOT_COUNTED
 from perfgate.analysis.counters import _flops, _num
 from perfgate.analysis.diagnose import PHASE_HINTS
 from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
+from perfgate.model.script import ARGS_PARAM, script_path_of
 from perfgate.model.trace import PhaseOperators
 from perfgate.model.verdict import Verdict
 from perfgate.model.version import __version__
@@ -55,13 +56,30 @@ def _run_args(c: WorkloadComparison) -> str:
     return device + (f" --set{sets}" if sets else "")
 
 
+def _script_run(c: WorkloadComparison) -> str | None:
+    """``perfgate run --script PATH --name NAME ... -- ARGS`` for a script's result; None otherwise."""
+    path = script_path_of(c.source)
+    if path is None:
+        return None
+    args = str(c.params.get(ARGS_PARAM) or "")
+    return (f"perfgate run --script {shlex.quote(path)} --name {shlex.quote(c.workload)}{_run_args(c)}"
+            + (f" -- {args}" if args else ""))
+
+
 def reproduce_command(c: WorkloadComparison) -> str:
+    script = _script_run(c)
+    if script is not None:  # a script is measured by run, then compared
+        return f"{script} && perfgate compare {shlex.quote(c.workload)}"
     against = f" --against {shlex.quote(c.against)}" if c.against else ""
     return f"perfgate gate {shlex.quote(c.workload)}{_run_args(c)}{against}"
 
 
 def rebaseline_command(c: WorkloadComparison) -> str:
     # the same parameters as the run, or the new baseline would not be comparable
+    script = _script_run(c)
+    if script is not None:
+        return (f"{script} && perfgate rebaseline {shlex.quote(c.workload)} --from-results perfgate-results"
+                ' --reason "<why this change is intended>"')
     return (f"perfgate rebaseline {shlex.quote(c.workload)}{_run_args(c)}"
             ' --reason "<why this change is intended>"')
 

@@ -14,6 +14,7 @@ from perfgate.analysis.diagnose import diagnose
 from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
 from perfgate.analysis.summary import WorkloadSummary
 from perfgate.model.result import ROWS, RunResult
+from perfgate.model.script import ARGS_PARAM, script_path_of
 from perfgate.report.phase_table import RowKind, phase_table, rank_table
 from perfgate.report.wording import design_lines
 from perfgate.text.inert import terminal as t
@@ -23,10 +24,15 @@ from perfgate.text.units import ms, percent, size, table
 def run_table(result: RunResult, summary: WorkloadSummary) -> str:
     """Per phase: median time, share of the step and run-to-run variation, then totals."""
     p = result.params
+    script = script_path_of(result.workload_source)
+    if script is not None:  # the script sets its own batch, input and precision
+        args = str(p.get(ARGS_PARAM) or "")
+        what = f"the script {t(script)}" + (f" -- {t(args)}" if args else "")
+    else:
+        what = f"batch {t(p['batch_size'])}, input {t(p['input_size'])}, {t(p['precision'])}"
     header = (
         f"{t(result.workload)} v{t(result.workload_version)} on {t(result.device)}: "
-        f"{len(result.repeats)} repeat(s) x {summary.steps} steps, batch {t(p['batch_size'])}, "
-        f"input {t(p['input_size'])}, {t(p['precision'])}"
+        f"{len(result.repeats)} repeat(s) x {summary.steps} steps, {what}"
     )
     rows = []
     for row in ROWS:

@@ -1,0 +1,448 @@
+"""The hooks of a script run, and the phase each moment of the script belongs to.
+
+perfgate measures an unmodified training script by watching what it calls in torch:
+
+``data_wait``
+    inside ``__next__`` of a DataLoader's iterator (``_BaseDataLoaderIter.__next__``, the
+    time the loop waits for the batch);
+``h2d``
+    inside ``Tensor.to``/``Tensor.cuda`` called on a *batch tensor*, a tensor the
+    DataLoader yielded (found in the batch's tuples, lists, mappings and dataclasses);
+``forward``
+    from the start of an outermost ``nn.Module.__call__`` (one not inside another module
+    call) until the next backward, optimizer step, ``zero_grad`` or DataLoader batch: the
+    model *and* the loss computed from its output, as a workload's
+    ``loss_fn(model(x), y)``; a batch tensor moved inside it stays ``h2d``;
+``backward``
+    inside ``Tensor.backward``/``torch.autograd.backward``;
+``optimizer``
+    inside ``Optimizer.step`` (torch's global step hooks) and ``Optimizer.zero_grad``/
+    ``nn.Module.zero_grad``.
+
+Phases nest: a forward and backward inside ``optimizer.step(closure)`` are forward and
+backward, and the optimizer's own time resumes when the closure returns. The end of an
+outermost ``optimizer.step()`` (one not inside another's, so a wrapping optimizer counts
+once) is the boundary between two steps. Several forward and backward passes before one
+optimizer step (gradient accumulation) add up within that step. What no hook sees is in no
+phase: the residual of the step.
+
+After ``warmup_steps`` steps the window opens; after ``steps`` more it closes and the hook
+at that boundary raises :class:`ScriptStop`, a ``BaseException`` the script's own ``except
+Exception`` does not catch, which the runner catches around ``runpy.run_path``. A script
+with no optimizer step in :data:`MAX_BATCHES_WITHOUT_STEP` batches, or with a second
+optimizer stepping, is stopped the same way with the reason in :attr:`ScriptHooks.failure`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import weakref
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+from torch.utils.data import DataLoader
+from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+from perfgate.measure.clock import WindowTimes
+from perfgate.measure.script_clock import BACKWARD, DATA, FORWARD, H2D, IDLE, OPTIMIZER, DeviceTimeline, HostTimeline
+
+MAX_BATCHES_WITHOUT_STEP = 1000
+"""DataLoader batches without any optimizer step before a script is stopped as one perfgate cannot time."""
+
+_MAX_TENSORS_PER_BATCH = 256
+_PRUNE_AT = 4096
+
+
+class ScriptStop(BaseException):
+    """Raised from a hook to stop the script: the window is complete, or it cannot be measured."""
+
+
+COUNTS = ("batches", "samples", "forwards", "backwards", "h2d_copies", "zero_grads")
+"""What the hooks count per measured step, in this order (a list per step, cheap to bump)."""
+BATCHES, SAMPLES, FORWARDS, BACKWARDS, COPIES, ZERO_GRADS = range(len(COUNTS))
+_NO_COUNTS = (0,) * len(COUNTS)
+
+
+def _first_dim(batch: Any, depth: int = 0) -> int | None:
+    """The length of the first tensor in a batch: its samples."""
+    if isinstance(batch, torch.Tensor):
+        return int(batch.shape[0]) if batch.dim() > 0 else None
+    if depth > 4:
+        return None
+    if isinstance(batch, Mapping):
+        items: Any = batch.values()
+    elif isinstance(batch, (list, tuple)):
+        items = batch
+    elif dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+        items = (getattr(batch, f.name) for f in dataclasses.fields(batch))
+    else:
+        return None
+    for item in items:
+        found = _first_dim(item, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+class ScriptHooks:
+    """The state the hooks share: the phase now, the phases it interrupted, the step count.
+
+    ``timeline`` is told every switch of phase and every boundary; ``on_open`` runs just
+    before the window opens (peak memory reset, sampler start), ``on_close`` just after it
+    closed.
+    """
+
+    def __init__(self, timeline: HostTimeline | DeviceTimeline, *, warmup_steps: int, steps: int,
+                 on_open: Callable[[], None] = lambda: None, on_close: Callable[[], None] = lambda: None,
+                 max_batches_without_step: int = MAX_BATCHES_WITHOUT_STEP) -> None:
+        if warmup_steps < 1 or steps < 1:
+            raise ValueError("a script run needs warmup_steps >= 1 and steps >= 1")
+        self.timeline = timeline
+        self.switch = timeline.switch
+        self.warmup_steps = warmup_steps
+        self.steps = steps
+        self.on_open = on_open
+        self.on_close = on_close
+        self.max_batches_without_step = max_batches_without_step
+        self.cur = IDLE
+        self.stack: list[int] = []
+        self.fwd_base = IDLE
+        self.depth = 0
+        self.opt_depth = 0
+        self.steps_done = 0
+        self.batches = 0
+        self.exhausted = 0
+        """Times a DataLoader iterator ran out (StopIteration)."""
+        self.recording = False
+        self.done = False
+        self.stopping = False
+        self.failure: str | None = None
+        self.times: WindowTimes | None = None
+        self.optimizer: weakref.ref[Any] | None = None
+        self.optimizer_name = ""
+        self.count = [0] * len(COUNTS)
+        self.window: list[int] = []
+        """The measured steps' :data:`COUNTS`, one after the other (:meth:`window_counts` splits them)."""
+        self.step_loss: Any = None
+        """The last one-element tensor ``backward`` was called on in this step (a reference)."""
+        self.losses: list[Any] = []
+        """The loss of the first and of the last measured step, detached."""
+        self.epochs_in_window = 0
+        """DataLoader iterators begun inside the window (a new epoch, a loader restarted)."""
+        self.batch_refs: dict[int, weakref.ref[torch.Tensor]] = {}
+        self.iterators: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        """Every DataLoader iterator seen, with a weak reference to its DataLoader (None: not known)."""
+        self.last_iterator: weakref.ref[Any] | None = None
+        self.window_loader: Any = None
+        """The DataLoader of the window's last batch, kept when the window closes (its settings are recorded)."""
+
+    # --- phases ---------------------------------------------------------------------
+
+    def enter(self, region: int) -> None:
+        cur = self.cur
+        if cur == FORWARD and not self.depth and region != H2D:
+            cur = self.fwd_base  # the forward (the loss after the model) ends where this region starts
+        self.stack.append(cur)
+        self.switch(self.cur, region)
+        self.cur = region
+
+    def exit(self) -> None:
+        back = self.stack.pop()
+        self.switch(self.cur, back)
+        self.cur = back
+
+    def start_forward(self) -> None:
+        """An outermost module call begins: forward, unless a data, h2d or backward region runs."""
+        cur = self.cur
+        if cur == IDLE or cur == OPTIMIZER:
+            self.fwd_base = cur
+            self.switch(cur, FORWARD)
+            self.cur = FORWARD
+            self.count[FORWARDS] += 1
+
+    # --- what the hooks report ------------------------------------------------------
+
+    def fail(self, reason: str) -> None:
+        self.failure = reason
+        self.stopping = True
+        raise ScriptStop(reason)
+
+    def on_batch(self, iterator: Any, batch: Any) -> None:
+        self.batches += 1
+        count = self.count
+        count[BATCHES] += 1
+        last = self.last_iterator
+        if last is None or last() is not iterator:
+            if iterator not in self.iterators:
+                self.iterators[iterator] = None
+            self.last_iterator = weakref.ref(iterator)
+        if self.recording:
+            count[SAMPLES] += _first_dim(batch) or 0
+            if getattr(iterator, "_num_yielded", 0) == 1:
+                self.epochs_in_window += 1  # its first batch: the loader (re)started in the window
+        refs = self.batch_refs
+        if len(refs) > _PRUNE_AT:
+            for key in [k for k, r in refs.items() if r() is None]:
+                del refs[key]
+        self._mark(batch)
+        if self.steps_done == 0 and self.batches >= self.max_batches_without_step:
+            self.fail(f"saw 0 optimizer steps in {self.batches} DataLoader batches; perfgate marks the steps "
+                      "with torch.optim optimizer steps")
+
+    def _mark(self, batch: Any) -> None:
+        """Remember the batch's tensors (weakly, by identity): a ``.to`` of one of them is ``h2d``."""
+        refs = self.batch_refs
+        ref = weakref.ref
+        todo = [(batch, 0)]
+        seen = 0
+        while todo and seen < _MAX_TENSORS_PER_BATCH:
+            value, depth = todo.pop()
+            if isinstance(value, torch.Tensor):
+                refs[id(value)] = ref(value)
+                seen += 1
+            elif depth > 4:
+                continue
+            elif isinstance(value, (list, tuple)):
+                todo.extend((item, depth + 1) for item in value)
+            elif isinstance(value, Mapping):
+                todo.extend((item, depth + 1) for item in value.values())
+            elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+                todo.extend((getattr(value, f.name), depth + 1) for f in dataclasses.fields(value))
+
+    def note_loss(self, tensor: Any) -> None:
+        self.count[BACKWARDS] += 1
+        self.step_loss = tensor
+
+    def check_optimizer(self, optimizer: Any) -> None:
+        known = self.optimizer() if self.optimizer is not None else None
+        if known is None:
+            self.optimizer = weakref.ref(optimizer)
+            self.optimizer_name = type(optimizer).__name__
+        elif known is not optimizer:
+            self.fail(f"two optimizers stepped: {self.optimizer_name}, {type(optimizer).__name__}; perfgate times one")
+
+    def _last_loader(self) -> Any:
+        """The DataLoader whose iterator yielded the last batch (None: not known)."""
+        iterator = self.last_iterator() if self.last_iterator is not None else None
+        ref = self.iterators.get(iterator) if iterator is not None else None
+        return ref() if ref is not None else None
+
+    def step_end(self) -> None:
+        """The end of an outermost optimizer step: a boundary; opens, or closes and stops."""
+        self.steps_done += 1
+        done = self.steps_done
+        if done == self.warmup_steps:
+            self.on_open()
+            self.timeline.open(self.cur)
+            self.recording = True
+            self.count[:] = _NO_COUNTS
+            self.step_loss = None
+            return
+        self.timeline.boundary(self.cur)
+        if self.recording:
+            self.window.extend(self.count)
+            last = done == self.warmup_steps + self.steps
+            if len(self.window) == len(COUNTS) or last:
+                self._keep_loss()
+            if last:
+                self.window_loader = self._last_loader()
+                self.times = self.timeline.close()
+                self.recording = False
+                self.on_close()
+                self.done = True
+                self.stopping = True
+                raise ScriptStop("the measured window is complete")
+        self.count[:] = _NO_COUNTS
+        self.step_loss = None
+
+    def window_counts(self) -> list[list[int]]:
+        """Per measured step, its :data:`COUNTS`."""
+        flat, width = self.window, len(COUNTS)
+        return [flat[i : i + width] for i in range(0, len(flat), width)]
+
+    def _keep_loss(self) -> None:
+        loss = self.step_loss
+        if isinstance(loss, torch.Tensor) and loss.numel() == 1:
+            self.losses.append(loss.detach())
+
+
+# --- installing the hooks ---------------------------------------------------------------
+
+
+_MISSING = object()
+
+
+@contextlib.contextmanager
+def _patched(owner: Any, name: str, value: Any) -> Iterator[None]:
+    """``owner.name = value`` for the duration; what was there before (or its absence) comes back."""
+    before = owner.__dict__.get(name, _MISSING)
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        if before is _MISSING:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, before)
+
+
+@contextlib.contextmanager
+def installed(h: ScriptHooks) -> Iterator[ScriptHooks]:
+    """The hooks in torch for the duration; everything is restored after, also on an error."""
+    is_compiling = torch.compiler.is_compiling
+    module_call = torch.nn.Module.__call__
+    tensor_to = torch.Tensor.to
+    tensor_cuda = torch.Tensor.cuda
+    tensor_backward = torch.Tensor.backward
+    autograd_backward = torch.autograd.backward
+    loader_next = _BaseDataLoaderIter.__next__
+    loader_iter = DataLoader.__iter__
+    optimizer_zero_grad = torch.optim.Optimizer.zero_grad
+    module_zero_grad = torch.nn.Module.zero_grad
+    refs_get = h.batch_refs.get
+    enter, leave = h.enter, h.exit
+
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if h.depth or is_compiling():  # an inner module, or dynamo tracing: nothing to do
+            return module_call(self, *args, **kwargs)
+        h.start_forward()
+        h.depth = 1
+        try:
+            return module_call(self, *args, **kwargs)
+        finally:
+            h.depth = 0
+
+    def mover(original: Callable[..., Any]) -> Callable[..., Any]:
+        def move(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if is_compiling():  # before id(): dynamo would guard on this very tensor and recompile
+                return original(self, *args, **kwargs)
+            ref = refs_get(id(self))
+            if ref is None or ref() is not self:
+                return original(self, *args, **kwargs)
+            enter(H2D)
+            try:
+                moved = original(self, *args, **kwargs)
+            finally:
+                leave()
+            if moved is not self:
+                h.count[COPIES] += 1
+            return moved
+
+        return move
+
+    def backward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if is_compiling() or h.cur == BACKWARD:
+            return tensor_backward(self, *args, **kwargs)
+        enter(BACKWARD)
+        h.note_loss(self)
+        try:
+            return tensor_backward(self, *args, **kwargs)
+        finally:
+            leave()
+
+    def autograd(tensors: Any, *args: Any, **kwargs: Any) -> Any:
+        if is_compiling() or h.cur == BACKWARD:
+            return autograd_backward(tensors, *args, **kwargs)
+        enter(BACKWARD)
+        single = tensors[0] if isinstance(tensors, (list, tuple)) and len(tensors) == 1 else tensors
+        h.note_loss(single)
+        try:
+            return autograd_backward(tensors, *args, **kwargs)
+        finally:
+            leave()
+
+    def next_batch(self: Any) -> Any:
+        if h.stopping:
+            raise ScriptStop(h.failure or "the measured window is complete")
+        enter(DATA)
+        try:
+            batch = loader_next(self)
+        except StopIteration:
+            h.exhausted += 1
+            raise
+        finally:
+            leave()
+        h.on_batch(self, batch)
+        return batch
+
+    def iterate(self: Any) -> Any:
+        iterator = loader_iter(self)
+        with contextlib.suppress(TypeError):
+            h.iterators[iterator] = weakref.ref(self)
+        return iterator
+
+    def zero_grad(original: Callable[..., Any]) -> Callable[..., Any]:
+        def zero(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if is_compiling():
+                return original(self, *args, **kwargs)
+            enter(OPTIMIZER)
+            h.count[ZERO_GRADS] += 1
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                leave()
+
+        return zero
+
+    def step_pre(optimizer: Any, args: Any, kwargs: Any) -> None:
+        h.opt_depth += 1
+        if h.opt_depth > 1:
+            return None
+        if h.stopping:
+            raise ScriptStop(h.failure or "the measured window is complete")
+        h.check_optimizer(optimizer)
+        enter(OPTIMIZER)
+        return None
+
+    def step_post(optimizer: Any, args: Any, kwargs: Any) -> None:
+        h.opt_depth -= 1
+        if h.opt_depth > 0:
+            return
+        h.opt_depth = 0
+        leave()
+        h.step_end()
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(_patched(torch.nn.Module, "__call__", call))
+        stack.enter_context(_patched(torch.Tensor, "to", mover(tensor_to)))
+        stack.enter_context(_patched(torch.Tensor, "cuda", mover(tensor_cuda)))
+        stack.enter_context(_patched(torch.Tensor, "backward", backward))
+        stack.enter_context(_patched(torch.autograd, "backward", autograd))
+        stack.enter_context(_patched(_BaseDataLoaderIter, "__next__", next_batch))
+        stack.enter_context(_patched(DataLoader, "__iter__", iterate))
+        stack.enter_context(_patched(torch.optim.Optimizer, "zero_grad", zero_grad(optimizer_zero_grad)))
+        stack.enter_context(_patched(torch.nn.Module, "zero_grad", zero_grad(module_zero_grad)))
+        pre = register_optimizer_step_pre_hook(step_pre)
+        stack.callback(pre.remove)
+        post = register_optimizer_step_post_hook(step_post)
+        stack.callback(post.remove)
+        yield h
+
+
+def end_loader_workers(h: ScriptHooks, *, join_s: float = 5.0) -> int:
+    """Shut down the worker processes of every DataLoader iterator the script used, then end
+    any other child process of this one that multiprocessing started (``join_s`` for all of
+    them to exit, then terminated); how many had to be terminated."""
+    import multiprocessing
+
+    for iterator in list(h.iterators.keys()):
+        shutdown = getattr(iterator, "_shutdown_workers", None)
+        if shutdown is not None:
+            with contextlib.suppress(Exception):
+                shutdown()
+    import time
+
+    deadline = time.monotonic() + join_s
+    children = multiprocessing.active_children()
+    for child in children:
+        child.join(timeout=max(0.0, deadline - time.monotonic()))
+    terminated = 0
+    for child in children:
+        if child.is_alive():
+            child.terminate()
+            child.join(timeout=join_s)
+            terminated += 1
+    return terminated

@@ -1,0 +1,79 @@
+"""The parent's side of a script run: the job that stands for ``perfgate run --script PATH``.
+
+A script is measured by the same runner as a workload (one fresh child per repeat, the
+same result file), so it is given a :class:`~perfgate.model.workload.Workload` that names
+it: ``script-<file name>`` (or ``--name``), version :data:`SCRIPT_VERSION`, the script's
+arguments as a parameter, and the path with the sha256 of its bytes as its source. Its
+builder is never called: the child (``perfgate.measure.script_worker``) runs the file.
+No torch here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from pathlib import Path
+
+from perfgate.model.errors import UsageError, WorkloadError
+from perfgate.model.job import Job
+from perfgate.model.script import ARGS_PARAM, SCRIPT_DEFAULTS, SCRIPT_SETTABLE, SCRIPT_VERSION, Script
+from perfgate.model.workload import BuildContext, Built, Params, Workload
+
+
+def _not_built(ctx: BuildContext) -> Built:
+    raise WorkloadError(f"{ctx.workload}: a script is run by perfgate.measure.script_worker, not built")
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def shown_path(path: Path, project_dir: Path) -> str:
+    """``path`` relative to the project when it lies inside it, else absolute."""
+    try:
+        return path.relative_to(project_dir.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def script_of(path: str, args: tuple[str, ...] | list[str], project_dir: Path) -> Script:
+    """The script at ``path`` (relative to ``project_dir``), hashed now; UsageError when it is no file."""
+    target = (project_dir / path).resolve()
+    if not target.is_file():
+        raise UsageError(f"--script {path}: no such file")
+    try:
+        sha = file_sha256(target)
+    except OSError as exc:
+        raise UsageError(f"--script {path}: cannot read it: {exc.strerror or exc}") from None
+    return Script(target, tuple(args), shown_path(target, project_dir), sha)
+
+
+def script_job(script: Script, device: str, assignments: Mapping[str, object], *, name: str | None = None) -> Job:
+    """The job of one script: its workload, its parameters (defaults, then ``assignments``).
+
+    ``assignments`` may only hold :data:`SCRIPT_SETTABLE` keys; ``warmup_steps`` must be at
+    least 1 (a step runs from the end of one optimizer step to the end of the next, so the
+    first measured step needs a step before it).
+    """
+    refused = sorted(k for k in assignments if k not in SCRIPT_SETTABLE)
+    if refused:
+        raise UsageError(f"--set {', '.join(refused)}: a script sets that itself; for a script --set takes "
+                         f"{', '.join(SCRIPT_SETTABLE)}")
+    base = Params(batch_size=1, input_size=1, **SCRIPT_DEFAULTS, extra={ARGS_PARAM: script.joined_args()})
+    label = name or script.default_name()
+    try:
+        workload = Workload(name=label, version=SCRIPT_VERSION, build=_not_built, params=base,
+                            description=f"the script {script.shown}, run as it is", source=script.source())
+    except ValueError as exc:
+        raise UsageError(f"--name: {exc}") from None
+    params = workload.resolve(device, assignments)
+    if params.warmup_steps < 1:
+        raise UsageError(f"warmup_steps must be at least 1 for a script, got {params.warmup_steps}: a step runs "
+                         "from the end of one optimizer step to the end of the next, so the first measured "
+                         "step needs one before it")
+    resolved = params.to_dict()
+    return Job(workload, params, {k: resolved[k] for k in assignments}, script=script)

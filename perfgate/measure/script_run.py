@@ -1,0 +1,221 @@
+"""One repeat of a script, in the current process: hooks in, the script as ``__main__``, a result.
+
+The script runs with ``runpy.run_path`` under the name ``__main__``, ``sys.argv = [script,
+*args]``, its directory first on ``sys.path`` (as ``python script.py`` does) and the
+working directory it was started from. The hooks (:mod:`perfgate.measure.script_hooks`)
+time its steps and stop it after warmup and the measured window; whatever it does then
+(its ``finally`` blocks) runs, and its DataLoader worker processes are shut down. The
+repeat is the same :class:`~perfgate.model.result.RepeatResult` a workload's repeat is.
+
+The script's own words (an exception's message, its type's name) reach perfgate's
+messages only cleaned by :func:`perfgate.text.inert.terminal` and shortened.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+import torch
+
+from perfgate.measure.loop import _created_event, _first_non_finite, _loader_settings, _PeakMemory, apply_torch_settings
+from perfgate.measure.script_clock import DeviceTimeline, HostTimeline
+from perfgate.measure.script_hooks import COUNTS, SAMPLES, ScriptHooks, ScriptStop, end_loader_workers, installed
+from perfgate.measure.telemetry import TelemetrySampler
+from perfgate.model.errors import WorkloadError
+from perfgate.model.result import RepeatResult
+from perfgate.model.script import Script
+from perfgate.model.workload import Params, check_device_params
+from perfgate.text.inert import terminal
+
+_TEXT_LIMIT = 300
+"""Characters of the script's own text (an exception's message) kept in a message."""
+
+
+def untrusted(text: object) -> str:
+    """The script's text, one line, cleaned for a terminal and shortened."""
+    line = terminal(str(text))
+    return line if len(line) <= _TEXT_LIMIT else line[:_TEXT_LIMIT] + "…"
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How the script's run ended: ``stopped`` (by a hook), ``returned``, ``exit`` (SystemExit) or ``raised``."""
+
+    how: str
+    what: str = ""
+
+
+def run_under_hooks(hooks: ScriptHooks, path: Path, args: tuple[str, ...], argv0: str) -> Ending:
+    """Run the script at ``path`` as ``__main__`` under ``hooks``; restores ``sys.argv``,
+    ``sys.path`` and the working directory after, and ends the DataLoader workers."""
+    saved_argv, saved_path, saved_cwd = sys.argv[:], sys.path[:], os.getcwd()
+    sys.argv = [argv0, *args]
+    sys.path.insert(0, str(path.parent))
+    try:
+        with installed(hooks):
+            try:
+                runpy.run_path(str(path), run_name="__main__")
+                ending = Ending("returned")
+            except ScriptStop:
+                ending = Ending("stopped")
+            except SystemExit as exc:
+                ending = Ending("exit", f"sys.exit({untrusted(exc.code) if exc.code is not None else ''})")
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - the script's failure, reported as its words
+                first = (str(exc).strip().splitlines() or [""])[0]
+                ending = Ending("raised", untrusted(f"{type(exc).__name__}: {first}" if first else type(exc).__name__))
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+        os.chdir(saved_cwd)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError, AttributeError):
+                pass
+        end_loader_workers(hooks)
+    return ending
+
+
+def _why_unmeasured(hooks: ScriptHooks, ending: Ending, shown: str) -> str:
+    """One line for a script that stopped before the window closed; the script's own words last."""
+    if hooks.steps_done == 0 and ending.how in ("returned", "exit") and hooks.batches:
+        return (f"{shown}: saw 0 optimizer steps in {hooks.batches} DataLoader batches; perfgate marks the steps "
+                "with torch.optim optimizer steps")
+    got = (f"after {hooks.steps_done} optimizer step(s) ({hooks.batches} DataLoader batch(es)); perfgate needs "
+           f"{hooks.warmup_steps} warmup + {hooks.steps} measured steps")
+    if ending.how == "returned":
+        if hooks.exhausted:
+            return f"{shown} ran out of data {got}: give it more data, or lower --warmup/--steps"
+        return f"{shown} finished {got}"
+    if ending.how == "exit":
+        return f"{shown} exited {got}; it called {ending.what}"
+    return f"{shown} failed {got}; it raised {ending.what}"
+
+
+def _settings_now(seed: int) -> dict[str, Any]:
+    """The torch switches in effect at the window's end (the script may have set its own)."""
+    return {
+        "num_threads": torch.get_num_threads(),
+        "num_interop_threads": torch.get_num_interop_threads(),
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+        "cudnn_deterministic": torch.backends.cudnn.deterministic,
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "seed": seed,
+    }
+
+
+def make_timeline(device: str, steps: int) -> HostTimeline | DeviceTimeline:
+    if device == "cuda":
+        return DeviceTimeline(steps, _created_event, synchronize=torch.cuda.synchronize,
+                              current_stream=torch.cuda.current_stream)
+    return HostTimeline(steps)
+
+
+def run_script_repeat(
+    script: Script,
+    params: Params,
+    device: str,
+    *,
+    name: str,
+    index: int,
+    telemetry: bool = True,
+    argv0: str | None = None,
+    timeline: Callable[[str, int], HostTimeline | DeviceTimeline] = make_timeline,
+) -> tuple[RepeatResult, dict[str, Any]]:
+    """Run ``script`` once under the hooks and measure its window; raises WorkloadError
+    (one line: what the script did, how many steps it got)."""
+    check_device_params(params, device, workload=name)
+    shown = untrusted(script.shown)
+    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    apply_torch_settings(params, device)
+    peak = _PeakMemory(device)
+    sampler = TelemetrySampler(device) if telemetry else None
+    line = timeline(device, params.steps)
+
+    def on_open() -> None:
+        peak.reset()
+        if sampler is not None:
+            sampler.start()
+
+    def on_close() -> None:
+        if sampler is not None:
+            sampler.stop()
+
+    hooks = ScriptHooks(line, warmup_steps=params.warmup_steps, steps=params.steps, on_open=on_open,
+                        on_close=on_close)
+    ending = run_under_hooks(hooks, script.path, script.args, argv0 or script.shown)
+    if sampler is not None and hooks.recording:
+        sampler.stop()
+    if hooks.failure is not None:
+        raise WorkloadError(f"{name}: {shown}: {hooks.failure}")
+    if not hooks.done or hooks.times is None:
+        raise WorkloadError(f"{name}: {_why_unmeasured(hooks, ending, shown)}")
+    times = hooks.times
+    counts = hooks.window_counts()
+    peak_bytes = peak.read()
+    reserved_bytes = peak.read_reserved()
+    if device == "cuda" and not peak_bytes:
+        raise WorkloadError(f"{name}: {shown} allocated no CUDA memory in the measured window: it trains on "
+                            "another device; run it with --device cpu")
+    losses = [float(t) for t in hooks.losses]  # the first and the last measured step's, read after the window
+    bad = _first_non_finite(losses)
+    if bad is not None:
+        where = "first" if bad == 0 else "last"
+        raise WorkloadError(f"{name}: loss is non-finite ({losses[bad]}) at the {where} measured step")
+    samples = sum(c[SAMPLES] for c in counts)
+    settings = _settings_now(params.seed)
+    settings["script"] = {
+        "optimizer": hooks.optimizer_name,
+        **{f"{what}_per_step": median(c[i] for c in counts) for i, what in enumerate(COUNTS)},
+        "samples_counted": samples > 0,
+    }
+    if device == "cuda":
+        settings["cuda_window"] = {"device_steps_over_window": times.device_window_ratio,
+                                   "max_memory_reserved_bytes": reserved_bytes}
+    loader = hooks.window_loader
+    repeat = RepeatResult(
+        index=index,
+        started_at=started_at,
+        timing=line.timing,
+        window_s=times.window_s,
+        phases_ms={k: tuple(v) for k, v in times.series_ms.items()},
+        # Samples from the batches' first dimension; without a DataLoader, steps per second.
+        samples_per_s=(samples or params.steps) / times.window_s,
+        peak_memory_bytes=peak_bytes,
+        peak_memory_kind=peak.kind,
+        first_loss=losses[0] if losses else 0.0,
+        last_loss=losses[-1] if losses else 0.0,
+        torch_settings=settings,
+        loader_settings=_loader_settings(loader) if loader is not None else {},
+        loader_restarts=hooks.epochs_in_window,
+        telemetry=sampler.summary() if sampler is not None else None,
+    )
+    data = {
+        "kind": "script",
+        "path": script.shown,
+        "content_hash": "not hashed",
+        "hash_method": "none",
+        "num_samples": _dataset_length(loader),
+        "description": "the data the script loads itself; perfgate does not see or hash it",
+        "script_sha256": script.sha256,
+    }
+    return repeat, data
+
+
+def _dataset_length(loader: object) -> int:
+    try:
+        return len(loader.dataset)  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - no loader, or a dataset without a length
+        return 0
