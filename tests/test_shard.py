@@ -415,6 +415,16 @@ def test_two_shards_of_perfgate_run_judged_together(tmp_path: Path, tiny_path: P
         outcomes.append((code, verdicts(report)))
     assert outcomes[0] == outcomes[1]
     assert set(outcomes[0][1]) == {"other", "tiny"}
+    # perfgate compare takes the shards' folders too, as one family.
+    compared = []
+    for folders in ([str(single)], ["shard-1", "shard-2"]):
+        code = main(["compare", *(x for f in folders for x in ("--results", f)), "--json", "compared.json"])
+        report = json.loads(Path("compared.json").read_text())
+        compared.append((code, verdicts(report)))
+    assert compared[0] == compared[1] and set(compared[0][1]) == {"other", "tiny"}
+    capsys.readouterr()
+    assert main(["compare", "--results", str(single), "--results", "shard-1"]) == 2
+    assert "other: given twice (in " in capsys.readouterr().err
 
 
 def test_the_judge_wants_every_share_the_manifests_name(tmp_path: Path, base: Path) -> None:

@@ -206,15 +206,22 @@ def _compare_on_disk(args: argparse.Namespace) -> GateOutcome:
     settings = settings_of(args)
     if not args.results and not args.benchmark_json:
         raise UsageError("compare needs --results DIR and/or --benchmark-json FILE")
-    loaded = load_results_dir(Path(args.results)) if args.results else []
-    loaded += load_benchmark_files([Path(p) for p in args.benchmark_json])
+    # Several --results folders (the shards of one run, each measured with --shard I/N) are
+    # judged as one family: Holm over all their workloads.
     results: dict[str, RunResult] = {}
-    for result in loaded:
-        if result.workload in results:
-            raise UsageError(f"{result.workload}: given twice (in --results and --benchmark-json)")
-        results[result.workload] = result
-    names = select_results(results, args.workloads, args.results or "the files given", "compare")
-    head_counters = load_counters_beside(Path(args.results), names) if args.results else {}
+    came_from: dict[str, str] = {}
+    sources = [(folder, load_results_dir(Path(folder))) for folder in dict.fromkeys(args.results)]
+    sources.append(("--benchmark-json", load_benchmark_files([Path(p) for p in args.benchmark_json])))
+    for where, loaded in sources:
+        for result in loaded:
+            if result.workload in results:
+                raise UsageError(f"{result.workload}: given twice (in {came_from[result.workload]} and {where})")
+            results[result.workload] = result
+            came_from[result.workload] = where
+    names = select_results(results, args.workloads, ", ".join(args.results) or "the files given", "compare")
+    head_counters: dict[str, CounterSet] = {}
+    for folder in dict.fromkeys(args.results):
+        head_counters.update(load_counters_beside(Path(folder), [n for n in names if came_from[n] == folder]))
     return judge_on_disk(results, names, settings, head_counters)
 
 
@@ -353,8 +360,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("compare", help="compare result files on disk with the baselines (one look, full alpha)")
     p.add_argument("workloads", nargs="*", metavar="WORKLOAD", help="workloads to compare (default: all results)")
-    p.add_argument("--results", metavar="DIR",
-                   help="directory of result files (perfgate run --out; pytest-benchmark JSON files are read too)")
+    p.add_argument("--results", metavar="DIR", action="append", default=[],
+                   help="directory of result files (perfgate run --out; pytest-benchmark JSON files are read too); "
+                        "repeatable: the folders of a sharded run (--shard I/N) are judged as one, Holm over all")
     p.add_argument("--benchmark-json", action="append", default=[], metavar="FILE",
                    help="a pytest-benchmark JSON file (--benchmark-json output; repeatable: one file per run)")
     add_gate_options(p)
@@ -363,7 +371,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="write the HTML report (plots and tables) for result files on disk")
     p.add_argument("workloads", nargs="*", metavar="WORKLOAD", help="workloads (default: all results)")
-    p.add_argument("--results", metavar="DIR", help="directory of result files")
+    p.add_argument("--results", metavar="DIR", action="append", default=[],
+                   help="directory of result files (repeatable)")
     p.add_argument("--benchmark-json", action="append", default=[], metavar="FILE", help="a pytest-benchmark JSON file")
     add_gate_options(p)
     add_common(p)
