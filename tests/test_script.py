@@ -439,3 +439,22 @@ def test_a_script_results_table_and_commands_say_how_to_run_the_script_again() -
     run = "perfgate run --script train.py --name script-train --device cpu --set steps=20 -- --epochs 1 --lr '0.1 x'"
     assert reproduce_command(c) == f"{run} && perfgate compare script-train"
     assert rebaseline_command(c).startswith(f"{run} && perfgate rebaseline script-train --from-results perfgate-results")
+
+
+def test_a_scripts_loader_restart_advice_is_the_scripts_own() -> None:
+    import dataclasses
+
+    from factories import make_result
+
+    from perfgate.analysis.diagnose import diagnose
+
+    plain = make_result("x", repeats=2)
+    restarted = dataclasses.replace(plain, repeats=tuple(dataclasses.replace(r, loader_restarts=1)
+                                                         for r in plain.repeats))
+    script = dataclasses.replace(restarted, workload_source="script:train.py sha256:" + "b" * 64)
+
+    def advice(result) -> str:
+        return next(label.evidence for label in diagnose(result) if label.name == "LOADER-RESTART")
+
+    assert "make_loader" in advice(restarted)
+    assert "make_loader" not in advice(script) and "fewer steps (--warmup, --steps)" in advice(script)

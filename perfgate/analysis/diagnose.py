@@ -44,6 +44,7 @@ from statistics import median
 
 from perfgate.analysis.ranks import COMM, comm_share, stragglers
 from perfgate.model.result import RunResult
+from perfgate.model.script import script_path_of
 from perfgate.model.workload import PHASES
 
 PHASE_WORDS = {"data_wait": "the data wait", "h2d": "host-to-device copies", "forward": "forward",
@@ -238,10 +239,12 @@ def _restart_label(result: RunResult) -> Label | None:
     loader = restarted[0].loader_settings
     persist = ("; with num_workers > 0, persistent_workers=true keeps the workers across a restart"
                if (loader.get("num_workers") or 0) > 0 and not loader.get("persistent_workers") else "")
+    fix = ("fewer steps (--warmup, --steps), or more batches per pass over the script's data"
+           if script_path_of(result.workload_source) is not None else
+           "fewer steps, or a loader from perfgate.measure.loader.make_loader, which holds exactly that many batches")
     evidence = (f"the DataLoader ran out inside the window {total} time(s) in {len(restarted)} of "
                 f"{len(result.repeats)} repeat(s){held}: the slowest data wait there was {worst:.1f} ms against a "
-                f"median of {typical:.1f} ms; make warmup_steps + steps <= len(loader) (fewer steps, or a loader "
-                f"from perfgate.measure.loader.make_loader, which holds exactly that many batches){persist}")
+                f"median of {typical:.1f} ms; make warmup_steps + steps <= len(loader) ({fix}){persist}")
     return Label("LOADER-RESTART", Severity.WARNING, len(restarted) / len(result.repeats), evidence)
 
 
