@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from perfgate.adapters import bisect_cli, ci, counters_cli, doctor, history_cli, judge_cli, scaffold, selftest
-from perfgate.adapters.script_cli import add_script_options, measure_script
 from perfgate.adapters.options import (
     add_common,
     add_gate_options,
@@ -28,6 +27,7 @@ from perfgate.adapters.options import (
     settings_of,
     stored_gate,
 )
+from perfgate.adapters.script_cli import add_script_options, measure_script
 from perfgate.analysis.outcome import GateOutcome
 from perfgate.analysis.summary import summarise
 from perfgate.gate.config import Settings
