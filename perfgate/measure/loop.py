@@ -67,6 +67,11 @@ def apply_torch_settings(params: Params, device: str) -> dict[str, Any]:
     random.seed(params.seed)
     np.random.seed(params.seed)
     torch.manual_seed(params.seed)
+    return torch_settings_in_effect(params.seed)
+
+
+def torch_settings_in_effect(seed: int) -> dict[str, Any]:
+    """The torch switches that change speed, as they are now (and the seed that was set)."""
     return {
         "num_threads": torch.get_num_threads(),
         "num_interop_threads": torch.get_num_interop_threads(),
@@ -76,7 +81,7 @@ def apply_torch_settings(params: Params, device: str) -> dict[str, Any]:
         "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
         "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
         "float32_matmul_precision": torch.get_float32_matmul_precision(),
-        "seed": params.seed,
+        "seed": seed,
     }
 
 

@@ -25,7 +25,14 @@ from typing import Any
 
 import torch
 
-from perfgate.measure.loop import _created_event, _first_non_finite, _loader_settings, _PeakMemory, apply_torch_settings
+from perfgate.measure.loop import (
+    _created_event,
+    _first_non_finite,
+    _loader_settings,
+    _PeakMemory,
+    apply_torch_settings,
+    torch_settings_in_effect,
+)
 from perfgate.measure.script_clock import DeviceTimeline, HostTimeline
 from perfgate.measure.script_hooks import COUNTS, SAMPLES, ScriptHooks, ScriptStop, end_loader_workers, installed
 from perfgate.measure.telemetry import TelemetrySampler
@@ -101,21 +108,6 @@ def _why_unmeasured(hooks: ScriptHooks, ending: Ending, shown: str) -> str:
     return f"{shown} failed {got}; it raised {ending.what}"
 
 
-def _settings_now(seed: int) -> dict[str, Any]:
-    """The torch switches in effect at the window's end (the script may have set its own)."""
-    return {
-        "num_threads": torch.get_num_threads(),
-        "num_interop_threads": torch.get_num_interop_threads(),
-        "cudnn_benchmark": torch.backends.cudnn.benchmark,
-        "cudnn_deterministic": torch.backends.cudnn.deterministic,
-        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
-        "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
-        "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
-        "float32_matmul_precision": torch.get_float32_matmul_precision(),
-        "seed": seed,
-    }
-
-
 def make_timeline(device: str, steps: int) -> HostTimeline | DeviceTimeline:
     if device == "cuda":
         return DeviceTimeline(steps, _created_event, synchronize=torch.cuda.synchronize,
@@ -175,7 +167,7 @@ def run_script_repeat(
         where = "first" if bad == 0 else "last"
         raise WorkloadError(f"{name}: loss is non-finite ({losses[bad]}) at the {where} measured step")
     samples = sum(c[SAMPLES] for c in counts)
-    settings = _settings_now(params.seed)
+    settings = torch_settings_in_effect(params.seed)
     settings["script"] = {
         "optimizer": hooks.optimizer_name,
         **{f"{what}_per_step": median(c[i] for c in counts) for i, what in enumerate(COUNTS)},
