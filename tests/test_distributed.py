@@ -464,3 +464,25 @@ def test_a_default_selection_leaves_out_what_this_machine_cannot_run(capsys, mon
     assert selected("resnet18-cifar10-ddp") == ["resnet18-cifar10-ddp"]
     # Asked for by --set: nothing is left out; each fails in one line when measured.
     assert len(selected("--set", "nproc_per_node=2")) == len(names) + 1
+
+
+def test_the_straggler_share_is_a_setting(tmp_path: Path) -> None:
+    """``straggler_share`` in [tool.perfgate] (or a workload's own table) moves STRAGGLER's
+    threshold; it must lie between 0 and 1."""
+    from perfgate.analysis.compare import compare
+    from perfgate.analysis.decide import GateConfig
+    from perfgate.analysis.outcome import Entry, Lookup
+    from perfgate.gate.config import load_settings
+
+    result = _distributed(_rank(), _rank(data=2.0, wait=1.0))  # 1 ms of an 11 ms step: 9%
+    names = lambda config, per=None: [lb.name for lb in compare(  # noqa: E731
+        [Entry("tiny-ddp", result, Lookup(None, Path("b.json")))], config, per_workload=per).comparisons[0].labels]
+    assert "STRAGGLER" not in names(GateConfig())
+    assert "STRAGGLER" in names(GateConfig(straggler_share=0.05))
+    assert "STRAGGLER" in names(GateConfig(), {"tiny-ddp": GateConfig(straggler_share=0.05)})
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text("[tool.perfgate]\nstraggler_share = 0.05\n")
+    assert load_settings(pyproject).gate.straggler_share == 0.05
+    pyproject.write_text("[tool.perfgate]\nstraggler_share = 1.5\n")
+    with pytest.raises(UsageError, match="straggler_share must be between 0 and 1"):
+        load_settings(pyproject)

@@ -115,7 +115,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     for job in jobs:
         result = outcome.results.get(job.workload.name)
         if result is not None:
-            print(run_table(result, summarise(result)))
+            print(run_table(result, summarise(result),
+                            straggler_share=settings.for_workload(job.workload.name).straggler_share))
     if outcome.results:
         print(f"results written to {args.out}/ ({', '.join(f'{n}.json' for n in outcome.results)})")
     _report_errors(args, outcome.errors)

@@ -45,7 +45,7 @@ from perfgate.model.workload import PHASES
 from perfgate.store.baselines import Lookup, updated_baseline
 
 WORKLOAD_FIELDS = ("delta", "memory_threshold", "gate_phases", "phase_q", "phase_min_share",
-                   "flops_threshold", "launch_threshold", "counters_off")
+                   "flops_threshold", "launch_threshold", "counters_off", "straggler_share")
 """The fields of a per-workload :class:`GateConfig` that ``compare`` uses; the others (α,
 the looks, the estimation settings) are the whole run's and come from its own config."""
 
@@ -335,14 +335,14 @@ class _Judged:
     counted: Counted | None = None
 
 
-def _prepared(entry: Entry, config: GateConfig) -> WorkloadComparison | _Judged:
+def _prepared(entry: Entry, config: GateConfig, *, straggler_share: float) -> WorkloadComparison | _Judged:
     """One entry made ready to judge, or its settled comparison (an ERROR, NO_BASELINE or
     INCOMPARABLE that no statistics can change)."""
     name = entry.workload
     if entry.error is not None or entry.result is None:
         return WorkloadComparison(name, Verdict.ERROR, entry.error or "no result")
     lookup = entry.lookup
-    labels = tuple(diagnose(entry.result))
+    labels = tuple(diagnose(entry.result, straggler_share=straggler_share))
     # The comparison side first, less its own slowed-down repeats: its median SM clock
     # is what the current repeats' clocks are held against.
     base: RunResult | None = None
@@ -503,7 +503,7 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
     notes: dict[str, str] = {}
     for entry in entries:
         name = entry.workload
-        prepared = _prepared(entry, config)
+        prepared = _prepared(entry, config, straggler_share=cfg(name).straggler_share)
         if isinstance(prepared, WorkloadComparison):
             settled[name] = prepared
             continue

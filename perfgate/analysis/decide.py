@@ -76,6 +76,10 @@ class GateConfig:
     """Kernel launches per step of a phase (on the CPU: aten operator calls) up by more than this share fail."""
     counters_off: tuple[str, ...] = ()
     """Counters reported when they change but never failing (names in ``perfgate.analysis.counters.GATED``)."""
+    straggler_share: float = 0.10
+    """A distributed run's rank is a STRAGGLER in a phase when it exceeds the other ranks'
+    median there by more than this share of the step (``perfgate.analysis.ranks``); a label,
+    never a verdict."""
 
     def __post_init__(self) -> None:
         def need(ok: bool, field: str, rule: str) -> None:
@@ -99,6 +103,8 @@ class GateConfig:
         )
         need(_is_number(self.phase_min_share) and 0 <= self.phase_min_share < 1,
              "phase_min_share", "must be in [0, 1)")
+        need(_is_number(self.straggler_share) and 0 < self.straggler_share < 1,
+             "straggler_share", "must be between 0 and 1 (0.10 = 10% of the step)")
         need(_is_number(self.memory_threshold) and self.memory_threshold > 0,
              "memory_threshold", "must be > 0 (0.10 = 10%)")
         need(_is_number(self.assumed_day_sd_log) and self.assumed_day_sd_log >= 0,

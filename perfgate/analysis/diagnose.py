@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from statistics import median
 
-from perfgate.analysis.ranks import COMM, comm_share, stragglers
+from perfgate.analysis.ranks import COMM, STRAGGLER_SHARE, comm_share, stragglers
 from perfgate.model.result import RunResult
 from perfgate.model.script import script_path_of
 from perfgate.model.workload import PHASES
@@ -131,8 +131,9 @@ def _median_ms(result: RunResult, series: str) -> float:
     return median(v for r in result.repeats for v in r.phases_ms[series])
 
 
-def diagnose(result: RunResult) -> list[Label]:
-    """The labels that apply to ``result``, most severe first; BALANCED when none does."""
+def diagnose(result: RunResult, *, straggler_share: float = STRAGGLER_SHARE) -> list[Label]:
+    """The labels that apply to ``result``, most severe first; BALANCED when none does.
+    ``straggler_share``: STRAGGLER's threshold (``[tool.perfgate] straggler_share``)."""
     shares = _shares(result)
     if not shares["compute"]:
         return []
@@ -162,7 +163,7 @@ def diagnose(result: RunResult) -> list[Label]:
                             f"of a {step_ms:.1f} ms step ({where}){busy_note}"))
     labels += [label for label in (_stall_label(result), _sync_label(result), _restart_label(result),
                                    _clock_label(result), _comm_label(result)) if label is not None]
-    labels += _straggler_labels(result)
+    labels += _straggler_labels(result, straggler_share)
     order = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
     return sorted(labels, key=lambda label: order[label.severity])
 
@@ -284,11 +285,12 @@ def _comm_label(result: RunResult) -> Label | None:
                  "a slower interconnect)")
 
 
-def _straggler_labels(result: RunResult) -> list[Label]:
-    """STRAGGLER: a rank that holds the others back in one phase, with the evidence."""
+def _straggler_labels(result: RunResult, share: float) -> list[Label]:
+    """STRAGGLER: a rank that holds the others back in one phase, with the evidence; critical
+    from twice the threshold (20% of the step by default)."""
     labels = []
-    for s in stragglers(result):
-        severity = Severity.CRITICAL if s.share >= CRITICAL_SHARE else Severity.WARNING
+    for s in stragglers(result, share):
+        severity = Severity.CRITICAL if s.share >= 2 * share else Severity.WARNING
         what = "backward without its all-reduce wait" if s.whole_backward is not None else PHASE_WORDS[s.phase]
         evidence = (f"rank {s.rank}: {what} {s.rank_ms:.1f} ms against {s.others_ms:.1f} ms on the other ranks "
                     f"(+{s.excess_ms:.1f} ms, {s.share * 100:.0f}% of a {s.step_ms:.1f} ms step)")

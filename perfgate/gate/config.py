@@ -24,7 +24,7 @@ from perfgate.model.workload import PHASES
 
 GATE_KEYS = {f.name for f in dataclasses.fields(GateConfig)}
 PER_WORKLOAD_KEYS = {"delta", "memory_threshold", "gate_phases", "phase_q", "phase_min_share",
-                     "flops_threshold", "launch_threshold", "counters_off"}
+                     "flops_threshold", "launch_threshold", "counters_off", "straggler_share"}
 RUN_KEYS = {"baselines", "history", "workloads", "repeats", "device", "workloads_path", "blocks"}
 
 

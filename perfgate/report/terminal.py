@@ -12,6 +12,7 @@ from statistics import median
 from perfgate.analysis.compare import NOT_COUNTED
 from perfgate.analysis.diagnose import diagnose
 from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
+from perfgate.analysis.ranks import STRAGGLER_SHARE
 from perfgate.analysis.summary import WorkloadSummary
 from perfgate.model.result import ROWS, RunResult
 from perfgate.model.script import ARGS_PARAM, script_path_of
@@ -21,8 +22,9 @@ from perfgate.text.inert import terminal as t
 from perfgate.text.units import ms, percent, size, table
 
 
-def run_table(result: RunResult, summary: WorkloadSummary) -> str:
-    """Per phase: median time, share of the step and run-to-run variation, then totals."""
+def run_table(result: RunResult, summary: WorkloadSummary, *, straggler_share: float = STRAGGLER_SHARE) -> str:
+    """Per phase: median time, share of the step and run-to-run variation, then totals, the
+    ranks of a distributed run, and the labels (``straggler_share``: STRAGGLER's threshold)."""
     p = result.params
     script = script_path_of(result.workload_source)
     if script is not None:  # the script sets its own batch, input and precision
@@ -60,7 +62,8 @@ def run_table(result: RunResult, summary: WorkloadSummary) -> str:
                 if summary.comm_share is not None else "")
         lines += [f"per rank ({len(ranks)} ranks; the table above holds, per step, the slowest rank's{comm}):",
                   table(headers, ranks, "r" * len(headers))]
-    lines += [f"{t(label.name)} ({t(label.severity)}): {t(label.evidence)}" for label in diagnose(result)]
+    lines += [f"{t(label.name)} ({t(label.severity)}): {t(label.evidence)}" for label in
+              diagnose(result, straggler_share=straggler_share)]
     lines += telemetry_lines(result)
     return "\n".join(line for line in lines if line).rstrip() + "\n"
 
