@@ -296,7 +296,7 @@ def test_a_pinned_port_in_use_or_malformed_is_a_usage_error(monkeypatch: pytest.
 
 
 def test_more_ranks_than_cores_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("perfgate.measure.loop.available_cores", lambda: 2)
+    monkeypatch.setattr("perfgate.measure.telemetry_host.available_cores", lambda: 2)
     distributed.check_devices(2, "cpu")
     with pytest.raises(UsageError, match="nproc_per_node=3 needs a CPU core per rank; this process may use 2"):
         distributed.check_devices(3, "cpu")
@@ -451,7 +451,7 @@ def test_a_default_selection_leaves_out_what_this_machine_cannot_run(capsys, mon
     from perfgate.adapters.cli import build_parser
     from perfgate.gate.config import Settings
 
-    monkeypatch.setattr("perfgate.measure.loop.available_cores", lambda: 1)
+    monkeypatch.setattr("perfgate.measure.telemetry_host.available_cores", lambda: 1)
 
     def selected(*argv: str) -> list[str]:
         _, jobs = options.jobs_of(build_parser().parse_args(["run", "--device", "cpu", *argv]), Settings())
@@ -486,3 +486,19 @@ def test_the_straggler_share_is_a_setting(tmp_path: Path) -> None:
     pyproject.write_text("[tool.perfgate]\nstraggler_share = 1.5\n")
     with pytest.raises(UsageError, match="straggler_share must be between 0 and 1"):
         load_settings(pyproject)
+
+
+def test_leaving_out_what_does_not_fit_imports_no_torch(tmp_path: Path) -> None:
+    """Choosing the jobs stays in the parent without torch: the core count is read from the OS."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from perfgate.adapters import options\n"
+            "from perfgate.adapters.cli import build_parser\n"
+            "from perfgate.gate.config import Settings\n"
+            "_, jobs = options.jobs_of(build_parser().parse_args(['run', '--device', 'cpu']), Settings())\n"
+            "assert 'resnet18-cifar10-ddp' in [j.workload.name for j in jobs]\n"
+            "print('torch' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stderr

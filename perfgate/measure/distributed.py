@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.analysis.ranks import slowest_rank_series
+from perfgate.measure import telemetry_host
 from perfgate.model.errors import DataError, DeviceError, PerfgateError, UsageError, WorkloadError
 from perfgate.model.job import Job
 from perfgate.store.jsonfile import dumps
@@ -44,9 +45,7 @@ def check_devices(nproc: int, device: str) -> None:
         if nproc > count:
             raise UsageError(f"nproc_per_node={nproc} needs {nproc} CUDA devices; this machine has {count}")
         return
-    from perfgate.measure.loop import available_cores
-
-    cores = available_cores()
+    cores = telemetry_host.available_cores()
     if nproc > cores:
         raise UsageError(f"nproc_per_node={nproc} needs a CPU core per rank; this process may use {cores}")
 

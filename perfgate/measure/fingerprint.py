@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import torch
 
-from perfgate.measure.loop import available_cores
+from perfgate.measure.telemetry_host import available_cores
 from perfgate.model.environment import (
     GPU_CLOCKS_MHZ_RANGE,
     GPU_CLOCKS_UNKNOWN,

@@ -27,6 +27,7 @@ import torch
 
 from perfgate.analysis.diagnose import BLOCKING_COPY_SYNC, GRAD_SCALER_SYNC
 from perfgate.measure.clock import DeviceClock, HostClock, PhaseClock, WindowTimes
+from perfgate.measure import telemetry_host
 from perfgate.measure.telemetry import TelemetrySampler
 from perfgate.model.errors import PerfgateError, WorkloadError
 from perfgate.model.result import RepeatResult
@@ -45,20 +46,13 @@ class _NoClock:
     after_forward = after_backward = after_optimizer = end_window = _noop
 
 
-def available_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
 def apply_torch_settings(params: Params, device: str) -> dict[str, Any]:
     """Set every torch switch that changes speed explicitly, and report what is in effect."""
     if params.deterministic and device == "cuda":
         # cuBLAS needs this before its first call to be deterministic.
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     # 0: the cores available, shared out between the ranks of a distributed repeat.
-    torch.set_num_threads(params.num_threads or max(1, available_cores() // params.nproc_per_node))
+    torch.set_num_threads(params.num_threads or max(1, telemetry_host.available_cores() // params.nproc_per_node))
     torch.backends.cudnn.benchmark = params.cudnn_benchmark
     torch.backends.cudnn.deterministic = params.deterministic
     torch.use_deterministic_algorithms(params.deterministic)

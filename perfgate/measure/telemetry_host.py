@@ -19,6 +19,14 @@ from statistics import mean, median
 from typing import Any
 
 
+def available_cores() -> int:
+    """The CPU cores this process may run on (its affinity), without importing torch."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 @dataclass
 class _Samples:
     """The values :class:`~perfgate.measure.telemetry_host._Psutil` sampled, by signal name,
