@@ -75,6 +75,16 @@ def _add_project_dir(project_dir: Path) -> None:
             sys.path.insert(0, str(entry))
 
 
+def flush_output() -> None:
+    """Flush stdout and stderr as far as they can be (a script may have closed or replaced
+    them): before ``os._exit``, which does not flush, or once a script has run."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+
+
 def serve(argv: list[str], module: str, handle: Callable[[dict[str, Any]], dict[str, Any]]) -> int:
     """The child's side: read the request, answer it or the error, exit 0 only on success."""
     if len(argv) != 2:

@@ -26,8 +26,8 @@ import numpy as np
 import torch
 
 from perfgate.analysis.diagnose import BLOCKING_COPY_SYNC, GRAD_SCALER_SYNC
-from perfgate.measure.clock import DeviceClock, HostClock, PhaseClock, WindowTimes
 from perfgate.measure import telemetry_host
+from perfgate.measure.clock import DeviceClock, HostClock, PhaseClock, WindowTimes
 from perfgate.measure.telemetry import TelemetrySampler
 from perfgate.model.errors import PerfgateError, WorkloadError
 from perfgate.model.result import RepeatResult

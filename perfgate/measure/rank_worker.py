@@ -14,30 +14,25 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.measure.child import serve
-from perfgate.model.errors import PerfgateError, WorkloadError
-from perfgate.model.workload import Params
-from perfgate.store.discovery import load_source
+from perfgate.measure.separate_run import requested_job
+from perfgate.measure.worker import answer
+from perfgate.model.errors import PerfgateError
 
 
 def _measure(request: dict[str, Any]) -> dict[str, Any]:
     from perfgate.measure import ddp
-    from perfgate.measure.fingerprint import collect
     from perfgate.measure.loop import run_repeat
 
-    name = request["workload"]
-    device = request["device"]
-    rank = ddp.rank_from_environment(device)
-    matches = [w for w in load_source(request["source"]) if w.name == name]
-    if not matches:
-        raise WorkloadError(f"{name}: not found in {request['source']}")
-    ddp.join(rank, device, float(request.get("rank_timeout_s", 600)))
+    job = requested_job(request)
+    rank = ddp.rank_from_environment(job.device)
+    ddp.join(rank, job.device, float(request.get("rank_timeout_s", 600)))
     try:
         repeat, data = run_repeat(
-            matches[0],
-            Params.from_dict(request["params"]),
-            device,
-            data_root=Path(request["data_root"]) if request.get("data_root") else None,
-            cache_dir=Path(request["cache_dir"]),
+            job.workload,
+            job.params,
+            job.device,
+            data_root=job.data_root,
+            cache_dir=job.cache_dir,
             index=request["index"],
             telemetry=request.get("telemetry", True),
             inject_ms=request.get("inject_ms"),
@@ -47,8 +42,7 @@ def _measure(request: dict[str, Any]) -> dict[str, Any]:
         raise type(exc)(f"rank {rank.rank}: {exc.message}", detail=exc.detail) from None
     finally:
         ddp.leave()
-    environment = collect(device, git_commit=request.get("git_commit"), git_dirty=request.get("git_dirty"))
-    return {"ok": True, "repeat": repeat.to_dict(), "data": data.to_dict(), "environment": environment.to_dict()}
+    return answer(request, repeat, data.to_dict())
 
 
 def main(argv: list[str]) -> int:

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from perfgate.measure.child import flush_output
 from perfgate.measure.loop import (
     _created_event,
     _first_non_finite,
@@ -83,11 +84,7 @@ def run_under_hooks(hooks: ScriptHooks, path: Path, args: tuple[str, ...], argv0
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
         os.chdir(saved_cwd)
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError, AttributeError):
-                pass
+        flush_output()
         end_loader_workers(hooks)
     return ending
 

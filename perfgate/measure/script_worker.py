@@ -15,7 +15,8 @@ import os
 import sys
 from typing import Any
 
-from perfgate.measure.child import serve
+from perfgate.measure.child import flush_output, serve
+from perfgate.measure.worker import answer
 from perfgate.model.errors import WorkloadError
 from perfgate.model.script import Script
 from perfgate.model.workload import Params
@@ -33,7 +34,6 @@ def _argv0(script: Script) -> str:
 
 def _measure(request: dict[str, Any]) -> dict[str, Any]:
     # Imported here so that a broken torch install is reported as an error response.
-    from perfgate.measure.fingerprint import collect
     from perfgate.measure.script_job import file_sha256
     from perfgate.measure.script_run import run_script_repeat, untrusted
 
@@ -55,8 +55,7 @@ def _measure(request: dict[str, Any]) -> dict[str, Any]:
         telemetry=request.get("telemetry", True),
         argv0=_argv0(script),
     )
-    environment = collect(request["device"], git_commit=request.get("git_commit"), git_dirty=request.get("git_dirty"))
-    return {"ok": True, "repeat": repeat.to_dict(), "data": data, "environment": environment.to_dict()}
+    return answer(request, repeat, data)
 
 
 def main(argv: list[str]) -> int:
@@ -65,9 +64,5 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     code = main(sys.argv[1:])
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError, AttributeError):
-            pass
+    flush_output()
     os._exit(code)

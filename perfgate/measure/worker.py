@@ -9,38 +9,39 @@ measurements or the error, as JSON. Exit status 0 means a measurement was writte
 from __future__ import annotations
 
 import sys
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from perfgate.measure.child import serve
-from perfgate.model.errors import WorkloadError
-from perfgate.model.workload import Params
-from perfgate.store.discovery import load_source
+from perfgate.measure.separate_run import requested_job
+from perfgate.model.result import RepeatResult
+
+
+def answer(request: Mapping[str, Any], repeat: RepeatResult, data: Mapping[str, Any]) -> dict[str, Any]:
+    """A measured repeat's response, with the environment it was measured in: what every
+    repeat's child (a workload's, a rank's, a script's) answers."""
+    from perfgate.measure.fingerprint import collect
+
+    environment = collect(request["device"], git_commit=request.get("git_commit"), git_dirty=request.get("git_dirty"))
+    return {"ok": True, "repeat": repeat.to_dict(), "data": dict(data), "environment": environment.to_dict()}
 
 
 def _measure(request: dict[str, Any]) -> dict[str, Any]:
     # Imported here so that a broken torch install is reported as an error response.
-    from perfgate.measure.fingerprint import collect
     from perfgate.measure.loop import run_repeat
 
-    name = request["workload"]
-    matches = [w for w in load_source(request["source"]) if w.name == name]
-    if not matches:
-        raise WorkloadError(f"{name}: not found in {request['source']}")
-    params = Params.from_dict(request["params"])
-    data_root = Path(request["data_root"]) if request.get("data_root") else None
+    job = requested_job(request)
     repeat, data = run_repeat(
-        matches[0],
-        params,
-        request["device"],
-        data_root=data_root,
-        cache_dir=Path(request["cache_dir"]),
+        job.workload,
+        job.params,
+        job.device,
+        data_root=job.data_root,
+        cache_dir=job.cache_dir,
         index=request["index"],
         telemetry=request.get("telemetry", True),
         inject_ms=request.get("inject_ms"),
     )
-    environment = collect(request["device"], git_commit=request.get("git_commit"), git_dirty=request.get("git_dirty"))
-    return {"ok": True, "repeat": repeat.to_dict(), "data": data.to_dict(), "environment": environment.to_dict()}
+    return answer(request, repeat, data.to_dict())
 
 
 def main(argv: list[str]) -> int:
