@@ -204,7 +204,7 @@ class _Future:
 def test_the_all_reduce_wait_and_time_in_flight_per_step_on_the_host() -> None:
     now = _Ticks()
     timer = CommTimer(cuda=False, now=now)
-    clock = CommClock(_HostMarks(), timer, steps=2, warmup_steps=1, now=now)
+    clock = CommClock(_HostMarks(), timer, steps=2, warmup_steps=1)
     futures: list[_Future] = []
 
     def allreduce(state, bucket):
@@ -262,7 +262,7 @@ def test_on_cuda_the_wait_is_timed_between_events_made_before_the_window() -> No
         return made[-1]
 
     timer = CommTimer(cuda=True, event_factory=factory)
-    clock = CommClock(_DeviceMarks(), timer, steps=2, warmup_steps=2, event_factory=factory)
+    clock = CommClock(_DeviceMarks(), timer, steps=2, warmup_steps=2)
     launch = lambda: timer._launch(lambda s, b: _Future(), None, None)  # noqa: E731
     for _ in range(2 * 3):  # two warmup steps of three buckets
         launch()

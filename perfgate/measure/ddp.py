@@ -117,7 +117,9 @@ class CommTimer:
         self.unpooled = 0
         """CUDA: events made inside the window because more buckets launched than warmup showed."""
 
-    def _stamp(self) -> Any:
+    def stamp(self) -> Any:
+        """Now: the host clock on the CPU; on CUDA an event recorded on the current stream (one
+        made before the window, while the pool lasts)."""
         if not self.cuda:
             return self._now()
         event = self._pool.pop() if self._pool else None
@@ -140,7 +142,7 @@ class CommTimer:
 
     def _launch(self, allreduce_hook: Callable[[Any, Any], Any], state: Any, bucket: Any) -> Any:
         if self._armed:
-            self._launches.append(self._stamp())
+            self._launches.append(self.stamp())
         else:
             self._warm_launches += 1
         future = allreduce_hook(state, bucket)
@@ -157,9 +159,10 @@ class CommTimer:
 
     def arm(self, steps: int, warmup_steps: int) -> None:
         """Keep what follows. On CUDA, make the window's events now: per step one per bucket
-        seen in a warmup step (and two spare), so none is made inside the window."""
+        seen in a warmup step, one for backward's end (:class:`CommClock`) and two spare, so
+        none is made inside the window."""
         if self.cuda and self._event_factory is not None:
-            per_step = math.ceil(self._warm_launches / max(1, warmup_steps)) + 2
+            per_step = math.ceil(self._warm_launches / max(1, warmup_steps)) + 3
             self._pool = [self._event_factory() for _ in range(steps * per_step)]
         self._armed = True
 
@@ -183,12 +186,12 @@ class CommClock:
     """A phase clock that also notes backward's end for the all-reduce timing.
 
     The marks are the wrapped clock's; ``begin_step`` starts the timer's step and
-    ``after_backward`` notes the time (CPU) or records an event (CUDA) right after the
-    wrapped clock's own mark. ``finish`` adds ``comm`` (and ``comm_total`` on the CPU).
+    ``after_backward`` takes the timer's :meth:`~CommTimer.stamp` (the time on the CPU, an
+    event on CUDA) right after the wrapped clock's own mark. ``finish`` adds ``comm`` (and
+    ``comm_total`` on the CPU).
     """
 
-    def __init__(self, clock: PhaseClock, timer: CommTimer, *, steps: int, warmup_steps: int,
-                 event_factory: Callable[[], Any] | None = None, now: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(self, clock: PhaseClock, timer: CommTimer, *, steps: int, warmup_steps: int) -> None:
         self._clock = clock
         self._timer = timer
         self._steps = steps
@@ -200,18 +203,9 @@ class CommClock:
         self.after_optimizer = clock.after_optimizer
         self.end_window = clock.end_window
         self._ends: list[Any] = []
-        if timer.cuda:
-            assert event_factory is not None
-            events = [event_factory() for _ in range(steps)]
-            take = iter(events).__next__
-            self._mark_end: Callable[[], Any] = lambda: take().record() or None
-            self._end_events = events
-        else:
-            self._mark_end = now
-            self._end_events = []
         ends = self._ends.append
         inner_begin, inner_backward, next_step, mark_end = clock.begin_step, clock.after_backward, \
-            timer.next_step, self._mark_end
+            timer.next_step, timer.stamp
 
         def begin_step() -> None:
             next_step()
@@ -237,7 +231,7 @@ class CommClock:
         series = dict(times.series_ms)
         if self._timer.cuda:
             series["comm"] = [max(0.0, launches[-1].elapsed_time(end)) if launches else 0.0
-                              for (launches, _), end in zip(steps, self._end_events)]
+                              for (launches, _), end in zip(steps, self._ends)]
         else:
             series["comm"] = [max(0.0, (end - launches[-1]) * 1e3) if launches else 0.0
                               for (launches, _), end in zip(steps, self._ends)]

@@ -516,8 +516,7 @@ def run_repeat(
         if timer is not None:
             from perfgate.measure.ddp import CommClock
 
-            clock = CommClock(clock, timer, steps=params.steps, warmup_steps=params.warmup_steps,
-                              event_factory=_created_event if cuda else None)
+            clock = CommClock(clock, timer, steps=params.steps, warmup_steps=params.warmup_steps)
         if inject_ms:
             clock = InjectingClock(clock, injection_delays(inject_ms, device))
         # In a distributed repeat rank 0 samples for all: the launcher's tree holds every rank.
