@@ -48,9 +48,8 @@ _TEXT_LIMIT = 300
 
 
 def untrusted(text: object) -> str:
-    """The script's text, one line, cleaned for a terminal and shortened."""
-    line = terminal(str(text))
-    return line if len(line) <= _TEXT_LIMIT else line[:_TEXT_LIMIT] + "…"
+    """The script's text, one line, cleaned for a terminal and shortened (with the cut counted)."""
+    return terminal(text, _TEXT_LIMIT)
 
 
 @dataclass(frozen=True)
