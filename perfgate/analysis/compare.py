@@ -31,15 +31,26 @@ from typing import Any
 
 from perfgate.analysis.blocks import BlockValue, block_log_ratio, blocks_of
 from perfgate.analysis.counters import CounterChanges, CounterThresholds, compare_counters
-from perfgate.analysis.decide import GateConfig, TimeDecision, decide_memory, decide_time, flag_phases
+from perfgate.analysis.decide import (
+    MEDIAN_KEY,
+    GateConfig,
+    TimeDecision,
+    combine_statistics,
+    decide_memory,
+    decide_time,
+    family_keys,
+    flag_phases,
+)
 from perfgate.analysis.diagnose import Label, diagnose
 from perfgate.analysis.outcome import Counted, Entry, GateOutcome, PhaseRow, WorkloadComparison
+from perfgate.analysis.screening import median_clock, screen
 from perfgate.analysis.stats import LogRatio, SampleSummary, log_ratio, log_ratio_from_summaries
 from perfgate.analysis.summary import WorkloadSummary, summarise
 from perfgate.model.baseline import Baseline, param_differences
 from perfgate.model.benchmark import BenchmarkData, Statistics, benchmark_data
 from perfgate.model.counters import GATED, CounterSet
-from perfgate.model.result import ROWS, RunResult
+from perfgate.model.repeat import MEDIAN, PER_STEP, ROWS
+from perfgate.model.result import RunResult
 from perfgate.model.verdict import Verdict
 from perfgate.model.workload import PHASES
 from perfgate.store.baselines import Lookup, updated_baseline
@@ -94,10 +105,11 @@ def counters_reason(changes: CounterChanges) -> str:
     return "counters: " + "; ".join(c.reason for c in changes.failures)
 
 
-def _estimate(current: Sequence[float], baseline: Baseline, row: str, config: GateConfig) -> LogRatio:
+def _estimate(current: Sequence[float], baseline: Baseline, row: str, config: GateConfig,
+              statistic: str = PER_STEP) -> LogRatio:
     return log_ratio(
         current,
-        baseline.recording_medians(row),
+        baseline.recording_values(row, statistic),
         confidence=config.confidence,
         assumed_day_sd_log=config.assumed_day_sd_log,
         day_prior_df=config.day_prior_df,
@@ -105,26 +117,28 @@ def _estimate(current: Sequence[float], baseline: Baseline, row: str, config: Ga
     )
 
 
-Estimator = Callable[[str], LogRatio]
-"""One workload's estimate of a row (a phase, the residual or the step) against its reference."""
+Estimator = Callable[[str, str], LogRatio]
+"""One workload's estimate of a row (a phase, the residual or the step) under a statistic
+(``perfgate.model.repeat.STATISTICS``) against its reference."""
 
 
 def _stored_estimator(summary: WorkloadSummary, baseline: Baseline, config: GateConfig) -> Estimator:
-    return lambda row: _estimate(summary.per_repeat(row), baseline, row, config)
+    return lambda row, statistic: _estimate(summary.per_repeat(row, statistic), baseline, row, config, statistic)
 
 
-def _block_values(summary: WorkloadSummary, row: str) -> list[BlockValue]:
+def _block_values(summary: WorkloadSummary, row: str, statistic: str = PER_STEP) -> list[BlockValue]:
     values = []
     for r in summary.repeats:
         if r.block is None:
             raise ValueError(f"repeat {r.index + 1} has no ABBA block: not a paired measurement")
-        values.append(BlockValue(r.block, r.medians_ms[row]))
+        values.append(BlockValue(r.block, r.summary_ms(statistic)[row]))
     return values
 
 
 def _paired_estimator(summary: WorkloadSummary, base: WorkloadSummary, config: GateConfig) -> Estimator:
-    return lambda row: block_log_ratio(_block_values(base, row), _block_values(summary, row),
-                                       confidence=config.confidence)
+    return lambda row, statistic: block_log_ratio(_block_values(base, row, statistic),
+                                                  _block_values(summary, row, statistic),
+                                                  confidence=config.confidence)
 
 
 def incomparable(result: RunResult, baseline: Baseline) -> dict[str, tuple[Any, Any]]:
@@ -146,12 +160,27 @@ def incomparable(result: RunResult, baseline: Baseline) -> dict[str, tuple[Any, 
         base_runs, cur_runs = stored.runs_per_side, current.runs_per_side
         if (base_runs == "one run") != (cur_runs == "one run"):
             diffs["data pytest-benchmark runs"] = (base_runs, cur_runs)
+    booking = (_cuda_booking(r.phases_ms for rec in baseline.recordings for r in rec.repeats),
+               _cuda_booking(r.phases_ms for r in result.repeats if r.timing == "cuda_events"))
+    if None not in booking and booking[0] != booking[1]:
+        diffs["CUDA step booking"] = booking
     env = baseline.recordings[-1].environment
     for key, pair in env.differences(result.environment).items():
         diffs[f"environment {key}"] = pair
     if not diffs and baseline.environment_key != result.environment.key():
         diffs["environment key"] = (baseline.environment_key, result.environment.key())
     return diffs
+
+
+def _cuda_booking(series: Any) -> str | None:
+    """How a side's CUDA repeats book the step: since the stall moved onto the step it delays,
+    CUDA repeats hold ``host_data_wait`` beside the device-visible ``data_wait``; earlier ones
+    booked a stall one step early. None: no CUDA repeat (nothing to tell)."""
+    kinds = {"host_data_wait" in s for s in series if "device_busy" in s}
+    if not kinds:
+        return None
+    return "stall on its own step" if kinds == {True} else (
+        "stall one step early (recorded before perfgate 0.2; rebaseline)" if kinds == {False} else "mixed")
 
 
 def _run_summary(data: BenchmarkData | None, what: str) -> SampleSummary:
@@ -166,17 +195,17 @@ def _step_estimate(result: RunResult, summary: WorkloadSummary, baseline: Baseli
     """The step's estimate and, for a pytest-benchmark result, which statistics gave it."""
     current = benchmark_data(result.data)
     if current is None:
-        return estimate("step"), None
+        return estimate("step", PER_STEP), None
     recorded = [benchmark_data(rec.data) for rec in baseline.recordings]
     modes = {current.statistics, *(r.statistics if r else None for r in recorded)}
     origin = f"pytest-benchmark {current.benchmark or result.workload}"
     assumed = f"{config.assumed_day_sd_log * 100:.1f}%"
     if modes == {Statistics.PROCESSES}:
-        est = _estimate(summary.per_repeat("step"), baseline, "step", config)
+        est = _estimate(summary.per_repeat("step", MEDIAN), baseline, "step", config, MEDIAN)
         return est, (f"statistics: Welch on the per-run medians of {est.n_current} vs {est.n_baseline} "
                      f"{origin} runs, one process each")
     if modes == {Statistics.BLOCKS}:
-        est = _estimate(summary.per_repeat("step"), baseline, "step", config)
+        est = _estimate(summary.per_repeat("step", MEDIAN), baseline, "step", config, MEDIAN)
         return est, (f"statistics: one {origin} run per side, Welch on the medians of {est.n_current} vs "
                      f"{est.n_baseline} contiguous blocks of its rounds; run-to-run variation is not "
                      f"measured, assumed {assumed}")
@@ -197,8 +226,8 @@ def _step_estimate(result: RunResult, summary: WorkloadSummary, baseline: Baseli
 
 def _has_phases(summary: WorkloadSummary, baseline: Baseline) -> bool:
     """False for a measurement without phases (a micro-benchmark): all five are 0 everywhere."""
-    return any(summary.median_ms[p] != 0 for p in PHASES) or any(
-        v != 0 for rec in baseline.recordings for p in PHASES for v in rec.medians(p))
+    return any(summary.per_step_ms[p] != 0 for p in PHASES) or any(
+        v != 0 for rec in baseline.recordings for p in PHASES for v in rec.values(p))
 
 
 def _closest(result: RunResult, others: Sequence[Baseline]) -> tuple[Baseline, dict[str, tuple[Any, Any]]]:
@@ -213,70 +242,46 @@ def _describe(diffs: Mapping[str, tuple[Any, Any]]) -> str:
 
 def _phase_rows(summary: WorkloadSummary, baseline: Baseline, config: GateConfig,
                 estimate: Estimator) -> tuple[PhaseRow, ...]:
+    """The phase table, in time per step: a stall on every fourth step is a quarter of the
+    stall per step in data_wait, where the median would show nothing."""
+    def reference(row: str, statistic: str) -> float:
+        return median(v for rec in baseline.recordings for v in rec.values(row, statistic))
+
     if not _has_phases(summary, baseline):
         # The residual would be the whole step: show the step alone.
-        base_steps = [v for rec in baseline.recordings for v in rec.medians("step")]
-        return (PhaseRow("step", median(base_steps), summary.median_ms["step"], 1.0, None),)
+        return (PhaseRow("step", reference("step", PER_STEP), summary.per_step_ms["step"], 1.0, None,
+                         reference("step", MEDIAN), summary.median_ms["step"]),)
     estimates: dict[str, LogRatio | None] = {}
     base_shares: dict[str, float] = {}
     for phase in PHASES:
         base_shares[phase] = median(r.shares[phase] for rec in baseline.recordings for r in rec.repeats)
         try:
-            estimates[phase] = estimate(phase)
+            estimates[phase] = estimate(phase, PER_STEP)
         except ValueError:
             estimates[phase] = None  # a phase that is zero in some repeat has no log ratio
     flags = flag_phases(estimates, config.phase_q, baseline_shares=base_shares, min_share=config.phase_min_share)
     rows = []
     for row in ROWS:
-        base_values = [v for rec in baseline.recordings for v in rec.medians(row)]
         rows.append(PhaseRow(
             phase=row,
-            baseline_ms=median(base_values),
-            current_ms=summary.median_ms[row],
+            baseline_ms=reference(row, PER_STEP),
+            current_ms=summary.per_step_ms[row],
             share=summary.share[row],
             flag=flags.get(row),
+            baseline_median_ms=reference(row, MEDIAN),
+            current_median_ms=summary.median_ms[row],
         ))
     return tuple(rows)
 
 
-def _median_clock(result: RunResult) -> float | None:
-    clocks = [r.sm_clock_mhz for r in result.repeats if r.sm_clock_mhz is not None]
-    return median(clocks) if clocks else None
-
-
-def _without_throttled(result: RunResult, side: str, *, reference_clock: float | None = None,
-                       reference: str = "", clock_deviation: float = 0.05) -> tuple[RunResult, str | None]:
-    """``result`` less the repeats the GPU did not run at full speed in, and the note saying why.
-
-    A repeat is left out when NVML reported a thermal or hardware slowdown during it
-    (``RepeatResult.throttle_reason``; the software power cap does not count), or when its
-    median SM clock is off ``reference_clock`` (the comparison side's median: the
-    baseline's, or the base side's in the paired design) by more than ``clock_deviation``.
-    A repeat without a sampled clock, or a comparison side without one, is not judged by
-    its clock.
-    """
-    slowed: dict[str, list[int]] = {}
-    off: list[tuple[int, float]] = []
-    kept = []
-    for r in result.repeats:
-        reason = r.throttle_reason
-        if reason is not None:
-            slowed.setdefault(reason, []).append(r.index + 1)
-            continue
-        clock = r.sm_clock_mhz
-        if reference_clock and clock is not None and abs(clock / reference_clock - 1) > clock_deviation:
-            off.append((r.index + 1, clock / reference_clock - 1))
-            continue
-        kept.append(r)
-    if len(kept) == len(result.repeats):
-        return result, None
-    parts = [f"{reason} in repeat {', '.join(map(str, numbers))}" for reason, numbers in slowed.items()]
-    if off:
-        each = ", ".join(f"{deviation * 100:+.1f}% in repeat {number}" for number, deviation in off)
-        parts.append(f"SM clock off by {each} (against {reference} median of {reference_clock:.0f} MHz; "
-                     f"more than {clock_deviation * 100:g}% leaves a repeat out)")
-    note = f"{len(result.repeats) - len(kept)} of {len(result.repeats)} {side} repeat(s) left out: {'; '.join(parts)}"
-    return dataclasses.replace(result, repeats=tuple(kept)), note
+def _screened(result: RunResult, side: str, config: GateConfig) -> tuple[RunResult, str | None, str | None]:
+    """``result`` less its slowed-down repeats (``perfgate.analysis.screening``), the note, and
+    why the side is unfit (None: fit)."""
+    kept, screened = screen(result.repeats, side, config.max_left_out,
+                            numbers=[r.index + 1 for r in result.repeats])
+    if not screened.left_out:
+        return result, None, None
+    return dataclasses.replace(result, repeats=kept), screened.note, screened.unfit
 
 
 def _short(commit: str) -> str:
@@ -309,7 +314,7 @@ def _since_baseline(result: RunResult, summary: WorkloadSummary, lookup: Lookup 
     except ValueError as exc:
         return f"since the last rebaseline: not estimated ({exc})"
     conf = f"{est.confidence * 100:g}% CI"
-    return (f"since the last rebaseline: step {_signed(est.ratio)}% [{_signed(est.ci_low)}, "
+    return (f"since the last rebaseline: time per step {_signed(est.ratio)}% [{_signed(est.ci_low)}, "
             f"{_signed(est.ci_high)}] ({conf}, {stored_design(baseline)}; shown, not deciding)")
 
 
@@ -333,6 +338,7 @@ class _Judged:
     environment_differences: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
     base_environment: Any = None
     counted: Counted | None = None
+    clocks: Mapping[str, float] = field(default_factory=dict)
 
 
 def _prepared(entry: Entry, config: GateConfig, *, straggler_share: float) -> WorkloadComparison | _Judged:
@@ -343,42 +349,41 @@ def _prepared(entry: Entry, config: GateConfig, *, straggler_share: float) -> Wo
         return WorkloadComparison(name, Verdict.ERROR, entry.error or "no result")
     lookup = entry.lookup
     labels = tuple(diagnose(entry.result, straggler_share=straggler_share))
-    # The comparison side first, less its own slowed-down repeats: its median SM clock
-    # is what the current repeats' clocks are held against.
+    # Both sides are screened by one rule, each by its own repeats' slowdown events
+    # (perfgate.analysis.screening); a clock level never leaves a repeat out.
+    result, note, unfit = _screened(entry.result, "head" if entry.pairing else "current", config)
+    left_out: list[str] = [note] if note else []
+    unfits: list[str] = [unfit] if unfit else []
+    clocks = {"head" if entry.pairing else "current": median_clock(entry.result.repeats)}
     base: RunResult | None = None
-    base_note: str | None = None
     baseline: Baseline | None = None
-    dropped = None
-    reference_clock: float | None = None
-    reference_side = ""
     if entry.pairing is not None:
-        base, base_note = _without_throttled(entry.pairing.base, "base")
-        reference_clock, reference_side = _median_clock(base), "the base side's"
+        base, base_note, base_unfit = _screened(entry.pairing.base, "base", config)
+        left_out += [base_note] if base_note else []
+        unfits += [base_unfit] if base_unfit else []
+        clocks["base"] = median_clock(entry.pairing.base.repeats)
     elif lookup is not None and lookup.baseline is not None:
         baseline, dropped = lookup.baseline.without_throttled()
-        reference_clock, reference_side = baseline.sm_clock_mhz(), "the baseline's"
-    result, note = _without_throttled(entry.result, "head" if entry.pairing else "current",
-                                      reference_clock=reference_clock, reference=reference_side,
-                                      clock_deviation=config.clock_deviation)
-    left_out: list[str] = [note] if note else []
-    if not result.repeats:
-        return WorkloadComparison(name, Verdict.ERROR, f"cannot compare: {left_out[0]}, none is left",
-                                  labels=labels, left_out=tuple(left_out))
+        left_out.extend(dropped.messages)
+        total = sum(len(rec.repeats) for rec in lookup.baseline.recordings)
+        if dropped.throttled > config.max_left_out * total:
+            unfits.append(f"runner unfit: {dropped.throttled} of {total} baseline repeats slowed down, more than "
+                          f"the {config.max_left_out * 100:g}% that may be left out (max_left_out); rebaseline "
+                          "on a runner that holds its clocks")
+        clocks["baseline"] = lookup.baseline.sm_clock_mhz()
+    clocks = {side: mhz for side, mhz in clocks.items() if mhz is not None}
+    if unfits or not result.repeats:
+        why = "; ".join(unfits) or f"cannot compare: {left_out[0]}, none is left"
+        return WorkloadComparison(name, Verdict.ERROR, why, labels=labels, left_out=tuple(left_out),
+                                  clocks=clocks, against=entry.pairing.against if entry.pairing else None)
     summary = summarise(result)
     common: dict[str, Any] = {"current": summary, "environment_key": result.environment.key(),
                               "device": result.device, "overrides": dict(result.overrides),
                               "source": result.workload_source, "params": dict(result.params),
-                              "labels": labels, "left_out": tuple(left_out)}
+                              "labels": labels, "left_out": tuple(left_out), "clocks": clocks}
     if entry.pairing is not None:
         assert base is not None
-        if base_note:
-            left_out.append(base_note)
-            common["left_out"] = tuple(left_out)
         return _prepared_paired(entry, result, summary, base, common, config)
-    assert lookup is None or lookup.baseline is None or dropped is not None
-    if dropped:
-        left_out.extend(dropped.messages)
-        common["left_out"] = tuple(left_out)
     return _prepared_stored(entry, result, summary, baseline, common, config)
 
 
@@ -407,7 +412,7 @@ def _prepared_paired(entry: Entry, result: RunResult, summary: WorkloadSummary, 
             against=pairing.against, **common)
     return _Judged(result, summary, reference, None, _paired_estimator(summary, base_summary, config),
                    common["labels"], common["left_out"], design, pairing.against, since, env_diffs,
-                   base.environment if env_diffs else None, entry.counted)
+                   base.environment if env_diffs else None, entry.counted, common["clocks"])
 
 
 def _prepared_stored(entry: Entry, result: RunResult, summary: WorkloadSummary, baseline: Baseline | None,
@@ -433,7 +438,8 @@ def _prepared_stored(entry: Entry, result: RunResult, summary: WorkloadSummary, 
         return WorkloadComparison(name, Verdict.INCOMPARABLE, f"baseline {lookup.path} differs: {_describe(diffs)}",
                                   differences=diffs, baseline=baseline, baseline_path=str(lookup.path), **common)
     return _Judged(result, summary, baseline, str(lookup.path), _stored_estimator(summary, baseline, config),
-                   common["labels"], common["left_out"], stored_design(baseline), counted=entry.counted)
+                   common["labels"], common["left_out"], stored_design(baseline), counted=entry.counted,
+                   clocks=common["clocks"])
 
 
 def _final(j: _Judged, time: TimeDecision, gated: Mapping[str, TimeDecision], config: GateConfig) -> WorkloadComparison:
@@ -470,7 +476,7 @@ def _final(j: _Judged, time: TimeDecision, gated: Mapping[str, TimeDecision], co
         source=j.result.workload_source, params=dict(j.result.params), labels=j.labels, left_out=j.left_out, design=j.design, against=j.against,
         since_baseline=j.since_baseline,
         environment_differences=j.environment_differences, base_environment=j.base_environment,
-        counters=counters, counters_note=counters_note,
+        counters=counters, counters_note=counters_note, clocks=j.clocks,
     )
 
 
@@ -514,9 +520,11 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
             estimates[name], note = _step_estimate(prepared.result, prepared.summary, prepared.reference, config,
                                                    prepared.estimate)
             if note:
-                notes[name] = note
+                notes[name] = note  # a pytest-benchmark result: its own statistics, one entry
+            else:
+                estimates[f"{name}{MEDIAN_KEY}"] = prepared.estimate("step", MEDIAN)
             for row in cfg(name).gate_phases:
-                estimates[f"{name}:{row}"] = prepared.estimate(row)
+                estimates[f"{name}:{row}"] = prepared.estimate(row, PER_STEP)
         except ValueError as exc:
             what = "" if row == "step" else f" gated phase {row}"
             settled[name] = WorkloadComparison(
@@ -530,9 +538,8 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
             continue
         judged[name] = prepared
 
-    decided_family = [d for d in already_decided if d not in estimates]
-    for name in already_decided:
-        decided_family += [f"{name}:{p}" for p in cfg(name).gate_phases if f"{name}:{p}" not in estimates]
+    decided_family = [key for name in already_decided for key in family_keys(name, cfg(name).gate_phases)
+                      if key not in estimates]
     # Holm's adjusted p-values depend only on the family; δ only on the workload. So each
     # distinct configuration decides the whole family and its own workloads read from it.
     decisions: dict[str, TimeDecision] = {}
@@ -541,14 +548,15 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
         c = cfg(name)
         if c not in by_config:
             by_config[c] = decide_time(estimates, c, look, already_decided=decided_family, rho=rho)
-        keys = [name, *(f"{name}:{p}" for p in c.gate_phases)]
-        decisions.update({k: by_config[c][k] for k in keys})
+        decisions.update({k: by_config[c][k] for k in family_keys(name, c.gate_phases) if k in by_config[c]})
 
     out: dict[str, WorkloadComparison] = dict(settled)
     for name, j in judged.items():
         time = decisions[name]
         if name in notes:
-            time = dataclasses.replace(time, reason=f"{time.reason}; {notes[name]}")
+            time = dataclasses.replace(time, reason=f"{time.reason}; {notes[name]}", statistic=MEDIAN)
+        else:
+            time = combine_statistics(time, decisions[f"{name}{MEDIAN_KEY}"])
         gated = {p: decisions[f"{name}:{p}"] for p in cfg(name).gate_phases}
         out[name] = _final(j, time, gated, cfg(name))
     ordered = tuple(out[e.workload] for e in entries)

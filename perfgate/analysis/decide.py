@@ -6,9 +6,10 @@ The rules are written out in the README, "How perfgate decides".
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import median
 
 import numpy as np
@@ -27,6 +28,7 @@ from perfgate.analysis.stats import (
     two_look_levels,
 )
 from perfgate.model.counters import GATED as COUNTER_NAMES
+from perfgate.model.repeat import MEDIAN, PER_STEP, STATISTIC_WORDS
 from perfgate.model.verdict import Verdict
 
 __all__ = [
@@ -36,6 +38,7 @@ __all__ = [
     "TimeDecision",
     "Verdict",
     "alpha_for_look",
+    "combine_statistics",
     "decide_memory",
     "decide_time",
     "flag_phases",
@@ -64,9 +67,9 @@ class GateConfig:
     outlier_sd: float | None = DEFAULT_OUTLIER_SD
     gate_phases: tuple[str, ...] = ()
     fail_on_missing_baseline: bool = False
-    clock_deviation: float = 0.05
-    """A GPU repeat whose median SM clock is off the comparison side's median by more than
-    this (0.05 = 5%) is left out (``perfgate.analysis.compare``)."""
+    max_left_out: float = 0.25
+    """The largest share of one side's repeats that may be left out for a thermal or hardware
+    slowdown (``perfgate.analysis.screening``); beyond it the workload is an ERROR, "runner unfit"."""
     counters: bool = True
     """Paired design: one counted run per side after the timed blocks (``perfgate.analysis.counters``);
     a counter change that fails makes the workload a REGRESSION whatever the timing says."""
@@ -117,8 +120,8 @@ class GateConfig:
             raise ValueError(f"GateConfig.gate_phases must be a tuple of phase names, got {self.gate_phases!r}")
         object.__setattr__(self, "gate_phases", tuple(self.gate_phases))
         need(isinstance(self.fail_on_missing_baseline, bool), "fail_on_missing_baseline", "must be True or False")
-        need(_is_number(self.clock_deviation) and 0 < self.clock_deviation < 1,
-             "clock_deviation", "must be between 0 and 1 (0.05 = 5%)")
+        need(_is_number(self.max_left_out) and 0 <= self.max_left_out < 1,
+             "max_left_out", "must be in [0, 1) (0.25 = a quarter of a side's repeats)")
         need(isinstance(self.counters, bool), "counters", "must be True or False")
         for name in ("flops_threshold", "launch_threshold"):
             need(_is_number(getattr(self, name)) and getattr(self, name) >= 0, name,
@@ -154,6 +157,25 @@ def alpha_for_look(config: GateConfig, look: int, rho: float | None = None) -> f
     return two_look_levels(config.alpha, rho)[look - 1]
 
 
+def pass_level(config: GateConfig, look: int, rho: float | None = None) -> float:
+    """The one-sided level of the upper bound PASS holds below δ at ``look``.
+
+    Over the whole gate a true slowdown of exactly δ may PASS with chance at most
+    ``(1 - config.confidence) / 2`` (2.5% at 95%), however many looks it takes: with two
+    looks that chance is spent over them as α is (the equal-z boundary at the looks'
+    correlation ``rho``, or an equal split without one), since passing at either look is
+    passing. Testing each look's 95% bound would let a true δ slowdown pass in about 4.3%
+    of gates. PASS needs every statistic's bound below δ (an intersection), which spends
+    nothing more.
+    """
+    total = (1.0 - config.confidence) / 2.0
+    if config.looks == 1:
+        return total
+    if rho is None:
+        return total / config.looks
+    return two_look_levels(total, rho)[look - 1]
+
+
 @dataclass(frozen=True)
 class TimeDecision:
     verdict: Verdict
@@ -165,6 +187,13 @@ class TimeDecision:
     looks: int = 1
     p_holm_slower: float = 1.0
     p_holm_faster: float = 1.0
+    statistic: str = PER_STEP
+    """Which per-repeat statistic ``estimate`` is of (``perfgate.model.repeat.STATISTICS``)."""
+    by_statistic: Mapping[str, TimeDecision] = field(default_factory=dict)
+    """The step's decision: each statistic's own, of which this one is the deciding one
+    (:func:`combine_statistics`). Empty for a gated phase."""
+    pass_bound: float = math.nan
+    """The upper bound PASS held below δ (ratio), at :func:`pass_level`'s one-sided level."""
 
     @property
     def second_look(self) -> bool:
@@ -260,19 +289,21 @@ def decide_time(
     up, down = 1.0 + config.delta, 1.0 / (1.0 + config.delta)
     d = f"δ={config.delta * 100:g}%"
     where = f"look {look} of {config.looks}"
+    pass_one_sided = pass_level(config, look, rho)
     out: dict[str, TimeDecision] = {}
     for i, name in enumerate(open_names):
         est = estimates[name]
         slow = adj_slow[i] <= alpha
         fast = adj_fast[i] <= alpha
         mde = min_detectable_slowdown(est, first_step, config.power)
-        # The PASS rule uses the interval at config.confidence; say its level each time.
-        bound = f"upper {level_text(est.confidence)}% bound {_pct(est.ci_high)}%"
+        # The PASS rule's bound is spent over the looks (pass_level); say its level each time.
+        upper = confidence_interval(est, 1.0 - 2.0 * pass_one_sided)[1]
+        bound = f"upper {level_text(1.0 - pass_one_sided)}% bound {_pct(upper)}%"
         if slow and est.ratio > up:
             verdict = Verdict.REGRESSION
         elif fast and est.ratio < down:
             verdict = Verdict.IMPROVED
-        elif est.ci_high < up:
+        elif upper < up:
             verdict = Verdict.PASS
         else:
             verdict = Verdict.INCONCLUSIVE
@@ -283,7 +314,7 @@ def decide_time(
         threshold = thr_fast[i] if verdict is Verdict.IMPROVED else thr_slow[i]
         level = 1.0 - 2.0 * threshold
         low, high = confidence_interval(est, level)
-        row = name.partition(":")[2] or "step"  # a gated phase's entry is "<workload>:<phase>"
+        row = _row_words(name)
         head = (f"{row} {_pct(est.ratio)}% [{_pct(low)}, {_pct(high)}] "
                 f"({level_text(level)}% CI, the level of this look's test)")
         if verdict is Verdict.REGRESSION:
@@ -311,8 +342,61 @@ def decide_time(
         if est.excluded_baseline or est.outliers_current:
             reason += f"; {_outlier_text(est)}"
         out[name] = TimeDecision(verdict, reason, est, alpha, mde, look, config.looks,
-                                 adj_slow[i], adj_fast[i])
+                                 adj_slow[i], adj_fast[i], statistic=statistic_of(name), pass_bound=upper)
     return out
+
+
+MEDIAN_KEY = "@median"
+"""The suffix of a workload's median-step entry in the Holm family (``"resnet18@median"``);
+a gated phase's entry is ``"<workload>:<phase>"``, the workload's own name is its time per step."""
+
+
+def statistic_of(name: str) -> str:
+    return MEDIAN if name.endswith(MEDIAN_KEY) else PER_STEP
+
+
+def family_keys(name: str, gate_phases: Sequence[str]) -> list[str]:
+    """A workload's entries in the Holm family: its time per step, its median step, its gated phases."""
+    return [name, f"{name}{MEDIAN_KEY}", *(f"{name}:{p}" for p in gate_phases)]
+
+
+def _row_words(name: str) -> str:
+    if name.endswith(MEDIAN_KEY):
+        return STATISTIC_WORDS[MEDIAN]
+    phase = name.partition(":")[2]
+    return f"{phase} per step" if phase else STATISTIC_WORDS[PER_STEP]
+
+
+def combine_statistics(per_step: TimeDecision, median_step: TimeDecision) -> TimeDecision:
+    """The step's decision from its two statistics, each already decided in the Holm family.
+
+    - REGRESSION when either is: significant after Holm and above δ. The time per step
+      catches what stalls a few steps (a loader falling behind every fourth batch); the
+      median step catches a compute change the time per step's noise would hide. Holm over
+      both keeps the family-wise level at α whatever their correlation.
+    - PASS only when both upper bounds lie below δ (an intersection of two tests at the
+      PASS level: nothing more to spend).
+    - IMPROVED when one is faster by more than δ and the other passes or is faster too.
+    - INCONCLUSIVE otherwise.
+
+    The deciding statistic's decision is returned (the time per step when both agree),
+    holding both in ``by_statistic``.
+    """
+    both = {PER_STEP: per_step, MEDIAN: median_step}
+    verdicts = {per_step.verdict, median_step.verdict}
+    if Verdict.REGRESSION in verdicts:
+        chosen = per_step if per_step.verdict is Verdict.REGRESSION else median_step
+    elif verdicts == {Verdict.PASS}:
+        chosen = per_step
+    elif Verdict.IMPROVED in verdicts and verdicts <= {Verdict.IMPROVED, Verdict.PASS}:
+        chosen = per_step if per_step.verdict is Verdict.IMPROVED else median_step
+    else:
+        chosen = per_step if per_step.verdict is Verdict.INCONCLUSIVE else median_step
+    other = median_step if chosen is per_step else per_step
+    reason = chosen.reason
+    if chosen.verdict is Verdict.PASS:
+        reason += f"; {STATISTIC_WORDS[other.statistic]} {_pct(other.estimate.ratio)}%, its bound {_pct(other.pass_bound)}% too"
+    return dataclasses.replace(chosen, reason=reason, by_statistic=both)
 
 
 def _outlier_text(est: LogRatio) -> str:

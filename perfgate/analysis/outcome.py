@@ -70,8 +70,12 @@ class PhaseRow:
     baseline_ms: float | None
     current_ms: float | None
     share: float | None
-    """Share of the current step (time-weighted over the window)."""
+    """Share of the current time per step (time-weighted over the window)."""
     flag: PhaseFlag | None
+    baseline_median_ms: float | None = None
+    current_median_ms: float | None = None
+    """The median step's value of the row on each side: ``baseline_ms`` and ``current_ms`` are
+    the time per step, which the flags and the verdict speak of."""
 
 
 @dataclass(frozen=True)
@@ -98,8 +102,11 @@ class WorkloadComparison:
     labels: tuple[Label, ...] = ()
     """What bounds the current run's step (INPUT-BOUND, ...), with evidence."""
     left_out: tuple[str, ...] = ()
-    """Repeats the gate did not use, with the reason: a thermal or hardware slowdown, or an SM
-    clock off the comparison side's."""
+    """Repeats the gate did not use, with the reason: a thermal or hardware slowdown
+    (``perfgate.analysis.screening``), by one rule on both sides."""
+    clocks: Mapping[str, float] = field(default_factory=dict)
+    """The median SM clock (MHz) of each side that sampled one: ``{"base": .., "head": ..}``
+    (paired) or ``{"baseline": .., "current": ..}``. Shown, never a reason to leave out."""
     design: str = ""
     """Which design decided: "paired, 6 ABBA blocks against a1b2c3d" or "stored baseline, 3 recordings"."""
     since_baseline: str | None = None

@@ -60,7 +60,7 @@ from unittest import mock
 import numpy as np
 
 import perfgate.analysis.compare as gate_compare
-from perfgate.analysis.blocks import ABBA, BlockValue, block_contrast_t, block_log_ratio
+from perfgate.analysis.blocks import ABBA, BlockValue, block_log_ratio, block_model_log_ratio
 from perfgate.analysis.decide import GateConfig
 from perfgate.analysis.outcome import Entry, GateOutcome, Pairing
 from perfgate.analysis.stats import LogRatio, log_ratio, paired_look_correlation
@@ -111,9 +111,9 @@ class Noise:
                 raise ValueError(f"{name} must be >= 0")
 
 
-ESTIMATORS = ("block", "contrast", "welch")
-"""The paired estimators: the block model ``compare`` uses, the one-sample t on block
-contrasts, and Welch ignoring the blocks."""
+ESTIMATORS = ("contrast", "block", "welch")
+"""The paired estimators: the one-sample t on block contrasts ``compare`` uses, the
+randomised-block least-squares model, and Welch ignoring the blocks."""
 
 
 @dataclass(frozen=True)
@@ -131,14 +131,14 @@ class Scenario:
     """Stored: current repeats at the first look (the second adds ``GateConfig.second_look_repeats``)."""
     baseline_repeats: int = 5
     workloads: int = 3
-    estimator: str = "block"
-    """Paired only: "block" (what compare uses), "contrast" or "welch" swapped in for it."""
+    estimator: str = "contrast"
+    """Paired only: "contrast" (what compare uses), "block" or "welch" swapped in for it."""
     phases: bool = False
 
     def __post_init__(self) -> None:
         if self.estimator not in ESTIMATORS:
             raise ValueError(f"estimator must be one of {ESTIMATORS}, got {self.estimator!r}")
-        if self.estimator != "block" and not self.paired:
+        if self.estimator != "contrast" and not self.paired:
             raise ValueError("the estimator is a choice of the paired design only")
         if self.workloads < 1:
             raise ValueError("workloads must be >= 1")
@@ -243,10 +243,10 @@ def _welch_ignoring_blocks(base: Sequence[BlockValue], head: Sequence[BlockValue
 @contextlib.contextmanager
 def _paired_estimator(name: str) -> Iterator[None]:
     """``compare`` with its block model swapped for ``name`` (not thread-safe; restored on exit)."""
-    if name == "block":
+    if name == "contrast":
         yield
         return
-    alternative = {"contrast": block_contrast_t, "welch": _welch_ignoring_blocks}[name]
+    alternative = {"block": block_model_log_ratio, "welch": _welch_ignoring_blocks}[name]
     with mock.patch.object(gate_compare, "block_log_ratio", alternative):
         yield
 
@@ -368,7 +368,7 @@ def simulate(scenario: Scenario, gates: int, config: GateConfig | None = None, s
     counts: dict[Verdict, int] = {}
     false = second = calls = 0
     started = time.perf_counter()
-    with _paired_estimator(scenario.estimator if scenario.paired else "block"):
+    with _paired_estimator(scenario.estimator if scenario.paired else "contrast"):
         for _ in range(gates):
             gate = _Gate(scenario, config, rng)
             verdicts = gate.run()
@@ -382,7 +382,7 @@ def simulate(scenario: Scenario, gates: int, config: GateConfig | None = None, s
 
 
 def _estimators() -> dict[str, Callable[[Sequence[BlockValue], Sequence[BlockValue]], LogRatio]]:
-    return {"block": block_log_ratio, "contrast": block_contrast_t, "welch": _welch_ignoring_blocks}
+    return {"contrast": block_log_ratio, "block": block_model_log_ratio, "welch": _welch_ignoring_blocks}
 
 
 def paired_calibration(noise: Noise, slowdown: float, *, blocks: int = 6, workloads: int = 3, draws: int = 5000,

@@ -1,9 +1,10 @@
 """Summaries derived from raw results: the unit of analysis is the repeat.
 
 Consecutive steps are autocorrelated, so steps are never treated as independent samples.
-Each repeat is summarised by the median of its measured steps, per phase and for the
-whole step; a workload by the median of those per-repeat medians, and its run-to-run
-variation by the standard deviation of their logarithms.
+Each repeat is summarised by two statistics per phase and for the whole step
+(``perfgate.model.repeat``): its **time per step** (the window's total over its steps, what
+throughput sees) and its **median step**. A workload is summarised by the median over its
+repeats of each, and its run-to-run variation by the standard deviation of their logarithms.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from dataclasses import dataclass
 from statistics import median, stdev
 
 from perfgate.analysis.ranks import comm_share, per_rank_medians
-from perfgate.model.result import RESIDUAL, ROWS, RepeatResult, RunResult
+from perfgate.model.repeat import MEDIAN, PER_STEP, RESIDUAL, ROWS, STATISTICS, Repeat
+from perfgate.model.result import RepeatResult, RunResult
 
 
 def log_sd(values: Sequence[float]) -> float | None:
@@ -24,17 +26,27 @@ def log_sd(values: Sequence[float]) -> float | None:
     return stdev(math.log(v) for v in values)
 
 
+def row_summary(repeats: Sequence[Repeat], statistic: str) -> dict[str, float]:
+    """The median over ``repeats`` of each row's per-repeat ``statistic``."""
+    return {row: median(r.summary_ms(statistic)[row] for r in repeats) for row in ROWS}
+
+
 @dataclass(frozen=True)
 class WorkloadSummary:
     workload: str
     device: str
     repeats: tuple[RepeatResult, ...]
-    """The repeats themselves: each derives its medians and shares from its raw values."""
+    """The repeats themselves: each derives its statistics and shares from its raw values."""
     steps: int
+    per_step_ms: dict[str, float]
+    """Per row, the median over repeats of the time per step: the number the verdict and the
+    phase table speak of."""
     median_ms: dict[str, float]
+    """Per row, the median over repeats of the median step."""
     share: dict[str, float]
+    """Per row, the median over repeats of its share of the time per step."""
     spread: dict[str, float | None]
-    """Run-to-run variation of each row (sd of log of per-repeat medians); None below 2 repeats."""
+    """Run-to-run variation of each row's time per step (sd of log); None below 2 repeats."""
     samples_per_s: float
     peak_memory_bytes: int | None
     peak_memory_kind: str
@@ -45,15 +57,21 @@ class WorkloadSummary:
     comm_share: float | None = None
     """A distributed run: the exposed all-reduce wait's share of the step (None: not recorded)."""
 
-    def per_repeat(self, row: str) -> list[float]:
-        return [r.medians_ms[row] for r in self.repeats]
+    def per_repeat(self, row: str, statistic: str = PER_STEP) -> list[float]:
+        return [r.summary_ms(statistic)[row] for r in self.repeats]
+
+    def of(self, statistic: str) -> Mapping[str, float]:
+        """The workload's summary per row under ``statistic``."""
+        return {PER_STEP: self.per_step_ms, MEDIAN: self.median_ms}[statistic]
+
+
+assert set(STATISTICS) == {PER_STEP, MEDIAN}
 
 
 def summarise(result: RunResult) -> WorkloadSummary:
     reps = result.repeats
-    median_ms = {row: median(r.medians_ms[row] for r in reps) for row in ROWS}
     share = {row: median(r.shares[row] for r in reps) for row in ROWS}
-    spread = {row: log_sd([r.medians_ms[row] for r in reps]) for row in ROWS if row != RESIDUAL}
+    spread = {row: log_sd([r.per_step_ms[row] for r in reps]) for row in ROWS if row != RESIDUAL}
     spread[RESIDUAL] = None  # can be zero or negative: no log-scale spread
     peaks = [r.peak_memory_bytes for r in reps if r.peak_memory_bytes is not None]
     busy = [r.device_busy_fraction for r in reps if r.device_busy_fraction is not None]
@@ -62,7 +80,8 @@ def summarise(result: RunResult) -> WorkloadSummary:
         device=result.device,
         repeats=reps,
         steps=min(r.steps for r in result.repeats),
-        median_ms=median_ms,
+        per_step_ms=row_summary(reps, PER_STEP),
+        median_ms=row_summary(reps, MEDIAN),
         share=share,
         spread=spread,
         samples_per_s=median(r.samples_per_s for r in reps),

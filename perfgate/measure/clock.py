@@ -3,9 +3,10 @@
 The training loop calls the six marks of a step in order (``begin_step``, ``after_data``,
 ``after_h2d``, ``after_forward``, ``after_backward``, ``after_optimizer``) and, once the
 window is closed and synchronised, ``finish`` turns the marks into per-step durations.
-Nothing synchronises inside the window: on CUDA the marks only enqueue events on the
-current stream, ``end_window`` records the closing event and is the synchronisation that
-ends the window, and the events are read after it. Clocks, event factories, the stream
+Nothing synchronises inside the window: on CUDA every mark enqueues one event on the
+current stream (``begin_step`` and ``after_data`` read the host clock too, around the
+DataLoader's ``next``), ``end_window`` records the closing event and is the
+synchronisation that ends the window, and the events are read after it. Clocks, event factories, the stream
 and the synchronisation are injectable so the accounting is tested without a GPU.
 """
 
@@ -95,25 +96,52 @@ class TimingEvent(Protocol):
     def elapsed_time(self, end: Any) -> float: ...
 
 
-class DeviceClock:
-    """CUDA timing: CUDA events for the step and the device phases, the host clock for the data wait.
+def _monotone(stamps: list[float]) -> list[float]:
+    """Event stamps on one stream, made non-decreasing.
 
-    Per step five events are recorded on the current stream: before the host-to-device
-    copies (right after the batch arrived), after them, after forward, after backward and
-    after the optimizer. One more opens the window (``origin``) and one closes it, recorded
-    just before the synchronisation that ends the window. All events are allocated, and
-    the stream resolved, when the clock is made (before the window); they are read only
-    after that synchronisation.
+    Events on one stream complete in the order they were recorded, so a stamp below the
+    one before it is the events' resolution (about half a microsecond), not time running
+    back: it is raised to the stamp before it. Every difference of consecutive stamps is
+    then >= 0 and the differences of a span add up to the span exactly.
+    """
+    out: list[float] = []
+    top = 0.0
+    for stamp in stamps:
+        if stamp > top:
+            top = stamp
+        out.append(top)
+    return out
+
+
+class DeviceClock:
+    """CUDA timing: CUDA events for the step and every phase, the host clock beside them.
+
+    Per step six events are recorded on the current stream: at ``begin_step`` (before the
+    host asks the DataLoader for the batch), after the batch arrived, after the
+    host-to-device copies, after forward, after backward and after the optimizer. One more
+    opens the window (``origin``) and one closes it, recorded just before the
+    synchronisation that ends the window. All events are allocated, and the stream
+    resolved, when the clock is made (before the window); they are read only after that
+    synchronisation.
 
     An event completes when the stream reaches it, so the step series is timed on the
-    device: step *k* runs from the first event of step *k* to the first event of step
-    *k + 1* (step 0 from the origin, the last step to the closing event), and the steps
-    tile the window. When the host runs ahead of the device (few launches per step: CUDA
-    graphs, ``torch.compile``), start-to-start host times measure the launches and the
-    backlog lands in the last step; the device steps do not. The host's start-to-start
-    times are kept as ``host_step``. ``last - first`` of a step is the device's busy
-    time in it (``device_busy``); the gaps between steps are the time it sat idle waiting
-    for the host.
+    device: step *k* runs from step *k*'s begin event to step *k + 1*'s (step 0 from the
+    origin, the last step to the closing event), and the steps tile the window. A stall
+    waiting for step *k*'s batch is booked on step *k*, the step it delays. When the host
+    runs ahead of the device (few launches per step: CUDA graphs, ``torch.compile``),
+    start-to-start host times measure the launches and the backlog lands in the last step;
+    the device steps do not. The host's start-to-start times are kept as ``host_step``.
+
+    Every device series is a difference of consecutive events on the one stream:
+    ``data_wait`` is the *exposed* data wait, begin event to after-data event: the time the
+    device sat idle waiting for this step's batch once it had finished the work queued
+    before it (about 0 when the host's wait is hidden behind queued GPU work). The host's
+    time in the DataLoader's ``next`` is kept as ``host_data_wait``. ``h2d``, ``forward``,
+    ``backward`` and ``optimizer`` follow; ``device_busy`` is after-data to after-optimizer.
+    The five phases and the residual (the optimizer's end to the next begin event: host
+    overhead that left the device idle) tile the step, and the residual is never negative:
+    a stamp below the one before it (event resolution) is raised to it (:func:`_monotone`),
+    so no phase's share of a step exceeds 100%.
     """
 
     timing = "cuda_events"
@@ -131,7 +159,7 @@ class DeviceClock:
         self._now = now
         self._synchronize = synchronize
         self._origin = event_factory()
-        self._events = [event_factory() for _ in range(5 * steps)]
+        self._events = [event_factory() for _ in range(6 * steps)]
         self._end = event_factory()
         self._host: list[float] = []
         self._window = (0.0, 0.0)
@@ -139,6 +167,8 @@ class DeviceClock:
         self._stream = stream = current_stream()
         # The marks are closures over pre-resolved objects: a host mark is one clock read
         # and one append, a device mark takes the next pre-allocated event and records it.
+        # The two host reads bracket the DataLoader's ``next`` tightly: the begin mark
+        # records its event first, the after-data mark reads the clock first.
         self._pending = pending = iter(self._events)
         take = pending.__next__
         host = self._host.append
@@ -146,11 +176,15 @@ class DeviceClock:
         def record() -> None:
             take().record(stream)
 
+        def begin_step() -> None:
+            take().record(stream)
+            host(now())
+
         def after_data() -> None:
             host(now())
             take().record(stream)
 
-        self.begin_step = lambda: host(now())  # type: ignore[method-assign]
+        self.begin_step = begin_step  # type: ignore[method-assign]
         self.after_data = after_data  # type: ignore[method-assign]
         self.after_h2d = record  # type: ignore[method-assign]
         self.after_forward = record  # type: ignore[method-assign]
@@ -172,27 +206,27 @@ class DeviceClock:
         """Read the events; only after :meth:`end_window` (the synchronisation that closes the window)."""
         unrecorded = sum(1 for _ in self._pending)
         recorded = len(self._events) - unrecorded
-        if not self._closed or recorded != 5 * self._steps or len(self._host) != 2 * self._steps:
+        if not self._closed or recorded != 6 * self._steps or len(self._host) != 2 * self._steps:
             raise RuntimeError(
                 f"incomplete window: {recorded} events and {len(self._host)} host marks for {self._steps} steps"
                 + ("" if self._closed else ", not closed")
             )
         origin = self._origin
-        stamps = [origin.elapsed_time(e) for e in self._events]
-        end = origin.elapsed_time(self._end)
-        rows = [stamps[i : i + 5] for i in range(0, len(stamps), 5)]
-        firsts = [r[0] for r in rows]
+        *stamps, end = _monotone([origin.elapsed_time(e) for e in (*self._events, self._end)])
+        rows = [stamps[i : i + 6] for i in range(0, len(stamps), 6)]
+        begins = [r[0] for r in rows]
         host = [self._host[i : i + 2] for i in range(0, len(self._host), 2)]
         window_s = self._window[1] - self._window[0]
         series = {
-            "data_wait": [(h[1] - h[0]) * 1e3 for h in host],
-            "h2d": [r[1] - r[0] for r in rows],
-            "forward": [r[2] - r[1] for r in rows],
-            "backward": [r[3] - r[2] for r in rows],
-            "optimizer": [r[4] - r[3] for r in rows],
-            "step": [e - s for s, e in zip([0.0, *firsts[1:]], [*firsts[1:], end])],
+            "data_wait": [r[1] - r[0] for r in rows],
+            "h2d": [r[2] - r[1] for r in rows],
+            "forward": [r[3] - r[2] for r in rows],
+            "backward": [r[4] - r[3] for r in rows],
+            "optimizer": [r[5] - r[4] for r in rows],
+            "step": [e - s for s, e in zip([0.0, *begins[1:]], [*begins[1:], end])],
             "host_step": _step_series([h[0] for h in host], self._window[1]),
-            "device_busy": [r[4] - r[0] for r in rows],
+            "host_data_wait": [(h[1] - h[0]) * 1e3 for h in host],
+            "device_busy": [r[5] - r[1] for r in rows],
         }
         ratio = end / (window_s * 1e3) if window_s > 0 else None
         return WindowTimes(series, window_s, device_window_ratio=ratio)

@@ -9,11 +9,12 @@ belongs to the phase that ran in between. :data:`IDLE` is what no hook sees: it 
 no phase, so it lands in the residual (step minus phases).
 
 :class:`HostTimeline` (the CPU) reads ``perf_counter`` at every switch, like
-``HostClock``. :class:`DeviceTimeline` (CUDA) does what ``DeviceClock`` does: the data
-wait on the host clock, the device phases and the step with CUDA events recorded on the
-current stream at each switch between device phases, nothing synchronising inside the
-window, the events read after the synchronisation that closes it. The events, the stream
-and the synchronisation are injectable, so the accounting is tested without a GPU.
+``HostClock``. :class:`DeviceTimeline` (CUDA) does what ``DeviceClock`` does: every
+phase (the data wait too, as the device saw it) and the step with CUDA events recorded on
+the current stream at each switch between device intervals, the host's time in the
+DataLoader beside them as ``host_data_wait``, nothing synchronising inside the window, the
+events read after the synchronisation that closes it. The events, the stream and the
+synchronisation are injectable, so the accounting is tested without a GPU.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from perfgate.measure.clock import TimingEvent, WindowTimes, _step_series
+from perfgate.measure.clock import TimingEvent, WindowTimes, _monotone, _step_series
 from perfgate.model.workload import PHASES
 
 DATA, H2D, FORWARD, BACKWARD, OPTIMIZER, IDLE = range(6)
@@ -31,9 +32,9 @@ assert tuple(PHASES) == ("data_wait", "h2d", "forward", "backward", "optimizer")
 
 _ZEROS = (0.0,) * 6
 _GAP = -1
-"""A device interval that is in no device phase (idle, or the host waiting for data)."""
-_DEVICE_LABEL = (_GAP, H2D, FORWARD, BACKWARD, OPTIMIZER, _GAP)
-"""Per phase, the device interval it starts: the data wait and IDLE are gaps on the device."""
+"""A device interval that is in no phase: what no hook sees (it lands in the residual)."""
+_DEVICE_LABEL = (DATA, H2D, FORWARD, BACKWARD, OPTIMIZER, _GAP)
+"""Per phase, the device interval it starts: each phase its own, IDLE a gap."""
 
 
 class HostTimeline:
@@ -90,19 +91,30 @@ class HostTimeline:
 
 
 class DeviceTimeline:
-    """CUDA timing: CUDA events for the step and the device phases, the host clock for the data wait.
+    """CUDA timing: CUDA events for the step and every phase, the host clock beside them.
 
-    At each switch between two device phases (``h2d``, ``forward``, ``backward``,
-    ``optimizer``, and the gap of the data wait or of what no hook sees) one event is
-    recorded on the stream current when the window opened, labelled with the phase that
-    starts there; each boundary records one more. An event completes when the stream
-    reaches it, so each interval between consecutive events is device time of its label,
-    and step *k* runs from boundary *k* to boundary *k + 1* (boundary 0 is the origin
-    recorded when the window opens, after a synchronisation that ends warmup). The events
-    are made before the window, as many as warmup's last step switched times the steps
-    plus a margin; more are made in the window only when a step switched more often.
-    The host's boundary-to-boundary times are kept as ``host_step``, and each step's sum
-    of device phases as ``device_busy``.
+    At each switch between two device intervals (``data_wait``, ``h2d``, ``forward``,
+    ``backward``, ``optimizer``, and the gap of what no hook sees) one event is recorded on
+    the stream current when the window opened, labelled with the phase that starts there;
+    each boundary records one more. An event completes when the stream reaches it, so each
+    interval between consecutive events is device time of its label, and step *k* runs
+    from boundary *k* to boundary *k + 1* (boundary 0 is the origin recorded when the
+    window opens, after a synchronisation that ends warmup): a step's device span starts
+    at the step boundary, and the data wait of its own batches is in it.
+
+    ``data_wait`` is the *exposed* data wait: the device time from the event recorded as
+    the host enters the DataLoader's ``next`` to the one recorded as it leaves, the time
+    the device sat waiting for the batch once it had finished the work queued before (about
+    0 when the wait is hidden behind queued GPU work). The host's time inside ``next`` is
+    kept as ``host_data_wait``, its boundary-to-boundary times as ``host_step``, and each
+    step's sum of ``h2d``, ``forward``, ``backward`` and ``optimizer`` as ``device_busy``.
+    The phases are disjoint intervals of the step, and a stamp below the one before it
+    (event resolution) is raised to it, so the residual is never negative and no share
+    of a step exceeds 100%.
+
+    The events are made before the window, as many as warmup's last step switched times
+    the steps plus a margin; more are made in the window only when a step switched more
+    often.
     """
 
     timing = "cuda_events"
@@ -143,15 +155,16 @@ class DeviceTimeline:
         self._labels.append(label)
 
     def switch(self, old: int, new: int) -> None:
+        # The host's reads bracket the DataLoader's ``next`` inside the events around it.
         if old == DATA:
             self._data_acc += self._now() - self._data_start
-        if new == DATA:
-            self._data_start = self._now()
         label = _DEVICE_LABEL[new]
         if label != _DEVICE_LABEL[old]:
             self._changes += 1
             if self._recording:
                 self._record(label)
+        if new == DATA:
+            self._data_start = self._now()
 
     def open(self, current: int) -> None:
         """The boundary that ends warmup: synchronise, make the events, record the origin."""
@@ -189,7 +202,7 @@ class DeviceTimeline:
         if len(bounds) != self._steps + 1:
             raise RuntimeError(f"expected {self._steps} steps in the window, got {len(bounds) - 1}")
         origin = self._events[0]
-        stamps = [0.0] + [origin.elapsed_time(e) for e in self._events[1:]]
+        stamps = _monotone([0.0] + [origin.elapsed_time(e) for e in self._events[1:]])
         labels = self._labels
         rows = []
         for start, end in zip(bounds, bounds[1:]):
@@ -201,13 +214,14 @@ class DeviceTimeline:
             rows.append(acc)
         window_s = self._window[1] - self._window[0]
         series = {
-            "data_wait": [ms * 1e3 for ms in self._data_rows],
+            "data_wait": [r[DATA] for r in rows],
             "h2d": [r[H2D] for r in rows],
             "forward": [r[FORWARD] for r in rows],
             "backward": [r[BACKWARD] for r in rows],
             "optimizer": [r[OPTIMIZER] for r in rows],
             "step": [stamps[e] - stamps[s] for s, e in zip(bounds, bounds[1:])],
             "host_step": _step_series(self._host_bounds[:-1], self._host_bounds[-1]),
+            "host_data_wait": [seconds * 1e3 for seconds in self._data_rows],
             "device_busy": [sum(r[1:]) for r in rows],
         }
         device_ms = stamps[bounds[-1]]

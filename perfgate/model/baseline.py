@@ -5,8 +5,10 @@ or CI jobs when made with ``--append``), so the day-to-day noise of the runner c
 estimated from the baseline itself. Each recording keeps, per repeat, the raw per-step
 values (each series one line of space-separated milliseconds, so a baseline stays
 reviewable in a pull request), the throughput and the peak memory, and beside them, for a
-reader of the file, the medians and shares derived from the raw values. On load they are
-derived again from the raw values, which are the data: a file whose two disagree is refused.
+reader of the file, the time per step, the medians and the shares derived from the raw
+values. On load they are derived again from the raw values, which are the data: a file
+whose two disagree is refused. A repeat is the same :class:`~perfgate.model.repeat.Repeat`
+a result holds, so both sides of a comparison derive their statistics by one rule.
 
 Files are written atomically and only by ``rebaseline`` (``perfgate.store.baselines``);
 reading never modifies them.
@@ -21,58 +23,44 @@ from statistics import median
 from typing import Any
 
 from perfgate.model.environment import Environment
-from perfgate.model.result import ROWS, describe_slowdown, row_medians, row_shares
+from perfgate.model.repeat import PER_STEP, ROWS, STATISTICS, Repeat, describe_slowdown, row_means
 from perfgate.model.schema import Fields, migrate, number_series
 from perfgate.model.workload import PHASES
 
 BASELINE_KIND = "perfgate.baseline"
-BASELINE_SCHEMA_VERSION = 1
-BASELINE_MIGRATIONS: dict[int, Any] = {}
+BASELINE_SCHEMA_VERSION = 2
 DEFAULT_MAX_RECORDINGS = 10
 
 
-@dataclass(frozen=True)
-class BaselineRepeat:
-    medians_ms: Mapping[str, float]
-    shares: Mapping[str, float]
-    samples_per_s: float
-    peak_memory_bytes: int | None
-    raw_ms: Mapping[str, tuple[float, ...]]
-    throttled: bool = False
-    """The GPU slowed down for heat or by hardware during this repeat; the gate leaves it out.
-    Written by perfgate before the power cap stopped counting, it may mean the power cap:
-    see :attr:`throttle_reason`."""
-    slowdown_reasons: tuple[str, ...] | None = None
-    """The thermal and hardware slowdown reasons NVML reported (``()``: none); None: not
-    recorded (a baseline written before they were kept)."""
-    sm_clock_mhz: float | None = None
-    """The median SM clock during the repeat (None: not sampled, or not recorded)."""
-    power_cap_share: float | None = None
-    """The share of samples in which the software power cap held the clock: shown, never a reason to leave out."""
+def repeat_to_dict(repeat: Repeat) -> dict[str, Any]:
+    """A baseline repeat as the file holds it: each raw series one line of space-separated
+    milliseconds (a micro-benchmark's all-zero phases left out), and beside them, for a
+    reader of the file, the time per step, medians and shares derived from exactly those."""
+    phase_free = all(v == 0 for p in PHASES for v in repeat.phases_ms[p])
+    return {
+        **({"block": repeat.block} if repeat.block is not None else {}),
+        "slowdown_reasons": list(repeat.slowdown_reasons) if repeat.slowdown_reasons is not None else None,
+        "sm_clock_mhz": repeat.sm_clock_mhz,
+        "power_cap_share": repeat.power_cap_share,
+        "per_step_ms": dict(repeat.per_step_ms),
+        "medians_ms": dict(repeat.medians_ms),
+        "shares": dict(repeat.shares),
+        "samples_per_s": repeat.samples_per_s,
+        "peak_memory_bytes": repeat.peak_memory_bytes,
+        "phases_ms": {k: " ".join(raw_text(v) for v in values) for k, values in repeat.phases_ms.items()
+                      if not (phase_free and k in PHASES)},
+    }
 
-    @property
-    def throttle_reason(self) -> str | None:
-        """Why the gate leaves this repeat out, in words; None when it does not.
 
-        A repeat recorded as throttled before the reasons were kept is left out, as it was
-        then, and says so: the flag then also meant the power cap, but nothing tells which
-        (a rebaseline records the reasons)."""
-        if self.slowdown_reasons:
-            return describe_slowdown(self.slowdown_reasons)
-        return describe_slowdown(None) if self.throttled else None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "throttled": self.throttled,
-            "slowdown_reasons": list(self.slowdown_reasons) if self.slowdown_reasons is not None else None,
-            "sm_clock_mhz": self.sm_clock_mhz,
-            "power_cap_share": self.power_cap_share,
-            "medians_ms": dict(self.medians_ms),
-            "shares": dict(self.shares),
-            "samples_per_s": self.samples_per_s,
-            "peak_memory_bytes": self.peak_memory_bytes,
-            "raw_ms": {k: " ".join(raw_text(v) for v in values) for k, values in self.raw_ms.items()},
-        }
+def as_stored(repeat: Repeat, index: int) -> Repeat:
+    """``repeat`` as a baseline keeps it: its raw values at the file's nine digits, so that
+    what is written is what a reader derives again, and only the facts a comparison uses."""
+    return Repeat(
+        phases_ms={k: tuple(float(raw_text(v)) for v in values) for k, values in repeat.phases_ms.items()},
+        samples_per_s=repeat.samples_per_s, peak_memory_bytes=repeat.peak_memory_bytes, index=index,
+        block=repeat.block, slowdown_reasons=repeat.slowdown_reasons, sm_clock_mhz=repeat.sm_clock_mhz,
+        power_cap_share=repeat.power_cap_share,
+    )
 
 
 @dataclass(frozen=True)
@@ -95,10 +83,11 @@ class Recording:
     environment: Environment
     data: Mapping[str, Any]
     peak_memory_kind: str
-    repeats: tuple[BaselineRepeat, ...]
+    repeats: tuple[Repeat, ...]
 
-    def medians(self, row: str) -> list[float]:
-        return [r.medians_ms[row] for r in self.repeats]
+    def values(self, row: str, statistic: str = PER_STEP) -> list[float]:
+        """Each repeat's summary of ``row`` under ``statistic``."""
+        return [r.summary_ms(statistic)[row] for r in self.repeats]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -106,7 +95,7 @@ class Recording:
             "environment": self.environment.to_dict(),
             "data": dict(self.data),
             "peak_memory_kind": self.peak_memory_kind,
-            "repeats": [r.to_dict() for r in self.repeats],
+            "repeats": [repeat_to_dict(r) for r in self.repeats],
         }
 
 
@@ -145,14 +134,15 @@ class Baseline:
             "recordings": [r.to_dict() for r in self.recordings],
         }
 
-    def recording_medians(self, row: str) -> list[list[float]]:
-        return [rec.medians(row) for rec in self.recordings]
+    def recording_values(self, row: str, statistic: str = PER_STEP) -> list[list[float]]:
+        """Per recording, each repeat's summary of ``row`` under ``statistic``."""
+        return [rec.values(row, statistic) for rec in self.recordings]
 
     def without_throttled(self) -> tuple[Baseline, LeftOut]:
         """The baseline less its throttled repeats, and what was left out, for the report.
 
         A repeat is throttled when the GPU slowed down for heat or by hardware while it was
-        recorded (:attr:`BaselineRepeat.throttle_reason`); the messages name the reason.
+        recorded (:attr:`Repeat.throttle_reason`); the messages name the reason.
 
         A recording left empty is dropped. So is one left with a single repeat, when a
         recording of two or more remains: one repeat shows no run-to-run variation, the
@@ -212,77 +202,88 @@ def _raw_series(text: object, where: str) -> tuple[float, ...]:
 
 
 MEDIAN_TOLERANCE_MS = 0.005
-"""How far a stored median may lie from the one derived from the stored raw values. Raw values
-are written to nine significant digits; files from before were written to 0.001 ms, by which a
-residual (the step less five phases) can move by 0.003 ms."""
+"""How far a stored median or time per step may lie from the one derived from the stored raw
+values. Raw values are written to nine significant digits; files from before were written
+to 0.001 ms, by which a residual (the step less five phases) can move by 0.003 ms."""
 
 
 def raw_text(value: float) -> str:
     """A raw per-step value as the file holds it: nine significant digits, enough that the
-    medians derived from the file are those of the measured values (a micro-benchmark's step
-    can be a few microseconds)."""
+    summaries derived from the file are those of the measured values (a micro-benchmark's
+    step can be a few microseconds)."""
     return f"{value:.9g}"
 SHARE_TOLERANCE = 0.001
 
 
-def derived_rows(raw: Mapping[str, tuple[float, ...]], where: str) -> tuple[dict[str, float], dict[str, float]]:
-    """The medians and shares of a repeat, derived from its raw per-step values (None: no step
-    series stored). A repeat stored without phase series (a micro-benchmark) has zero phases."""
+def stored_series(raw: Mapping[str, tuple[float, ...]], where: str) -> dict[str, tuple[float, ...]]:
+    """A baseline repeat's series in memory: a repeat stored without phase series (a
+    micro-benchmark) has zero phases; one with some phases must have all five."""
     if "step" not in raw:
-        return None
+        raise ValueError(f"{where}: no step series")
     step = raw["step"]
     present = [p for p in PHASES if p in raw]
     if present and len(present) != len(PHASES):
         missing = ", ".join(p for p in PHASES if p not in raw)
         raise ValueError(f"{where}: raw values of some phases but not of {missing}")
-    if any(len(raw[p]) != len(step) for p in present):
+    if any(len(v) != len(step) for v in raw.values()):
         raise ValueError(f"{where}: the raw series differ in length")
-    series = {p: raw[p] if present else (0.0,) * len(step) for p in PHASES}
-    series["step"] = step
-    return row_medians(series), row_shares(series)
+    if sum(step) <= 0:
+        raise ValueError(f"{where}.step: the steps add up to no time")
+    series = dict(raw)
+    if not present:
+        series.update({p: (0.0,) * len(step) for p in PHASES})
+    return series
 
 
-def _repeat_from_dict(data: object, where: str) -> BaselineRepeat:
+_DERIVED = (("per_step_ms", PER_STEP, "time per step"), ("medians_ms", "median", "median"))
+assert {statistic for _, statistic, _ in _DERIVED} == set(STATISTICS)
+
+
+def _repeat_from_dict(data: object, where: str, index: int) -> Repeat:
     f = Fields(data, where)
-    medians = f.sub("medians_ms")
+    raw = f.sub("phases_ms")
+    series = stored_series({k: _raw_series(v, f"{raw.where}.{k}") for k, v in raw.data.items()}, raw.where)
+    repeat = Repeat(phases_ms=series, samples_per_s=1.0, peak_memory_bytes=None)
+    # The raw values are the data; the stored summaries only repeat them for a reader of
+    # the file. A file whose two disagree was edited: refused, never guessed.
+    for key, statistic, words in _DERIVED:
+        stored = f.sub(key)
+        derived = repeat.summary_ms(statistic)
+        for row in ROWS:
+            value = stored.number(row)
+            assert value is not None
+            if row != "residual" and value < 0:
+                raise ValueError(f"{stored.where}.{row}: negative duration {value}")
+            if abs(derived[row] - value) > MEDIAN_TOLERANCE_MS + 1e-6 * abs(value):
+                raise ValueError(f"{stored.where}.{row}: {value} is not the {words} of the raw values "
+                                 f"({derived[row]:.4f})")
     shares = f.sub("shares")
-    raw = f.sub("raw_ms")
-    medians_ms = {}
     for row in ROWS:
-        value = medians.number(row)
-        if row != "residual" and value is not None and value < 0:
-            raise ValueError(f"{medians.where}.{row}: negative duration {value}")
-        medians_ms[row] = value
-    shares_of = {row: shares.number(row) for row in ROWS}
-    raw_ms = {k: _raw_series(v, f"{raw.where}.{k}") for k, v in raw.data.items()}
-    derived = derived_rows(raw_ms, raw.where)
-    # The raw values are the data; the stored medians and shares only repeat them for a
-    # reader of the file. A file whose two disagree was edited: refused, never guessed.
-    for row in ROWS:
-        if abs(derived[0][row] - medians_ms[row]) > MEDIAN_TOLERANCE_MS + 1e-6 * abs(medians_ms[row]):
-            raise ValueError(f"{medians.where}.{row}: {medians_ms[row]} is not the median of the raw values "
-                             f"({derived[0][row]:.4f})")
-        if abs(derived[1][row] - shares_of[row]) > SHARE_TOLERANCE:
-            raise ValueError(f"{shares.where}.{row}: {shares_of[row]} is not the share the raw values give "
-                             f"({derived[1][row]:.4f})")
-    medians_ms, shares_of = derived
+        value = shares.number(row)
+        assert value is not None
+        if abs(repeat.shares[row] - value) > SHARE_TOLERANCE:
+            raise ValueError(f"{shares.where}.{row}: {value} is not the share the raw values give "
+                             f"({repeat.shares[row]:.4f})")
     peak = f.get("peak_memory_bytes", int, optional=True)
     if peak is not None and peak < 0:
         raise ValueError(f"{where}.peak_memory_bytes: negative peak memory {peak}")
-    return BaselineRepeat(
-        medians_ms=medians_ms,  # type: ignore[arg-type]
-        shares=shares_of,  # type: ignore[arg-type]
+    return Repeat(
+        phases_ms=series,
         samples_per_s=f.number("samples_per_s", positive=True),  # type: ignore[arg-type]
         peak_memory_bytes=peak,
-        raw_ms=raw_ms,
-        throttled=bool(f.get("throttled", bool, optional=True)),
-        slowdown_reasons=_slowdown_reasons(f.get("slowdown_reasons", list, optional=True), where),
+        index=index,
+        block=f.get("block", int, optional=True),
+        slowdown_reasons=_slowdown_reasons(f, where),
         sm_clock_mhz=_optional_number(f, "sm_clock_mhz", upper=None),
         power_cap_share=_optional_number(f, "power_cap_share", upper=1.0),
     )
 
 
-def _slowdown_reasons(data: list | None, where: str) -> tuple[str, ...] | None:
+def _slowdown_reasons(f: Fields, where: str) -> tuple[str, ...] | None:
+    """``null`` in the file: the repeat was marked throttled without a reason (left out)."""
+    if "slowdown_reasons" not in f.data:
+        raise ValueError(f"missing field {where}.slowdown_reasons")
+    data = f.get("slowdown_reasons", list, optional=True)
     if data is None:
         return None
     if not all(isinstance(x, str) for x in data):
@@ -320,8 +321,46 @@ def _recording_from_dict(data: object, where: str) -> Recording:
         environment=environment,
         data=f.get("data", dict),
         peak_memory_kind=f.get("peak_memory_kind", str),
-        repeats=tuple(_repeat_from_dict(r, f"{where}.repeats[{i}]") for i, r in enumerate(repeats)),
+        repeats=tuple(_repeat_from_dict(r, f"{where}.repeats[{i}]", i) for i, r in enumerate(repeats)),
     )
+
+
+def _repeat_v1_to_v2(repeat: object) -> object:
+    """Schema 1 kept the raw values as ``raw_ms`` and a ``throttled`` flag beside the reasons;
+    schema 2 keeps them as ``phases_ms``, as results do, the reasons alone (``null``: throttled,
+    reason not recorded) and the time per step beside the medians. Anything it cannot read
+    is left for the reader to refuse with its path."""
+    if not isinstance(repeat, dict) or "raw_ms" not in repeat:
+        return repeat
+    out = {k: v for k, v in repeat.items() if k not in ("raw_ms", "throttled")}
+    out["phases_ms"] = repeat["raw_ms"]
+    reasons = repeat.get("slowdown_reasons")
+    if not isinstance(reasons, list):
+        reasons = None if repeat.get("throttled") is True else []
+    out["slowdown_reasons"] = reasons
+    try:
+        raw = {k: tuple(float(x) for x in v.split()) for k, v in repeat["raw_ms"].items()}
+        out["per_step_ms"] = row_means(stored_series(raw, ""))
+    except (AttributeError, TypeError, ValueError, KeyError, ZeroDivisionError, OverflowError):
+        pass  # not readable: the reader names what is wrong with the raw values
+    return out
+
+
+def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
+    recordings = data.get("recordings")
+    if not isinstance(recordings, list):
+        return data
+    upgraded = []
+    for rec in recordings:
+        if isinstance(rec, dict) and isinstance(rec.get("repeats"), list):
+            rec = {**rec, "repeats": [_repeat_v1_to_v2(r) for r in rec["repeats"]]}
+        upgraded.append(rec)
+    return {**data, "recordings": upgraded}
+
+
+BASELINE_MIGRATIONS: dict[int, Any] = {1: _v1_to_v2}
+"""Each migration takes a document of version N and returns one of version N + 1 (in memory;
+the file is never rewritten by reading it)."""
 
 
 def baseline_from_dict(data: object) -> Baseline:

@@ -11,50 +11,26 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from functools import cached_property
-from statistics import median
+from dataclasses import dataclass, field
 from typing import Any
 
 from perfgate.model.environment import Environment
+from perfgate.model.repeat import (
+    RESIDUAL,
+    ROWS,
+    SERIES,
+    SLOWDOWN_REASONS,
+    Repeat,
+    check_series,
+    describe_slowdown,
+    residual_series,
+    row_medians,
+    row_shares,
+)
 from perfgate.model.schema import Fields, migrate, number_series
-from perfgate.model.workload import PHASES
 
 RESULT_KIND = "perfgate.run-result"
 RESULT_SCHEMA_VERSION = 1
-SERIES = (*PHASES, "step")
-"""Per-step series every repeat holds; CUDA runs add ``device_busy``."""
-RESIDUAL = "residual"
-ROWS = (*PHASES, RESIDUAL, "step")
-"""Table rows: the five phases, the unattributed rest of the step, and the step."""
-
-
-
-
-def residual_series(series: Mapping[str, Sequence[float]]) -> tuple[float, ...]:
-    """Per step, the part of the step no phase explains (loop overhead, host syncs, logging).
-
-    On CUDA the device phases can overlap the host's data wait, so this can be negative."""
-    phases = [series[p] for p in PHASES]
-    return tuple(s - sum(values) for s, values in zip(series["step"], zip(*phases)))
-
-
-def row_medians(series: Mapping[str, Sequence[float]]) -> dict[str, float]:
-    """The median over a window's steps of each phase, the residual and the step: a repeat's
-    one number per row, derived from its raw per-step values."""
-    medians = {p: median(series[p]) for p in PHASES}
-    medians[RESIDUAL] = median(residual_series(series))
-    medians["step"] = median(series["step"])
-    return medians
-
-
-def row_shares(series: Mapping[str, Sequence[float]]) -> dict[str, float]:
-    """Total time of each phase (and the residual) over the total step time of the window."""
-    total = sum(series["step"])
-    shares = {p: sum(series[p]) / total for p in PHASES}
-    shares[RESIDUAL] = sum(residual_series(series)) / total
-    shares["step"] = 1.0
-    return shares
 
 
 CLOCK_EVENT_REASONS: Mapping[int, str] = {
@@ -70,20 +46,6 @@ CLOCK_EVENT_REASONS: Mapping[int, str] = {
 }
 """NVML's clock-event reasons (nvmlClocksEventReason*, formerly nvmlClocksThrottleReason*),
 by bit: the one table for the telemetry and the doctor."""
-SLOWDOWN_REASONS: Mapping[str, str] = {
-    "hw_slowdown": "hardware slowdown",
-    "hw_power_brake_slowdown": "hardware slowdown",
-    "sw_thermal_slowdown": "thermal",
-    "hw_thermal_slowdown": "thermal",
-}
-"""NVML clock-event reasons (as the telemetry names them) that leave a repeat out, and their kind.
-
-The software power cap (``sw_power_cap``) is not one of them: a GPU with a low power limit
-(a 70 W T4) sets it on most samples under load, at a clock that is its normal working
-clock. Its share of the samples is telemetry (``power_cap_share``); a clock that really
-moved is caught by the comparison of median SM clocks instead (``perfgate.analysis.compare``)."""
-
-
 def _gpu_telemetry(telemetry: Mapping[str, Any] | None) -> Mapping[str, Any]:
     gpu = (telemetry or {}).get("gpu") if isinstance(telemetry, Mapping) else None
     return gpu if isinstance(gpu, Mapping) else {}
@@ -115,17 +77,6 @@ def slowdown_reasons(gpu: Mapping[str, Any]) -> tuple[str, ...] | None:
     return None if gpu.get("throttled") is True else ()
 
 
-def describe_slowdown(reasons: tuple[str, ...] | None) -> str | None:
-    """``"thermal (hw_thermal_slowdown)"``, ``"hardware slowdown (hw_slowdown)"``, ...; None: no slowdown."""
-    if reasons is None:
-        return "throttled, reason not recorded (an older perfgate counted the power cap too)"
-    if not reasons:
-        return None
-    kinds = sorted({SLOWDOWN_REASONS.get(r, "slowdown") for r in reasons}, key=("thermal", "hardware slowdown",
-                                                                             "slowdown").index)
-    return f"{' and '.join(kinds)} ({', '.join(reasons)})"
-
-
 def machine_telemetry(telemetry: Mapping[str, Any] | None) -> Mapping[str, Any]:
     if not isinstance(telemetry, Mapping):
         return {}
@@ -152,19 +103,19 @@ def other_gpu_processes(telemetry: Mapping[str, Any] | None) -> int | None:
     return count if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else None
 
 
-@dataclass(frozen=True)
-class RepeatResult:
-    """One repeat: one fresh process, a warmup, then a synchronised window of N steps."""
+@dataclass(frozen=True, kw_only=True)
+class RepeatResult(Repeat):
+    """One repeat of a run: one fresh process, a warmup, then a synchronised window of N steps.
 
-    index: int
+    The :class:`~perfgate.model.repeat.Repeat` a comparison uses, and what else the run
+    recorded. Its GPU facts (slowdown reasons, SM clock, power-cap share) are read from its
+    telemetry, never given apart from it."""
+
     started_at: str
     timing: str
     """``"perf_counter"`` (CPU) or ``"cuda_events"`` (device phases from CUDA events)."""
     window_s: float
     """Wall time of the measured window, between the two synchronisations."""
-    phases_ms: Mapping[str, tuple[float, ...]]
-    samples_per_s: float
-    peak_memory_bytes: int | None
     peak_memory_kind: str
     first_loss: float
     last_loss: float
@@ -174,41 +125,23 @@ class RepeatResult:
     """Times the DataLoader ran out inside the window and was restarted (0 when pinned right)."""
     telemetry: Mapping[str, Any] | None = None
     """Summary of the background samples taken during the window (None: not sampled)."""
-    block: int | None = None
-    """The ABBA block this repeat was measured in (paired design); None in a plain run."""
     ranks: tuple[Mapping[str, tuple[float, ...]], ...] = ()
     """A distributed repeat (``nproc_per_node`` > 1): every rank's own per-step series, by rank
     (``comm``: per step, the time backward waited for the all-reduce at its end; on the CPU
     also ``comm_total``, the time any all-reduce bucket was in flight). ``phases_ms`` then
     holds, per step, the series of the rank whose step was the slowest. Empty otherwise."""
+    slowdown_reasons: tuple[str, ...] | None = field(init=False, default=())
+    sm_clock_mhz: float | None = field(init=False, default=None)
+    power_cap_share: float | None = field(init=False, default=None)
 
-    @property
-    def slowdown_reasons(self) -> tuple[str, ...] | None:
-        """The thermal and hardware slowdowns NVML reported during the window (see :func:`slowdown_reasons`)."""
-        return slowdown_reasons(_gpu_telemetry(self.telemetry))
-
-    @property
-    def throttled(self) -> bool:
-        """True when the GPU slowed down for heat or by hardware during the window: the gate
-        leaves such a repeat out. The software power cap does not count (see :data:`SLOWDOWN_REASONS`)."""
-        return self.slowdown_reasons != ()
-
-    @property
-    def throttle_reason(self) -> str | None:
-        """Why the repeat is left out for a slowdown, in words; None when it is not."""
-        return describe_slowdown(self.slowdown_reasons)
-
-    @property
-    def sm_clock_mhz(self) -> float | None:
-        """The median SM clock NVML sampled during the window (None: not sampled)."""
-        clock = _gpu_telemetry(self.telemetry).get("sm_clock_mhz")
-        return _positive((clock or {}).get("median") if isinstance(clock, Mapping) else None)
-
-    @property
-    def power_cap_share(self) -> float | None:
-        """The share of the samples in which the software power cap held the clock (telemetry only)."""
-        share = _positive(_gpu_telemetry(self.telemetry).get("power_cap_share"), zero=True)
-        return share if share is None or share <= 1 else None
+    def __post_init__(self) -> None:
+        gpu = _gpu_telemetry(self.telemetry)
+        clock = gpu.get("sm_clock_mhz")
+        share = _positive(gpu.get("power_cap_share"), zero=True)
+        object.__setattr__(self, "slowdown_reasons", slowdown_reasons(gpu))
+        object.__setattr__(self, "sm_clock_mhz",
+                           _positive(clock.get("median") if isinstance(clock, Mapping) else None))
+        object.__setattr__(self, "power_cap_share", share if share is None or share <= 1 else None)
 
     @property
     def other_cpu_share(self) -> float | None:
@@ -216,29 +149,10 @@ class RepeatResult:
         return other_cpu_share(self.telemetry)
 
     @property
-    def steps(self) -> int:
-        return len(self.phases_ms["step"])
-
-    @cached_property
-    def residual_ms(self) -> tuple[float, ...]:
-        """Per step, the part of the step no phase explains (:func:`residual_series`)."""
-        return residual_series(self.phases_ms)
-
-    @cached_property
-    def medians_ms(self) -> dict[str, float]:
-        """The repeat's one number per row (:func:`row_medians`), derived from its raw values."""
-        return row_medians(self.phases_ms)
-
-    @property
     def device_busy_fraction(self) -> float | None:
         """The share of the window the device was busy (CUDA runs; None elsewhere)."""
         busy = self.phases_ms.get("device_busy")
         return sum(busy) / (self.window_s * 1e3) if busy else None
-
-    @cached_property
-    def shares(self) -> dict[str, float]:
-        """Total time of each phase (and the residual) over the total step time (:func:`row_shares`)."""
-        return row_shares(self.phases_ms)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -302,9 +216,8 @@ def repeat_from_dict(data: object, where: str) -> RepeatResult:
     for name, values in phases.data.items():
         if name not in series:
             series[name] = number_series(values, f"{phases.where}.{name}")
+    check_series(series, phases.where)
     lengths = {len(v) for v in series.values()}
-    if len(lengths) != 1:
-        raise ValueError(f"{phases.where}: series have different lengths {sorted(lengths)}")
     peak = f.get("peak_memory_bytes", int, optional=True)
     ranks = []
     for i, rank in enumerate(f.get("ranks", list, optional=True) or []):

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy
 from markupsafe import Markup
 
+from perfgate.model.repeat import MEDIAN
 from perfgate.model.errors import UsageError
 from perfgate.model.result import ROWS
 from perfgate.model.version import __version__
@@ -201,7 +202,7 @@ def _baseline_levels(root: Path, environment_key: str, workload: str) -> tuple[d
     found = find_baseline(root, environment_key, workload).baseline
     if found is None:
         return {}, None
-    levels = {row: statistics.median(m for per_recording in found.recording_medians(row) for m in per_recording)
+    levels = {row: statistics.median(m for per_recording in found.recording_values(row, MEDIAN) for m in per_recording)
               for row in ROWS}
     latest = found.recordings[-1].provenance
     return levels, (f"dashed line: the stored baseline, {len(found.recordings)} recording(s), the latest of commit "

@@ -162,7 +162,7 @@ def panels(c: WorkloadComparison) -> list[Panel]:
         if c.time is None or c.baseline is None:
             out.append(Panel(name, current, (), f"this run only, {len(current)} repeat(s)", "neutral"))
             continue
-        baseline = tuple(tuple(rec.medians(name)) for rec in c.baseline.recordings)
+        baseline = tuple(tuple(rec.values(name)) for rec in c.baseline.recordings)
         row: PhaseRow | None = rows.get(name)
         est = c.time.estimate if name == "step" else (row.flag.estimate if row and row.flag else None)
         subtitle, tone = "not attributed to a phase" if name == "residual" else "no estimate", "neutral"
@@ -394,7 +394,7 @@ def _details(c: WorkloadComparison) -> dict[str, object] | None:
                 "date": p.date, "commit": (p.commit or "no commit")[:12] + (" (modified)" if p.dirty else ""),
                 "perfgate": p.perfgate_version, "reason": p.reason,
                 "ci_run": p.ci_run_url or p.ci_run_id or "—",  # text: the page links nowhere outside itself
-                "steps": ", ".join(ms(v) for v in rec.medians("step"))})
+                "steps": ", ".join(ms(v) for v in rec.values("step"))})
         env = c.baseline.recordings[-1].environment
         details["baseline"] = {
             "title": "Baseline" if c.time is not None else "Closest baseline (not comparable)",

@@ -207,15 +207,15 @@ def _environment_table(c: WorkloadComparison) -> list[str]:
 
 
 def _details(c: WorkloadComparison) -> list[str]:
-    lines = ["<details><summary>Details: per-repeat step medians, baseline provenance, environment</summary>", ""]
+    lines = ["<details><summary>Details: per-repeat time per step, baseline provenance, environment</summary>", ""]
     if c.current is not None:
         values = ", ".join(ms(v) for v in c.current.per_repeat("step"))
-        lines.append(f"- {column_names(c)[1]} step medians (ms): {values}")
+        lines.append(f"- {column_names(c)[1]} time per step of each repeat (ms): {values}")
     if c.baseline is not None:
         for i, rec in enumerate(c.baseline.recordings, 1):
             p = rec.provenance
             commit = (p.commit or "no commit")[:12]
-            values = ", ".join(ms(v) for v in rec.medians("step"))
+            values = ", ".join(ms(v) for v in rec.values("step"))
             lines.append(f"- baseline recording {i} ({inline(p.date)}, {inline(commit)}, "
                          f"perfgate {inline(p.perfgate_version)}, reason: {inline(p.reason)}): {values}")
     if c.time is not None and c.time.estimate.excluded:

@@ -15,19 +15,16 @@ from pathlib import Path
 from perfgate.model.baseline import (
     DEFAULT_MAX_RECORDINGS,
     Baseline,
-    BaselineRepeat,
     Provenance,
     Recording,
+    as_stored,
     baseline_from_dict,
-    derived_rows,
     param_differences,
-    raw_text,
 )
 from perfgate.model.counters import CounterSet
 from perfgate.model.errors import FileFormatError, UsageError
 from perfgate.model.result import RunResult
 from perfgate.model.version import __version__
-from perfgate.model.workload import PHASES
 from perfgate.store.counters import counters_path, load_counters
 from perfgate.store.jsonfile import load_document, write_json_atomic
 
@@ -44,27 +41,7 @@ def ci_provenance() -> tuple[str | None, str | None]:
 
 def recording_from_result(result: RunResult, reason: str, *, now: datetime | None = None) -> Recording:
     run_id, url = ci_provenance()
-    # A measurement without phases (a pytest-benchmark micro-benchmark) stores its phases
-    # as zeros; writing thousands of zeros per phase would only bloat the baseline.
-    phase_free = all(v == 0 for rep in result.repeats for p in PHASES for v in rep.phases_ms[p])
-    repeats = []
-    for rep in result.repeats:
-        # The raw values as the file holds them, and the medians and shares derived from
-        # exactly those: what is written is what a reader derives again.
-        raw = {k: tuple(float(raw_text(v)) for v in values) for k, values in rep.phases_ms.items()
-               if not (phase_free and k in PHASES)}
-        medians, shares = derived_rows(raw, f"{result.workload} repeat {rep.index}")
-        repeats.append(BaselineRepeat(
-            medians_ms=medians,
-            shares=shares,
-            samples_per_s=rep.samples_per_s,
-            peak_memory_bytes=rep.peak_memory_bytes,
-            raw_ms=raw,
-            throttled=rep.throttled,
-            slowdown_reasons=rep.slowdown_reasons,
-            sm_clock_mhz=rep.sm_clock_mhz,
-            power_cap_share=rep.power_cap_share,
-        ))
+    repeats = [as_stored(rep, i) for i, rep in enumerate(result.repeats)]
     return Recording(
         provenance=Provenance(
             commit=result.environment.git_commit,
@@ -124,8 +101,9 @@ def save_baseline(baseline: Baseline, root: Path) -> Path:
 
 def load_baseline(path: Path) -> Baseline:
     baseline = load_document(path, "baseline", baseline_from_dict)
-    if not all(math.isfinite(v) for rec in baseline.recordings for r in rec.repeats for v in r.medians_ms.values()):
-        raise FileFormatError(f"{path}: baseline file holds a non-finite median")
+    if not all(math.isfinite(v) for rec in baseline.recordings for r in rec.repeats
+               for v in (*r.medians_ms.values(), *r.per_step_ms.values())):
+        raise FileFormatError(f"{path}: baseline file holds a non-finite summary")
     return baseline
 
 
