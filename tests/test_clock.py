@@ -119,31 +119,42 @@ def device_clock(steps: int, stamps: list[float], host: list[float]) -> tuple[De
 
 
 def test_device_clock_reads_events_after_the_window() -> None:
-    # in record order: the window origin, then 5 per step (pre-h2d, h2d, fwd, bwd, opt), then the closing event
+    # In record order: the window origin, then 6 per step (begin, after data, h2d, fwd, bwd,
+    # opt), then the closing event. Step 1's begin event is reached at 41.5 ms (the device
+    # finished step 0's work at 41); its batch arrives 18.5 ms later, at 60: the device sat
+    # idle waiting for it. Until the begin event was recorded, a step's first event was the
+    # after-data one, and this idle wait was booked on step 0 (steps [60, 37] ms, with the
+    # host's 38 ms as step 1's data wait): one step early. Now it is on step 1, the step it
+    # delays, as the device saw it, and the host's wait is kept beside it.
     stamps = [0.0,
-              5.0, 6.0, 16.0, 36.0, 41.0,      # step 0: busy 36 ms
-              60.0, 61.0, 71.0, 91.0, 96.0,    # step 1: starts after a 19 ms idle gap
+              0.5, 5.0, 6.0, 16.0, 36.0, 41.0,      # step 0: busy 36 ms, 4.5 ms waiting for its batch
+              41.5, 60.0, 61.0, 71.0, 91.0, 96.0,   # step 1: 18.5 ms idle waiting for its batch
               97.0]
     host = [0.0,            # window start
             0.000, 0.004,   # step 0 begin, after data
             0.020, 0.058,   # step 1 begin, after data (waited 38 ms for data)
             0.100]          # window end, after synchronize
     clock, cuda = device_clock(2, stamps, host)
-    assert len(cuda.made) == 12  # allocated before the window
+    assert len(cuda.made) == 14  # allocated before the window: the origin, 6 per step, the closing event
     drive(clock, 2)
     assert all(e.recorded == 1 for e in cuda.made)
     # one synchronisation, the last thing on the device: after the closing event's record
     assert cuda.log.count("sync") == 1 and cuda.log[-2:] == ["record", "sync"]
     times = clock.finish()
     s = times.series_ms
-    assert s["data_wait"] == pytest.approx([4.0, 38.0])
+    assert s["data_wait"] == pytest.approx([4.5, 18.5])  # on the device: begin event to after-data event
+    assert s["host_data_wait"] == pytest.approx([4.0, 38.0])  # the host's time in next()
     assert s["h2d"] == pytest.approx([1.0, 1.0])
     assert s["forward"] == pytest.approx([10.0, 10.0])
     assert s["backward"] == pytest.approx([20.0, 20.0])
     assert s["optimizer"] == pytest.approx([5.0, 5.0])
     assert s["device_busy"] == pytest.approx([36.0, 36.0])
-    # the gated step is timed on the device: origin to step 1's first event, then to the closing event
-    assert s["step"] == pytest.approx([60.0, 37.0])
+    # the gated step is timed on the device: origin to step 1's begin event, then to the closing event
+    assert s["step"] == pytest.approx([41.5, 55.5])
+    # the phases and a residual >= 0 (optimizer end to the next begin event) tile each step
+    for i in range(2):
+        phases = sum(s[p][i] for p in ("data_wait", "h2d", "forward", "backward", "optimizer"))
+        assert s["step"][i] - phases == pytest.approx(1.0)
     # the host's start-to-start times stay, as a diagnostic series
     assert s["host_step"] == pytest.approx([20.0, 80.0])
     assert times.window_s == pytest.approx(0.100)
@@ -154,7 +165,7 @@ def test_device_clock_reads_events_after_the_window() -> None:
 
 def test_device_clock_marks_only_record_on_the_current_stream() -> None:
     steps = 3
-    clock, cuda = device_clock(steps, [float(i) for i in range(2 + 5 * steps)],
+    clock, cuda = device_clock(steps, [float(i) for i in range(2 + 6 * steps)],
                                [float(i) for i in range(2 + 2 * steps)])
     assert cuda.log == ["current_stream"]  # resolved once, when the clock is made
     clock.start_window()
@@ -166,7 +177,7 @@ def test_device_clock_marks_only_record_on_the_current_stream() -> None:
         clock.after_backward()
         clock.after_optimizer()
     # nothing but records inside the window: no synchronisation, no stream look-up per mark
-    assert cuda.log == ["current_stream"] + ["record"] * (1 + 5 * steps)
+    assert cuda.log == ["current_stream"] + ["record"] * (1 + 6 * steps)
     with pytest.raises(RuntimeError, match="not closed"):
         clock.finish()
     clock.end_window()
@@ -176,13 +187,14 @@ def test_device_clock_marks_only_record_on_the_current_stream() -> None:
 
 def test_a_device_backlog_is_timed_on_the_device_not_in_the_last_host_step() -> None:
     # Fast host, slow device (CUDA graphs, reduce-overhead): the host enqueues a step in
-    # 0.1 ms, the device needs 5 ms for it. Each step's first event completes when the
-    # device gets to it; the closing synchronisation waits for the whole backlog.
+    # 0.1 ms, the device needs 5 ms for it. Each step's begin event completes when the
+    # device gets to it, and its batch is there already (after-data completes at once);
+    # the closing synchronisation waits for the whole backlog.
     steps, launch_ms, device_ms = 20, 0.1, 5.0
     stamps = [0.0]
     for k in range(steps):
         t = k * device_ms
-        stamps += [t, t + 0.2, t + 1.5, t + 4.0, t + device_ms]
+        stamps += [t, t, t + 0.2, t + 1.5, t + 4.0, t + device_ms]
     stamps.append(steps * device_ms)
     host = [0.0]
     for k in range(steps):
@@ -202,6 +214,9 @@ def test_a_device_backlog_is_timed_on_the_device_not_in_the_last_host_step() -> 
     assert median(s["host_step"]) < 0.05 * median(s["step"])
     assert s["host_step"][-1] > 0.9 * window_ms
     assert sum(s["host_step"]) == pytest.approx(window_ms)
+    # the host's 0.01 ms in next() is hidden behind the queued work: no device data wait
+    assert s["data_wait"] == pytest.approx([0.0] * steps)
+    assert s["host_data_wait"] == pytest.approx([0.01] * steps)
 
 
 def test_device_clock_refuses_an_incomplete_window() -> None:
@@ -216,9 +231,9 @@ def test_an_injected_delay_wraps_the_device_clock_marks() -> None:
     from perfgate.measure.loop import InjectingClock
 
     calls: list[str] = []
-    clock, cuda = device_clock(2, [float(i) for i in range(12)], [float(i) for i in range(6)])
+    clock, cuda = device_clock(2, [float(i) for i in range(14)], [float(i) for i in range(6)])
     injecting = InjectingClock(clock, {"forward": lambda: calls.append("delay")})
     drive(injecting, 2)
     assert calls == ["delay", "delay"]
-    assert cuda.log.count("record") == 12 and cuda.log[-1] == "sync"
-    assert injecting.finish().series_ms["step"] == pytest.approx([6.0, 5.0])  # origin 0, firsts 1 and 6, end 11
+    assert cuda.log.count("record") == 14 and cuda.log[-1] == "sync"
+    assert injecting.finish().series_ms["step"] == pytest.approx([7.0, 6.0])  # origin 0, begins 1 and 7, end 13

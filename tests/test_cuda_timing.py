@@ -97,10 +97,10 @@ def test_warmup_and_window_synchronise_once_each_and_never_per_step(cuda_log: Fa
     first_sync = log.index("sync")
     assert log[:first_sync] == ["step"] * warmup
     window = log[log.index("open"):]
-    # the window: its origin, five records per step, the closing record, then its synchronisation
+    # the window: its origin, six records per step (one per mark), the closing record, then its synchronisation
     assert window[:2] == ["open", "record"]
     inside = window[2:window.index("sync") - 1]
-    assert inside == ["step", "record", "record", "record", "record", "record"] * steps
+    assert inside == ["step", "record", "record", "record", "record", "record", "record"] * steps
     assert window[window.index("sync") - 1:window.index("sync") + 2] == ["record", "sync", "close"]
     assert set(window[window.index("close") + 1:]) == {"read"}  # losses read after the window only
     assert losses == [2.5] * steps
@@ -317,15 +317,19 @@ def cuda_repeat(tiny_path: Path, tmp_path: Path, **overrides: Any):
 def test_cuda_the_step_is_timed_on_the_device_with_no_sync_in_the_window(tiny_path: Path, tmp_path: Path) -> None:
     repeat = cuda_repeat(tiny_path, tmp_path, sync_check=True)  # any synchronisation in the window raises
     assert repeat.timing == "cuda_events"
-    assert {"step", "host_step", "device_busy", "data_wait", "h2d", "forward", "backward", "optimizer"} <= set(
-        repeat.phases_ms)
+    assert {"step", "host_step", "host_data_wait", "device_busy", "data_wait", "h2d", "forward", "backward",
+            "optimizer"} <= set(repeat.phases_ms)
     window_ms = repeat.window_s * 1e3
     assert sum(repeat.phases_ms["step"]) == pytest.approx(window_ms, rel=0.03)
     ratio = repeat.torch_settings["cuda_window"]["device_steps_over_window"]
     assert 0.97 <= ratio <= 1.0 + 1e-3
     assert all(v >= 0 for v in repeat.phases_ms["step"])
-    # a step on the device holds its own work: from its first event to the next step's
+    # a step on the device holds its own work: from its begin event to the next step's
     assert all(b <= s + 1e-3 for b, s in zip(repeat.phases_ms["device_busy"], repeat.phases_ms["step"]))
+    # every device series is a difference of events on one stream: the phases tile the step, residual >= 0
+    phases = [repeat.phases_ms[p] for p in ("data_wait", "h2d", "forward", "backward", "optimizer")]
+    assert all(sum(row) <= s + 1e-6 for row, s in zip(zip(*phases), repeat.phases_ms["step"]))
+    assert min(v for p in phases for v in p) >= 0.0
     assert repeat.torch_settings["synchronizes"] == []
     reserved = repeat.torch_settings["cuda_window"]["max_memory_reserved_bytes"]
     assert repeat.peak_memory_kind == "cuda_max_allocated"
@@ -472,7 +476,7 @@ def test_a_cuda_repeat_on_fakes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
     # one synchronisation ends warmup, one closes the window; none per step
     assert log == ["forward"] * warmup + ["sync", "reset peak"] + ["forward"] * steps + ["sync"]
     assert repeat.timing == "cuda_events"
-    assert {"step", "host_step", "device_busy"} <= set(repeat.phases_ms)
+    assert {"step", "host_step", "host_data_wait", "device_busy"} <= set(repeat.phases_ms)
     assert all(len(v) == steps for v in repeat.phases_ms.values())
     window_ms = repeat.window_s * 1e3
     ratio = repeat.torch_settings["cuda_window"]["device_steps_over_window"]
