@@ -62,7 +62,7 @@ def test_regression_from_data() -> None:
     d = one(log_ratio(*runs(math.log(1.10))))
     assert d.verdict is Verdict.REGRESSION
     assert re.fullmatch(
-        r"step \+\d+\.\d% \[\+\d+\.\d, \+\d+\.\d\] \(99\.0% CI, the level of this look's test\), p=\S+ < 0\.005 "
+        r"time per step \+\d+\.\d% \[\+\d+\.\d, \+\d+\.\d\] \(99\.0% CI, the level of this look's test\), p=\S+ < 0\.005 "
         r"\(Holm, look 1 of 2\), above δ=3%",
         d.reason,
     ), d.reason
@@ -71,31 +71,32 @@ def test_regression_from_data() -> None:
 
 def test_regression_reason_has_the_numbers() -> None:
     d = one(est(1.061, 0.0004, half=0.028))
-    assert d.reason == ("step +6.1% [+1.9, +10.5] (99.0% CI, the level of this look's test), p=0.0004 < 0.005 "
+    assert d.reason == ("time per step +6.1% [+1.9, +10.5] (99.0% CI, the level of this look's test), p=0.0004 < 0.005 "
                         "(Holm, look 1 of 2), above δ=3%")
 
 
 def test_pass_from_data() -> None:
     # Same job, no day term: with one recording and the assumed 1% day sd worth 4 df, an
     # unchanged run's 95% bound sits near +4% and only a run that came out faster passes.
+    # The PASS bound is spent over the two looks: one-sided 1.25% each (98.75%).
     d = one(log_ratio(*runs(0.0, sd=0.003), assumed_day_sd_log=0.0))
     assert d.verdict is Verdict.PASS
-    assert re.search(r"\(99\.0% CI, the level of this look's test\): upper 95% bound \+0\.\d% below δ=3%$",
+    assert re.search(r"\(99\.0% CI, the level of this look's test\): upper 98\.75% bound \+0\.\d% below δ=3%$",
                      d.reason), d.reason
-    assert d.estimate.ci_high < 1.03
+    assert d.estimate.ci_high < d.pass_bound < 1.03
 
 
 def test_improved_from_data() -> None:
     d = one(log_ratio(*runs(math.log(0.90))))
     assert d.verdict is Verdict.IMPROVED
-    assert re.search(r"step -\d+\.\d% .* < 0\.005 \(Holm, look 1 of 2\), faster by more than δ=3%; consider rebaselining", d.reason)
+    assert re.search(r"time per step -\d+\.\d% .* < 0\.005 \(Holm, look 1 of 2\), faster by more than δ=3%; consider rebaselining", d.reason)
 
 
 def test_inconclusive_plans_one_second_look_then_stops() -> None:
     first = one(est(1.035, 0.03, half=0.05))
     assert first.verdict is Verdict.INCONCLUSIVE and first.second_look
     assert "not significant (p=0.03, Holm-adjusted 0.03 > α=0.005, look 1 of 2)" in first.reason
-    assert "the upper 95% bound +8.8% reaches above δ=3%" in first.reason
+    assert "the upper 98.75% bound +9.9% reaches above δ=3%" in first.reason
     assert re.search(r"this run could detect about \+\d+\.\d%; second look planned$", first.reason)
     last = one(est(1.035, 0.03, half=0.05), look=2)
     assert last.verdict is Verdict.INCONCLUSIVE and not last.second_look
@@ -112,7 +113,7 @@ def test_an_undetectable_slowdown_is_said_in_words() -> None:
 def test_significant_but_small_slowdown_passes_when_the_bound_is_below_delta() -> None:
     d = one(est(1.015, 1e-5, half=0.007))
     assert d.verdict is Verdict.PASS
-    assert "upper 95% bound +2.2% below δ=3%; slower (p=1.0e-05, Holm, look 1 of 2) but by less than δ=3%" in d.reason
+    assert "upper 98.75% bound +2.4% below δ=3%; slower (p=1.0e-05, Holm, look 1 of 2) but by less than δ=3%" in d.reason
 
 
 def test_significant_but_not_above_delta_is_inconclusive() -> None:
@@ -152,7 +153,7 @@ def reported(p_slower: float, ratio: float = 1.0985, df: float = 6.0) -> LogRati
 
 
 def printed_interval(reason: str) -> tuple[float, float]:
-    low, high = re.match(r"step [+-]\d+\.\d% \[([+-]\d+\.\d), ([+-]\d+\.\d)\]", reason).groups()
+    low, high = re.match(r"time per step [+-]\d+\.\d% \[([+-]\d+\.\d), ([+-]\d+\.\d)\]", reason).groups()
     return float(low), float(high)
 
 
@@ -166,7 +167,7 @@ def test_the_printed_interval_has_the_level_of_the_test_beside_it() -> None:
     assert "(99.0% CI, the level of this look's test)" in d.reason
     low, _ = printed_interval(d.reason)
     assert low <= 0.0, d.reason  # the interval agrees with the test: it reaches 0
-    assert "upper 95% bound +16.9% reaches above δ=3%" in d.reason
+    assert "upper 98.75% bound +18.5% reaches above δ=3%" in d.reason  # the PASS bound, spent over two looks
     r = one(reported(0.004))
     assert r.verdict is Verdict.REGRESSION and printed_interval(r.reason)[0] > 0.0, r.reason
     # exactly at the test's edge: the 99% interval clears 1 when p < 0.005 and only then
