@@ -25,7 +25,8 @@ from perfgate.analysis.compare import compare
 from perfgate.analysis.decide import GateConfig
 from perfgate.analysis.outcome import Entry
 from perfgate.analysis.stats import log_ratio
-from perfgate.model.baseline import BASELINE_KIND, BASELINE_SCHEMA_VERSION, Baseline, derived_rows
+from perfgate.model.baseline import BASELINE_KIND, BASELINE_SCHEMA_VERSION, Baseline, baseline_from_dict
+from perfgate.model.repeat import Repeat
 from perfgate.model.errors import EXIT_ERROR, FileFormatError, UsageError
 from perfgate.model.result import ROWS
 from perfgate.model.verdict import Verdict
@@ -74,7 +75,7 @@ def test_file_is_sorted_indented_with_trailing_newline_and_versioned(tmp_path: P
     assert text == json.dumps(data, sort_keys=True, indent=2) + "\n"
     assert not text.endswith("\n\n")
     assert data["kind"] == BASELINE_KIND
-    assert data["schema_version"] == BASELINE_SCHEMA_VERSION == 1
+    assert data["schema_version"] == BASELINE_SCHEMA_VERSION == 2
     assert data["workload"] == "tiny" and data["workload_version"] == 1
     assert data["environment_key"] == ENV.key()
     assert data["params"] == {"batch_size": 8, "steps": 10}
@@ -83,13 +84,14 @@ def test_file_is_sorted_indented_with_trailing_newline_and_versioned(tmp_path: P
 def test_raw_series_are_one_reviewable_line_precise_enough_to_derive_the_medians(tmp_path: Path) -> None:
     data = json.loads(saved(tmp_path).read_text(encoding="utf-8"))
     repeat = data["recordings"][0]["repeats"][0]
-    raw = repeat["raw_ms"]["forward"]
+    raw = repeat["phases_ms"]["forward"]
     assert isinstance(raw, str) and "\n" not in raw
     values = raw.split()
     assert len(values) == 10
     assert all(len(v.replace(".", "").lstrip("0")) <= 9 for v in values)  # nine significant digits at most
-    # the medians written beside them are those of the written values, to the last digit
+    # the medians and the time per step written beside them are those of the written values
     assert statistics.median(float(v) for v in values) == repeat["medians_ms"]["forward"]
+    assert math.fsum(float(v) for v in values) / len(values) == repeat["per_step_ms"]["forward"]
 
 
 def test_provenance_records_commit_date_reason_and_version(tmp_path: Path) -> None:
@@ -130,10 +132,10 @@ def test_every_repeat_keeps_summaries_of_every_row_and_the_raw_series(tmp_path: 
     (recording,) = baseline.recordings
     assert len(recording.repeats) == 4
     for rep in recording.repeats:
-        assert set(rep.medians_ms) == set(ROWS)
+        assert set(rep.medians_ms) == set(ROWS) == set(rep.per_step_ms)
         assert set(rep.shares) == set(ROWS)
-        assert set(rep.raw_ms) >= {*PHASES, "step"}
-        assert all(len(series) == 10 for series in rep.raw_ms.values())
+        assert set(rep.phases_ms) >= {*PHASES, "step"}
+        assert all(len(series) == 10 for series in rep.phases_ms.values())
         assert rep.peak_memory_bytes == 2_000_000
         assert rep.samples_per_s > 0
     assert recording.peak_memory_kind == "cpu_peak_rss"
@@ -146,20 +148,21 @@ def test_medians_recomputed_from_the_stored_raw_series_match_the_stored_medians(
     rounding = 0.0005  # raw values are written with 3 decimals (1 µs)
     for rep in baseline.recordings[0].repeats:
         for row in (*PHASES, "step"):
-            assert abs(median(rep.raw_ms[row]) - rep.medians_ms[row]) <= rounding + 1e-9, row
+            assert abs(median(rep.phases_ms[row]) - rep.medians_ms[row]) <= rounding + 1e-9, row
         # the residual is the step minus five phases: six roundings at most
-        residual = [s - sum(p) for s, p in zip(rep.raw_ms["step"], zip(*(rep.raw_ms[q] for q in PHASES)))]
+        residual = [s - sum(p) for s, p in zip(rep.phases_ms["step"], zip(*(rep.phases_ms[q] for q in PHASES)))]
         assert abs(median(residual) - rep.medians_ms["residual"]) <= 6 * rounding + 1e-9
         for phase in PHASES:
-            share = sum(rep.raw_ms[phase]) / sum(rep.raw_ms["step"])
+            share = sum(rep.phases_ms[phase]) / sum(rep.phases_ms["step"])
             assert share == pytest.approx(rep.shares[phase], abs=1e-4)
+            assert sum(rep.phases_ms[phase]) / 10 == pytest.approx(rep.per_step_ms[phase], rel=1e-12)
 
 
 def test_saving_and_loading_round_trips(tmp_path: Path) -> None:
     baseline = updated_baseline(new_baseline(), make_result(seed=2), "second day", append=True, now=NOW)
     loaded = load_baseline(saved(tmp_path, baseline))
     assert loaded.to_dict() == baseline.to_dict()
-    assert loaded.recording_medians("step") == baseline.recording_medians("step")
+    assert loaded.recording_values("step") == baseline.recording_values("step")
     assert loaded.peak_memory() == [1_000_000.0] * 10
 
 
@@ -170,7 +173,7 @@ def test_append_adds_a_recording_from_another_day() -> None:
     first = new_baseline("day 1")
     second = updated_baseline(first, make_result(seed=2), "day 2", append=True, now=NOW)
     assert [r.provenance.reason for r in second.recordings] == ["day 1", "day 2"]
-    assert len(second.recording_medians("step")) == 2
+    assert len(second.recording_values("step")) == 2
     assert second.recordings[0] == first.recordings[0]
 
 
@@ -231,8 +234,7 @@ def throttled_baseline(throttled: list[list[bool]], reasons: tuple[str, ...] | N
     assert baseline is not None
     recordings = tuple(
         dataclasses.replace(rec, repeats=tuple(
-            dataclasses.replace(r, throttled=f,
-                                slowdown_reasons=None if reasons is None else (reasons if f else ()))
+            dataclasses.replace(r, slowdown_reasons=(reasons if f else ()))
             for r, f in zip(rec.repeats, flags)))
         for rec, flags in zip(baseline.recordings, throttled))
     return dataclasses.replace(baseline, recordings=recordings)
@@ -262,12 +264,15 @@ def test_a_recording_left_with_one_repeat_is_dropped_when_others_remain() -> Non
         "baseline recording 2 left out: 1 repeat was left once its throttled repeats were left out, "
         "and a recording needs at least 2",
     )
-    est = log_ratio([100.0, 101.0, 99.0], kept.recording_medians("step"))
+    est = log_ratio([100.0, 101.0, 99.0], kept.recording_values("step"))
     assert est.recordings == 2
-    # and the gate judges the workload, saying what it left out
+    # and the gate judges the workload, saying what it left out (three of nine is more than
+    # the quarter the default lets go: ERROR, runner unfit; allowed here)
     stored = throttled_baseline([[False, False, False], [True, False, True], [False, True, False]])
-    (c,) = compare([Entry("tiny", make_result(seed=9, repeats=3), Lookup(stored, Path("tiny.json")))],
-                   GateConfig()).comparisons
+    entry = Entry("tiny", make_result(seed=9, repeats=3), Lookup(stored, Path("tiny.json")))
+    (unfit,) = compare([entry], GateConfig()).comparisons
+    assert unfit.verdict is Verdict.ERROR and unfit.reason.startswith("runner unfit: 3 of 9 baseline repeats")
+    (c,) = compare([entry], GateConfig(max_left_out=0.4)).comparisons
     assert c.verdict is not Verdict.ERROR, c.reason
     assert c.time is not None and c.time.estimate.recordings == 2
     assert c.left_out[-2:] == dropped.messages
@@ -315,7 +320,7 @@ def test_a_baseline_that_cannot_be_serialised_does_not_touch_the_old_file(tmp_pa
     before = path.read_bytes()
     good = new_baseline()
     rep = good.recordings[0].repeats[0]
-    broken_rep = dataclasses.replace(rep, medians_ms={**rep.medians_ms, "forward": math.nan})
+    broken_rep = dataclasses.replace(rep, phases_ms={**rep.phases_ms, "forward": (math.nan,) * rep.steps})
     broken_rec = dataclasses.replace(good.recordings[0], repeats=(broken_rep, *good.recordings[0].repeats[1:]))
     with pytest.raises(ValueError):
         save_baseline(dataclasses.replace(good, recordings=(broken_rec,)), tmp_path / "baselines")
@@ -408,7 +413,7 @@ def test_a_recording_without_repeats(tmp_path: Path) -> None:
 def test_a_newer_schema_version_asks_for_an_upgrade(tmp_path: Path) -> None:
     message = refused(write(tmp_path, {**good_dict(), "schema_version": BASELINE_SCHEMA_VERSION + 1}),
                       "upgrade perfgate")
-    assert "schema version 2" in message
+    assert f"schema version {BASELINE_SCHEMA_VERSION + 1}" in message
 
 
 def test_a_missing_schema_version(tmp_path: Path) -> None:
@@ -433,14 +438,14 @@ def test_an_overflowing_median_is_non_finite(tmp_path: Path) -> None:
 @pytest.mark.parametrize("bad", ["nan", "inf", "-inf"])
 def test_non_finite_value_in_a_raw_series(tmp_path: Path, bad: str) -> None:
     data = good_dict()
-    first_repeat(data)["raw_ms"]["backward"] = f"60.100 {bad} 59.900"
-    refused(write(tmp_path, data), "recordings[0].repeats[0].raw_ms.backward[1]", "non-finite")
+    first_repeat(data)["phases_ms"]["backward"] = f"60.100 {bad} 59.900"
+    refused(write(tmp_path, data), "recordings[0].repeats[0].phases_ms.backward[1]", "non-finite")
 
 
 def test_words_in_a_raw_series(tmp_path: Path) -> None:
     data = good_dict()
-    first_repeat(data)["raw_ms"]["forward"] = "30.0 thirty"
-    refused(write(tmp_path, data), "raw_ms.forward", "not a list of numbers")
+    first_repeat(data)["phases_ms"]["forward"] = "30.0 thirty"
+    refused(write(tmp_path, data), "phases_ms.forward", "not a list of numbers")
 
 
 @pytest.mark.parametrize("row", ["forward", "step"])
@@ -451,14 +456,16 @@ def test_negative_median_duration(tmp_path: Path, row: str) -> None:
 
 
 def test_a_negative_residual_median_is_legitimate(tmp_path: Path) -> None:
-    # On CUDA the device phases overlap the host's data wait: the rest of the step can be < 0.
+    # CUDA repeats recorded before the stall was booked on its own step timed the data wait
+    # on the host, overlapping the device phases: the rest of the step can be < 0 there.
     data = good_dict()
     repeat = first_repeat(data)
-    phases = [[float(v) for v in repeat["raw_ms"][p].split()] for p in PHASES]
+    phases = [[float(v) for v in repeat["phases_ms"][p].split()] for p in PHASES]
     step = [round(sum(values) - 0.25, 3) for values in zip(*phases)]  # the phases overlap by 0.25 ms
-    repeat["raw_ms"]["step"] = " ".join(f"{v:.3f}" for v in step)
-    repeat["medians_ms"], repeat["shares"] = derived_rows(
-        {k: tuple(float(v) for v in s.split()) for k, s in repeat["raw_ms"].items()}, "repeat")
+    repeat["phases_ms"]["step"] = " ".join(f"{v:.3f}" for v in step)
+    derived = Repeat(phases_ms={k: tuple(float(v) for v in s.split()) for k, s in repeat["phases_ms"].items()},
+                     samples_per_s=1.0, peak_memory_bytes=None)
+    repeat["medians_ms"], repeat["per_step_ms"], repeat["shares"] = derived.medians_ms, derived.per_step_ms, derived.shares
     loaded = load_baseline(write(tmp_path, data)).recordings[0].repeats[0]
     assert loaded.medians_ms["residual"] == pytest.approx(-0.25, abs=1e-3)
 
@@ -472,8 +479,8 @@ def test_medians_that_are_not_those_of_the_raw_values_are_refused(tmp_path: Path
 
 def test_negative_duration_in_a_raw_series(tmp_path: Path) -> None:
     data = good_dict()
-    first_repeat(data)["raw_ms"]["data_wait"] = "2.000 -0.500 2.100"
-    refused(write(tmp_path, data), "raw_ms.data_wait[1]", "negative duration")
+    first_repeat(data)["phases_ms"]["data_wait"] = "2.000 -0.500 2.100"
+    refused(write(tmp_path, data), "phases_ms.data_wait[1]", "negative duration")
 
 
 def test_negative_peak_memory(tmp_path: Path) -> None:
@@ -552,8 +559,76 @@ def test_a_baseline_written_before_the_medians_were_derived_still_loads() -> Non
     assert len(loaded) == len(stored) > 1
     for was, now in zip(stored, loaded):
         assert all(len(v.split(".")[1]) == 3 for v in was["raw_ms"]["forward"].split())
-        residual = [s - sum(p) for s, p in zip(now.raw_ms["step"], zip(*(now.raw_ms[q] for q in PHASES)))]
+        residual = [s - sum(p) for s, p in zip(now.phases_ms["step"], zip(*(now.phases_ms[q] for q in PHASES)))]
         for row in ROWS:
             assert now.medians_ms[row] == pytest.approx(was["medians_ms"][row], abs=0.004)
-            derived = statistics.median(residual if row == "residual" else now.raw_ms[row])
+            derived = statistics.median(residual if row == "residual" else now.phases_ms[row])
             assert now.medians_ms[row] == derived
+
+
+# --- the migration from schema 1 ------------------------------------------------------------
+
+V1 = Path(__file__).parent / "fixtures" / "schema_v1"
+
+
+def test_a_schema_1_baseline_written_by_the_previous_code_loads_and_judges_as_it_did(tmp_path: Path) -> None:
+    # tests/fixtures/schema_v1 was written by the code of 1c356b8 (make_v1.py beside it)
+    path = tmp_path / "tiny.json"
+    path.write_bytes((V1 / "baseline-tiny.json").read_bytes())
+    before = path.read_bytes()
+    raw = json.loads(before)
+    assert raw["schema_version"] == 1 and "raw_ms" in raw["recordings"][0]["repeats"][0]
+    baseline = load_baseline(path)
+    assert path.read_bytes() == before  # read in memory, never rewritten
+    first = baseline.recordings[0].repeats
+    # repeat 2 slowed down for heat; repeat 1 only hit the power cap, which never counts
+    assert [r.slowdown_reasons for r in first] == [(), (), ("hw_thermal_slowdown",), ()]
+    for was, now in zip(raw["recordings"][0]["repeats"], first):
+        assert now.medians_ms == pytest.approx(was["medians_ms"])
+        assert now.shares == pytest.approx(was["shares"], abs=1e-12)
+        step = [float(v) for v in was["raw_ms"]["step"].split()]
+        assert now.per_step_ms["step"] == pytest.approx(sum(step) / len(step))
+    # what it writes back is schema 2 and reads as the same baseline
+    again = baseline_from_dict(json.loads(json.dumps(baseline.to_dict())))
+    assert baseline.to_dict()["schema_version"] == 2 and again == baseline
+    assert "raw_ms" not in json.dumps(baseline.to_dict()) and "throttled" not in json.dumps(baseline.to_dict())
+
+
+def test_a_schema_1_repeat_marked_throttled_without_reasons_stays_left_out() -> None:
+    data = json.loads((V1 / "baseline-tiny.json").read_text())
+    rep = data["recordings"][1]["repeats"][0]
+    del rep["slowdown_reasons"]
+    rep["throttled"] = True
+    loaded = baseline_from_dict(data).recordings[1].repeats[0]
+    assert loaded.slowdown_reasons is None and loaded.throttled
+    assert "reason not recorded" in (loaded.throttle_reason or "")
+
+
+@pytest.mark.parametrize(("edit", "words"), [
+    (lambda r: r.update(raw_ms={"step": "1.0 x"}), ("phases_ms.step", "not a list of numbers")),
+    (lambda r: r.update(raw_ms="no"), ("phases_ms", "expected an object")),
+    (lambda r: r["raw_ms"].update(step="1e999 1.0"), ("phases_ms.step", "non-finite")),
+    (lambda r: r["medians_ms"].update(step=1.0), ("medians_ms.step", "is not the median")),
+    (lambda r: r.pop("medians_ms"), ("medians_ms",)),
+    (lambda r: r["raw_ms"].pop("forward"), ("some phases but not of forward",)),
+])
+def test_a_schema_1_baseline_the_migration_cannot_read_is_refused_with_its_path(
+        tmp_path: Path, edit: Any, words: tuple[str, ...]) -> None:
+    data = json.loads((V1 / "baseline-tiny.json").read_text())
+    edit(data["recordings"][0]["repeats"][0])
+    path = write(tmp_path, data)
+    before = path.read_bytes()
+    refused(path, *words)
+    assert path.read_bytes() == before
+
+
+def test_a_result_written_by_the_previous_code_loads() -> None:
+    from perfgate.store.results import load_result
+
+    raw = json.loads((V1 / "result-tiny.json").read_text())
+    result = load_result(V1 / "result-tiny.json")
+    assert len(result.repeats) == 3
+    for was, now in zip(raw["repeats"], result.repeats):
+        step = was["phases_ms"]["step"]
+        assert now.per_step_ms["step"] == pytest.approx(sum(step) / len(step))
+        assert now.medians_ms["step"] == statistics.median(step)
