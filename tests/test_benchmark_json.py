@@ -330,7 +330,10 @@ def test_a_baseline_round_trips_through_the_store_without_zero_phase_series(tmp_
     lookups = {c.workload: find_baseline(tmp_path, c.environment.key(), c.workload) for c in current}
     stored = lookups[SORT].baseline
     assert stored is not None
-    assert all(set(r.raw_ms) == {"step"} for r in stored.recordings[0].repeats)
+    on_disk = json.loads(lookups[SORT].path.read_text())["recordings"][0]["repeats"]
+    assert all(set(r["phases_ms"]) == {"step"} for r in on_disk)
+    assert all(set(r.phases_ms) == {*PHASES, "step"} and not any(r.phases_ms[p] != (0.0,) * r.steps for p in PHASES)
+               for r in stored.recordings[0].repeats)  # in memory: zero phases
     assert stored.recordings[0].data["sources"][0]["sha256"] == hashlib.sha256(
         fixture("base-1").read_bytes()).hexdigest()
     outcome = compare([Entry(c.workload, c, lookups[c.workload]) for c in current], CFG)
@@ -341,7 +344,7 @@ def test_a_baseline_round_trips_through_the_store_without_zero_phase_series(tmp_
     assert sort.time.estimate.ratio == pytest.approx(direct.comparisons[0].time.estimate.ratio)
     # a perfgate workload still stores every phase
     normal = updated_baseline(None, make_result(), "normal", append=False)
-    assert set(normal.recordings[0].repeats[0].raw_ms) >= set(PHASES)
+    assert set(normal.to_dict()["recordings"][0]["repeats"][0]["phases_ms"]) >= set(PHASES)
 
 
 def test_gated_phases_do_not_apply_to_a_micro_benchmark() -> None:
@@ -360,7 +363,7 @@ def test_the_markdown_shows_the_benchmark_with_the_step_row_only() -> None:
     text = render_markdown(outcome)
     section = text.split(f"### ❌ {SORT}: REGRESSION", 1)[1].split("###", 1)[0]
     table = [line for line in section.splitlines() if line.startswith("|")]
-    assert table[0] == "| phase | baseline ms | current ms | change (95% CI) | share | flag |"
+    assert table[0] == "| phase | baseline ms/step | current ms/step | change (95% CI) | share | flag |"
     assert len(table) == 3 and table[2].startswith("| **step** |") and table[2].endswith("| 100% | REGRESSION |")
     for word in (*PHASES, "residual"):
         assert f"| {word} |" not in text

@@ -250,7 +250,7 @@ def test_the_figure_draws_every_repeat_of_both_sides_and_their_medians(outcome: 
     rows = {r.phase: r for r in slow.phases}
     for ax in axes:
         row = ax.get_title(loc="left")
-        baseline = [v for rec in slow.baseline.recordings for v in rec.medians(row)]
+        baseline = [v for rec in slow.baseline.recordings for v in rec.values(row)]
         assert _panel_points(ax) == pytest.approx(sorted(baseline + slow.current.per_repeat(row)))
         assert _median_bars(ax) == pytest.approx(sorted([rows[row].baseline_ms, rows[row].current_ms]))
         low, high = ax.get_ylim()
@@ -258,7 +258,7 @@ def test_the_figure_draws_every_repeat_of_both_sides_and_their_medians(outcome: 
     # the forward slowdown shows: every current repeat lies above every baseline repeat
     forward = axes[PHASES.index("forward")]
     assert min(slow.current.per_repeat("forward")) > max(v for rec in slow.baseline.recordings
-                                                         for v in rec.medians("forward"))
+                                                         for v in rec.values("forward"))
     assert "+30.3%" in " ".join(t.get_text() for t in forward.texts)
 
 

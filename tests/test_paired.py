@@ -169,7 +169,7 @@ def test_reports_say_which_design_decided_and_show_the_stored_baseline_as_second
     text = render_markdown(outcome)
     assert "**REGRESSION** (paired, 6 ABBA blocks against a1b2c3d)" in text
     assert "Decided by: paired, 6 ABBA blocks against a1b2c3d. Since the last rebaseline: time per step +" in text
-    assert "| phase | base ms | head ms | change" in text
+    assert "| phase | base ms/step | head ms/step | change" in text
     assert "perfgate gate tiny --device cpu --against a1b2c3d4e5f60718" in text
     assert "block-to-block" in text and "removed by the design" in text
     table = gate_table(outcome)
@@ -225,7 +225,7 @@ def test_json_and_html_carry_the_design(tmp_path):
     assert data["environment_differences"] == {"torch": ["2.13.0", "2.14.1"]}
     html = render_html(outcome)
     assert "Decided by: paired, 6 ABBA blocks against a1b2c3d." in html
-    assert ">base ms<" in html and ">head ms<" in html
+    assert ">base ms/step<" in html and ">head ms/step<" in html
     assert "torch (base → head)" in html
 
 

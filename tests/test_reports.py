@@ -47,7 +47,7 @@ def scenario() -> GateOutcome:
         Entry("resnet-slow", make_result("resnet-slow", seed=11, phase_scale={"forward": 1.3}),
               Lookup(baseline_for("resnet-slow", [1, 2, 3]), path / ENV.key() / "resnet-slow.json")),
         Entry("resnet-same", make_result("resnet-same", seed=12),
-              Lookup(baseline_for("resnet-same", [4, 5, 6]), path / ENV.key() / "resnet-same.json")),
+              Lookup(baseline_for("resnet-same", [4, 5, 6, 7, 8]), path / ENV.key() / "resnet-same.json")),
         Entry("vit-gpu", make_result("vit-gpu", seed=13, env=a10),
               Lookup(None, path / a10.key() / "vit-gpu.json",
                      (baseline_for("vit-gpu", [7], env=t4),))),

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from statistics import median
 from typing import Any
 
 from perfgate.analysis.counters import CounterChange
 from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
 from perfgate.analysis.stats import LogRatio
+from perfgate.model.repeat import MEDIAN
 from perfgate.model.version import __version__
 
 REPORT_KIND = "perfgate.gate-report"
-REPORT_SCHEMA_VERSION = 1
+REPORT_SCHEMA_VERSION = 2
+"""2: the phases in time per step (``*_per_step_ms``) beside their medians, the step's two
+statistics (``step.statistics``), both sides' throughput and SM clocks."""
 
 
 def _finite(value: Any) -> Any:
@@ -53,24 +57,31 @@ def _workload(c: WorkloadComparison) -> dict[str, Any]:
         "environment_differences": {k: list(v) for k, v in c.environment_differences.items()},
         "counters": None if c.counters is None else [_change(ch) for ch in c.counters],
         "counters_note": c.counters_note,
+        "clocks_mhz": dict(c.clocks),
     }
     if c.time is not None:
         out["step"] = {
             "verdict": c.time.verdict.value,
             "reason": c.time.reason,
+            "statistic": c.time.statistic,
             "estimate": _estimate(c.time.estimate),
             "alpha_used": c.time.alpha_used,
             "min_detectable_slowdown": _finite(c.time.mde),
             "look": c.time.look,
             "looks": c.time.looks,
+            "pass_bound": _finite(c.time.pass_bound),
+            "statistics": {name: {"verdict": d.verdict.value, "reason": d.reason, "estimate": _estimate(d.estimate),
+                                  "pass_bound": _finite(d.pass_bound)} for name, d in c.time.by_statistic.items()},
         }
         out["gated_phases"] = {p: {"verdict": d.verdict.value, "reason": d.reason, "estimate": _estimate(d.estimate)}
                                for p, d in c.gated.items()}
         out["phases"] = [
             {
                 "phase": row.phase,
-                "baseline_median_ms": row.baseline_ms,
-                "current_median_ms": row.current_ms,
+                "baseline_per_step_ms": row.baseline_ms,
+                "current_per_step_ms": row.current_ms,
+                "baseline_median_ms": row.baseline_median_ms,
+                "current_median_ms": row.current_median_ms,
                 "share": row.share,
                 "tested": row.flag.tested if row.flag else False,
                 "flagged": row.flag.flagged if row.flag else False,
@@ -83,7 +94,11 @@ def _workload(c: WorkloadComparison) -> dict[str, Any]:
         out["memory"] = {"verdict": c.memory.verdict.value if c.memory.verdict else None,
                          "ratio": c.memory.ratio, "reason": c.memory.reason}
     if c.current is not None:
-        out["current_step_medians_ms"] = c.current.per_repeat("step")
+        out["current_step_per_step_ms"] = c.current.per_repeat("step")
+        out["current_step_medians_ms"] = c.current.per_repeat("step", MEDIAN)
+        out["current_samples_per_s"] = c.current.samples_per_s
+    if c.baseline is not None and c.time is not None:
+        out["baseline_samples_per_s"] = median(r.samples_per_s for rec in c.baseline.recordings for r in rec.repeats)
     return out
 
 

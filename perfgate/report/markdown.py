@@ -32,7 +32,7 @@ from perfgate.model.verdict import Verdict
 from perfgate.model.version import __version__
 from perfgate.model.workload import PHASES
 from perfgate.report.phase_table import RowKind, flagged_rank_table, phase_table
-from perfgate.report.wording import column_names, design_lines
+from perfgate.report.wording import clock_line, column_names, design_lines, step_statistics_line
 from perfgate.store.traces import TraceOutcome, TraceResult
 from perfgate.text.inert import code, code_cell, flatten, inline
 from perfgate.text.units import ms, percent, size
@@ -346,6 +346,7 @@ def _section(c: WorkloadComparison, power: float, *, details: bool, table: bool,
         lines.append(inline(c.reason))
         if table:
             lines += ["", *_phase_table(c)]
+        lines += ["", *(inline(x) for x in (step_statistics_line(c), clock_line(c)) if x)]
         lines += _rank_lines(c)
         hints = [PHASE_HINTS[r.phase] for r in c.phases
                  if r.flag is not None and r.flag.flagged and r.phase in PHASE_HINTS]

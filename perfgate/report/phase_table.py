@@ -1,7 +1,7 @@
 """The phase table of one judged workload, built once for every report.
 
-Each row holds the values a report shows (the two sides' medians, the change with its
-interval, the share of the step) and what the row says (tested, flagged and which way,
+Each row holds the values a report shows (the two sides' time per step, the change with
+its interval, the share of the time per step) and what the row says (tested, flagged and which way,
 gated, the step's verdict); the terminal, markdown and HTML reports only decorate them.
 The interval's level is the estimate's own (``[tool.perfgate] confidence``), never a
 fixed 95%.
@@ -18,7 +18,7 @@ from perfgate.analysis.outcome import WorkloadComparison
 from perfgate.analysis.summary import WorkloadSummary
 from perfgate.model.result import RESIDUAL
 from perfgate.model.verdict import Verdict
-from perfgate.report.wording import column_names
+from perfgate.report.wording import column_names, step_estimate
 from perfgate.text.units import change_ci, ms, percent
 
 NO_CHANGE = "—"
@@ -68,7 +68,8 @@ class PhaseTable:
 
     @property
     def headers(self) -> list[str]:
-        return ["phase", f"{self.before} ms", f"{self.after} ms", f"change ({self.level}% CI)", "share", "flag"]
+        return ["phase", f"{self.before} ms/step", f"{self.after} ms/step", f"change ({self.level}% CI)", "share",
+                "flag"]
 
 
 def phase_table(c: WorkloadComparison) -> PhaseTable:
@@ -81,7 +82,7 @@ def phase_table(c: WorkloadComparison) -> PhaseTable:
         common = {"phase": row.phase, "before_ms": ms(row.baseline_ms), "after_ms": ms(row.current_ms),
                   "absent": absent}
         if row.phase == "step":
-            est = c.time.estimate
+            est = step_estimate(c) or c.time.estimate
             rows.append(TableRow(kind=RowKind.STEP, change=change_ci(est.ratio, est.ci_low, est.ci_high),
                                  share=row.share, verdict=c.time.verdict, **common))
             continue

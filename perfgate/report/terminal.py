@@ -17,7 +17,7 @@ from perfgate.analysis.summary import WorkloadSummary
 from perfgate.model.result import ROWS, RunResult
 from perfgate.model.script import ARGS_PARAM, script_path_of
 from perfgate.report.phase_table import RowKind, phase_table, rank_table
-from perfgate.report.wording import design_lines
+from perfgate.report.wording import clock_line, design_lines, step_statistics_line
 from perfgate.text.inert import terminal as t
 from perfgate.text.units import ms, percent, size, table
 
@@ -134,6 +134,7 @@ def gate_table(outcome: GateOutcome) -> str:
                 change, mark = "—", ""
             rows.append([t(row.phase), row.before_ms, row.after_ms, change, row.share_text, mark])
         lines += ["", f"{t(c.workload)} ({c.verdict.value})", table(phases.headers, rows, "lrrrrl")]
+        lines += [t(x) for x in (step_statistics_line(c), clock_line(c)) if x]
         est = c.time.estimate
         if c.paired:
             lines.append(f"noise: run-to-run {percent(est.within_sd_log)} within blocks, block-to-block "
