@@ -113,22 +113,28 @@ class Label:
 
 
 def _shares(result: RunResult) -> dict[str, list[float]]:
+    """Per repeat, each part's share of the time per step (its window total over the steps'
+    total): the same statistic as the verdict and the phase table's share column, so a
+    loader that stalls one step in four is a quarter of its stall per step, not nothing."""
     out: dict[str, list[float]] = {"data_wait": [], "h2d": [], "compute": [], "residual": []}
     for repeat in result.repeats:
-        p = repeat.phases_ms
-        for i, step in enumerate(p["step"]):
-            if step <= 0:
-                continue
-            compute = p["forward"][i] + p["backward"][i] + p["optimizer"][i]
-            out["data_wait"].append(p["data_wait"][i] / step)
-            out["h2d"].append(p["h2d"][i] / step)
-            out["compute"].append(compute / step)
-            out["residual"].append((step - p["data_wait"][i] - p["h2d"][i] - compute) / step)
+        if repeat.per_step_ms["step"] <= 0:
+            continue
+        shares = repeat.shares
+        out["data_wait"].append(shares["data_wait"])
+        out["h2d"].append(shares["h2d"])
+        out["compute"].append(shares["forward"] + shares["backward"] + shares["optimizer"])
+        out["residual"].append(shares["residual"])
     return out
 
 
 def _median_ms(result: RunResult, series: str) -> float:
     return median(v for r in result.repeats for v in r.phases_ms[series])
+
+
+def _per_step_ms(result: RunResult, row: str) -> float:
+    """The median over repeats of ``row``'s time per step."""
+    return median(r.per_step_ms[row] for r in result.repeats)
 
 
 def diagnose(result: RunResult, *, straggler_share: float = STRAGGLER_SHARE) -> list[Label]:
@@ -137,9 +143,8 @@ def diagnose(result: RunResult, *, straggler_share: float = STRAGGLER_SHARE) -> 
     shares = _shares(result)
     if not shares["compute"]:
         return []
-    steps = len(shares["compute"])
-    where = f"median over {steps} steps of {len(result.repeats)} repeat(s)"
-    step_ms = _median_ms(result, "step")
+    where = f"time per step, median of {len(result.repeats)} repeat(s)"
+    step_ms = _per_step_ms(result, "step")
     busy = [sum(r.phases_ms["device_busy"]) / (r.window_s * 1e3) for r in result.repeats if "device_busy" in r.phases_ms]
     busy_note = f"; device busy {median(busy) * 100:.0f}% of the window" if busy else ""
     labels: list[Label] = []
@@ -149,7 +154,7 @@ def diagnose(result: RunResult, *, straggler_share: float = STRAGGLER_SHARE) -> 
         share = median(shares[key])
         if share >= WARNING_SHARE:
             severity = Severity.CRITICAL if share >= CRITICAL_SHARE else Severity.WARNING
-            amount = "" if key == "residual" else f"{_median_ms(result, key):.1f} ms, "
+            amount = "" if key == "residual" else f"{_per_step_ms(result, key):.1f} ms, "
             labels.append(Label(name, severity, share,
                                 f"{what} {amount}{share * 100:.0f}% of a {step_ms:.1f} ms step ({where}){busy_note}"))
     compute = median(shares["compute"])
@@ -215,8 +220,8 @@ def _stall_label(result: RunResult) -> Label | None:
     evidence = (f"the mean step is {median(means):.1f} ms against a median step of {median(medians):.1f} ms: "
                 f"{share * 100:.0f}% of the window's step time is beyond the median step (median over "
                 f"{len(shares)} repeat(s)), {held * 100:.0f}% of that excess in {PHASE_WORDS[phase]}; "
-                f"{slow} of {steps_seen} steps took over twice the median. The phase shares and the gate's "
-                f"per-repeat medians do not see stalls this periodic: compare throughput (samples/s) too")
+                f"{slow} of {steps_seen} steps took over twice the median. The median step does not see stalls "
+                f"this periodic; the time per step the gate decides on and the shares do")
     severity = Severity.CRITICAL if share >= CRITICAL_SHARE else Severity.WARNING
     return Label("STALLS", severity, share, evidence)
 
