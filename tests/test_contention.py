@@ -465,3 +465,27 @@ def test_another_process_on_the_gpu_is_named_and_our_own_child_is_not() -> None:
     assert found["count"] >= 1
     reason = contention(summary)
     assert reason is not None and "other process" in reason and "on the GPU" in reason
+
+
+def test_perfgate_run_names_each_contended_repeat_with_the_other_processes_share() -> None:
+    # A fresh-clone run printed "run-to-run 95.3%" with one repeat at 2047 ms while other
+    # processes held half the CPUs, and said nothing of it.
+    import dataclasses
+
+    from factories import make_result
+
+    from perfgate.analysis.summary import summarise
+    from perfgate.report.terminal import run_table
+
+    result = make_result(repeats=4, params={"batch_size": 8, "steps": 10, "input_size": 32, "precision": "fp32"})
+    busy = {"machine": {"cpus": 2, "other_cpu_share": {"median": 0.52, "p90": 0.6, "max": 0.7, "mean": 0.5,
+                                                        "samples": 20}}}
+    quiet = {"machine": {"cpus": 2, "other_cpu_share": {"median": 0.01, "p90": 0.02, "max": 0.03, "mean": 0.01,
+                                                         "samples": 20}}}
+    reps = tuple(dataclasses.replace(r, telemetry=busy if r.index == 2 else quiet) for r in result.repeats)
+    result = dataclasses.replace(result, repeats=reps)
+    text = run_table(result, summarise(result))
+    (line,) = [x for x in text.splitlines() if "contended" in x]
+    assert line.startswith("repeat 3 contended: other processes used 52% of the 2 CPUs during the window "
+                           "(median of 20 samples; limit 10%); its time per step ")
+    assert "ms/step" in text and "median ms" in text

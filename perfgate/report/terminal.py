@@ -10,6 +10,7 @@ from __future__ import annotations
 from statistics import median
 
 from perfgate.analysis.compare import NOT_COUNTED
+from perfgate.analysis.contention import contention
 from perfgate.analysis.diagnose import diagnose
 from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
 from perfgate.analysis.ranks import STRAGGLER_SHARE
@@ -40,11 +41,12 @@ def run_table(result: RunResult, summary: WorkloadSummary, *, straggler_share: f
     for row in ROWS:
         rows.append([
             row,
+            ms(summary.per_step_ms[row]),
             ms(summary.median_ms[row]),
             percent(summary.share[row]),
             percent(summary.spread[row]) if summary.spread[row] is not None else "—",
         ])
-    body = table(["phase", "median ms", "share", "run-to-run"], rows, "lrrr")
+    body = table(["phase", "ms/step", "median ms", "share", "run-to-run"], rows, "lrrrr")
     footer = [
         f"throughput {summary.samples_per_s:.1f} samples/s",
         f"peak memory {size(summary.peak_memory_bytes)} ({t(summary.peak_memory_kind)})",
@@ -64,8 +66,24 @@ def run_table(result: RunResult, summary: WorkloadSummary, *, straggler_share: f
                   table(headers, ranks, "r" * len(headers))]
     lines += [f"{t(label.name)} ({t(label.severity)}): {t(label.evidence)}" for label in
               diagnose(result, straggler_share=straggler_share)]
+    lines += contended_lines(result)
     lines += telemetry_lines(result)
     return "\n".join(line for line in lines if line).rstrip() + "\n"
+
+
+def contended_lines(result: RunResult) -> list[str]:
+    """Each repeat other processes contended (``perfgate.analysis.contention``, the gate's own
+    default policy), named with their share and its time per step: a run-to-run figure a
+    contended repeat inflated must not read as this code's noise."""
+    typical = median(r.per_step_ms["step"] for r in result.repeats)
+    lines = []
+    for r in result.repeats:
+        reason = contention(r.telemetry)
+        if reason is not None:
+            lines.append(f"repeat {r.index + 1} contended: {t(reason)}; its time per step "
+                         f"{ms(r.per_step_ms['step'])} ms against a median of {ms(typical)} ms over the repeats "
+                         "(counted in run-to-run; perfgate gate measures a contended repeat again)")
+    return lines
 
 
 def telemetry_lines(result: RunResult) -> list[str]:
