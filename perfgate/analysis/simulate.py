@@ -134,6 +134,23 @@ class Scenario:
     estimator: str = "contrast"
     """Paired only: "contrast" (what compare uses), "block" or "welch" swapped in for it."""
     phases: bool = False
+    steps: int = 3
+    """Steps per repeat. With 3 (and nothing below), the repeat's median and time per step are
+    the drawn value; more steps draw each one (``step_sd``, slow steps, stalls)."""
+    step_sd: float = 0.0
+    """sd of log of each step around its process's value (iid between steps)."""
+    slow_step_rate: float = 0.0
+    """Share of steps, on both sides, ``slow_step_factor`` times slower (random slow steps)."""
+    slow_step_factor: float = 5.0
+    stall_every: int = 0
+    """The changed workload's head: every ``stall_every``-th step waits for data (0: never)."""
+    stall_share: float = 0.0
+    """The stall's mean effect on the time per step (0.06: 6% slower per step on average),
+    all of it on one step in ``stall_every``, booked as data wait."""
+    clock_dip_rate: float = 0.0
+    """Share of processes, on both sides, whose GPU clock dips by ``clock_dip`` (and whose steps
+    are that much slower) with no slowdown event: what the old one-sided clock screen removed."""
+    clock_dip: float = 0.08
 
     def __post_init__(self) -> None:
         if self.estimator not in ESTIMATORS:
@@ -163,6 +180,8 @@ class CellResult:
     """Gates that took a second look (for any workload)."""
     compare_calls: int = 0
     seconds: float = field(default=0.0, compare=False)
+    ratios: Mapping[str, tuple[float, ...]] = field(default_factory=dict, compare=False)
+    """Per statistic, the changed workload's final estimate (ratio) in each gate."""
 
     def share(self, verdict: Verdict) -> float:
         return self.counts.get(verdict, 0) / self.gates
@@ -208,19 +227,47 @@ class _Repeat:
     value_ms: float
     throttled: bool
     block: int | None = None
+    series: Mapping[str, tuple[float, ...]] | None = None
+    """Drawn per-step series (``Scenario.steps`` > 3 or a stall); None: three steps around the value."""
+    clock_mhz: float | None = None
+
+
+def _drawn_series(rng: np.random.Generator, s: Scenario, value_ms: float, stalled: bool) -> dict[str, tuple[float, ...]]:
+    n = s.steps
+    steps = value_ms * np.exp(s.step_sd * rng.standard_normal(n)) if s.step_sd > 0 else np.full(n, value_ms)
+    if s.slow_step_rate > 0:
+        steps = np.where(rng.random(n) < s.slow_step_rate, steps * s.slow_step_factor, steps)
+    series = {p: tuple(float(v) for v in steps * _SHARES[p]) for p in PHASES}
+    wait = np.zeros(n)
+    if stalled and s.stall_every > 0 and s.stall_share > 0:
+        wait[s.stall_every - 1::s.stall_every] = s.stall_share * s.stall_every * value_ms
+    series["data_wait"] = tuple(float(v) for v in steps * _SHARES["data_wait"] + wait)
+    series["step"] = tuple(float(v) for v in steps + wait)
+    return series
 
 
 def _repeat_result(index: int, r: _Repeat, phases: bool) -> RepeatResult:
-    steps = tuple(r.value_ms * f for f in _STEP_SPREAD)
-    series = {p: tuple(s * _SHARES[p] for s in steps) if phases else (0.0, 0.0, 0.0) for p in PHASES}
-    series["step"] = steps
+    if r.series is not None:
+        series = dict(r.series)
+        steps = series["step"]
+    else:
+        steps = tuple(r.value_ms * f for f in _STEP_SPREAD)
+        series = {p: tuple(s * _SHARES[p] for s in steps) if phases else (0.0, 0.0, 0.0) for p in PHASES}
+        series["step"] = steps
     window_s = sum(steps) / 1e3
     return RepeatResult(
         index=index, started_at=_STARTED, timing="cuda_events", window_s=window_s, phases_ms=series,
         samples_per_s=3 * 32 / window_s, peak_memory_bytes=1_000_000_000, peak_memory_kind="cuda_max_allocated",
         first_loss=2.3, last_loss=2.1, torch_settings={}, loader_settings={"batch_size": 32, "num_workers": 2},
-        telemetry=_THROTTLED if r.throttled else _NOT_THROTTLED, block=r.block,
+        telemetry=_telemetry(r), block=r.block,
     )
+
+
+def _telemetry(r: _Repeat) -> Mapping[str, object]:
+    base = _THROTTLED if r.throttled else _NOT_THROTTLED
+    if r.clock_mhz is None:
+        return base
+    return {"gpu": {**base["gpu"], "sm_clock_mhz": {"median": r.clock_mhz}}}
 
 
 def _run_result(workload: str, repeats: Sequence[_Repeat], phases: bool) -> RunResult:
@@ -260,18 +307,33 @@ class _Gate:
         # Workloads of different speeds; only the first may change.
         self.levels = {n: math.log(50.0 * (1 + i)) for i, n in enumerate(self.names)}
         self.calls = 0
+        self.ratios: dict[str, float] = {}
+        """The changed workload's last estimates, per statistic."""
 
     def _value(self, job: _Job, name: str, current: bool, block: int | None = None) -> _Repeat:
         x, throttled = job.next(current)
         x += self.levels[name]
-        if current and name == self.names[0] and self.s.slowdown:
+        changed = current and name == self.names[0]
+        if changed and self.s.slowdown:
             x += math.log1p(self.s.slowdown)
-        return _Repeat(math.exp(x), throttled, block)
+        s = self.s
+        clock = None
+        if s.clock_dip_rate > 0:
+            dipped = bool(self.rng.random() < s.clock_dip_rate)
+            clock = 1590.0 / (1.0 + s.clock_dip) if dipped else 1590.0
+            x += math.log1p(s.clock_dip) if dipped else 0.0
+        if s.steps == 3 and not (s.stall_every and s.stall_share) and not s.step_sd and not s.slow_step_rate:
+            return _Repeat(math.exp(x), throttled, block, clock_mhz=clock)
+        return _Repeat(math.exp(x), throttled, block, _drawn_series(self.rng, s, math.exp(x), changed), clock)
 
     def _compare(self, entries: list[Entry], look: int, decided: Sequence[str] = (),
                  rho: float | None = None) -> GateOutcome:
         self.calls += 1
-        return gate_compare.compare(entries, self.config, look=look, already_decided=decided, rho=rho)
+        outcome = gate_compare.compare(entries, self.config, look=look, already_decided=decided, rho=rho)
+        for c in outcome.comparisons:
+            if c.workload == self.names[0] and c.time is not None:
+                self.ratios = {k: d.estimate.ratio for k, d in (c.time.by_statistic or {"step": c.time}).items()}
+        return outcome
 
     def run(self) -> dict[str, Verdict]:
         return self._paired() if self.s.paired else self._stored()
@@ -356,7 +418,9 @@ def _seed(s: Scenario, seed: int) -> np.random.SeedSequence:
               n.throttle_rate, n.throttle_factor, n.current_sd_factor, s.slowdown)
     ints = [round(abs(v) * 1_000_000) for v in floats] + [int(n.ar < 0)]
     ints += [int(s.paired), s.blocks, s.second_look_blocks or 0, s.recordings, s.repeats, s.baseline_repeats,
-             s.workloads]
+             s.workloads, s.steps, s.stall_every]
+    ints += [round(abs(v) * 1_000_000) for v in (s.step_sd, s.slow_step_rate, s.slow_step_factor, s.stall_share,
+                                                  s.clock_dip_rate, s.clock_dip)]
     # The estimator is left out on purpose: the three estimators see the same draws.
     return np.random.SeedSequence([seed, *ints])
 
@@ -366,6 +430,7 @@ def simulate(scenario: Scenario, gates: int, config: GateConfig | None = None, s
     config = config or GateConfig()
     rng = np.random.default_rng(_seed(scenario, seed))
     counts: dict[Verdict, int] = {}
+    ratios: dict[str, list[float]] = {}
     false = second = calls = 0
     started = time.perf_counter()
     with _paired_estimator(scenario.estimator if scenario.paired else "contrast"):
@@ -374,11 +439,15 @@ def simulate(scenario: Scenario, gates: int, config: GateConfig | None = None, s
             verdicts = gate.run()
             changed = gate.names[0]
             counts[verdicts[changed]] = counts.get(verdicts[changed], 0) + 1
-            unchanged = gate.names if scenario.slowdown == 0 else gate.names[1:]
+            changes = scenario.slowdown != 0 or bool(scenario.stall_every and scenario.stall_share)
+            unchanged = gate.names[1:] if changes else gate.names
             false += any(verdicts[n] is Verdict.REGRESSION for n in unchanged)
             second += gate.calls > 1
             calls += gate.calls
-    return CellResult(scenario, gates, counts, false, second, calls, time.perf_counter() - started)
+            for k, v in gate.ratios.items():
+                ratios.setdefault(k, []).append(v)
+    return CellResult(scenario, gates, counts, false, second, calls, time.perf_counter() - started,
+                      {k: tuple(v) for k, v in ratios.items()})
 
 
 def _estimators() -> dict[str, Callable[[Sequence[BlockValue], Sequence[BlockValue]], LogRatio]]:

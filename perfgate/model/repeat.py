@@ -44,7 +44,11 @@ STATISTIC_WORDS: Mapping[str, str] = {PER_STEP: "time per step", MEDIAN: "median
 
 
 def residual_series(series: Mapping[str, Sequence[float]]) -> tuple[float, ...]:
-    """Per step, the part of the step no phase explains (loop overhead, host syncs, logging)."""
+    """Per step, the part of the step no phase explains (loop overhead, host syncs, logging).
+
+    Never negative in repeats measured since the stall is booked on its own step; CUDA
+    repeats recorded before that timed the data wait on the host, overlapping the device
+    phases, so theirs can be."""
     phases = [series[p] for p in PHASES]
     return tuple(s - sum(values) for s, values in zip(series["step"], zip(*phases)))
 
