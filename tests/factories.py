@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from pathlib import Path
 
 from perfgate.model.environment import Environment
 from perfgate.model.result import RepeatResult, RunResult
@@ -48,3 +49,14 @@ def make_result(workload: str = "tiny", *, repeats: int = 5, scale: float = 1.0,
         repeats=tuple(make_repeat(i, scale=s, phase_scale=phase_scale, seed=seed, jitter=jitter, peak=peak)
                       for i, s in enumerate(scales)),
     )
+
+
+def define_workloads(tree: Path, *names: str, file: str = "workloads/defined.py") -> None:
+    """Make ``tree`` define ``names`` the way a repository does: module-level ``Workload(...)``
+    calls in a workload file. The judge reads them as data (``perfgate.store.definitions``),
+    so the file is never imported and its builders need not exist."""
+    path = tree / file
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = ["from perfgate import Workload", ""]
+    lines += [f"W{i} = Workload(name={name!r}, version=1, description='', build=None)" for i, name in enumerate(names)]
+    path.write_text("\n".join(lines) + "\n")

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from factories import make_result
+from factories import define_workloads, make_result
 
 from perfgate.adapters.judge_cli import add_parser, run_judge
 from perfgate.analysis.compare import STORED_COUNTERS_NOTE, compare, stored_counted
@@ -131,13 +131,18 @@ def test_the_thresholds_are_settable_per_workload(tmp_path: Path) -> None:
     assert load_settings(pyproject).gate.counters is False
 
 
-def test_a_failed_counted_run_is_a_note_and_the_timing_stands() -> None:
+def test_a_head_counted_run_that_failed_where_the_base_counted_is_an_error() -> None:
+    # Missing data is not a pass: a head without its counted run could hide a new per-step sync.
     _, c = judge_paired(None, counters(), note="the head side's counted run failed: boom")
+    assert c.verdict is Verdict.ERROR and "the head lacks its counted run" in c.reason
+    # with missing_is_error = false it is a note, and the timing stands
+    lenient = GateConfig(looks=1, missing_is_error=False)
+    _, c = judge_paired(None, counters(), config=lenient, note="the head side's counted run failed: boom")
     assert c.verdict is Verdict.PASS and c.counters is None
     assert c.counters_note == "the head side's counted run failed: boom"
     assert "counters: the head side's counted run failed: boom" in gate_table(compare(
         [Entry("tiny", paired(seed=1), None, pairing=Pairing(paired(seed=2), BASE_SHA),
-               counted=Counted(counters(), None, "the head side's counted run failed: boom"))], GateConfig(looks=1)))
+               counted=Counted(counters(), None, "the head side's counted run failed: boom"))], lenient))
 
 
 def stored_baseline():
@@ -298,6 +303,7 @@ def base_dir(tmp_path: Path) -> Path:
     folder = tmp_path / "base-checkout"
     (folder / "baselines").mkdir(parents=True)
     (folder / "pyproject.toml").write_text(f'[tool.perfgate]\nbaselines = "baselines"\nblocks = {BLOCKS}\n')
+    define_workloads(folder, "tiny")
     return folder
 
 
@@ -328,8 +334,14 @@ def test_the_judge_reads_the_counters_files_and_applies_the_rule(tmp_path: Path,
     assert code == EXIT_OK, comment
 
 
-def test_the_judge_without_counters_files_judges_the_timing_and_says_so(tmp_path: Path, base_dir: Path) -> None:
+def test_the_judge_without_the_heads_counters_file_is_an_error_unless_the_base_allows_it(tmp_path: Path,
+                                                                                         base_dir: Path) -> None:
+    # Leaving out tiny.counters.json hid a new per-step sync: missing data is not a pass.
     folder = write_run(tmp_path / "r", None, counters())
+    code, _, _, comment = judge(tmp_path, folder, base_dir)
+    assert code == 2 and "the head lacks its counted run" in comment, comment
+    (base_dir / "pyproject.toml").write_text(f'[tool.perfgate]\nbaselines = "baselines"\nblocks = {BLOCKS}\n'
+                                             "missing_is_error = false\n")
     code, _, _, comment = judge(tmp_path, folder, base_dir)
     assert code == EXIT_OK, comment
     assert "no counted run of the head side" in comment

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from factories import ENV, make_result
+from factories import ENV, define_workloads, make_result
 
 from perfgate.adapters.judge_cli import add_parser
 from perfgate.gate.inputs import classify, read_changed_files
@@ -66,6 +66,7 @@ def base(tmp_path: Path) -> Path:
     folder.mkdir()
     (folder / "pyproject.toml").write_text(BASE_SETTINGS)
     (folder / "baselines").mkdir()
+    define_workloads(folder, "tiny")
     return folder
 
 
@@ -136,6 +137,7 @@ def test_results_of_another_commit_or_pull_request_are_refused(tmp_path: Path, b
 # --- the attack matrix ---------------------------------------------------------------------------
 
 def test_a_pull_request_that_deletes_a_workload_is_an_error_naming_it(tmp_path: Path, base: Path) -> None:
+    define_workloads(base, "other", file="workloads/other.py")
     record(base, "tiny")
     record(base, "other")
     folder = write_run(tmp_path / "r", {"other": paired("other", seed=1)}, {"other": paired("other", seed=2)})
@@ -145,27 +147,58 @@ def test_a_pull_request_that_deletes_a_workload_is_an_error_naming_it(tmp_path: 
     assert "removed or renamed" in line
 
 
-def test_a_pull_request_that_renames_a_workload_is_an_error_for_the_old_name(tmp_path: Path, base: Path) -> None:
+def test_a_pull_request_that_renames_a_workload_retires_the_old_name_and_errs_on_the_new(tmp_path: Path,
+                                                                                        base: Path) -> None:
+    """A rename removes the old name's definition (retired, in plain view) and brings a name
+    the base has no side of: an ERROR, so the gate still fails."""
     record(base, "tiny")
     folder = write_run(tmp_path / "r", {"tiny-renamed": paired("tiny-renamed", seed=1)}, {},
                        RunManifest(design="paired", device="cpu", workloads=("tiny-renamed",),
                                    base_missing=("tiny-renamed",)))
-    code, _, _, comment = run(tmp_path, folder, base)
+    head_files = tmp_path / "head-files"
+    define_workloads(head_files, "tiny-renamed", "other")
+    changed = tmp_path / "changed.tsv"
+    changed.write_text("modified\tworkloads/defined.py\n")
+    code, _, _, comment = run(tmp_path, folder, base, "--head-files", str(head_files), "--changed-files", str(changed))
     assert code == 2
-    assert any("tiny" in x and "removed or renamed" in x for x in comment.splitlines())
+    assert "Retired by this pull request" in comment
     assert any("tiny-renamed" in x and "has no workload" in x for x in comment.splitlines())
+    # without the pull request's files, its new name is defined by neither tree: refused
+    assert run(tmp_path, folder, base)[0] == 2
 
 
-def test_a_workload_the_base_tree_defines_and_the_head_lacks_is_an_error(tmp_path: Path, base: Path) -> None:
-    """No baseline needed in the paired design: the measuring job names the base's workloads."""
-    folder = write_run(tmp_path / "r", {"tiny": paired("tiny", seed=1)}, {"tiny": paired("tiny", seed=2)},
-                       RunManifest(design="paired", device="cpu", workloads=("tiny",), base_only=("gone",)))
+def test_a_workload_the_base_defines_needs_a_result_unless_the_pull_request_removes_it(tmp_path: Path, base: Path) -> None:
+    """No baseline needed in the paired design: the trees, read as data, name the workloads
+    (never run.json, whose base_only is not read)."""
+    define_workloads(base, "other", file="workloads/other.py")
+    define_workloads(base, "gone", file="workloads/gone.py")
+    folder = write_run(tmp_path / "r", {"tiny": paired("tiny", seed=1), "other": paired("other", seed=3)},
+                       {"tiny": paired("tiny", seed=2), "other": paired("other", seed=4)},
+                       RunManifest(design="paired", device="cpu", workloads=("tiny", "other")))
     code, _, _, comment = run(tmp_path, folder, base)
     assert code == 2
-    assert any("gone" in x and "the base commit defines it" in x for x in comment.splitlines())
+    assert any("'gone'" in x and "the base defines it in workloads/gone.py" in x for x in comment.splitlines())
+    # its file removed by the pull request: retired in plain view
+    changed = tmp_path / "changed.tsv"
+    changed.write_text("removed\tworkloads/gone.py\n")
+    code, _, _, comment = run(tmp_path, folder, base, "--changed-files", str(changed))
+    assert code != 2 and "Retired by this pull request" in comment and "gone" in comment
+
+
+def test_an_unreadable_head_file_retires_nothing(tmp_path: Path, base: Path) -> None:
+    define_workloads(base, "other", file="workloads/other.py")
+    head_files = tmp_path / "head-files"
+    (head_files / "workloads").mkdir(parents=True)
+    (head_files / "workloads" / "defined.py").write_text("x = " + "[" * 200_000 + "]" * 200_000 + "\n")
+    changed = tmp_path / "changed.tsv"
+    changed.write_text("modified\tworkloads/defined.py\n")
+    folder = write_run(tmp_path / "r", {"other": paired("other", seed=1)}, {"other": paired("other", seed=2)})
+    code, _, _, comment = run(tmp_path, folder, base, "--head-files", str(head_files), "--changed-files", str(changed))
+    assert code == 2 and "no result for 'tiny'" in comment
 
 
 def test_removing_the_baseline_too_retires_a_workload_in_plain_view(tmp_path: Path, base: Path) -> None:
+    define_workloads(base, "other", file="workloads/other.py")
     record(base, "tiny")
     record(base, "other")
     folder = write_run(tmp_path / "r", {"other": paired("other", seed=1)}, {"other": paired("other", seed=2)})
@@ -235,6 +268,7 @@ def test_the_judge_never_imports_torch(tmp_path: Path, base: Path) -> None:
 
 
 def test_exception_text_from_a_workload_reaches_the_comment_inert(tmp_path: Path, base: Path) -> None:
+    define_workloads(base, "other", file="workloads/other.py")
     manifest = RunManifest(design="paired", device="cpu", workloads=("tiny", "other"), errors={"tiny": HOSTILE},
                            pr_number=7, head_sha=HEAD_SHA, base_sha=BASE_SHA)
     folder = write_run(tmp_path / "r", {"other": paired("other", seed=1)}, {"other": paired("other", seed=2)},

@@ -16,7 +16,7 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
-from factories import make_result
+from factories import define_workloads, make_result
 
 from perfgate.adapters import ci
 from perfgate.adapters.cli import build_parser, main
@@ -258,6 +258,7 @@ def base(tmp_path: Path) -> Path:
     folder = tmp_path / "base-checkout"
     folder.mkdir()
     (folder / "pyproject.toml").write_text(f'[tool.perfgate]\nbaselines = "baselines"\nblocks = {BLOCKS}\nlooks = 1\n')
+    define_workloads(folder, "a", "b", "c", "d")
     return folder
 
 

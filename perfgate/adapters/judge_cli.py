@@ -46,7 +46,7 @@ from perfgate.gate.inputs import (
     relative_to,
     settings_changes,
 )
-from perfgate.gate.judge import base_settings, combine_shards, git_commit_of, judge_measured
+from perfgate.gate.judge import TreeDefinitions, base_settings, combine_shards, git_commit_of, judge_measured
 from perfgate.model.errors import EXIT_ERROR, EXIT_OK, PerfgateError, UsageError
 from perfgate.model.manifest import DESIGNS, MANIFEST_NAME
 from perfgate.model.verdict import Verdict
@@ -129,6 +129,10 @@ def run_judge(args: argparse.Namespace, environ: Mapping[str, str] | None = None
                 raise UsageError(f"the results are of pull request #{manifest.pr_number}, not #{args.expect_pr}")
         base_commit = git_commit_of(base_dir)
         measured_base = manifest.base_sha if manifest else None
+        if args.expect_base_sha and (measured_base != args.expect_base_sha or
+                                     (base_commit is not None and base_commit != args.expect_base_sha)):
+            raise UsageError(f"the results were measured against {str(measured_base)[:12]}, not the pull request's "
+                             f"base {args.expect_base_sha[:12]}: an older base commit would apply older rules")
         if base_commit and measured_base and base_commit != measured_base:
             raise UsageError(f"the results were measured against {measured_base[:12]}, but --base-dir is at "
                              f"{base_commit[:12]}: judge with the base commit that was measured")
@@ -141,7 +145,12 @@ def run_judge(args: argparse.Namespace, environ: Mapping[str, str] | None = None
             clocks=manifest.clocks if manifest else None, run_id=run_id, run_url=run_url,
             judged_by=f"Judged by perfgate {__version__}, outside the measuring job" + (
                 f"s, their {len(args.results)} shards as one run." if len(args.results) > 1 else "."))
-        judgement = judge_measured(measured, settings, design=args.design, against=against, changes=changes)
+        head_files = Path(args.head_files) if args.head_files else None
+        if head_files is not None and not head_files.is_dir():
+            raise UsageError(f"--head-files {head_files}: not a directory")
+        definitions = TreeDefinitions.of(base_dir, settings, changes, head_files)
+        judgement = judge_measured(measured, settings, design=args.design, against=against, changes=changes,
+                                   definitions=definitions)
         outcome = judgement.outcome
         report = compose(outcome, context, changes, retired=judgement.retired)
         _write(artifacts, report, outcome)
@@ -228,7 +237,15 @@ def add_parser(subparsers: Any) -> None:
                         "the GitHub API): the notice of edited gate inputs, and retired workloads")
     p.add_argument("--head-pyproject", metavar="FILE",
                    help="the pull request's pyproject.toml, as data: the notice names changed [tool.perfgate] keys")
+    p.add_argument("--head-files", metavar="DIR",
+                   help="the pull request's added and changed workload files at the head commit, at their "
+                        "repository paths, fetched as data: parsed (never imported) for the workloads the pull "
+                        "request defines; without it the head defines what the base does, less the workload "
+                        "files it removes")
     p.add_argument("--expect-head-sha", metavar="SHA", help="refuse results measured of another commit")
+    p.add_argument("--expect-base-sha", metavar="SHA",
+                   help="refuse results measured against another base commit (the workflow passes the merge "
+                        "base of the head with the base branch's tip, from the API, never run.json's word)")
     p.add_argument("--expect-pr", type=int, metavar="N", help="refuse results of another pull request")
     p.set_defaults(func=cmd_judge)
     v = subparsers.add_parser(

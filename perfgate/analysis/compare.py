@@ -443,6 +443,27 @@ def _prepared_stored(entry: Entry, result: RunResult, summary: WorkloadSummary, 
                    clocks=common["clocks"])
 
 
+def _lacking(j: _Judged, config: GateConfig) -> str | None:
+    """What the reference holds and the current side lacks, as an ERROR's reason (None: nothing).
+
+    Missing data never counts as a pass: a head whose result leaves out its peak memory
+    would hide a memory regression, one without its counted run a new per-step sync."""
+    if not config.missing_is_error:
+        return None
+    side = "head" if j.against is not None else "current run"
+    reference = "base side" if j.against is not None else "baseline"
+    missing = []
+    if j.reference.peak_memory() and not any(r.peak_memory_bytes is not None for r in j.result.repeats):
+        missing.append("its peak memory")
+    if (config.counters and j.against is not None and j.counted is not None and j.counted.base is not None
+            and j.counted.head is None):
+        missing.append("its counted run (exact counters)")
+    if not missing:
+        return None
+    return (f"the {side} lacks {' and '.join(missing)}, which the {reference} holds: missing data is not a pass "
+            "(missing_is_error = false in [tool.perfgate] shows it as not compared)")
+
+
 def _final(j: _Judged, time: TimeDecision, gated: Mapping[str, TimeDecision], config: GateConfig) -> WorkloadComparison:
     """A judged workload's comparison: the step's decision, overruled by a failing gated
     phase, memory, an open gated phase or a failing exact counter, in that order."""
@@ -453,6 +474,13 @@ def _final(j: _Judged, time: TimeDecision, gated: Mapping[str, TimeDecision], co
         config.memory_threshold,
     )
     verdict, reason = time.verdict, time.reason
+    lacking = _lacking(j, config)
+    if lacking:
+        return WorkloadComparison(
+            name, Verdict.ERROR, lacking, current=j.summary, baseline=j.reference, baseline_path=j.path,
+            environment_key=j.result.environment.key(), device=j.result.device, overrides=dict(j.result.overrides),
+            source=j.result.workload_source, params=dict(j.result.params), labels=j.labels, left_out=j.left_out,
+            design=j.design, against=j.against, since_baseline=j.since_baseline, clocks=j.clocks)
     failed_phases = [p for p, d in gated.items() if d.verdict is Verdict.REGRESSION]
     open_phases = [p for p, d in gated.items() if d.verdict is Verdict.INCONCLUSIVE]
     if failed_phases:

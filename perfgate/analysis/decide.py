@@ -67,6 +67,9 @@ class GateConfig:
     outlier_sd: float | None = DEFAULT_OUTLIER_SD
     gate_phases: tuple[str, ...] = ()
     fail_on_missing_baseline: bool = False
+    missing_is_error: bool = True
+    """A fact the reference holds and the current side lacks (peak memory; in the judge, a
+    counted run) is an ERROR naming it; False shows it as not compared instead."""
     max_left_out: float = 0.25
     """The largest share of one side's repeats that may be left out for a thermal or hardware
     slowdown (``perfgate.analysis.screening``); beyond it the workload is an ERROR, "runner unfit"."""
@@ -120,6 +123,7 @@ class GateConfig:
             raise ValueError(f"GateConfig.gate_phases must be a tuple of phase names, got {self.gate_phases!r}")
         object.__setattr__(self, "gate_phases", tuple(self.gate_phases))
         need(isinstance(self.fail_on_missing_baseline, bool), "fail_on_missing_baseline", "must be True or False")
+        need(isinstance(self.missing_is_error, bool), "missing_is_error", "must be True or False")
         need(_is_number(self.max_left_out) and 0 <= self.max_left_out < 1,
              "max_left_out", "must be in [0, 1) (0.25 = a quarter of a side's repeats)")
         need(isinstance(self.counters, bool), "counters", "must be True or False")

@@ -83,8 +83,8 @@ def compose(outcome: GateOutcome, context: ReportContext, changes: InputChanges 
         text += f" Results and traces: the artifacts of [run {context.run_id}]({context.run_url})."
     retired_lines = []
     if retired:
-        retired_lines = ["> [!NOTE]", "> **Retired by this pull request** (their baselines are removed, so they "
-                         f"are no longer gated): {', '.join(code(n) for n in retired)}.", ""]
+        retired_lines = ["> [!NOTE]", "> **Retired by this pull request** (their definitions, or the baselines that "
+                         f"gate them, are removed, so they are no longer gated): {', '.join(code(n) for n in retired)}.", ""]
     notice = notice_markdown(changes, context.base_ref, context.base_sha) if changes is not None else []
     extra = ["", CHECK_LINE[outcome.exit_code], "", *notice, *retired_lines, f"<sub>{text}</sub>"]
     extra_text = "\n".join(extra)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -49,6 +49,8 @@ class InputChanges:
     github: tuple[str, ...] = ()
     harness: tuple[str, ...] = ()
     workloads: tuple[str, ...] = ()
+    workloads_removed: tuple[str, ...] = ()
+    """The workload files (repository-relative) the pull request removes: their definitions go."""
 
     @property
     def baselines_changed(self) -> bool:
@@ -58,9 +60,12 @@ class InputChanges:
     def any(self) -> bool:
         return self.baselines_changed or bool(self.settings or self.github or self.harness or self.workloads)
 
-    def removes_baseline_of(self, workload: str) -> bool:
-        """True when the pull request removes a baseline file of ``workload`` (retiring it)."""
-        return any(PurePosixPath(p).name == f"{workload}.json" for p in self.removed)
+    def removes_baselines(self, paths: Collection[str]) -> bool:
+        """True when the pull request removes every one of ``paths`` (baseline files, relative
+        to the store, ``<key>/<workload>.json``), matched by full path: retiring a workload by
+        its baselines removes those that gate it, not a stale file of the same name."""
+        return bool(paths) and set(paths) <= set(self.removed)
+
 
 
 # --- where the list of changed files comes from -----------------------------------------
@@ -85,7 +90,9 @@ def read_changed_files(path: Path) -> list[Change]:
     except OSError as exc:
         raise FileFormatError(f"{path}: cannot read the list of changed files: {exc.strerror}") from None
     changes: list[Change] = []
-    for number, line in enumerate(text.splitlines(), 1):
+    # Lines end at "\n" only: str.splitlines() also breaks at U+2028, U+0085 and \x1c-\x1e,
+    # which a file name may hold.
+    for number, line in enumerate(text.removesuffix("\n").split("\n"), 1):
         if not line.strip():
             continue
         fields = line.split("\t")
@@ -205,7 +212,7 @@ def classify(changes: Sequence[Change], *, baselines_dir: str, workload_paths: S
              settings: tuple[str, ...] = ()) -> InputChanges:
     """Sort changed files into the kinds of gate input they touch."""
     store = baselines_dir.strip("/")
-    added, removed, modified, github, harness, workloads = [], [], [], [], [], []
+    added, removed, modified, github, harness, workloads, gone = [], [], [], [], [], [], []
     for status, path in changes:
         if store and _under(path, [store + "/"]):
             rel = path[len(store) + 1:]
@@ -216,9 +223,12 @@ def classify(changes: Sequence[Change], *, baselines_dir: str, workload_paths: S
             harness.append(path)
         elif _under(path, (*WORKLOADS, *workload_paths)):
             workloads.append(path)
+            if status == "removed":
+                gone.append(path)
     return InputChanges(baselines_dir=store, added=tuple(sorted(added)), removed=tuple(sorted(removed)),
                         modified=tuple(sorted(modified)), settings=settings, github=tuple(sorted(set(github))),
-                        harness=tuple(sorted(set(harness))), workloads=tuple(sorted(set(workloads))))
+                        harness=tuple(sorted(set(harness))), workloads=tuple(sorted(set(workloads))),
+                        workloads_removed=tuple(sorted(set(gone))))
 
 
 def relative_to(path: Path, root: Path) -> str | None:

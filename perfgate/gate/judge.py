@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ from perfgate.model.manifest import MANIFEST_NAME, RunManifest
 from perfgate.model.result import RunResult
 from perfgate.model.shard import parse_shard
 from perfgate.store.baselines import find_baseline
+from perfgate.store.definitions import Definitions, head_definitions, reference_definitions, tree_definitions
 from perfgate.store.untrusted import KEY_RE, safe_name
 from perfgate.store.untrusted_folders import Measured
 
@@ -80,25 +81,29 @@ def git_commit_of(directory: Path) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
+def baselines_of(settings: Settings, device: str) -> dict[str, list[str]]:
+    """Per workload, the base's baseline files for ``device`` (``<key>/<name>.json``, relative to the store)."""
+    found: dict[str, list[str]] = {}
+    store = settings.baselines
+    if store.is_dir():
+        for path in sorted(store.glob(f"{device}-*/*.json")):
+            if path.name.endswith(COUNTERS_SUFFIX) or path.is_symlink() or not path.is_file():
+                continue
+            if KEY_RE.fullmatch(path.parent.name):
+                try:
+                    safe_name(path.stem, "baseline")
+                except ValueError:
+                    continue
+                found.setdefault(path.stem, []).append(f"{path.parent.name}/{path.name}")
+    return found
+
+
 def gated_by_base(settings: Settings, device: str) -> dict[str, str]:
     """The workloads the base gates on ``device``, each with why: its ``workloads``
     selection, or else every workload with a baseline for the device in its store."""
     if settings.workloads:
         return {name: "the base's `[tool.perfgate] workloads` lists it" for name in settings.workloads}
-    gated: dict[str, str] = {}
-    store = settings.baselines
-    if store.is_dir():
-        for path in sorted(store.glob(f"{device}-*/*.json")):
-            if path.name.endswith(COUNTERS_SUFFIX):
-                continue  # a baseline's counted run, beside it
-            if KEY_RE.fullmatch(path.parent.name) and path.is_file() and not path.is_symlink():
-                name = path.stem
-                try:
-                    safe_name(name, "baseline")
-                except ValueError:
-                    continue
-                gated.setdefault(name, f"the base has its baseline {path.parent.name}/{path.name}")
-    return gated
+    return {name: f"the base has its baseline {paths[0]}" for name, paths in baselines_of(settings, device).items()}
 
 
 # --- shards: several measuring jobs' folders judged as one run ------------------------------
@@ -236,16 +241,100 @@ def _blocks(result: RunResult) -> set[int]:
     return {r.block for r in result.repeats if r.block is not None}
 
 
-def _missing_blocks(head: RunResult, base: RunResult, lo: int, hi: int) -> str | None:
-    if any(r.block is None for r in (*head.repeats, *base.repeats)):
-        return "a repeat carries no ABBA block, which the paired design needs"
-    want = set(range(lo, hi))
+def _incomplete_blocks(head: RunResult, base: RunResult, lo: int, hi: int, planned: int) -> str | None:
+    """Why blocks ``lo``..``hi - 1`` are not measured whole, or None.
+
+    The invariant: every repeat carries a block in 0..planned - 1, and each block of the
+    look holds its full ABBA set, two repeats of each side. Anything else (a negative or
+    unplanned block, a block with three head repeats) is not a measurement this gate
+    planned; leaving out slowed-down repeats happens later, capped, in the comparison."""
     for side, result in (("head", head), ("base", base)):
-        lacking = sorted(want - _blocks(result))
+        for r in result.repeats:
+            if r.block is None:
+                return "a repeat carries no ABBA block, which the paired design needs"
+            if not 0 <= r.block < planned:
+                return f"the {side} side holds block {r.block}, not one of the planned 0–{planned - 1}"
+    for side, result in (("head", head), ("base", base)):
+        counts = {b: 0 for b in range(lo, hi)}
+        for r in result.repeats:
+            if r.block in counts:
+                counts[r.block] += 1
+        lacking = sorted(b for b, n in counts.items() if n == 0)
         if lacking:
             shown = ", ".join(str(b) for b in lacking[:8]) + (" …" if len(lacking) > 8 else "")
             return f"the {side} side lacks block(s) {shown} of the planned {lo}–{hi - 1}"
+        odd = sorted(b for b, n in counts.items() if n != 2)
+        if odd:
+            return (f"the {side} side holds {counts[odd[0]]} repeats in block {odd[0]}; an ABBA block holds two "
+                    "of each side")
     return None
+
+
+def judged_device(measured: Measured, settings: Settings) -> str:
+    """The device the gate judges: the base's ``device`` setting when it names one, else the
+    results' own. Every result must be of it, with an environment of it; the manifest (the
+    measuring job's word) must agree, never choose."""
+    configured = settings.device
+    if configured not in ("auto", "cpu", "cuda"):
+        raise UsageError(f"the base's [tool.perfgate] device is {configured!r}; expected auto, cpu or cuda")
+    results = [*measured.head.values(), *measured.base.values()]
+    if not results:
+        raise UsageError("no results to judge: the measuring job measured nothing, which is never a pass")
+    devices = {r.device for r in results}
+    if len(devices) != 1:
+        raise UsageError(f"the results mix devices ({', '.join(sorted(map(repr, devices)))}); a gate judges one")
+    device = devices.pop()
+    if device not in ("cpu", "cuda"):
+        raise UsageError(f"the results are of device {device!r}; perfgate measures on cpu or cuda")
+    if configured != "auto" and device != configured:
+        raise UsageError(f"the base gates on {configured} ([tool.perfgate] device), but the results were measured "
+                         f"on {device}: a runner whose {configured} could not be used is not a pass")
+    manifest = measured.manifest
+    if manifest is not None and manifest.device != device:
+        raise UsageError(f"run.json says device {manifest.device!r}, the results are of {device}")
+    for r in results:
+        env = r.environment
+        if env.device != device or (device == "cuda" and not (env.gpu_name and env.cuda)):
+            raise UsageError(f"{r.workload}: its environment is of a {env.device} machine (gpu "
+                             f"{env.gpu_name!r}), not the {device} it claims")
+    return device
+
+
+@dataclass(frozen=True)
+class TreeDefinitions:
+    """The workloads each tree defines in its own files (``perfgate.store.definitions``: parsed,
+    never run), and the reference workloads this perfgate installs."""
+
+    base: Definitions
+    head: Definitions
+    reference: Definitions = field(default_factory=Definitions)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.base or name in self.head or name in self.reference
+
+    def removed(self, name: str) -> bool:
+        """The base's own files define ``name`` and the pull request's no longer do. A file
+        the head holds but that cannot be parsed removes nothing: unreadable is not removed."""
+        if name not in self.base or name in self.head:
+            return False
+        where = self.base.names[name]
+        return not any(u.startswith(f"{where}: ") for u in self.head.unreadable)
+
+    @classmethod
+    def none(cls) -> TreeDefinitions:
+        return cls(Definitions(), Definitions())
+
+    @classmethod
+    def of(cls, base_dir: Path, settings: Settings, changes: InputChanges | None,
+           head_files: Path | None) -> TreeDefinitions:
+        """The base checkout's definitions and the pull request's: the base's files less those it
+        removes, with its own versions of those it adds or changes (``head_files``)."""
+        paths = [p for p in settings.workloads_path if not Path(p).is_absolute()]
+        base = tree_definitions(base_dir, paths)
+        removed = changes.workloads_removed if changes is not None else ()
+        head = head_definitions(base_dir, paths, removed, head_files)
+        return cls(base, head, reference_definitions())
+
 
 
 def _with_notes(outcome: GateOutcome, notes: Mapping[str, Sequence[str]]) -> GateOutcome:
@@ -255,7 +344,7 @@ def _with_notes(outcome: GateOutcome, notes: Mapping[str, Sequence[str]]) -> Gat
 
 
 def judge_measured(measured: Measured, settings: Settings, *, design: str, against: str | None = None,
-                   changes: InputChanges | None = None) -> Judgement:
+                   changes: InputChanges | None = None, definitions: TreeDefinitions | None = None) -> Judgement:
     """The gate's outcome for what was measured, by the rules in ``settings`` (the base's)."""
     manifest = measured.manifest
     if manifest is not None and manifest.failure:
@@ -263,29 +352,32 @@ def judge_measured(measured: Measured, settings: Settings, *, design: str, again
     if manifest is not None and manifest.design != design:
         raise UsageError(f"the results were measured for the {manifest.design} design; this judge applies the "
                          f"{design} design (the rule is the judge's, not the measuring job's)")
-    devices = {r.device for r in (*measured.head.values(), *measured.base.values())}
-    if manifest is not None:
-        devices.add(manifest.device)
-    if len(devices) != 1:
-        raise UsageError("no results to judge" if not devices else
-                         f"the results mix devices ({', '.join(sorted(devices))}); a gate judges one")
-    device = devices.pop()
-    expected = dict.fromkeys(manifest.workloads if manifest else ())
+    device = judged_device(measured, settings)
+    defined = definitions or TreeDefinitions.none()
+    undefined = sorted(n for n in {*measured.head, *measured.base} if n not in defined)
+    if undefined:
+        shown = ", ".join(undefined[:5]) + (f" and {len(undefined) - 5} more" if len(undefined) > 5 else "")
+        raise UsageError(f"results for workloads neither the base nor the pull request defines: {shown}; a result "
+                         "is judged only for a workload one of the trees defines (read as data, never run)")
+    # The family: what the base gates, and what was measured of the workloads the trees
+    # define. Never what run.json lists.
+    expected: dict[str, None] = {}
     why: dict[str, str] = {}
     for name, reason in gated_by_base(settings, device).items():
         expected.setdefault(name)
         why[name] = reason
-    for name in sorted(measured.head):
+    for name in sorted(defined.base.names):
         expected.setdefault(name)
-    if design == "paired":
-        for name in sorted(measured.base):
-            expected.setdefault(name)
-            why.setdefault(name, "the base side was measured")
-        for name in manifest.base_only if manifest else ():
-            expected.setdefault(name)
-            why.setdefault(name, "the base commit defines it")
-    retired = tuple(n for n in expected if n not in measured.head and changes is not None
-                    and changes.removes_baseline_of(n) and not (manifest and n in manifest.errors))
+        why.setdefault(name, f"the base defines it in {defined.base.names[name]}")
+    for name in sorted({*measured.head, *(measured.base if design == "paired" else ())}):
+        expected.setdefault(name)
+        why.setdefault(name, "it was measured")
+    if not expected:
+        raise UsageError(f"nothing to judge: no results, and the base gates no workload on {device} (no "
+                         "[tool.perfgate] workloads, no baselines for it); a gate that measured nothing is not a pass")
+    gating = baselines_of(settings, device)
+    retired = tuple(n for n in expected if n not in measured.head and not (manifest and n in manifest.errors)
+                    and (defined.removed(n) or changes is not None and changes.removes_baselines(gating.get(n, ()))))
     names = [n for n in expected if n not in retired]
     errors: dict[str, str] = {}
     for name in names:
@@ -309,14 +401,18 @@ def judge_measured(measured: Measured, settings: Settings, *, design: str, again
         return find_baseline(settings.baselines, result.environment.key(), result.workload)
 
     if design == "paired":
+        # Blocks, looks, α and δ are the judge's configuration alone (the base's settings):
+        # nothing in run.json chooses the second look.
         first_blocks = settings.blocks
-        extra = (manifest.second_look_blocks if manifest and manifest.second_look_blocks else None) or first_blocks
+        extra = first_blocks
+        planned = first_blocks + extra if config.looks == 2 else first_blocks
         rho = paired_look_correlation(first_blocks, first_blocks + extra) if config.looks == 2 else None
 
         def counted(name: str) -> Counted:
             if not config.counters:
                 return Counted(note="not compared: counters = false in the base's [tool.perfgate]")
             base_c, head_c = measured.base_counters.get(name), measured.head_counters.get(name)
+            # A base side counted and a head not: compare makes that an ERROR (missing_is_error).
             lacking = [side for side, c in (("head", head_c), ("base", base_c)) if c is None]
             note = (f"not compared: no counted run of the {' and the '.join(lacking)} side"
                     f"{'s' if len(lacking) == 2 else ''} in the results" if lacking else None)
@@ -329,7 +425,7 @@ def judge_measured(measured: Measured, settings: Settings, *, design: str, again
                     out.append(Entry(name, None, None, error=errors[name]))
                     continue
                 head, base = measured.head[name], measured.base[name]
-                problem = _missing_blocks(head, base, lo, hi)
+                problem = _incomplete_blocks(head, base, lo, hi, planned)
                 if problem:
                     look = "the first look" if lo == 0 else "the planned second look"
                     out.append(Entry(name, None, None, error=f"{look} was not measured whole: {problem}"))

@@ -1,0 +1,208 @@
+"""The judge fails closed: nothing in the artifact chooses what is gated, against which
+commit, on which device, with how many blocks; missing data is never a pass.
+
+Each case reproduces an attack on ``perfgate judge`` with a folder the test writes, and its
+control: the same files without the attack fail the gate as they should (a +20% head is
+a REGRESSION). Every attack ends with exit 1 or 2, never 0 or 3 (INCONCLUSIVE sets a
+green status). docs/threat-model.md lists them with their defences.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from factories import ENV, define_workloads
+from test_judge import BASE_SHA, HEAD_SHA, base, paired, run, write_run  # noqa: F401 (base: the fixture)
+
+from perfgate.model.manifest import MANIFEST_NAME, RunManifest
+from perfgate.store.jsonfile import write_json_atomic
+
+SLOW = 1.2
+
+
+def control(tmp_path: Path, name: str = "control", **head_kw: object) -> Path:
+    return write_run(tmp_path / name, {"tiny": paired("tiny", scale=SLOW, seed=1, **head_kw)},  # type: ignore[arg-type]
+                     {"tiny": paired("tiny", seed=2)})
+
+
+def rewrite_manifest(folder: Path, **fields: object) -> None:
+    data = json.loads((folder / MANIFEST_NAME).read_text())
+    data.update(fields)
+    (folder / MANIFEST_NAME).write_text(json.dumps(data))
+
+
+def edit_result(path: Path, edit) -> None:
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+
+
+def test_the_control_is_a_regression(tmp_path: Path, base: Path) -> None:
+    code, out, _, _ = run(tmp_path, control(tmp_path), base)
+    assert code == 1 and "REGRESSION" in out
+
+
+# 1. an older base commit ------------------------------------------------------------------
+
+def test_results_measured_against_another_base_than_the_pull_requests_are_refused(tmp_path: Path, base: Path) -> None:
+    folder = control(tmp_path)
+    code, _, err, _ = run(tmp_path, folder, base, "--expect-base-sha", "a" * 40)
+    assert code == 2 and "not the pull request's base aaaaaaaaaaaa" in err
+    assert run(tmp_path, folder, base, "--expect-base-sha", BASE_SHA)[0] == 1
+
+
+# 2. the artifact chooses the device -------------------------------------------------------
+
+def test_a_base_that_gates_cuda_refuses_cpu_results_and_an_empty_run(tmp_path: Path, base: Path) -> None:
+    (base / "pyproject.toml").write_text((base / "pyproject.toml").read_text() + 'device = "cuda"\n')
+    code, _, err, _ = run(tmp_path, control(tmp_path), base)
+    assert code == 2 and "the base gates on cuda" in err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    write_json_atomic(empty / MANIFEST_NAME, RunManifest(design="paired", device="cpu", workloads=(), pr_number=7,
+                                                         head_sha=HEAD_SHA, base_sha=BASE_SHA).to_dict())
+    code, _, err, _ = run(tmp_path, empty, base)
+    assert code == 2 and "measured nothing" in err
+
+
+@pytest.mark.parametrize("device", ["cpu", "cud"])
+def test_run_json_never_chooses_the_device_and_an_empty_run_is_no_pass(tmp_path: Path, base: Path, device: str) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    write_json_atomic(empty / MANIFEST_NAME, RunManifest(design="paired", device=device, workloads=(), pr_number=7,
+                                                         head_sha=HEAD_SHA, base_sha=BASE_SHA).to_dict())
+    code, _, err, _ = run(tmp_path, empty, base)
+    assert code == 2, err
+    folder = control(tmp_path)
+    rewrite_manifest(folder, device="cud")
+    assert run(tmp_path, folder, base)[0] == 2
+
+
+def test_a_cpu_environment_labelled_cuda_is_refused(tmp_path: Path, base: Path) -> None:
+    def cuda(result):
+        return dataclasses.replace(result, device="cuda")  # the environment still says cpu
+
+    folder = write_run(tmp_path / "r", {"tiny": cuda(paired("tiny", scale=SLOW, seed=1))},
+                       {"tiny": cuda(paired("tiny", seed=2))},
+                       RunManifest(design="paired", device="cuda", workloads=("tiny",), pr_number=7,
+                                   head_sha=HEAD_SHA, base_sha=BASE_SHA))
+    code, _, err, _ = run(tmp_path, folder, base)
+    assert code == 2 and "environment is of a cpu machine" in err
+
+
+# 3. run.json chooses the second look ------------------------------------------------------
+
+def test_run_json_second_look_blocks_is_ignored(tmp_path: Path, base: Path) -> None:
+    folder = control(tmp_path)
+    rewrite_manifest(folder, second_look_blocks=1)
+    code, out, _, _ = run(tmp_path, folder, base)
+    assert code == 1 and "REGRESSION" in out
+
+
+# 4. negative block numbers ----------------------------------------------------------------
+
+@pytest.mark.parametrize(("shift", "words"), [
+    (lambda b: -1 - b, "block"),  # refused by the reader: blocks are numbered from 0
+    (lambda b: 40 + b, "holds block 40, not one of the planned 0–5"),  # read, but not planned
+])
+def test_blocks_outside_the_planned_ones_are_not_a_measurement(tmp_path: Path, base: Path, shift, words: str) -> None:
+    def padded(result):
+        extra = paired("tiny", seed=9, blocks=20)
+        fake = tuple(dataclasses.replace(r, block=shift(r.block), index=100 + i) for i, r in enumerate(extra.repeats))
+        return dataclasses.replace(result, repeats=(*result.repeats, *fake))
+
+    folder = write_run(tmp_path / "r", {"tiny": padded(paired("tiny", scale=SLOW, seed=1))},
+                       {"tiny": padded(paired("tiny", seed=2))})
+    code, _, _, comment = run(tmp_path, folder, base)
+    assert code == 2 and words in comment, comment
+
+
+def test_a_block_with_three_head_repeats_is_not_whole(tmp_path: Path, base: Path) -> None:
+    head = paired("tiny", scale=SLOW, seed=1)
+    extra = dataclasses.replace(head.repeats[0], index=99)
+    folder = write_run(tmp_path / "r", {"tiny": dataclasses.replace(head, repeats=(*head.repeats, extra))},
+                       {"tiny": paired("tiny", seed=2)})
+    code, _, _, comment = run(tmp_path, folder, base)
+    assert code == 2 and "holds 3 repeats in block 0" in comment
+
+
+# 5. slowdown flags thin a side ------------------------------------------------------------
+
+def test_slowdown_flags_on_most_repeats_make_the_runner_unfit(tmp_path: Path, base: Path) -> None:
+    hot = {"gpu": {"slowdown_reasons": ["hw_thermal_slowdown"]}}
+
+    def flagged(result, n):
+        return dataclasses.replace(result, repeats=tuple(dataclasses.replace(r, telemetry=hot) if i < n else r
+                                                         for i, r in enumerate(result.repeats)))
+
+    folder = write_run(tmp_path / "r", {"tiny": flagged(paired("tiny", scale=SLOW, seed=1), 5)},
+                       {"tiny": flagged(paired("tiny", seed=2), 4)})
+    code, _, _, comment = run(tmp_path, folder, base)
+    assert code == 2 and "runner unfit" in comment
+
+
+# 6. padding the Holm family ---------------------------------------------------------------
+
+def test_results_for_workloads_no_tree_defines_are_refused(tmp_path: Path, base: Path) -> None:
+    head = {"tiny": paired("tiny", scale=SLOW, seed=1)}
+    side = {"tiny": paired("tiny", seed=2)}
+    for i in range(40):
+        head[f"pad-{i:02d}"] = paired(f"pad-{i:02d}", seed=10 + i)
+        side[f"pad-{i:02d}"] = paired(f"pad-{i:02d}", seed=60 + i)
+    folder = write_run(tmp_path / "r", head, side)
+    code, _, err, _ = run(tmp_path, folder, base)
+    assert code == 2 and "neither the base nor the pull request defines: pad-00" in err
+    # a workload the pull request adds is defined by its own files (fetched as data)
+    head_files = tmp_path / "head-files"
+    define_workloads(head_files, *(f"pad-{i:02d}" for i in range(40)), file="workloads/new.py")
+    changed = tmp_path / "changed.tsv"
+    changed.write_text("added\tworkloads/new.py\n")
+    code, _, _, comment = run(tmp_path, folder, base, "--head-files", str(head_files), "--changed-files", str(changed))
+    assert code in (1, 3), comment  # judged, as the pull request's own workloads
+
+
+# 7. a decoy file retires a workload -------------------------------------------------------
+
+def test_removing_a_stale_baseline_of_the_same_name_retires_nothing(tmp_path: Path, base: Path) -> None:
+    from test_judge import record
+
+    record(base, "tiny")
+    define_workloads(base, "other", file="workloads/other.py")
+    (key_dir,) = [p for p in (base / "baselines").iterdir() if p.is_dir()]
+    stale = f"baselines/cpu-old-torch2.13.0-0000/tiny.json"
+    changed = tmp_path / "changed.tsv"
+    changed.write_text(f"removed\t{stale}\n")
+    nothing = write_run(tmp_path / "r", {"other": paired("other", seed=1)}, {"other": paired("other", seed=2)})
+    code, _, _, comment = run(tmp_path, nothing, base, "--changed-files", str(changed))
+    assert code == 2 and "no result for 'tiny'" in comment
+    # removing the baseline that gates it, by its full path, retires it in plain view
+    changed.write_text(f"removed\tbaselines/{key_dir.name}/tiny.json\n")
+    code, _, _, comment = run(tmp_path, nothing, base, "--changed-files", str(changed))
+    assert code != 2 and "tiny" in comment
+
+
+# 8. missing data counts as a pass ---------------------------------------------------------
+
+def test_a_head_without_its_peak_memory_is_an_error(tmp_path: Path, base: Path) -> None:
+    folder = write_run(tmp_path / "r", {"tiny": paired("tiny", seed=1)}, {"tiny": paired("tiny", seed=2)})
+    edit_result(folder / "tiny.json", lambda d: [r.update(peak_memory_bytes=None) for r in d["repeats"]])
+    code, _, _, comment = run(tmp_path, folder, base)
+    assert code == 2 and "lacks its peak memory" in comment
+    (base / "pyproject.toml").write_text((base / "pyproject.toml").read_text() + "missing_is_error = false\n")
+    assert run(tmp_path, folder, base)[0] in (0, 3)
+
+
+def test_a_head_without_its_counted_run_is_an_error_when_the_base_has_one(tmp_path: Path, base: Path) -> None:
+    from test_counter_gate import counters
+
+    from perfgate.store.counters import save_counters
+
+    folder = write_run(tmp_path / "r", {"tiny": paired("tiny", seed=1)}, {"tiny": paired("tiny", seed=2)})
+    save_counters(counters(), folder / "base")
+    code, _, _, comment = run(tmp_path, folder, base)
+    assert code == 2 and "lacks its counted run" in comment
+    save_counters(counters(), folder)  # the control: both sides counted alike
+    assert run(tmp_path, folder, base)[0] in (0, 3)
