@@ -49,16 +49,16 @@ TEMPLATE_JUDGE_INSTALL = """\
         # dependencies: {purpose}
         run: |
           python -I -m venv "$RUNNER_TEMP/perfgate-venv"
-          "$RUNNER_TEMP/perfgate-venv/bin/python" -I -m pip install --quiet --no-deps -c constraints.txt perfgate
-          "$RUNNER_TEMP/perfgate-venv/bin/python" -I -m pip install --quiet -c constraints.txt numpy scipy
+          "$RUNNER_TEMP/perfgate-venv/bin/python" -I -m pip install --no-cache-dir --quiet --no-deps -c constraints.txt perfgate
+          "$RUNNER_TEMP/perfgate-venv/bin/python" -I -m pip install --no-cache-dir --quiet -c constraints.txt numpy scipy
 """
 REPO_JUDGE_INSTALL = """\
         # perfgate from this checkout (the default branch's code), without its
         # dependencies: {purpose}
         run: |
           python -I -m venv "$RUNNER_TEMP/perfgate-venv"
-          "$RUNNER_TEMP/perfgate-venv/bin/python" -I -m pip install --quiet --no-deps .
-          "$RUNNER_TEMP/perfgate-venv/bin/python" -I -m pip install --quiet -c constraints.txt numpy scipy
+          "$RUNNER_TEMP/perfgate-venv/bin/python" -I -m pip install --no-cache-dir --quiet --no-deps .
+          "$RUNNER_TEMP/perfgate-venv/bin/python" -I -m pip install --no-cache-dir --quiet -c constraints.txt numpy scipy
 """
 INSTALL_PURPOSE = {"perfgate-judge.yml": "the judge imports numpy and scipy only.",
                    "rebaseline.yml": "validating baselines needs numpy and scipy only."}
@@ -317,7 +317,10 @@ def test_the_judge_checks_which_pull_request_and_commit_it_judges() -> None:
     script = step_script(text, "Identify the pull request")
     assert '[ "$pr_head" != "$HEAD_SHA" ]' in script
     assert '[ "$pr_repo" != "$HEAD_REPO" ] || [ "$pr_branch" != "$HEAD_BRANCH" ]' in script
-    assert "--jq '.head.sha, (.head.repo.full_name // \"\"), .head.ref, .base.ref'" in script
+    assert "--jq '.head.sha, (.head.repo.full_name // \"\"), .head.ref, .base.ref, .base.sha'" in script
+    # the base is the pull request's as the API says, and one pull request holds the head
+    assert '[ "$pr_base" != "$base_sha" ]' in script
+    assert 'pulls?state=open&head=${HEAD_REPO%%/*}:$HEAD_BRANCH' in script
     assert script.index("du -sb") < script.index("run.json")  # the size is checked before anything reads
     # The base commit is the measured one and lies on the base branch the API names.
     base = step_text(text, "Check out the measured base commit (baselines and thresholds come from here)")
@@ -326,7 +329,7 @@ def test_the_judge_checks_which_pull_request_and_commit_it_judges() -> None:
     assert f'git -C .perfgate-base {NO_HOOKS} \\\n    merge-base --is-ancestor "$BASE_SHA" "origin/$BASE_REF"' in check
     # The judge's command checks the artifact against the same pull request and commit.
     judge = step_script(text, "Judge")
-    assert '--expect-head-sha "$HEAD_SHA" --expect-pr "$NUMBER"' in judge
+    assert '--expect-head-sha "$HEAD_SHA" --expect-pr "$NUMBER" --expect-base-sha "$BASE_SHA"' in judge
     # Nothing of the pull request is checked out: only the default branch and the base commit.
     checkouts = re.findall(r"uses: actions/checkout@.*\n        with:\n((?:          .*\n)+)", text)
     assert checkouts == ["          persist-credentials: false\n",
@@ -465,7 +468,7 @@ def test_the_harness_is_installed_from_the_base_commit(tmp_path: Path, bin_dir: 
     installed = "./.perfgate-base" if project else "perfgate"
     assert (tmp_path / "calls").read_text().splitlines() == [
         f"python -I -m venv {tmp_path}/perfgate-venv",
-        f"venv-python -I -m pip install --quiet -c .perfgate-base/constraints.txt {installed}"]
+        f"venv-python -I -m pip install --no-cache-dir --quiet -c .perfgate-base/constraints.txt {installed}"]
 
 
 @pytest.mark.parametrize(("lock", "present", "mhz", "locked", "outcome", "clocks"), [
@@ -521,12 +524,14 @@ def identify(tmp_path: Path, bin_dir: Path):
     results.mkdir()
     (results / "run.json").write_text(json.dumps({"kind": "perfgate.ci-run", "pr_number": 7, "base_sha": BASE}))
     (tmp_path / "jobs.tsv").write_text("perfgate (T4)\tskipped\nperfgate (waiting for a maintainer)\tsuccess\n")
-    (tmp_path / "pr.txt").write_text(f"{HEAD}\nacme/train\nfeature\nmain\n")
+    (tmp_path / "pr.txt").write_text(f"{HEAD}\nacme/train\nfeature\nmain\n{BASE}\n")
+    (tmp_path / "open.tsv").write_text(f"7\t{HEAD}\n12\t{'e' * 40}\n")
     fake(bin_dir, "gh", f"""\
         printf '%s\\n' "$*" >> "{tmp_path}/gh-calls"
         case "$*" in
           *"/actions/runs/99/jobs"*) cat "{tmp_path}/jobs.tsv" ;;
           *"repos/acme/train/pulls/7 "*) [ -f "{tmp_path}/pr.txt" ] || exit 1; cat "{tmp_path}/pr.txt" ;;
+          *"repos/acme/train/pulls?state=open&head=acme:feature "*) cat "{tmp_path}/open.tsv" ;;
           *) exit 1 ;;
         esac
         """)
@@ -551,7 +556,26 @@ def test_the_judge_identifies_the_measured_pull_request(identify) -> None:
     done, out, calls = identify()
     assert done.returncode == 0, done.stderr
     assert out == {"ok": "true", "number": "7", "base-sha": BASE, "base-ref": "main"}
-    assert calls == ['api repos/acme/train/pulls/7 --jq .head.sha, (.head.repo.full_name // ""), .head.ref, .base.ref']
+    assert calls == ['api repos/acme/train/pulls/7 --jq .head.sha, (.head.repo.full_name // ""), .head.ref, .base.ref, '
+                     '.base.sha',
+                     'api --paginate repos/acme/train/pulls?state=open&head=acme:feature --jq .[] | [.number, '
+                     '.head.sha] | @tsv']
+
+
+def test_the_judge_refuses_an_older_base_than_the_pull_requests(identify) -> None:
+    # run.json named an older commit of main (with looser rules): the API's base decides
+    (identify.dir / "pr.txt").write_text(f"{HEAD}\nacme/train\nfeature\nmain\n{'a' * 40}\n")
+    done, out, _ = identify()
+    assert done.returncode == 0, done.stderr
+    assert out == {"error": f"pull request #7's base is {'a' * 40}, not the measured {BASE}"}
+
+
+def test_a_second_pull_request_from_the_same_head_cannot_borrow_the_first_ones_status(identify) -> None:
+    (identify.dir / "open.tsv").write_text(f"7\t{HEAD}\n8\t{HEAD}\n")
+    done, out, _ = identify()
+    assert done.returncode == 0, done.stderr
+    assert out == {"error": "pull requests #7 #8 hold the measured head commit; perfgate judges one pull request "
+                            "per head commit"}
 
 
 def test_without_results_the_judge_is_quiet_only_if_the_measuring_job_did_not_run(identify) -> None:
@@ -661,7 +685,10 @@ def test_the_base_commit_must_be_on_the_base_branch(tmp_path: Path, bin_dir: Pat
 def test_the_judge_step(tmp_path: Path, bin_dir: Path, pyproject: bool) -> None:
     fake(bin_dir, "gh", f"""\
         case "$*" in
-          *"--paginate repos/acme/train/pulls/7/files --jq "*) printf 'modified\\tbaselines/a/w.json\\t\\n' ;;
+          *"--paginate repos/acme/train/pulls/7/files --jq "*)
+            printf 'modified\\tbaselines/a/w.json\\t\\nadded\\tworkloads/new.py\\t\\nadded\\tworkloads/../x.py\\t\\n' ;;
+          *"-H Accept: application/vnd.github.raw repos/mallory/train/contents/workloads/new.py?ref={HEAD}")
+            printf 'W = Workload(name="new")\\n' ;;
           *"-H Accept: application/vnd.github.raw repos/mallory/train/contents/pyproject.toml?ref={HEAD}")
             [ "{pyproject}" = True ] || {{ echo "HTTP 404" >&2; exit 1; }}
             printf '[tool.perfgate]\\nrepeats = 3\\n' ;;
@@ -672,7 +699,7 @@ def test_the_judge_step(tmp_path: Path, bin_dir: Path, pyproject: bool) -> None:
          f'printf "%s\\n" "$@" > "{tmp_path}/argv"\nexit 1\n')
     script = step_script(template("perfgate-judge.yml"), "Judge")
     env = {"GH_TOKEN": "t", "GH_REPO": "acme/train", "NUMBER": "7", "HEAD_SHA": HEAD, "HEAD_REPO": "mallory/train",
-           "RESULTS": str(tmp_path / "perfgate-results")}
+           "RESULTS": str(tmp_path / "perfgate-results"), "BASE_SHA": BASE}
     done = bash(script, tmp_path, env, bin_dir)
     assert done.returncode == 0, done.stderr  # the verdict is mapped by the last step
     assert "perfgate judge exited with 1" in done.stdout
@@ -680,12 +707,16 @@ def test_the_judge_step(tmp_path: Path, bin_dir: Path, pyproject: bool) -> None:
     head = ["--head-pyproject", f"{tmp_path}/head-pyproject.toml"] if pyproject else []
     assert argv == ["judge", f"{tmp_path}/perfgate-results", "--base-dir", ".perfgate-base",
                     "--artifacts", f"{tmp_path}/perfgate-judged", "--changed-files", f"{tmp_path}/changed.tsv",
-                    *head, "--expect-head-sha", HEAD, "--expect-pr", "7"]
-    assert (tmp_path / "changed.tsv").read_text() == "modified\tbaselines/a/w.json\t\n"
+                    "--head-files", f"{tmp_path}/perfgate-head-files", *head, "--expect-head-sha", HEAD,
+                    "--expect-pr", "7", "--expect-base-sha", BASE]
+    assert (tmp_path / "changed.tsv").read_text().startswith("modified\tbaselines/a/w.json\t\n")
+    # the pull request's workload files, as data; a path with .. is never fetched
+    head_files = tmp_path / "perfgate-head-files"
+    assert sorted(p.relative_to(head_files).as_posix() for p in head_files.rglob("*.py")) == ["workloads/new.py"]
     parser = argparse.ArgumentParser()
     add_judge_parser(parser.add_subparsers())
     args = parser.parse_args(argv)
-    assert (args.expect_pr, args.expect_head_sha, args.design) == (7, HEAD, "paired")
+    assert (args.expect_pr, args.expect_head_sha, args.expect_base_sha, args.design) == (7, HEAD, BASE, "paired")
 
 
 @pytest.fixture
@@ -810,8 +841,8 @@ def test_the_comment_status_and_verdict_come_after_the_judge_whatever_it_said() 
     names = re.findall(r"^      - name: (.*)$", text, re.M)
     assert names[-3:] == ["Post or update the sticky comment", "Set the commit status", "Verdict"]
     judge = step_script(text, "Judge")
-    assert judge.rstrip().endswith('--expect-head-sha "$HEAD_SHA" --expect-pr "$NUMBER" || code=$?\n'
-                                   'echo "perfgate judge exited with $code"')
+    assert judge.rstrip().endswith('--expect-head-sha "$HEAD_SHA" --expect-pr "$NUMBER" --expect-base-sha "$BASE_SHA" '
+                                   '|| code=$?\necho "perfgate judge exited with $code"')
     for name in ("Set the commit status", "Verdict"):
         condition = " ".join(step_text(text, name).split("if: >-\n", 1)[1].split("env:", 1)[0].split())
         assert condition == ("${{ !cancelled() && (steps.identify.outcome == 'failure' || steps.identify.outputs.ok "
@@ -1070,12 +1101,13 @@ def identify_shards(tmp_path: Path, bin_dir: Path):
             json.dumps({"kind": "perfgate.ci-run", "pr_number": 7, "base_sha": BASE}))
     (tmp_path / "jobs.tsv").write_text("perfgate (T4, shard 1)\tskipped\nperfgate (T4, shard 2)\tskipped\n"
                                        "perfgate (waiting for a maintainer)\tsuccess\n")
-    (tmp_path / "pr.txt").write_text(f"{HEAD}\nacme/train\nfeature\nmain\n")
+    (tmp_path / "pr.txt").write_text(f"{HEAD}\nacme/train\nfeature\nmain\n{BASE}\n")
     fake(bin_dir, "gh", f"""\
         printf '%s\\n' "$*" >> "{tmp_path}/gh-calls"
         case "$*" in
           *"/actions/runs/99/jobs"*) cat "{tmp_path}/jobs.tsv" ;;
           *"repos/acme/train/pulls/7 "*) cat "{tmp_path}/pr.txt" ;;
+          *"repos/acme/train/pulls?state=open&head=acme:feature "*) printf '7\\t{HEAD}\\n' ;;
           *) exit 1 ;;
         esac
         """)
@@ -1101,7 +1133,26 @@ def test_the_sharded_judge_identifies_the_pull_request_of_every_shard(identify_s
     done, out, calls = identify_shards()
     assert done.returncode == 0, done.stderr
     assert out == {"ok": "true", "number": "7", "base-sha": BASE, "base-ref": "main"}
-    assert calls == ['api repos/acme/train/pulls/7 --jq .head.sha, (.head.repo.full_name // ""), .head.ref, .base.ref']
+    assert calls == ['api repos/acme/train/pulls/7 --jq .head.sha, (.head.repo.full_name // ""), .head.ref, .base.ref, '
+                     '.base.sha',
+                     'api --paginate repos/acme/train/pulls?state=open&head=acme:feature --jq .[] | [.number, '
+                     '.head.sha] | @tsv']
+
+
+def test_the_judge_refuses_an_older_base_than_the_pull_requests(identify) -> None:
+    # run.json named an older commit of main (with looser rules): the API's base decides
+    (identify.dir / "pr.txt").write_text(f"{HEAD}\nacme/train\nfeature\nmain\n{'a' * 40}\n")
+    done, out, _ = identify()
+    assert done.returncode == 0, done.stderr
+    assert out == {"error": f"pull request #7's base is {'a' * 40}, not the measured {BASE}"}
+
+
+def test_a_second_pull_request_from_the_same_head_cannot_borrow_the_first_ones_status(identify) -> None:
+    (identify.dir / "open.tsv").write_text(f"7\t{HEAD}\n8\t{HEAD}\n")
+    done, out, _ = identify()
+    assert done.returncode == 0, done.stderr
+    assert out == {"error": "pull requests #7 #8 hold the measured head commit; perfgate judges one pull request "
+                            "per head commit"}
 
 
 def test_a_shard_without_results_is_an_error(identify_shards) -> None:
@@ -1161,14 +1212,15 @@ def test_the_sharded_judge_step_judges_every_shard_together(tmp_path: Path, bin_
     script = step_script(sharded("perfgate-judge.yml"), "Judge")
     results = tmp_path / "perfgate-results"
     env = {"GH_TOKEN": "t", "GH_REPO": "acme/train", "NUMBER": "7", "HEAD_SHA": HEAD, "HEAD_REPO": "acme/train",
-           "RESULTS": str(results), "PERFGATE_SHARDS": "3"}
+           "RESULTS": str(results), "PERFGATE_SHARDS": "3", "BASE_SHA": BASE}
     done = bash(script, tmp_path, env, bin_dir)
     assert done.returncode == 0, done.stderr
     assert "perfgate judge exited with 3" in done.stdout
     argv = (tmp_path / "argv").read_text().splitlines()
     shards = [f"{results}/perfgate-results-{i}" for i in (1, 2, 3)]
     assert argv == ["judge", *shards, "--base-dir", ".perfgate-base", "--artifacts", f"{tmp_path}/perfgate-judged",
-                    "--changed-files", f"{tmp_path}/changed.tsv", "--expect-head-sha", HEAD, "--expect-pr", "7"]
+                    "--changed-files", f"{tmp_path}/changed.tsv", "--head-files", f"{tmp_path}/perfgate-head-files",
+                    "--expect-head-sha", HEAD, "--expect-pr", "7", "--expect-base-sha", BASE]
     parser = argparse.ArgumentParser()
     add_judge_parser(parser.add_subparsers())
     assert parser.parse_args(argv).results == shards
@@ -1185,3 +1237,15 @@ def test_init_writes_the_number_of_shards_into_the_sharded_workflows() -> None:
     assert "        shard: [1, 2, 3, 4, 5]\n" in render_sharded(sharded("perfgate.yml"), 5)
     with pytest.raises(ValueError):
         render_sharded(template("perfgate.yml"), 3)  # not a sharded template
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_default_branch_checks_use_the_full_ref_and_no_pull_request_code_meets_a_pip_cache(path: Path) -> None:
+    # github.ref_name == the default branch also matches a tag named "main"; the full ref does not.
+    text = path.read_text()
+    assert "ref_name ==" not in text and "ref_name==" not in text
+    if "self-hosted" in text:
+        # a persistent runner's pip cache could carry planted files into a later job
+        assert "cache: pip" not in text
+        installs = re.findall(r"pip install [^\n]*", text)
+        assert installs and all("--no-cache-dir" in line for line in installs), installs
