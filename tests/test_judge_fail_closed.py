@@ -206,3 +206,20 @@ def test_a_head_without_its_counted_run_is_an_error_when_the_base_has_one(tmp_pa
     assert code == 2 and "lacks its counted run" in comment
     save_counters(counters(), folder)  # the control: both sides counted alike
     assert run(tmp_path, folder, base)[0] in (0, 3)
+
+
+# the changed-files list ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("odd", ["\u2028", "\u0085", "\x1c", "\x1d", "\x1e"])
+def test_the_changed_files_list_breaks_lines_at_newlines_only(tmp_path: Path, odd: str) -> None:
+    from perfgate.gate.inputs import read_changed_files
+
+    listing = tmp_path / "changed.tsv"
+    name = f"baselines/cpu-x/ti{odd}ny.json"
+    if ord(odd) < 32:
+        listing.write_text(f"removed\t{name}\t\n", encoding="utf-8")
+        with pytest.raises(Exception, match="control characters"):
+            read_changed_files(listing)  # refused in one line, never split into two paths
+        return
+    listing.write_text(f"removed\t{name}\t\nmodified\tREADME.md\t\n", encoding="utf-8")
+    assert read_changed_files(listing) == [("removed", name), ("modified", "README.md")]
