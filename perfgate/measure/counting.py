@@ -65,7 +65,7 @@ class Counts:
 def op_counter(counts: Counts) -> Any:
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from perfgate.measure.loop import HOST_PHASES
+    from perfgate.model.workload import HOST_PHASES
 
     # The CPU stand-in counts a sync-forcing call where the same code on a GPU would work
     # on device tensors; the data wait works on host tensors on every device.

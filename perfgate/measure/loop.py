@@ -31,7 +31,16 @@ from perfgate.measure.clock import DeviceClock, HostClock, PhaseClock, WindowTim
 from perfgate.measure.telemetry import TelemetrySampler
 from perfgate.model.errors import PerfgateError, WorkloadError
 from perfgate.model.result import RepeatResult
-from perfgate.model.workload import BuildContext, Built, DataSource, Params, Workload, check_device_params
+from perfgate.model.workload import (
+    HOST_PHASES,
+    PHASE_END,
+    BuildContext,
+    Built,
+    DataSource,
+    Params,
+    Workload,
+    check_device_params,
+)
 
 
 class _NoClock:
@@ -314,12 +323,8 @@ def sync_debug_error() -> contextlib.AbstractContextManager[None]:
     return mode()
 
 
-PHASE_END = {"data_wait": "after_data", "h2d": "after_h2d", "forward": "after_forward",
-             "backward": "after_backward", "optimizer": "after_optimizer"}
-"""The clock mark that closes each phase: an injected delay runs just before it."""
-
-HOST_PHASES = frozenset({"data_wait"})
-"""Phases timed on the host clock on every device; the others are CUDA events on CUDA."""
+# PHASE_END (the mark that closes each phase: an injected delay runs just before it) and
+# HOST_PHASES come from perfgate.model.workload, beside PHASES.
 
 
 def host_delay(ms: float, now: Callable[[], float] = time.perf_counter) -> Callable[[], None]:

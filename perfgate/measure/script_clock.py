@@ -28,7 +28,7 @@ from perfgate.model.workload import PHASES
 
 DATA, H2D, FORWARD, BACKWARD, OPTIMIZER, IDLE = range(6)
 """The phases as indices (``PHASES`` order), and IDLE: time no hook sees."""
-assert tuple(PHASES) == ("data_wait", "h2d", "forward", "backward", "optimizer")
+assert tuple(PHASES) == ("data_wait", "h2d", "forward", "backward", "optimizer")  # the indices above
 
 _ZEROS = (0.0,) * 6
 _GAP = -1

@@ -44,7 +44,7 @@ from typing import Any
 
 from perfgate.model.errors import PerfgateError
 from perfgate.model.schema import Fields, migrate
-from perfgate.model.workload import DEVICES, PHASES
+from perfgate.model.workload import DEVICES, HOST_PHASES, PHASES
 
 COUNTERS_KIND = "perfgate.counters"
 COUNTERS_SCHEMA_VERSION = 1
@@ -66,10 +66,8 @@ GATED = ("syncs", "flops", "launches", "copies", "graph_breaks", "recompiles")
 """What :class:`CounterThresholds` can fail on. ``launches`` is the kernel launch count on
 CUDA and, on the CPU where nothing is launched, the aten operator count that stands in."""
 
-HOST_PHASES = frozenset({"data_wait"})
-"""Phases that work on host tensors on every device (``perfgate.measure.loop.HOST_PHASES``):
-their aten calls launch no kernels and wait for no device, so on the CPU they stand in for
-neither launches nor synchronisations."""
+# HOST_PHASES (perfgate.model.workload): their aten calls launch no kernels and wait for
+# no device, so on the CPU they stand in for neither launches nor synchronisations.
 
 STEP = "step"
 """The phase of a change that belongs to the whole run (compile counters)."""

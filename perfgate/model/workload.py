@@ -24,8 +24,14 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 MEMORY_FORMATS = ("contiguous", "channels_last")
 DEVICES = ("cpu", "cuda")
 PHASES = ("data_wait", "h2d", "forward", "backward", "optimizer")
-"""The timed phases of a step, in order; ``step`` is the time start to start (on CUDA
-between the step's first CUDA events, on the device)."""
+"""The timed phases of a step, in order: the one list every part of perfgate follows (the
+clocks' marks, the script clock, the results, the diagnosis, the tables and the counters);
+``step`` is the time start to start (on CUDA between the steps' begin events, on the device)."""
+PHASE_END = dict(zip(PHASES, ("after_data", "after_h2d", "after_forward", "after_backward", "after_optimizer")))
+"""The clock mark (``perfgate.measure.clock.PhaseClock``) that closes each phase."""
+HOST_PHASES = frozenset({"data_wait"})
+"""Phases that work on host tensors on every device: timed on the host clock beside the
+device's events, and their aten calls launch no kernels and wait for no device."""
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 _TRUE = {"1", "true", "yes", "on"}
