@@ -147,3 +147,22 @@ def test_files_are_written_readable(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert (tmp_path / "a.json").stat().st_mode & 0o777 == 0o644
+
+
+def test_every_report_shows_both_sides_time_per_step_median_step_and_samples_per_second() -> None:
+    from perfgate.report.html import render_html
+
+    outcome = scenario()
+    slow = next(c for c in outcome.comparisons if c.workload == "resnet-slow")
+    line = ("baseline → current: time per step 99.58 → 108.8 ms (+9.2% [+6.4, +12.1]); median step 99.55 → 108.7 ms "
+            "(+9.2% [+6.4, +12.1]); samples/s 80.33 → 73.5 (-8.5%)")
+    from perfgate.report.wording import step_statistics_line
+
+    assert step_statistics_line(slow) == line
+    assert line in gate_table(outcome)  # terminal
+    assert line.replace("[", "&#91;").replace("]", "&#93;") in render_markdown(outcome)
+    assert "time per step 99.58 → 108.8 ms" in render_html(outcome)
+    data = outcome_to_dict(outcome)["workloads"][0]
+    assert data["step"]["statistics"]["median"]["estimate"]["ratio"] == pytest.approx(1.092, abs=0.001)
+    assert data["current_samples_per_s"] == pytest.approx(73.5, abs=0.1)
+    assert data["baseline_samples_per_s"] == pytest.approx(80.33, abs=0.01)

@@ -49,7 +49,7 @@ from perfgate.report.markdown import (
     reproduce_command,
 )
 from perfgate.report.phase_table import PhaseTable, RowKind, TableRow, flagged_rank_table, phase_table
-from perfgate.report.wording import column_names, design_lines
+from perfgate.report.wording import clock_line, column_names, design_lines, step_statistics_line
 from perfgate.store.jsonfile import write_text_atomic
 from perfgate.text.units import change_ci, ms, percent
 
@@ -434,6 +434,8 @@ def _section(c: WorkloadComparison, index: int, power: float) -> dict[str, objec
         "columns": column_names(c) if judged else None,
         "phase_headers": phase_table(c).headers if judged else None,
         "phase_rows": _phase_rows(phase_table(c)) if judged else [],
+        "statistics": step_statistics_line(c) if judged else None,
+        "clocks": clock_line(c),
         "noise": noise_line(c, power) if judged else None,
         "memory": memory_line(c, plain=True) if judged else None,
         "counters": _counters(c),
