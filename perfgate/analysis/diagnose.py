@@ -43,7 +43,7 @@ from enum import StrEnum
 from statistics import median
 
 from perfgate.analysis.ranks import COMM, STRAGGLER_SHARE, comm_share, stragglers
-from perfgate.model.result import RunResult
+from perfgate.model.result import RunResult, finite_number
 from perfgate.model.script import script_path_of
 from perfgate.model.workload import PHASES
 
@@ -175,7 +175,7 @@ def diagnose(result: RunResult, *, straggler_share: float = STRAGGLER_SHARE) -> 
 
 def _sync_label(result: RunResult) -> Label | None:
     """SYNC-PER-STEP: what each repeat recorded under ``torch_settings["synchronizes"]``."""
-    per_repeat = [list(r.torch_settings.get("synchronizes") or ()) for r in result.repeats]
+    per_repeat = [_names(r.torch_settings.get("synchronizes")) for r in result.repeats]
     sources = list(dict.fromkeys(s for found in per_repeat for s in found))
     if not sources:
         return None
@@ -188,6 +188,17 @@ def _sync_label(result: RunResult) -> Label | None:
     if fixes:
         evidence += f"; to avoid it, {'; '.join(fixes)}"
     return Label("SYNC-PER-STEP", Severity.WARNING, with_sync / len(result.repeats), evidence)
+
+
+def _names(value: object) -> list[str]:
+    """A recorded list of names (``torch_settings["synchronizes"]``); anything else: none.
+    The result reader checks the list; a result built in memory is read as leniently."""
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def _count(value: object) -> int | None:
+    """A recorded count (a loader setting): an integer >= 0, else None (not known)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _stall_label(result: RunResult) -> Label | None:
@@ -237,14 +248,14 @@ def _restart_label(result: RunResult) -> Label | None:
     warmup, steps = result.params.get("warmup_steps"), result.params.get("steps")
     batches = restarted[0].loader_settings.get("num_batches")
     facts = []
-    if isinstance(batches, int):
+    if _count(batches) is not None:
         facts.append(f"the loader holds {batches} batches")
     if isinstance(warmup, int) and isinstance(steps, int):
         facts.append(f"warmup_steps + steps = {warmup + steps}")
     held = f" ({', '.join(facts)})" if facts else ""
     loader = restarted[0].loader_settings
     persist = ("; with num_workers > 0, persistent_workers=true keeps the workers across a restart"
-               if (loader.get("num_workers") or 0) > 0 and not loader.get("persistent_workers") else "")
+               if _count(loader.get("num_workers")) and not loader.get("persistent_workers") else "")
     fix = ("fewer steps (--warmup, --steps), or more batches per pass over the script's data"
            if script_path_of(result.workload_source) is not None else
            "fewer steps, or a loader from perfgate.measure.loader.make_loader, which holds exactly that many batches")
@@ -259,9 +270,9 @@ def _clock_label(result: RunResult) -> Label | None:
     ratios = []
     for r in result.repeats:
         window = r.torch_settings.get("cuda_window")
-        ratio = window.get("device_steps_over_window") if isinstance(window, dict) else None
-        if isinstance(ratio, (int, float)):
-            ratios.append(float(ratio))
+        ratio = finite_number(window.get("device_steps_over_window")) if isinstance(window, dict) else None
+        if ratio is not None:
+            ratios.append(ratio)
     if not ratios:
         return None
     ratio = median(ratios)

@@ -7,6 +7,11 @@ correction are allowed in a workload table (``delta``, ``memory_threshold``,
 ``gate_phases``, ``phase_q``, ``phase_min_share``, and the counters' ``flops_threshold``,
 ``launch_threshold``, ``counters_off``); α, the number of looks and ``counters`` (the
 counted runs on or off) belong to the whole run.
+
+The TOML is read by :func:`parse_toml`, which a pull request's pyproject.toml cannot crash:
+a file nested deeper than :data:`MAX_TOML_DEPTH` levels (an array inside 200,000 arrays,
+a table 1,200 levels down) is one UsageError line naming the file, like a file that is
+not TOML or not UTF-8.
 """
 
 from __future__ import annotations
@@ -26,6 +31,53 @@ GATE_KEYS = {f.name for f in dataclasses.fields(GateConfig)}
 PER_WORKLOAD_KEYS = {"delta", "memory_threshold", "gate_phases", "phase_q", "phase_min_share",
                      "flops_threshold", "launch_threshold", "counters_off", "straggler_share"}
 RUN_KEYS = {"baselines", "history", "workloads", "repeats", "device", "workloads_path", "blocks"}
+MAX_TOML_DEPTH = 64
+"""Tables and arrays nested in a pyproject.toml at most: ``[tool.perfgate.workload.NAME]``
+and its lists are five levels; other tools' tables a few more."""
+
+
+def _depth_beyond(value: object, limit: int) -> bool:
+    """True when ``value`` (parsed TOML) holds tables or arrays nested deeper than ``limit``;
+    walked without recursion, so the check cannot exhaust the stack it protects."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > limit:
+                return True
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return False
+
+
+def parse_toml(text: str, where: str) -> dict[str, Any]:
+    """``text`` (the contents of ``where``) as TOML; one UsageError line naming ``where`` when
+    it is not valid TOML or is nested deeper than :data:`MAX_TOML_DEPTH` levels. tomllib
+    parses arrays and inline tables recursively: a deep one ends its recursion, which is
+    caught; a deep table header parses, and the walk after it refuses the result."""
+    too_deep = f"{where}: not read: tables or arrays nested deeper than {MAX_TOML_DEPTH} levels"
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{where}: not valid TOML: {' '.join(str(exc).split())[:200]}") from None
+    except RecursionError:
+        raise UsageError(too_deep) from None
+    if _depth_beyond(data, MAX_TOML_DEPTH):
+        raise UsageError(too_deep)
+    return data
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """The TOML file at ``path`` (:func:`parse_toml`); UsageError when it cannot be read or
+    is not UTF-8 text."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not valid TOML: not UTF-8 text") from None
+    return parse_toml(text, str(path))
 
 
 @dataclass(frozen=True)
@@ -78,13 +130,7 @@ def load_settings(pyproject: Path | None, cli: Mapping[str, Any] | None = None) 
     table: dict[str, Any] = {}
     source = "defaults"
     if pyproject is not None and pyproject.is_file():
-        try:
-            with open(pyproject, "rb") as handle:
-                tool = tomllib.load(handle).get("tool", {})
-        except tomllib.TOMLDecodeError as exc:
-            raise UsageError(f"{pyproject}: not valid TOML: {exc}") from None
-        except UnicodeDecodeError:
-            raise UsageError(f"{pyproject}: not valid TOML: not UTF-8 text") from None
+        tool = read_toml(pyproject).get("tool", {})
         if not isinstance(tool, dict):
             raise UsageError(f"{pyproject}: [tool] must be a table")
         table = tool.get("perfgate", {})

@@ -4,12 +4,20 @@ A result file holds one workload measured on one device: the resolved parameters
 overrides the user gave, the environment fingerprint, where the data came from, and for
 every repeat every raw per-step phase value. Summaries are derived from these values by
 ``perfgate.analysis.summary``; they are never stored instead of them.
+
+:func:`result_from_dict` checks every field it keeps and every setting a report or label
+reads (``torch_settings["synchronizes"]``, the loader settings), and bounds the numbers
+(``perfgate.model.schema``; here the indices, blocks, window and throughput), so that a
+file a pull request's code wrote is a result the comparison can take or one ValueError
+line naming the bad value's path. Telemetry stays free-form and is read leniently.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import types
+import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +35,7 @@ from perfgate.model.repeat import (
     row_medians,
     row_shares,
 )
-from perfgate.model.schema import Fields, migrate, number_series
+from perfgate.model.schema import MAX_COUNT, MIN_DURATION, Fields, migrate, number_series
 
 RESULT_KIND = "perfgate.run-result"
 RESULT_SCHEMA_VERSION = 1
@@ -52,9 +60,10 @@ def _gpu_telemetry(telemetry: Mapping[str, Any] | None) -> Mapping[str, Any]:
 
 
 def _positive(value: object, *, zero: bool = False) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    number = finite_number(value)
+    if number is None:
         return None
-    return float(value) if value > 0 or (zero and value == 0) else None
+    return number if number > 0 or (zero and number == 0) else None
 
 
 def slowdown_reasons(gpu: Mapping[str, Any]) -> tuple[str, ...] | None:
@@ -85,9 +94,15 @@ def machine_telemetry(telemetry: Mapping[str, Any] | None) -> Mapping[str, Any]:
 
 
 def finite_number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    """``value`` as a finite float; None when it is not a number or not one a float holds
+    (telemetry is read leniently: a value it cannot use is not known)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond a float's range
+        return None
+    return number if math.isfinite(number) else None
 
 
 def other_cpu_share(telemetry: Mapping[str, Any] | None) -> float | None:
@@ -207,7 +222,59 @@ class RunResult:
         }
 
 
+MAX_REPEATS = 10**6
+"""Repeat indices and ABBA block numbers are below this (a run holds tens of repeats)."""
+MAX_WINDOW_S = 1e7
+"""The longest measured window, in seconds (116 days); the shortest is :data:`MIN_DURATION` ms."""
+MAX_SAMPLES_PER_S = 1e12
+"""The highest throughput a repeat can report; the lowest is one sample in 1e9 s (31 years)."""
+
+LOADER_SETTING_KINDS: Mapping[str, type] = {
+    "batch_size": int, "num_workers": int, "prefetch_factor": int, "num_batches": int,
+    "pin_memory": bool, "persistent_workers": bool, "drop_last": bool,
+}
+"""The DataLoader settings a repeat records (``perfgate.measure.loop``) and their types;
+each may be null (a loader without it). The reports and labels read them."""
+
+
+def _strings(values: object, where: str) -> list[str]:
+    if not isinstance(values, list):
+        raise ValueError(f"{where}: expected a list of strings, got {type(values).__name__}")
+    for i, value in enumerate(values):
+        if not isinstance(value, str):
+            raise ValueError(f"{where}[{i}]: expected a string, got {type(value).__name__}")
+    return values
+
+
+def _torch_settings(f: Fields) -> dict[str, Any]:
+    """``torch_settings``: free-form, but the values that are read are checked: the
+    synchronisations a step makes (a list of strings) and the CUDA window's facts."""
+    settings = f.sub("torch_settings")
+    synchronizes = settings.get("synchronizes", list, optional=True)
+    if synchronizes is not None:
+        _strings(synchronizes, f"{settings.where}.synchronizes")
+    if settings.get("cuda_window", dict, optional=True) is not None:
+        window = settings.sub("cuda_window")
+        window.number("device_steps_over_window", optional=True, low=0.0)
+        window.integer("max_memory_reserved_bytes", optional=True, low=0, high=MAX_COUNT)
+    return settings.data
+
+
+def _loader_settings(f: Fields) -> dict[str, Any]:
+    """``loader_settings``: each setting of :data:`LOADER_SETTING_KINDS` of its type (or
+    null), counts from 0 to :data:`~perfgate.model.schema.MAX_COUNT`; others are kept as written."""
+    settings = f.sub("loader_settings")
+    for key, kind in LOADER_SETTING_KINDS.items():
+        if kind is int:
+            settings.integer(key, optional=True, low=0, high=MAX_COUNT)
+        else:
+            settings.get(key, kind, optional=True)
+    return settings.data
+
+
 def repeat_from_dict(data: object, where: str) -> RepeatResult:
+    """One repeat of a result file, every field checked and bounded; ValueError naming
+    the path of the first bad value (``repeats[2].phases_ms.step[3]: ...``)."""
     f = Fields(data, where)
     phases = f.sub("phases_ms")
     series: dict[str, tuple[float, ...]] = {}
@@ -218,7 +285,7 @@ def repeat_from_dict(data: object, where: str) -> RepeatResult:
             series[name] = number_series(values, f"{phases.where}.{name}")
     check_series(series, phases.where)
     lengths = {len(v) for v in series.values()}
-    peak = f.get("peak_memory_bytes", int, optional=True)
+    peak = f.integer("peak_memory_bytes", optional=True, low=0, high=MAX_COUNT)
     ranks = []
     for i, rank in enumerate(f.get("ranks", list, optional=True) or []):
         where_rank = f"{f.where}.ranks[{i}]"
@@ -233,23 +300,42 @@ def repeat_from_dict(data: object, where: str) -> RepeatResult:
     if len(ranks) == 1:
         raise ValueError(f"{f.where}.ranks: a distributed repeat holds at least two ranks")
     return RepeatResult(
-        index=f.get("index", int),
+        index=f.integer("index", low=0, high=MAX_REPEATS - 1),  # type: ignore[arg-type]
         started_at=f.get("started_at", str),
         timing=f.get("timing", str),
-        window_s=f.number("window_s", positive=True),  # type: ignore[arg-type]
+        window_s=f.number("window_s", positive=True, low=MIN_DURATION / 1e3,  # type: ignore[arg-type]
+                          high=MAX_WINDOW_S),
         phases_ms=series,
-        samples_per_s=f.number("samples_per_s", positive=True),  # type: ignore[arg-type]
+        samples_per_s=f.number("samples_per_s", positive=True, low=1e-9,  # type: ignore[arg-type]
+                               high=MAX_SAMPLES_PER_S),
         peak_memory_bytes=peak,
         peak_memory_kind=f.get("peak_memory_kind", str),
         first_loss=f.number("first_loss"),  # type: ignore[arg-type]
         last_loss=f.number("last_loss"),  # type: ignore[arg-type]
-        torch_settings=f.get("torch_settings", dict),
-        loader_settings=f.get("loader_settings", dict),
-        loader_restarts=f.get("loader_restarts", int, optional=True) or 0,
+        torch_settings=_torch_settings(f),
+        loader_settings=_loader_settings(f),
+        loader_restarts=f.integer("loader_restarts", optional=True, low=0, high=MAX_COUNT) or 0,
         telemetry=f.get("telemetry", dict, optional=True),
-        block=f.get("block", int, optional=True),
+        block=f.integer("block", optional=True, low=0, high=MAX_REPEATS - 1),
         ranks=tuple(ranks),
     )
+
+
+def environment_from_fields(env: Fields) -> Environment:
+    """The environment fingerprint, each field of the type :class:`Environment` declares
+    (a string, an integer, a boolean, or null where it may be None); unknown keys (the
+    stored ``key``) are left out."""
+    hints = typing.get_type_hints(Environment)
+    values: dict[str, Any] = {}
+    for item in dataclasses.fields(Environment):
+        hint = hints[item.name]
+        kinds = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+        optional = type(None) in kinds or item.default is not dataclasses.MISSING
+        kinds = tuple(k for k in kinds if k is not type(None))
+        value = env.get(item.name, kinds, optional=optional)
+        if item.name in env.data:
+            values[item.name] = value
+    return Environment(**values)
 
 
 # Each migration takes a document of version N and returns one of version N + 1.
@@ -257,21 +343,19 @@ RESULT_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 
 
 def result_from_dict(data: object) -> RunResult:
+    """A result file's document as a :class:`RunResult`, every field checked (see
+    :func:`repeat_from_dict`); ValueError naming the path of the first bad value."""
     if not isinstance(data, dict):
         raise ValueError(f"expected a JSON object at the top level, got {type(data).__name__}")
     data = migrate(dict(data), RESULT_KIND, RESULT_SCHEMA_VERSION, RESULT_MIGRATIONS)
     f = Fields(data, "")
-    env = f.sub("environment")
+    environment = environment_from_fields(f.sub("environment"))
     repeats = f.get("repeats", list)
     if not repeats:
         raise ValueError("repeats: a result holds at least one repeat")
-    try:
-        environment = Environment.from_dict(env.data)
-    except TypeError as exc:
-        raise ValueError(f"environment: {exc}") from None
     return RunResult(
         workload=f.get("workload", str),
-        workload_version=f.get("workload_version", int),
+        workload_version=f.integer("workload_version", low=0, high=MAX_COUNT),  # type: ignore[arg-type]
         workload_source=f.get("workload_source", str),
         device=f.get("device", str),
         params=f.get("params", dict),

@@ -3,7 +3,9 @@
 Results and baselines are read with the same rules: an empty, truncated or non-JSON
 file, or one holding NaN or Infinity, is a :class:`FileFormatError` naming the file.
 Writes go to a temporary file in the same directory and are renamed into place, so an
-interrupted write leaves the previous file intact.
+interrupted write leaves the previous file intact. A write the system refuses (a full
+disk, a read-only folder) is a :class:`WriteError`: one line naming the file and why
+(``No space left on device``), exit code 2, and no temporary file is left behind.
 """
 
 from __future__ import annotations
@@ -15,9 +17,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from perfgate.model.errors import FileFormatError
+from perfgate.model.errors import FileFormatError, PerfgateError
 
 T = TypeVar("T")
+
+
+class WriteError(PerfgateError, OSError):
+    """A file the system would not let perfgate write (``ENOSPC``, ``EACCES``, ``EROFS``):
+    a :class:`PerfgateError`, so the command line shows its one line and exits 2, and
+    still an :class:`OSError` with the ``errno``, ``strerror`` and ``filename`` of the
+    failure, for callers that handle an unwritable file themselves."""
+
+    def __init__(self, path: Path, exc: OSError) -> None:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        super().__init__(f"{path}: cannot write the file: {reason}; nothing was written "
+                         "(a file already there is as it was)")
+        self.errno, self.strerror, self.filename = exc.errno, exc.strerror, str(path)
 
 
 def _reject_constant(name: str) -> float:
@@ -82,9 +97,13 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (a temporary file beside it, fsync, rename): an
-    interruption or a failure leaves no partial file and the old one, if any, intact."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    interruption or a failure leaves no partial file and the old one, if any, intact. A
+    failure of the system's (a full disk) is a :class:`WriteError` naming ``path``."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise WriteError(path, exc) from None
     try:
         # mkstemp creates the file 0600; give it the mode a plain open() would (umask applies),
         # so CI artifacts and committed baselines are readable as usual.
@@ -96,9 +115,11 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp_name, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp_name)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError) and not isinstance(exc, WriteError):
+            raise WriteError(path, exc) from None
         raise
