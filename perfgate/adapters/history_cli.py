@@ -9,7 +9,10 @@
 
 The store is ``--history PATH``, else ``[tool.perfgate] history``, else
 ``perfgate-history.sqlite`` beside the pyproject. pandas is imported only by the commands
-that need it, so ``perfgate`` starts as fast as before.
+that need it, so ``perfgate`` starts as fast as before. A recorded run the store's reader
+leaves out (a value ``record`` would not have stored, such as a ``created_at`` of
+"yesterday") is named on stderr, one ``perfgate: warning:`` line per run, and the
+commands go on with the others.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from perfgate.model.errors import EXIT_OK, UsageError
 from perfgate.model.manifest import DESIGNS
 from perfgate.model.result import ROWS
 from perfgate.report.changes import ChangeRow, render_changes
-from perfgate.store.history import record, recordings_of, write_export
+from perfgate.store.history import read_rows, record, recordings_of, write_export
 from perfgate.text.inert import terminal
 
 FORMATS = ("csv", "parquet", "json")
@@ -60,6 +63,17 @@ def cmd_record(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def load_table(store: Path) -> Any:
+    """The store as ``perfgate.analysis.history``'s table, each run its reader left out
+    named on stderr (one line per run)."""
+    from perfgate.analysis.history import frame  # pandas, only for the commands that need it
+
+    rows = read_rows(store)
+    for line in rows.skipped:
+        print(f"perfgate: warning: {line}", file=sys.stderr)
+    return frame(rows)
+
+
 def serialise(df: Any, fmt: str) -> bytes:
     """The table in ``fmt``: CSV (a header line, ISO dates), Parquet (pyarrow; the dtypes
     kept) or JSON (a list of records, ISO dates, null for missing values)."""
@@ -77,9 +91,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.format == "parquet" and not args.out:
         raise UsageError("--format parquet writes a binary file: give --out FILE")
     store = store_of(args)
-    from perfgate.analysis.history import load  # pandas, only for the commands that need it
-
-    df = load(store)
+    df = load_table(store)
     data = serialise(df, args.format)
     if args.out:
         write_export(Path(args.out), data)
@@ -92,9 +104,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_changes(args: argparse.Namespace) -> int:
     store = store_of(args)
-    from perfgate.analysis.history import load, run_series
+    from perfgate.analysis.history import run_series
 
-    df = load(store)
+    df = load_table(store)
     recorded = sorted(str(w) for w in df["workload"].unique())
     if args.workload is not None and args.workload not in recorded:
         raise UsageError(f"{terminal(args.workload)}: no runs in {store}; recorded: {', '.join(recorded) or 'none'}")
@@ -144,12 +156,11 @@ def _change_rows(workload: str, key: str, phase: str, series: Any, changes: list
 
 def cmd_html(args: argparse.Namespace) -> int:
     store = store_of(args)
-    from perfgate.analysis.history import load  # pandas, only for the commands that need it
     from perfgate.report.dashboard import write_dashboard
 
     baselines = None if args.no_baselines else load_settings(
         Path(args.config), {"baselines": args.baselines}).baselines
-    path = write_dashboard(load(store), Path(args.dir), baselines_root=baselines, title=args.title)
+    path = write_dashboard(load_table(store), Path(args.dir), baselines_root=baselines, title=args.title)
     print(f"perfgate: wrote {path}", file=sys.stderr)
     return EXIT_OK
 

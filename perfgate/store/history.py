@@ -8,6 +8,11 @@ record that fails, or a process killed before the commit, leaves the store as it
 (SQLite's rollback journal puts it back when the store is next opened). Two processes
 recording at once take turns: the second waits for the first's commit (the busy timeout).
 
+Every value ``record`` stores is checked first (:func:`check_recording`): ``created_at``
+is an ISO 8601 time with a timezone, from 2000 to at most a day ahead of the clock; the
+names, commit and versions are short one-line strings; the numbers finite and bounded. A
+run that fails is refused with one line naming the field, and nothing is recorded.
+
 The file is schema-versioned: ``PRAGMA user_version`` holds :data:`HISTORY_SCHEMA_VERSION`
 and the ``meta`` table (key, value) holds ``kind = perfgate.history``, the version that
 created it and when. A store of a newer schema, a file that is not an SQLite database,
@@ -16,25 +21,35 @@ an SQLite database of something else, or a damaged store is refused with one
 byte as it was. Reading never writes (a hot journal left by a killed recorder is rolled
 back, which restores the file as it was before that recording).
 
+Reading checks every row as ``record`` would have stored it (a store edited by hand, or
+written by a perfgate that checked less, may hold a ``created_at`` of "yesterday" or of
+the year 9999): a run with a row that is not is left out whole, and
+:attr:`HistoryRows.skipped` names it, one line per run, for the command to show; the
+other runs are read as usual.
+
 The pandas table built from :func:`read_rows` is ``perfgate.analysis.history``.
 """
 
 from __future__ import annotations
 
+import math
+import re
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from perfgate.model.counters import CounterSet
 from perfgate.model.errors import FileFormatError, UsageError
 from perfgate.model.manifest import DESIGNS
-from perfgate.model.result import ROWS, RunResult
+from perfgate.model.result import MAX_REPEATS, ROWS, RunResult
+from perfgate.model.schema import MAX_COUNT
 from perfgate.model.version import __version__
 from perfgate.model.workload import PHASES
 from perfgate.store.jsonfile import write_bytes_atomic
+from perfgate.store.untrusted import safe_name
 from perfgate.store.untrusted_folders import load_measured
 from perfgate.text.inert import terminal
 
@@ -137,6 +152,118 @@ def _utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+# --- what a run may hold ---------------------------------------------------------------------
+
+_ISO_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?"
+                       r"(?:Z|[+-][0-9]{2}:[0-9]{2})")
+"""An ISO 8601 date and time with its timezone (``2026-11-30T10:00:00+00:00``, ``...Z``),
+the form perfgate writes and pandas reads."""
+EARLIEST = datetime(2000, 1, 1, tzinfo=timezone.utc)
+"""No run is older (the year 1 or 1970 is a clock that was not set)."""
+LATEST_READ = datetime(2200, 1, 1, tzinfo=timezone.utc)
+"""Reading: no time from here on (pandas' nanosecond timestamps end in 2262)."""
+AHEAD = timedelta(days=1)
+"""Recording: how far ``created_at`` may lie ahead of this machine's clock (another
+runner's clock, a timezone written wrong)."""
+MAX_TEXT = 200
+"""Characters of a stored name, version, commit or branch at most."""
+MAX_INDEX = MAX_REPEATS - 1
+"""A repeat's index and ABBA block at most, as the result reader bounds them."""
+MAX_NUMBER = float(MAX_COUNT)
+"""A version, a peak memory or a count of steps at most (2**53, exact in a float)."""
+
+
+def parse_time(value: object, *, latest: datetime) -> datetime:
+    """``value`` as an aware datetime: ISO 8601 with a timezone, from :data:`EARLIEST` to
+    ``latest``; ValueError saying which of these it is not."""
+    if not isinstance(value, str):
+        raise ValueError(f"expected an ISO 8601 time, got {type(value).__name__}")
+    shown = terminal(repr(value), 60)
+    if not _ISO_TIME.fullmatch(value):
+        raise ValueError(f"{shown} is not an ISO 8601 time with a timezone (2026-11-30T10:00:00+00:00)")
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"{shown} is not a date and time (month, day, hour or offset out of range)") from None
+    if when < EARLIEST:
+        raise ValueError(f"{shown} is before {EARLIEST.year}")
+    if when > latest:
+        raise ValueError(f"{shown} is after {latest.isoformat(timespec='seconds')}")
+    return when
+
+
+def _text(value: object, *, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, str) or not value or len(value) > MAX_TEXT or terminal(value, MAX_TEXT) != value:
+        shown = terminal(repr(value), 60) if isinstance(value, str) else type(value).__name__
+        raise ValueError(f"expected a one-line string of 1 to {MAX_TEXT} printable characters, got {shown}")
+
+
+def _integer(value: object, low: int, high: float, *, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        shown = value if isinstance(value, int) and abs(value) < 10**20 else type(value).__name__
+        raise ValueError(f"expected an integer from {low} to {high:.0f}, got {shown}")
+
+
+def _number(value: object, *, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    try:
+        finite = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+    except OverflowError:  # an integer beyond a float's range
+        finite = False
+    if not finite:
+        shown = value if isinstance(value, float) else type(value).__name__
+        raise ValueError(f"expected a finite number, got {shown}")
+
+
+def _field(where: str, check: Callable[[], object]) -> None:
+    try:
+        check()
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def check_recording(recording: Recording, *, now: datetime | None = None) -> None:
+    """Every value of ``recording`` that :func:`record` stores, checked as the readers read
+    it back; ValueError naming the first bad field (``created_at: 'yesterday' is not ...``)."""
+    result, env = recording.result, recording.result.environment
+    latest = (now or datetime.now(timezone.utc)) + AHEAD
+    _field("created_at", lambda: parse_time(result.created_at, latest=latest))
+    _field("workload", lambda: safe_name(result.workload, "the name"))
+    _field("workload_version", lambda: _integer(result.workload_version, 0, MAX_NUMBER))
+    _field("device", lambda: _text(result.device))
+    _field("perfgate_version", lambda: _text(result.perfgate_version))
+    _field("environment.git_commit", lambda: _text(env.git_commit, optional=True))
+    if env.git_dirty is not None and not isinstance(env.git_dirty, bool):
+        raise ValueError(f"environment.git_dirty: expected true, false or null, got {type(env.git_dirty).__name__}")
+    try:
+        key = env.key()
+    except (AttributeError, TypeError, ValueError):
+        raise ValueError("environment: its fields do not make an environment key") from None
+    _field("environment key", lambda: _text(key))
+    _field("branch", lambda: _text(recording.branch, optional=True))
+    for repeat in result.repeats:
+        where = f"repeat {repeat.index}"
+        _field(f"{where} index", lambda: _integer(repeat.index, 0, MAX_INDEX))
+        _field(f"{where} block", lambda: _integer(repeat.block, 0, MAX_INDEX, optional=True))
+        _field(f"{where} samples_per_s", lambda: _number(repeat.samples_per_s))
+        _field(f"{where} peak_memory_bytes", lambda: _integer(repeat.peak_memory_bytes, 0, MAX_NUMBER, optional=True))
+        if not repeat.samples_per_s > 0:
+            raise ValueError(f"{where} samples_per_s: expected a positive number, got {repeat.samples_per_s}")
+        if not sum(repeat.phases_ms["step"]) > 0:
+            raise ValueError(f"{where}: no step time")
+        for row in ROWS:
+            _field(f"{where} median {row}", lambda: _number(repeat.medians_ms[row]))
+            _field(f"{where} share {row}", lambda: _number(repeat.shares[row]))
+    if recording.counters is not None:
+        _field("counted steps", lambda: _integer(recording.counters.steps if recording.counters else None,
+                                                 1, MAX_NUMBER))
+
+
 def _design_of(result: RunResult) -> str:
     return "paired" if any(r.block is not None for r in result.repeats) else "stored"
 
@@ -169,7 +296,12 @@ def recordings_of(directory: Path, *, design: str | None = None, branch: str | N
                                     or counted.workload_version != result.workload_version):
             raise UsageError(f"{name}: its counted run is of {counted.device} v{counted.workload_version}, the "
                              f"result of {result.device} v{result.workload_version}; nothing was recorded")
-        out.append(Recording(result, counted, found, branch))
+        recording = Recording(result, counted, found, branch)
+        try:
+            check_recording(recording)
+        except ValueError as exc:
+            raise FileFormatError(f"{Path(directory) / f'{name}.json'}: {exc}; nothing was recorded") from None
+        out.append(recording)
     return out
 
 
@@ -334,13 +466,18 @@ def record(path: Path, recordings: Sequence[Recording], *, timeout_s: float = BU
     """Append ``recordings`` to the store at ``path`` (created when missing or empty) in one
     transaction; their run ids. A run already recorded (the same workload, commit,
     ``created_at`` and environment key), or two of them in ``recordings``, is a
-    FileFormatError and nothing is written; so is a store that is not a perfgate history,
-    is damaged, or is of a newer schema."""
+    FileFormatError and nothing is written; so is a run with a value
+    :func:`check_recording` refuses, and a store that is not a perfgate history, is
+    damaged, or is of a newer schema."""
     path = Path(path)
     if not recordings:
         raise UsageError("nothing to record")
     seen: set[tuple[str, str | None, str, str]] = set()
     for r in recordings:
+        try:
+            check_recording(r)
+        except ValueError as exc:
+            raise FileFormatError(f"{terminal(r.result.workload, 64)}: {exc}; nothing was recorded") from None
         if _identity(r.result) in seen:
             raise UsageError(f"{r.result.workload}: given twice; nothing was recorded")
         seen.add(_identity(r.result))
@@ -368,24 +505,84 @@ def record(path: Path, recordings: Sequence[Recording], *, timeout_s: float = BU
 @dataclass(frozen=True)
 class HistoryRows:
     """What :func:`read_rows` returns: the store's meta table and its rows (:data:`COLUMNS`),
-    sorted by date, run id, repeat and phase name."""
+    sorted by date, run id, repeat and phase name, and the runs left out (``skipped``: one
+    line per run, naming it and its first unreadable value)."""
 
     meta: Mapping[str, str]
     columns: tuple[str, ...]
     rows: list[tuple[object, ...]]
+    skipped: tuple[str, ...] = ()
+
+
+def _one_of(choices: Sequence[str]) -> Callable[[object], None]:
+    def check(value: object) -> None:
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}, got {terminal(repr(value), 40)}")
+    return check
+
+
+_READ_CHECKS: dict[str, Callable[[object], object]] = {
+    "run_id": lambda v: _integer(v, 0, 2**63 - 1),
+    "recorded_at": lambda v: parse_time(v, latest=LATEST_READ),
+    "date": lambda v: parse_time(v, latest=LATEST_READ),
+    "commit": lambda v: _text(v, optional=True),
+    "dirty": lambda v: _integer(v, 0, 1, optional=True),
+    "branch": lambda v: _text(v, optional=True),
+    "design": _one_of(DESIGNS),
+    "workload": lambda v: _text(v),
+    "workload_version": lambda v: _integer(v, 0, MAX_NUMBER),
+    "device": lambda v: _text(v),
+    "environment_key": lambda v: _text(v),
+    "perfgate_version": lambda v: _text(v),
+    "repeat": lambda v: _integer(v, 0, MAX_INDEX),
+    "block": lambda v: _integer(v, 0, MAX_INDEX, optional=True),
+    "phase": _one_of(ROWS),
+    "median_ms": lambda v: _number(v),
+    "share": lambda v: _number(v),
+    "samples_per_s": lambda v: _number(v),
+    "peak_memory_bytes": lambda v: _integer(v, 0, MAX_NUMBER, optional=True),
+    **{c: (lambda v: _number(v, optional=True)) for c in COUNTERS},
+}
+"""Per column of :data:`COLUMNS`, what a readable value is (what ``record`` stores)."""
+assert tuple(_READ_CHECKS) == COLUMNS
+
+
+def _readable(path: Path, rows: list[tuple[object, ...]]) -> tuple[list[tuple[object, ...]], tuple[str, ...]]:
+    """``rows`` less those of the runs with an unreadable value, and one line per such run."""
+    bad: dict[object, str] = {}
+    readable: set[tuple[int, object]] = set()  # (column, value) pairs checked: a run's values repeat on its rows
+    for row in rows:
+        run_id = row[0]
+        if run_id in bad:
+            continue
+        for i, (column, value, check) in enumerate(zip(COLUMNS, row, _READ_CHECKS.values())):
+            if (i, value) in readable:
+                continue
+            try:
+                check(value)
+            except ValueError as exc:
+                bad[run_id] = (f"{path}: run {terminal(repr(run_id), 24)} ({terminal(str(row[7]), 64)}) left out: "
+                               f"{'created_at' if column == 'date' else column}: {exc}")
+                break
+            readable.add((i, value))
+    if not bad:
+        return rows, ()
+    return [row for row in rows if row[0] not in bad], tuple(bad.values())
 
 
 def read_rows(path: Path, *, timeout_s: float = BUSY_TIMEOUT_S) -> HistoryRows:
     """Every recorded repeat's rows, one per run × repeat × row of ``ROWS``, with the
     counters per step of the runs that have them (None elsewhere). The store is checked
-    as :func:`record` checks it (without the page-by-page check) and never written."""
+    as :func:`record` checks it (without the page-by-page check) and never written. A run
+    with a value ``record`` would not have stored is left out and named in ``skipped``."""
     path = Path(path)
     with _transaction(path, write=False, timeout_s=timeout_s) as conn:
         if _check(conn, path, deep=False) == 0:
             raise FileFormatError(f"{path}: an empty history store: no run recorded yet")
         rows = conn.execute(_READ).fetchall()
         meta = _meta(conn)
-    return HistoryRows(meta, COLUMNS, rows)
+    rows, skipped = _readable(path, rows)
+    return HistoryRows(meta, COLUMNS, rows, skipped)
 
 
 def write_export(path: Path, data: bytes) -> None:
