@@ -2,8 +2,8 @@
 request comment no mention, link, image, HTML, markup or line of its own; in the terminal
 no escape sequence; and it stays readable.
 
-hypothesis is not installed in this project's environment, so the properties are checked
-over a list of hostile strings instead of generated ones.
+The properties are checked over a list of hostile strings, and ``inline``'s over text
+hypothesis generates from the characters that make markup, mentions and references.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_reports import scenario
 
 from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
@@ -194,6 +196,57 @@ def test_inline_leaves_no_markup_and_reads_as_written(text: str) -> None:
     assert not re.match(r"#{1,6}(?: |$)|[>|\s]|[-+=*_](?: |$|[-+=*_])|\d+[.)](?: |$)|`{3}|~{3}", out), out
     # decoded and without the joiners, the text is the text
     assert seen.replace("\u2060", "") == " ⏎ ".join(text.strip().splitlines())
+
+
+ISSUE_REFERENCES = [
+    "see #123",
+    "GH-123",
+    "gh-123 and Gh-7 and gH-42",
+    "(GH-12), GH-12. GH-12:",
+    "fixes owner/repo#123",
+    "my-org/my.repo_2#9 and org/repo#45",
+    "owner/repo#123 GH-5 #6",
+]
+
+
+def _github_references(seen: str) -> list[str]:
+    """What GitHub links as an issue or pull request (and records as a cross-reference) in
+    rendered text: ``#12``, ``GH-12`` in any case, ``owner/repo#12``."""
+    return re.findall(r"(?i)(?:[\w.-]+/[\w.-]+)?#[0-9]+|\bgh-[0-9]+", seen)
+
+
+@pytest.mark.parametrize("text", ISSUE_REFERENCES)
+def test_inline_makes_every_issue_reference_inert_and_reads_as_written(text: str) -> None:
+    from perfgate.text.inert import inline
+
+    assert _github_references(text)  # the case is one
+    seen = html.unescape(inline(text))
+    assert _github_references(seen) == [], seen
+    assert seen.replace("\u2060", "") == text
+
+
+def test_inline_leaves_a_gh_without_digits_as_written() -> None:
+    from perfgate.text.inert import inline
+
+    assert inline("GH-x gh- the-ghost-1") == "GH-x gh- the-ghost-1"
+
+
+MARKUP_TEXT = st.text(alphabet=st.sampled_from(list("@#/-_.:*`~[]()<>!|$\\&;=+ \nagGhHw0123456789é٣")),
+                      max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=MARKUP_TEXT)
+def test_inline_leaves_no_markup_reference_or_mention_in_any_text(text: str) -> None:
+    from perfgate.text.inert import flatten, inline
+
+    out = inline(text)
+    assert "\n" not in out and not RAW_MARKUP & set(out), out
+    assert all(out[i - 1].isalnum() and out[i + 1].isalnum() for i, ch in enumerate(out) if ch == "_"), out
+    seen = html.unescape(out)
+    assert _github_references(seen) == [], seen
+    assert not re.search(r"(?:^|\W)@[A-Za-z0-9]", seen) and "://" not in seen and "www." not in seen.lower()
+    assert seen.replace("\u2060", "") == flatten(text)  # decoded, the text as the run wrote it
 
 
 def test_inline_breaks_lines_visibly_and_drops_control_characters() -> None:

@@ -31,9 +31,12 @@ through one of the functions here before it reaches a report:
       backslash escape of ``|`` does not; that is why references were chosen over
       backslash escapes;
     * ``@`` and ``#`` are followed by a WORD JOINER (U+2060, written ``&#8288;``): GitHub
-      finds mentions (``@org/team``) and issue references (``#12``) in the text after
-      the markdown is rendered, where a character reference is already decoded, so only a
-      character between ``@`` and the name stops them; after ``#`` it also stops a heading;
+      finds mentions (``@org/team``) and issue references (``#12``, ``owner/repo#12``) in
+      the text after the markdown is rendered, where a character reference is already
+      decoded, so only a character between ``@`` or ``#`` and what follows stops them;
+      after ``#`` it also stops a heading;
+    * the other form of issue reference GitHub links, ``GH-12`` (in any case), gets the
+      joiner between ``GH`` and ``-`` where digits follow, which stops it the same way;
     * ``://`` gets the same joiner after its colon and ``www.`` before its dot, so a bare
       address is not made a link; an e-mail address is not either, its ``@`` being broken;
     * at the start of the text, a ``-`` ``+`` or ``=`` followed by a space, the end or
@@ -148,6 +151,8 @@ def inline(text: object, limit: int = LIMIT) -> str:
             out.append(ch + JOINER)
         elif ch == ":" and s.startswith("//", i + 1):
             out.append(ch + JOINER)
+        elif ch == "-" and i >= 2 and s[i - 2:i].lower() == "gh" and s[i + 1:i + 2].isdigit():
+            out.append(JOINER + ch)  # GH-12: an issue reference
         elif ch == "." and i >= 3 and s[i - 3:i].lower() == "www":
             out.append(JOINER + ch)
         elif i == 0 and ch in _LEADING and (n == 1 or s[1] in " -+="):
