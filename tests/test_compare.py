@@ -416,10 +416,18 @@ def test_peak_memory_within_the_threshold_passes() -> None:
     (1_200_000, None, "baseline"),
 ])
 def test_missing_memory_is_not_compared_and_says_so(cur_peak: int | None, base_peak: int | None, missing: str) -> None:
-    c = one(current(peak=cur_peak), days(peak=base_peak))
+    # A current run lacking what its baseline holds is an ERROR (missing data is not a pass)
+    # unless missing_is_error is off; a baseline that never recorded it is only not compared.
+    lenient = GateConfig(missing_is_error=False)
+    c = one(current(peak=cur_peak), days(peak=base_peak), lenient)
     assert c.memory is not None and c.memory.verdict is None
     assert c.memory.reason == f"peak memory not compared: not recorded in the {missing}"
     assert c.verdict is Verdict.PASS
+    strict = one(current(peak=cur_peak), days(peak=base_peak))
+    if missing == "current run":
+        assert strict.verdict is Verdict.ERROR and strict.reason.startswith("the current run lacks its peak memory")
+    else:
+        assert strict.verdict is Verdict.PASS
 
 
 # --- per-workload thresholds ----------------------------------------------------------------

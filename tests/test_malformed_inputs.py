@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from factories import make_result
+from factories import define_workloads, make_result
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_judge import BASE_SETTINGS, paired, write_run
@@ -362,8 +362,6 @@ def test_any_value_of_a_baseline_replaced_ends_in_a_verdict_or_one_line(capsys, 
     _compare_ends_in_a_verdict_or_one_line(capsys, tmp_path / "absent.toml", store, results, path)
 
 
-@pytest.mark.xfail(strict=True, reason="perfgate/model/baseline.py hands the environment to Environment.from_dict "
-                                       "unchecked; result.environment_from_fields is the check it needs")
 def test_a_baseline_environment_of_the_wrong_types_is_one_line(capsys, tmp_path: Path) -> None:
     store = store_of(tmp_path)
     path = baseline_file(store)
@@ -408,13 +406,12 @@ def test_a_pyproject_as_deep_as_allowed_is_read() -> None:
         parse_toml(f"[tool]\nx = [{nested}]\n", "p.toml")
 
 
-@pytest.mark.xfail(strict=True, reason="perfgate/gate/inputs.py perfgate_table_of parses --head-pyproject with "
-                                       "tomllib.loads directly; gate.config.parse_toml is the recursion-safe reader")
 @pytest.mark.parametrize("text", DEEP_TOML[:3])
 def test_a_head_pyproject_nested_too_deeply_is_noted_not_a_traceback(tmp_path: Path, text: str) -> None:
     base = tmp_path / "base"
     (base / "baselines").mkdir(parents=True)
     (base / "pyproject.toml").write_text(BASE_SETTINGS)
+    define_workloads(base, "tiny")
     folder = write_run(tmp_path / "r", {"tiny": paired("tiny", seed=1)}, {"tiny": paired("tiny", seed=2)})
     changed = tmp_path / "changed.tsv"
     changed.write_text("modified\tpyproject.toml\t\n")

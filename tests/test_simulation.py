@@ -61,9 +61,11 @@ def test_paired_catches_ten_percent_at_one_percent_noise_nearly_always() -> None
 
 def test_paired_beats_the_stored_design_on_five_percent_with_one_recording() -> None:
     paired, stored = cell(0.05, True, 80), cell(0.05, False, 80)
-    # 74.8% is the stored design's rate with one recording and one workload (README);
-    # the paired design removes the day effects that cap it.
-    assert paired.share(Verdict.REGRESSION) > 0.748
+    # The paired design removes the day effects that cap the stored one. Its block contrasts
+    # (J - 1 = 5 df at six blocks, exact whatever the arms' noise) catch 5% in about 69% of
+    # these gates; the block model they replaced, with its data-dependent pre-test, caught
+    # about 75-87% (docs/deciding.md): the price of the level.
+    assert paired.share(Verdict.REGRESSION) > 0.60
     assert paired.share(Verdict.REGRESSION) > stored.share(Verdict.REGRESSION) + 0.10
 
 

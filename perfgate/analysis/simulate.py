@@ -180,7 +180,7 @@ class CellResult:
     """Gates that took a second look (for any workload)."""
     compare_calls: int = 0
     seconds: float = field(default=0.0, compare=False)
-    ratios: Mapping[str, tuple[float, ...]] = field(default_factory=dict, compare=False)
+    ratios: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     """Per statistic, the changed workload's final estimate (ratio) in each gate."""
 
     def share(self, verdict: Verdict) -> float:

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tomllib
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from perfgate.model.errors import FileFormatError
+from perfgate.gate.config import parse_toml
+from perfgate.model.errors import FileFormatError, UsageError
 from perfgate.text.inert import code, inline
 
 HARNESS = ("perfgate/", "constraints.txt")
@@ -148,10 +148,10 @@ def tree_changes(head_dir: Path, base_dir: Path, watched: Iterable[str]) -> list
 def perfgate_table_of(text: str) -> tuple[dict[str, Any], str | None]:
     """The raw ``[tool.perfgate]`` table of a pyproject.toml's text, and a problem if unreadable."""
     try:
-        tool = tomllib.loads(text).get("tool", {})
+        tool = parse_toml(text, "the pull request's pyproject.toml").get("tool", {})
         table = tool.get("perfgate", {}) if isinstance(tool, dict) else {}
-    except (tomllib.TOMLDecodeError, AttributeError) as exc:
-        return {}, f"not valid TOML or not tables ({str(exc)[:200]})"
+    except UsageError as exc:  # not TOML, or nested deeper than a settings table is
+        return {}, f"not read: {exc.message[:200]}"
     return (table if isinstance(table, dict) else {"": table}), None
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from perfgate.model.environment import Environment
 from perfgate.model.repeat import PER_STEP, ROWS, STATISTICS, Repeat, describe_slowdown, row_means
+from perfgate.model.result import environment_from_fields
 from perfgate.model.schema import Fields, migrate, number_series
 from perfgate.model.workload import PHASES
 
@@ -305,7 +306,7 @@ def _recording_from_dict(data: object, where: str) -> Recording:
     if not repeats:
         raise ValueError(f"{where}.repeats: a recording holds at least one repeat")
     try:
-        environment = Environment.from_dict(f.get("environment", dict))
+        environment = environment_from_fields(f.sub("environment"))
     except TypeError as exc:
         raise ValueError(f"{where}.environment: {exc}") from None
     return Recording(
