@@ -10,10 +10,11 @@ design, the thresholds, α, the number of blocks or what must be measured.
 
 What must be measured is the base's: every workload in the base's ``workloads``
 selection, or (without one) every workload with a baseline for this device in the base's
-store, every workload the base side measured, and every one the base tree defines that
-the head lacks. A workload with no result is an ERROR naming it (removed or renamed by
-the pull request, or skipped), unless the pull request removes its baseline, which
-retires it in plain view of the reviewers.
+store, and every workload the base tree's own workload files define (read as data,
+``perfgate.store.definitions``); a result for a workload no tree defines is refused, and
+run.json's lists choose nothing. A workload with no result is an ERROR naming it,
+unless the pull request removes its definition, or every baseline that gates it on this
+device (matched by full path), which retires it in plain view of the reviewers.
 
 A sharded run (each runner measuring its share, ``--shard I/N``) leaves one folder per
 shard; :func:`combine_shards` makes them one measurement, so that they are judged as one
@@ -229,7 +230,7 @@ def combine_shards(parts: Sequence[tuple[str, Measured]]) -> Measured:
 class Judgement:
     outcome: GateOutcome
     retired: tuple[str, ...] = ()
-    """Workloads the base gates that the pull request retires by removing their baselines."""
+    """Workloads the base gates that the pull request retires by removing their definitions or baselines."""
 
 
 def _keep(result: RunResult, keep: Any) -> RunResult | None:
