@@ -101,7 +101,7 @@ def test_paired_gate_catches_a_slower_forward_and_names_the_design(repo: Path,
     assert code == 1, out + err
     assert f"Decided by: paired, 3 ABBA blocks against {base[:7]}." in out
     text = (repo / "r.md").read_text()
-    assert "| phase | base ms | head ms |" in text
+    assert "| phase | base ms/step | head ms/step |" in text
     forward = next(line for line in text.splitlines() if line.startswith("| forward |"))
     assert "⚠️ slower" in forward
     assert (repo / "perfgate-results" / "tiny.json").is_file()

@@ -291,8 +291,8 @@ def test_an_unchanged_run_is_not_failed_and_the_fixture_shares_the_gate(project:
     result.stdout.fnmatch_lines(["PASSED test_user.py::test_tiny_as_the_user_sees_it"])
     # The terminal summary: verdicts, the phase table, the headline.
     result.stdout.fnmatch_lines([
-        "*= perfgate =*", "perfgate: *", "", f"tiny: {seen['verdict']} - step *", "",
-        f"tiny ({seen['verdict']})", "phase * baseline ms * current ms * change (95% CI) * share * flag",
+        "*= perfgate =*", "perfgate: *", "", f"tiny: {seen['verdict']} - time per step *", "",
+        f"tiny ({seen['verdict']})", "phase * baseline ms/step * current ms/step * change (95% CI) * share * flag",
         "*", "data_wait *", "h2d *", "forward *", "backward *", "optimizer *", "residual *", "step *"])
 
 
@@ -312,18 +312,18 @@ def test_a_slower_forward_fails_with_the_markdown_section(project: pytest.Pytest
         "workload": "tiny", "verdict": "REGRESSION", "forward_slower": True}
     result.stdout.fnmatch_lines([
         "*_ perfgate::tiny _*",
-        "perfgate: tiny REGRESSION: step +*",
+        "perfgate: tiny REGRESSION: time per step +*",
         "",
         "### ❌ tiny: REGRESSION",
         "",
-        "step +*",
+        "time per step +*",
         "",
-        "| phase | baseline ms | current ms | change (95% CI) | share | flag |",
+        "| phase | baseline ms/step | current ms/step | change (95% CI) | share | flag |",
     ])
     failure = out.split("_ perfgate::tiny _")[1]
     forward = next(line for line in failure.splitlines() if line.startswith("| forward |"))
     assert "⚠️ slower" in forward
-    result.stdout.fnmatch_lines(["FAILED perfgate::tiny - Failed: perfgate: tiny REGRESSION: step +*"])
+    result.stdout.fnmatch_lines(["FAILED perfgate::tiny - Failed: perfgate: tiny REGRESSION: time per step +*"])
     result.stdout.fnmatch_lines(["perfgate: REGRESSION (1 REGRESSION)"])
     assert "| forward |" in (project.path / "gate.md").read_text()
 

@@ -330,7 +330,7 @@ class TreeDefinitions:
            head_files: Path | None) -> TreeDefinitions:
         """The base checkout's definitions and the pull request's: the base's files less those it
         removes, with its own versions of those it adds or changes (``head_files``)."""
-        paths = [p for p in settings.workloads_path if not Path(p).is_absolute()]
+        paths = list(settings.workloads_path)  # the base's own settings: an absolute entry is read as given
         base = tree_definitions(base_dir, paths)
         removed = changes.workloads_removed if changes is not None else ()
         head = head_definitions(base_dir, paths, removed, head_files)
@@ -355,7 +355,8 @@ def judge_measured(measured: Measured, settings: Settings, *, design: str, again
                          f"{design} design (the rule is the judge's, not the measuring job's)")
     device = judged_device(measured, settings)
     defined = definitions or TreeDefinitions.none()
-    undefined = sorted(n for n in {*measured.head, *measured.base} if n not in defined)
+    gated = gated_by_base(settings, device)  # the base's own selection and store: trusted names
+    undefined = sorted(n for n in {*measured.head, *measured.base} if n not in defined and n not in gated)
     if undefined:
         shown = ", ".join(undefined[:5]) + (f" and {len(undefined) - 5} more" if len(undefined) > 5 else "")
         raise UsageError(f"results for workloads neither the base nor the pull request defines: {shown}; a result "
@@ -364,7 +365,7 @@ def judge_measured(measured: Measured, settings: Settings, *, design: str, again
     # define. Never what run.json lists.
     expected: dict[str, None] = {}
     why: dict[str, str] = {}
-    for name, reason in gated_by_base(settings, device).items():
+    for name, reason in gated.items():
         expected.setdefault(name)
         why[name] = reason
     for name in sorted(defined.base.names):

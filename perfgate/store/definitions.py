@@ -83,9 +83,9 @@ def _python_files(root: Path, entries: Iterable[str]) -> list[tuple[str, Path]]:
     out: dict[str, Path] = {}
     for entry in ("workloads", *entries):
         rel = PurePosixPath(entry)
-        if rel.is_absolute() or ".." in rel.parts:
+        if ".." in rel.parts:
             continue
-        path = root / rel
+        path = Path(entry) if rel.is_absolute() else root / rel  # an absolute entry: the trusted base's own
         if path.is_symlink():
             continue
         if path.is_file() and path.suffix == ".py":
@@ -93,7 +93,7 @@ def _python_files(root: Path, entries: Iterable[str]) -> list[tuple[str, Path]]:
         elif path.is_dir():
             for file in sorted(path.rglob("*.py")):
                 if not file.is_symlink() and file.is_file() and len(out) < MAX_FILES:
-                    out[file.relative_to(root).as_posix()] = file
+                    out[(file if rel.is_absolute() else file.relative_to(root)).as_posix()] = file
     return sorted(out.items())
 
 
