@@ -35,9 +35,8 @@ R = TypeVar("R", bound=Repeat)
 
 @dataclass(frozen=True)
 class Screened:
-    """One side's repeats after screening, and what the report says of it."""
+    """What screening one side left out, and what the report says of it."""
 
-    kept: tuple[Repeat, ...]
     left_out: int
     total: int
     note: str | None
@@ -71,7 +70,7 @@ def screen(repeats: Sequence[R], side: str, max_left_out: float, *,
             unfit = (f"runner unfit: {out} of {len(repeats)} {side} repeats slowed down "
                      f"({', '.join(why)}), more than the {max_left_out * 100:g}% that may be left out "
                      "(max_left_out); fix the runner's cooling or power, or gate elsewhere")
-    return tuple(kept), Screened(tuple(kept), out, len(repeats), note, unfit)
+    return tuple(kept), Screened(out, len(repeats), note, unfit)
 
 
 def median_clock(repeats: Sequence[Repeat]) -> float | None:
