@@ -6,8 +6,12 @@ run, combined into one) as untrusted input
 (``perfgate.store.untrusted_folders``), judges it by the base commit's rules
 (``perfgate.gate.judge``), and writes the report (``report.md``, ``report.json``) and the
 comment (``comment.md``, every run-derived string made inert; ``perfgate.gate.comment``),
-appends to the job summary, and writes the step's outputs (``verdict``, ``exit-code``,
-``state`` and ``description`` for a commit status).
+appends to the job summary, writes the step's outputs (``verdict``, ``exit-code``, ``state``
+and ``description`` for a commit status, ``conclusion`` for a check run) and, with
+``--check-run FILE``, the check run's payload for ``gh api .../check-runs --input FILE``.
+What each verdict and exit code shows (the status state, the check run's conclusion; an
+INCONCLUSIVE gate neutral or failing by ``[tool.perfgate] inconclusive``) is the policy of
+``perfgate.model.verdict``; the exit code stays the gate's.
 
 ``perfgate validate-baselines`` checks a baseline folder downloaded from an untrusted job
 before it is copied into the store.
@@ -25,16 +29,15 @@ from typing import Any, TextIO
 
 from perfgate.analysis.outcome import GateOutcome
 from perfgate.gate.comment import (
-    STATUS_STATE,
-    VERDICT_WORD,
     ReportContext,
     compose,
+    consequence,
     error_report,
     run_link,
     status_description,
 )
 from perfgate.gate.config import Settings
-from perfgate.gate.github import path_variable, set_output, workflow_command
+from perfgate.gate.github import CHECK_RUN_TEXT_LIMIT, annotations, check_run_payload, fit, path_variable, set_output
 from perfgate.gate.inputs import (
     HEAD_PYPROJECT_BYTES,
     PYPROJECT,
@@ -49,7 +52,7 @@ from perfgate.gate.inputs import (
 from perfgate.gate.judge import TreeDefinitions, base_settings, combine_shards, git_commit_of, judge_measured
 from perfgate.model.errors import EXIT_ERROR, EXIT_OK, PerfgateError, UsageError
 from perfgate.model.manifest import DESIGNS, MANIFEST_NAME
-from perfgate.model.verdict import Verdict
+from perfgate.model.verdict import RUN_POLICY
 from perfgate.model.version import __version__
 from perfgate.report.json_report import outcome_to_dict
 from perfgate.store.jsonfile import write_json_atomic, write_text_atomic
@@ -101,6 +104,18 @@ def _write(artifacts: Path, report: str, outcome: GateOutcome | None) -> None:
         write_json_atomic(artifacts / "report.json", outcome_to_dict(outcome))
 
 
+def _head_sha(given: str | None) -> str | None:
+    """A full commit sha (40 lower-case hex digits), or None."""
+    return given if given is not None and len(given) == 40 and all(c in "0123456789abcdef" for c in given) else None
+
+
+def _write_check_run(path: Path, *, head_sha: str, conclusion: str, title: str, summary: str,
+                     details_url: str | None) -> None:
+    """The check run's payload, for ``gh api --method POST repos/OWNER/REPO/check-runs --input FILE``."""
+    write_json_atomic(path, check_run_payload(head_sha=head_sha, conclusion=conclusion, title=title,
+                                              summary=summary, details_url=details_url))
+
+
 def run_judge(args: argparse.Namespace, environ: Mapping[str, str] | None = None,
               out: TextIO | None = None, err: TextIO | None = None) -> int:
     """The whole of ``perfgate judge``; returns the exit code and never raises."""
@@ -110,6 +125,14 @@ def run_judge(args: argparse.Namespace, environ: Mapping[str, str] | None = None
     artifacts = Path(args.artifacts)
     changes: InputChanges | None = None
     context: ReportContext | None = None
+    check_run = Path(args.check_run) if args.check_run else None
+    head_sha = _head_sha(args.expect_head_sha)
+    run_url: str | None = None
+    if check_run is not None:
+        try:
+            check_run.unlink(missing_ok=True)  # an earlier run's payload is never posted for this one
+        except OSError:
+            pass
     try:
         base_dir = Path(args.base_dir)
         if not base_dir.is_dir():
@@ -137,6 +160,11 @@ def run_judge(args: argparse.Namespace, environ: Mapping[str, str] | None = None
             raise UsageError(f"the results were measured against {measured_base[:12]}, but --base-dir is at "
                              f"{base_commit[:12]}: judge with the base commit that was measured")
         against = base_commit or measured_base
+        if head_sha is None and manifest is not None and not args.expect_head_sha:
+            head_sha = _head_sha(manifest.head_sha)
+        if check_run is not None and head_sha is None:
+            raise UsageError("--check-run: the check run needs the head commit's full sha: give --expect-head-sha SHA "
+                             "(40 hex digits), or results whose run.json names it")
         run_id, run_url = run_link(environ)
         context = ReportContext(
             base_ref=(manifest.base_ref if manifest and manifest.base_ref else "base"),
@@ -158,14 +186,20 @@ def run_judge(args: argparse.Namespace, environ: Mapping[str, str] | None = None
             with open(summary, "a", encoding="utf-8") as handle:
                 handle.write(report)
         code_ = outcome.exit_code
+        shown = consequence(outcome)  # the exit code under [tool.perfgate] inconclusive: status, check run
+        if check_run is not None:
+            assert head_sha is not None
+            judged = context
+            text = fit(lambda n: report if len(report) <= n else
+                       compose(outcome, judged, changes, retired=judgement.retired, limit=n), CHECK_RUN_TEXT_LIMIT)
+            _write_check_run(check_run, head_sha=head_sha, conclusion=shown.conclusion, title=outcome.headline,
+                             summary=text, details_url=run_url)
         print(outcome.headline, file=out)
-        for c in outcome.comparisons:
-            if c.verdict in (Verdict.REGRESSION, Verdict.ERROR, Verdict.INCOMPARABLE):
-                print(workflow_command("error", c.reason[:1000], title=f"perfgate {c.verdict.value}: {c.workload}"),
-                      file=out)
+        for command in annotations(outcome):
+            print(command, file=out)
         if output is not None:
-            set_output(output, {"verdict": VERDICT_WORD[code_], "exit-code": str(code_),
-                                "state": STATUS_STATE[code_], "description": status_description(outcome),
+            set_output(output, {"verdict": shown.word, "exit-code": str(code_), "state": shown.state,
+                                "conclusion": shown.conclusion, "description": status_description(outcome),
                                 "inputs-changed": "true" if changes is not None and changes.any else "false"})
         return code_
     except Exception as exc:  # noqa: BLE001 - every failure ends as exit 2 with its report and outputs
@@ -176,6 +210,7 @@ def run_judge(args: argparse.Namespace, environ: Mapping[str, str] | None = None
             traceback.print_exc(file=err)
         print(f"perfgate: error: {terminal(message)}", file=err)
         report = error_report(message, changes, context)
+        error = RUN_POLICY[EXIT_ERROR]
         try:
             _write(artifacts, report, None)
             if summary is not None:
@@ -183,9 +218,18 @@ def run_judge(args: argparse.Namespace, environ: Mapping[str, str] | None = None
                     handle.write(report)
         except OSError as write_error:
             print(f"perfgate: error: could not write the report: {write_error}", file=err)
+        if check_run is not None and head_sha is not None:
+            try:
+                _write_check_run(check_run, head_sha=head_sha, conclusion=error.conclusion,
+                                 title=f"perfgate: {error.headline}", summary=report, details_url=run_url)
+            except (OSError, ValueError) as write_error:
+                print(f"perfgate: error: could not write the check run: {write_error}", file=err)
+        elif check_run is not None:
+            print("perfgate: error: no check run written: the head commit is not known (--expect-head-sha)", file=err)
         if output is not None:
             try:
-                set_output(output, {"verdict": "error", "exit-code": str(EXIT_ERROR), "state": "error",
+                set_output(output, {"verdict": error.word, "exit-code": str(EXIT_ERROR), "state": error.state,
+                                    "conclusion": error.conclusion,
                                     "description": "perfgate could not judge this pull request (see the run)"})
             except OSError as write_error:
                 print(f"perfgate: error: could not write the step outputs: {write_error}", file=err)
@@ -220,7 +264,8 @@ def add_parser(subparsers: Any) -> None:
                     "one folder per shard of a sharded run) as untrusted data and judge them, as one run, with "
                     "the baselines and [tool.perfgate] of --base-dir. "
                     "Writes report.md, comment.md and report.json to --artifacts; under GitHub Actions also the "
-                    "job summary and the step outputs verdict, exit-code, state, description.",
+                    "job summary and the step outputs verdict, exit-code, state, conclusion, description; with "
+                    "--check-run FILE the payload of a check run.",
         epilog="exit codes: 0 pass, 1 regression, 2 error or bad input, 3 inconclusive")
     p.add_argument("results", nargs="+", metavar="RESULTS",
                    help="the folder the measuring job uploaded; with several (one per shard of a run measured "
@@ -247,6 +292,11 @@ def add_parser(subparsers: Any) -> None:
                    help="refuse results measured against another base commit (the workflow passes the merge "
                         "base of the head with the base branch's tip, from the API, never run.json's word)")
     p.add_argument("--expect-pr", type=int, metavar="N", help="refuse results of another pull request")
+    p.add_argument("--check-run", metavar="FILE",
+                   help="write the JSON payload of the check run for the head commit (conclusion success, failure, "
+                        "or neutral for an inconclusive gate under inconclusive = \"pass\"; the report as its "
+                        "summary) for `gh api --method POST repos/OWNER/REPO/check-runs --input FILE`; also when "
+                        "the judge fails (conclusion failure)")
     p.set_defaults(func=cmd_judge)
     v = subparsers.add_parser(
         "validate-baselines", help="check a downloaded baseline folder before it is copied into the store",

@@ -1,6 +1,8 @@
 """The pytest nodes of the gate: one :class:`PerfgateItem` per workload under a
-:class:`PerfgateCollector` (node ids ``perfgate::NAME``), and the marker that declares a
-test's workload."""
+:class:`PerfgateCollector` (node ids ``perfgate::NAME``), the marker that declares a
+test's workload, and :func:`pytest_outcome`: what a verdict does to its test, from the
+policy of ``perfgate.model.verdict`` (``inconclusive = "fail"`` fails an INCONCLUSIVE
+item, ``fail_on_missing_baseline`` makes a NO_BASELINE a test error)."""
 
 from __future__ import annotations
 
@@ -11,12 +13,30 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    pass
+    from perfgate.analysis.outcome import WorkloadComparison
+    from perfgate.model.verdict import Rules
 
 MARKER = "perfgate"
 COLLECTOR_NAME = "perfgate"
 GATE = pytest.StashKey["GateSession"]()
 """``config.stash[GATE]``: the session's :class:`GateSession`, present only with ``--perfgate``."""
+
+
+def pytest_outcome(c: WorkloadComparison, rules: Rules | None) -> str:
+    """What the verdict of ``c`` does to its pytest item under ``rules`` (the gate's
+    settings): "passed", "skipped" (not judged, or undecided under ``inconclusive =
+    "pass"``), "failed", or "error" (raised in setup: the gate could not judge)."""
+    from perfgate.model.verdict import POLICY
+
+    return POLICY[c.verdict].pytest_outcome(rules)
+
+
+def is_setup_error(c: WorkloadComparison, rules: Rules | None) -> bool:
+    """Does the verdict of ``c`` make its test an error, raised in setup (ERROR, INCOMPARABLE,
+    NO_BASELINE with ``fail_on_missing_baseline``)?"""
+    from perfgate.model.verdict import PYTEST_ERROR
+
+    return pytest_outcome(c, rules) == PYTEST_ERROR
 
 
 
@@ -47,13 +67,17 @@ class PerfgateItem(pytest.Item):
         self.comparison = self.config.stash[GATE].judgeable(self.workload)
 
     def runtest(self) -> None:
-        from perfgate.model.verdict import Verdict
+        from perfgate.model.verdict import POLICY, PYTEST_ERROR, PYTEST_FAILED, PYTEST_SKIPPED
 
         gate = self.config.stash[GATE]
         c = self.comparison
-        if c.verdict is Verdict.REGRESSION:
-            pytest.fail(gate.failure_text(c), pytrace=False)
-        if c.verdict in (Verdict.INCONCLUSIVE, Verdict.NO_BASELINE):
+        rules = gate.outcome.config if gate.outcome is not None else gate.settings.gate
+        outcome = pytest_outcome(c, rules)
+        if outcome in (PYTEST_FAILED, PYTEST_ERROR):  # an error is raised in setup already
+            p = POLICY[c.verdict]
+            note = f"\n({p.strict_when} is set)" if p.strict(rules) else ""
+            pytest.fail(gate.failure_text(c) + note, pytrace=False)
+        if outcome == PYTEST_SKIPPED:
             raise NotJudged(gate.skip_reason(c))
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
@@ -61,7 +85,8 @@ class PerfgateItem(pytest.Item):
 
 
 class NotJudged(pytest.skip.Exception):
-    """A skip for a workload the gate did not judge (NO_BASELINE, INCONCLUSIVE).
+    """A skip for a workload the gate did not judge (NO_BASELINE) or left undecided
+    (INCONCLUSIVE under ``inconclusive = "pass"``).
 
     Reported at the item's location instead of this file's, without the exception's
     name (see ``GateSession.pytest_runtest_makereport``).

@@ -155,25 +155,19 @@ class GateOutcome:
     @property
     def exit_code(self) -> int:
         """1 on any regression; else 2 when something could not be judged; else 3 when
-        something stays undecided; else 0."""
-        verdicts = {c.verdict for c in self.comparisons}
-        if Verdict.REGRESSION in verdicts:
-            return EXIT_REGRESSION
-        if verdicts & {Verdict.ERROR, Verdict.INCOMPARABLE}:
-            return EXIT_ERROR
-        if Verdict.NO_BASELINE in verdicts and self.config.fail_on_missing_baseline:
-            return EXIT_ERROR
-        if Verdict.INCONCLUSIVE in verdicts:
-            return EXIT_INCONCLUSIVE
-        return EXIT_OK
+        something stays undecided; else 0 (``perfgate.model.verdict``: the policy)."""
+        from perfgate.model.verdict import gate_exit_code
+
+        return gate_exit_code((c.verdict for c in self.comparisons), self.config)
 
     @property
     def headline(self) -> str:
+        from perfgate.model.verdict import run_policy
+
         counts: dict[str, int] = {}
         for c in self.comparisons:
             counts[c.verdict.value] = counts.get(c.verdict.value, 0) + 1
         order = [v.value for v in Verdict]
         parts = [f"{counts[v]} {v}" for v in order if v in counts]
-        status = {EXIT_OK: "pass", EXIT_REGRESSION: "REGRESSION", EXIT_ERROR: "error",
-                  EXIT_INCONCLUSIVE: "inconclusive"}[self.exit_code]
+        status = run_policy(self.exit_code, self.config).headline
         return f"perfgate: {status} ({', '.join(parts) or 'no workloads'})"

@@ -3,8 +3,10 @@
 The report (``report.md``, and the sticky ``comment.md``): the gate's markdown with the
 check line, the notice of edited gate inputs, the retired workloads and a closing line of
 who and what was judged (:class:`ReportContext`, every run-derived string shown inert);
-the report when nothing could be judged; and the step's outputs for the commit status:
-the verdict word, the status state and its one-line description.
+the report when nothing could be judged; and the step's outputs for the commit status and
+the check run: the verdict word, the status state, the check run's conclusion and the
+one-line description. What each exit code shows is ``perfgate.model.verdict``'s policy
+(:func:`consequence`), under the gate's own ``inconclusive`` setting.
 """
 
 from __future__ import annotations
@@ -17,25 +19,24 @@ from typing import Any
 
 from perfgate.analysis.outcome import GateOutcome
 from perfgate.gate.inputs import InputChanges, notice_markdown
-from perfgate.model.errors import EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION
+from perfgate.model.errors import EXIT_ERROR
+from perfgate.model.verdict import POLICY, RUN_POLICY, RunPolicy, Verdict, run_policy
 from perfgate.report.markdown import GITHUB_COMMENT_LIMIT, MARKER, render_markdown
 from perfgate.text.inert import code, inline
 
-VERDICT_WORD = {EXIT_OK: "pass", EXIT_REGRESSION: "regression", EXIT_ERROR: "error",
-                EXIT_INCONCLUSIVE: "inconclusive"}
-"""The step output ``verdict`` for each exit code."""
-STATUS_STATE = {EXIT_OK: "success", EXIT_INCONCLUSIVE: "success", EXIT_REGRESSION: "failure",
-                EXIT_ERROR: "error"}
-"""The step output ``state`` (a commit status's state) for each exit code."""
-CHECK_LINE = {
-    EXIT_OK: "**Check: passes.**",
-    EXIT_REGRESSION: "**Check: fails** (exit code 1): a regression.",
-    EXIT_ERROR: "**Check: fails as an error** (exit code 2): perfgate could not judge every workload. "
-                "This is not a verdict on speed.",
-    EXIT_INCONCLUSIVE: "**Check: neutral** (exit code 3): undecided after the planned looks; the check "
-                       "passes with a warning. More repeats or baseline recordings decide it, not a re-run.",
-}
-"""The report's line on what the check does, for each exit code."""
+VERDICT_WORD = {code_: p.word for code_, p in RUN_POLICY.items()}
+"""The step output ``verdict`` for each exit code (``perfgate.model.verdict.RUN_POLICY``)."""
+STATUS_STATE = {code_: p.state for code_, p in RUN_POLICY.items()}
+"""The step output ``state`` (a commit status's state) for each exit code, with
+``inconclusive = "pass"``; :func:`consequence` gives it under the gate's own settings."""
+CHECK_LINE = {code_: p.check_line for code_, p in RUN_POLICY.items()}
+"""The report's line on what the check does, for each exit code, with ``inconclusive = "pass"``."""
+
+
+def consequence(outcome: GateOutcome) -> RunPolicy:
+    """What this gate shows on the pull request: its headline word, status state, check run
+    conclusion and check line, by its exit code under its own settings (``inconclusive``)."""
+    return run_policy(outcome.exit_code, outcome.config)
 
 
 @dataclass(frozen=True)
@@ -67,8 +68,9 @@ def run_link(environ: Mapping[str, str]) -> tuple[str | None, str | None]:
 
 def compose(outcome: GateOutcome, context: ReportContext, changes: InputChanges | None, *,
             retired: Sequence[str] = (), traces: Mapping[str, Any] | None = None,
-            artifacts: Path | None = None) -> str:
-    """The whole report: the gate's markdown with the check line, the notice and the context."""
+            artifacts: Path | None = None, limit: int = GITHUB_COMMENT_LIMIT) -> str:
+    """The whole report: the gate's markdown with the check line, the notice and the context,
+    at most ``limit`` characters (as long as the check line and the context fit)."""
     text = (f"Judged against the baselines and `[tool.perfgate]` of the base branch {code(context.base_ref)} "
             f"({code(context.base_sha[:12])}"
             f"{'' if context.base_verified else ', base checkout not verified as a git commit'})")
@@ -86,9 +88,9 @@ def compose(outcome: GateOutcome, context: ReportContext, changes: InputChanges 
         retired_lines = ["> [!NOTE]", "> **Retired by this pull request** (their definitions, or the baselines that "
                          f"gate them, are removed, so they are no longer gated): {', '.join(code(n) for n in retired)}.", ""]
     notice = notice_markdown(changes, context.base_ref, context.base_sha) if changes is not None else []
-    extra = ["", CHECK_LINE[outcome.exit_code], "", *notice, *retired_lines, f"<sub>{text}</sub>"]
+    extra = ["", consequence(outcome).check_line, "", *notice, *retired_lines, f"<sub>{text}</sub>"]
     extra_text = "\n".join(extra)
-    report = render_markdown(outcome, limit=GITHUB_COMMENT_LIMIT - len(extra_text) - 2, traces=traces,
+    report = render_markdown(outcome, limit=limit - len(extra_text) - 2, traces=traces,
                              relative_to=artifacts.resolve() if artifacts is not None else None)
     head, _, rest = report.partition("\n")
     title, _, rest = rest.partition("\n")
@@ -101,8 +103,9 @@ def error_report(message: str, changes: InputChanges | None, context: ReportCont
     """The report when nothing could be judged: the error's check line, the notice (when
     the changes and the context are known) and the message, made inert."""
     notice = notice_markdown(changes, context.base_ref, context.base_sha) if changes and context else []
-    return "\n".join([MARKER, "## perfgate: error", "", CHECK_LINE[EXIT_ERROR], "", *notice,
-                      f"💥 {inline(message)}", ""])
+    error = RUN_POLICY[EXIT_ERROR]
+    return "\n".join([MARKER, f"## perfgate: {error.headline}", "", error.check_line, "", *notice,
+                      f"{POLICY[Verdict.ERROR].icon} {inline(message)}", ""])
 
 
 def status_description(outcome: GateOutcome) -> str:

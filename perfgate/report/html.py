@@ -38,7 +38,7 @@ from markupsafe import Markup
 from perfgate.analysis.compare import NOT_COUNTED
 from perfgate.analysis.outcome import GateOutcome, PhaseRow, WorkloadComparison
 from perfgate.model.result import ROWS
-from perfgate.model.verdict import Verdict
+from perfgate.model.verdict import POLICY, Verdict
 from perfgate.model.version import __version__
 from perfgate.model.workload import PHASES
 from perfgate.report.markdown import (
@@ -68,15 +68,8 @@ of 0.2% must not fill the panel and look like a change."""
 
 BASELINE_COLOUR = "#8c8c8c"
 COLOUR = {"neutral": "#1f5fa8", "slower": "#c62828", "faster": "#2e7d32"}
-VERDICT_CLASS = {
-    Verdict.REGRESSION: "bad",
-    Verdict.PASS: "good",
-    Verdict.IMPROVED: "better",
-    Verdict.INCONCLUSIVE: "open",
-    Verdict.INCOMPARABLE: "stop",
-    Verdict.NO_BASELINE: "open",
-    Verdict.ERROR: "bad",
-}
+VERDICT_CLASS = {v: POLICY[v].css_class for v in Verdict}
+"""Each verdict's CSS class (``perfgate.model.verdict.POLICY``; the colours are in :data:`CSS`)."""
 
 CSS = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", "DejaVu Sans", sans-serif; color: #1b1b1b;

@@ -11,6 +11,7 @@ from perfgate.analysis.counters import CounterChange
 from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
 from perfgate.analysis.stats import LogRatio
 from perfgate.model.repeat import MEDIAN
+from perfgate.model.verdict import POLICY, run_policy
 from perfgate.model.version import __version__
 
 REPORT_KIND = "perfgate.gate-report"
@@ -39,10 +40,11 @@ def _change(ch: CounterChange) -> dict[str, Any]:
             "changed": list(ch.changed), "failed": ch.failed, "reason": ch.reason}
 
 
-def _workload(c: WorkloadComparison) -> dict[str, Any]:
+def _workload(c: WorkloadComparison, outcome: GateOutcome) -> dict[str, Any]:
     out: dict[str, Any] = {
         "workload": c.workload,
         "verdict": c.verdict.value,
+        "fails_check": POLICY[c.verdict].fails(outcome.config),
         "reason": c.reason,
         "device": c.device,
         "environment_key": c.environment_key,
@@ -103,14 +105,16 @@ def _workload(c: WorkloadComparison) -> dict[str, Any]:
 
 
 def outcome_to_dict(outcome: GateOutcome) -> dict[str, Any]:
+    shown = run_policy(outcome.exit_code, outcome.config)
     return {
         "kind": REPORT_KIND,
         "schema_version": REPORT_SCHEMA_VERSION,
         "perfgate_version": __version__,
         "headline": outcome.headline,
         "exit_code": outcome.exit_code,
+        "check": {"state": shown.state, "conclusion": shown.conclusion, "fails": shown.fails},
         "look": outcome.look,
         "looks_correlation": outcome.rho,
         "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(outcome.config).items()},
-        "workloads": [_workload(c) for c in outcome.comparisons],
+        "workloads": [_workload(c, outcome) for c in outcome.comparisons],
     }

@@ -28,7 +28,7 @@ from perfgate.analysis.diagnose import PHASE_HINTS
 from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
 from perfgate.model.script import ARGS_PARAM, script_path_of
 from perfgate.model.trace import PhaseOperators
-from perfgate.model.verdict import Verdict
+from perfgate.model.verdict import POLICY, Verdict
 from perfgate.model.version import __version__
 from perfgate.model.workload import PHASES
 from perfgate.report.phase_table import RowKind, flagged_rank_table, phase_table
@@ -39,15 +39,8 @@ from perfgate.text.units import ms, percent, size
 
 MARKER = "<!-- perfgate-report -->"
 GITHUB_COMMENT_LIMIT = 65_536
-ICON = {
-    Verdict.REGRESSION: "❌",
-    Verdict.PASS: "✅",
-    Verdict.IMPROVED: "🚀",
-    Verdict.INCONCLUSIVE: "❔",
-    Verdict.INCOMPARABLE: "⛔",
-    Verdict.NO_BASELINE: "⚠️",
-    Verdict.ERROR: "💥",
-}
+ICON = {v: POLICY[v].icon for v in Verdict}
+"""Each verdict's icon (``perfgate.model.verdict.POLICY``)."""
 
 
 def _run_args(c: WorkloadComparison) -> str:

@@ -17,6 +17,7 @@ from perfgate.analysis.ranks import STRAGGLER_SHARE
 from perfgate.analysis.summary import WorkloadSummary
 from perfgate.model.result import ROWS, RunResult
 from perfgate.model.script import ARGS_PARAM, script_path_of
+from perfgate.model.verdict import run_policy
 from perfgate.report.phase_table import RowKind, phase_table, rank_table
 from perfgate.report.wording import clock_line, design_lines, step_statistics_line
 from perfgate.text.inert import terminal as t
@@ -127,6 +128,12 @@ def counter_lines(c: WorkloadComparison) -> list[str]:
     return lines
 
 
+def check_line(outcome: GateOutcome) -> str:
+    """What the gate does to a pull request's check, as plain text: the comment's "Check:"
+    line under the gate's settings (an INCONCLUSIVE gate neutral or failing by ``inconclusive``)."""
+    return run_policy(outcome.exit_code, outcome.config).check_line.replace("**", "").replace("`", "")
+
+
 def gate_table(outcome: GateOutcome) -> str:
     """The gate's verdicts and, per judged workload, the phase table, as plain text."""
     lines = [outcome.headline, ""]
@@ -137,6 +144,7 @@ def gate_table(outcome: GateOutcome) -> str:
         lines += [f"  {t(label.name)} ({t(label.severity)}): {t(label.evidence)}" for label in c.labels]
         lines += [f"  left out: {t(note)}" for note in c.left_out]
         lines += counter_lines(c)
+    lines += ["", check_line(outcome)]
     for c in outcome.comparisons:
         if c.time is None:
             continue
