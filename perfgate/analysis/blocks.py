@@ -41,7 +41,16 @@ from perfgate.analysis.stats.logratio import _exp
 __all__ = ["ABBA", "BlockValue", "block_log_ratio", "block_model_log_ratio", "blocks_of"]
 
 ABBA = ("base", "head", "head", "base")
-"""The order of the four processes of one block."""
+"""The order of the four processes of an even-numbered block (0, 2, ...)."""
+BAAB = ("head", "base", "base", "head")
+"""The order of an odd-numbered block: the blocks alternate, so that an effect of a process's
+place in its block (the first process of a block slower, say) cancels from the head-minus-base
+contrast over every two blocks, as linear drift cancels inside each."""
+
+
+def block_order(block: int) -> tuple[str, str, str, str]:
+    """The order of the four processes of ``block`` (0-based): ABBA, BAAB, ABBA, ..."""
+    return ABBA if block % 2 == 0 else BAAB
 
 
 @dataclass(frozen=True)

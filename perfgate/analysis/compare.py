@@ -34,6 +34,7 @@ from perfgate.analysis.counters import CounterChanges, CounterThresholds, compar
 from perfgate.analysis.decide import (
     MEDIAN_KEY,
     GateConfig,
+    Look,
     TimeDecision,
     combine_statistics,
     decide_memory,
@@ -509,10 +510,9 @@ def _final(j: _Judged, time: TimeDecision, gated: Mapping[str, TimeDecision], co
     )
 
 
-def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
+def compare(entries: Sequence[Entry], config: GateConfig, *, look: Look | None = None,
             already_decided: Collection[str] = (),
-            per_workload: Mapping[str, GateConfig] | None = None,
-            rho: float | None = None) -> GateOutcome:
+            per_workload: Mapping[str, GateConfig] | None = None) -> GateOutcome:
     """Verdicts for every entry; Holm runs over the workloads (and gated phases) judged here.
 
     ``already_decided`` names workloads settled at an earlier look: they stay in the Holm
@@ -520,10 +520,10 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
     thresholds (δ, memory, gated phases, phase flags); α, the looks and the estimation
     settings always come from ``config``, the whole run's. An entry with a ``pairing`` is
     judged by the paired design (the randomised-block analysis of its ABBA blocks); the
-    others against their stored baseline. ``rho``, the correlation of the planned looks,
-    spends α over them by the equal-z boundary (``decide.alpha_for_look``); None splits it
-    equally.
+    others against their stored baseline. ``look`` says which of the planned looks this is
+    (α and the PASS bound are spent over them, ``decide.alpha_for_look``); None: a single look.
     """
+    look = look or Look.single()
     per_workload = per_workload or {}
     phase_free: set[str] = set()  # workloads without phases: gated phases do not apply
 
@@ -576,7 +576,7 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
     for name in judged:
         c = cfg(name)
         if c not in by_config:
-            by_config[c] = decide_time(estimates, c, look, already_decided=decided_family, rho=rho)
+            by_config[c] = decide_time(estimates, c, look, already_decided=decided_family)
         decisions.update({k: by_config[c][k] for k in family_keys(name, c.gate_phases) if k in by_config[c]})
 
     out: dict[str, WorkloadComparison] = dict(settled)
@@ -589,4 +589,4 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: int = 1,
         gated = {p: decisions[f"{name}:{p}"] for p in cfg(name).gate_phases}
         out[name] = _final(j, time, gated, cfg(name))
     ordered = tuple(out[e.workload] for e in entries)
-    return GateOutcome(ordered, config, look, rho)
+    return GateOutcome(ordered, config, look)

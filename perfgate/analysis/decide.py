@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import median
 
@@ -22,17 +22,16 @@ from perfgate.analysis.stats import (
     LogRatio,
     bh_adjusted,
     confidence_interval,
-    holm_adjusted,
     min_detectable_slowdown,
-    two_look_error,
-    two_look_levels,
 )
+from perfgate.analysis.stats.sequential import DEFAULT_GAMMA, Schedule
 from perfgate.model.counters import GATED as COUNTER_NAMES
 from perfgate.model.repeat import MEDIAN, PER_STEP, STATISTIC_WORDS
 from perfgate.model.verdict import Verdict
 
 __all__ = [
     "GateConfig",
+    "Look",
     "MemoryDecision",
     "PhaseFlag",
     "TimeDecision",
@@ -43,6 +42,10 @@ __all__ = [
     "decide_time",
     "flag_phases",
 ]
+
+
+INCONCLUSIVE_POLICIES = ("pass", "fail")
+"""``inconclusive = ...``: what an undecided gate does to the pull request."""
 
 
 def _is_number(value: object) -> bool:
@@ -56,8 +59,14 @@ class GateConfig:
     alpha: float = 0.01
     delta: float = 0.03
     confidence: float = 0.95
-    looks: int = 2
-    second_look_repeats: int | None = None  # None: as many again as the first look
+    max_blocks: int = 30
+    """The most ABBA blocks a paired workload is measured for (stored baseline: the most current
+    repeats); the gate looks after every block from its first look on, α spent over those looks."""
+    spending_gamma: float = DEFAULT_GAMMA
+    """The α-spending function's γ (Hwang-Shih-DeCani; ``perfgate.analysis.stats.sequential``)."""
+    inconclusive: str = "pass"
+    """What an undecided gate does to the pull request: "pass" (exit 0, a neutral check) or
+    "fail" (exit 3 and a failing check)."""
     power: float = 0.8  # for the smallest detectable slowdown that is reported
     phase_q: float = 0.10
     phase_min_share: float = 0.01
@@ -100,13 +109,11 @@ class GateConfig:
             prob(field)
         need(_is_number(self.alpha) and self.alpha <= 0.5, "alpha", "must be at most 0.5")
         need(_is_number(self.delta) and 0 < self.delta < 1, "delta", "must be between 0 and 1 (0.03 = 3%)")
-        need(self.looks in (1, 2) and not isinstance(self.looks, bool), "looks", "must be 1 or 2")
-        need(
-            self.second_look_repeats is None
-            or (isinstance(self.second_look_repeats, int) and self.second_look_repeats >= 1),
-            "second_look_repeats",
-            "must be None or a positive integer",
-        )
+        need(isinstance(self.max_blocks, int) and not isinstance(self.max_blocks, bool)
+             and 2 <= self.max_blocks <= 10_000, "max_blocks", "must be an integer from 2 to 10000")
+        need(_is_number(self.spending_gamma) and -40 <= self.spending_gamma <= 40, "spending_gamma",
+             "must be a number from -40 to 40")
+        need(self.inconclusive in INCONCLUSIVE_POLICIES, "inconclusive", 'must be "pass" or "fail"')
         need(_is_number(self.phase_min_share) and 0 <= self.phase_min_share < 1,
              "phase_min_share", "must be in [0, 1)")
         need(_is_number(self.straggler_share) and 0 < self.straggler_share < 1,
@@ -139,45 +146,61 @@ class GateConfig:
         object.__setattr__(self, "counters_off", tuple(self.counters_off))
 
 
-def alpha_for_look(config: GateConfig, look: int, rho: float | None = None) -> float:
-    """One-sided level a lone hypothesis is tested at, at ``look``.
+@dataclass(frozen=True)
+class Look:
+    """Where a gate stands: ``count`` blocks (paired) or current repeats (stored) judged, at
+    one of the planned looks of ``schedule``."""
 
-    With one look it is ``config.alpha``. With two, ``rho=None`` splits alpha equally
-    (Bonferroni, ``alpha / 2`` per look), which holds whatever the looks' dependence but
-    spends less than alpha when they are correlated, as they always are (look 2 holds
-    look 1's repeats). A ``rho`` (the correlation of the two looks' test statistics:
-    :func:`perfgate.analysis.stats.paired_look_correlation` for a paired design,
-    :func:`perfgate.analysis.stats.stored_look_correlation` against a stored baseline) uses the
-    equal-z boundary of :func:`perfgate.analysis.stats.two_look_levels`, which spends exactly
-    alpha: 0.00569 per look at rho 0.71 and 0.00745 at rho 0.95, for alpha = 0.01 (the
-    equal split spends only 0.0088 and 0.0068 of it there).
-    """
-    if not (isinstance(look, int) and not isinstance(look, bool) and 1 <= look <= config.looks):
-        raise ValueError(f"look must be between 1 and {config.looks}, got {look!r}")
-    if config.looks == 1:
-        return config.alpha
-    if rho is None:
-        return config.alpha / config.looks
-    return two_look_levels(config.alpha, rho)[look - 1]
+    count: int
+    schedule: Schedule
+    unit: str = "block"
+
+    def __post_init__(self) -> None:
+        if self.schedule.look_at(self.count) is None:
+            raise ValueError(f"no planned look at {self.count} {self.unit}s ({self.schedule.describe()})")
+
+    @classmethod
+    def single(cls, count: int = 1, unit: str = "block") -> Look:
+        """The one look of a fixed design: the whole α at once."""
+        return cls(count, Schedule(count, count), unit)
+
+    @property
+    def number(self) -> int:
+        return self.schedule.look_at(self.count) or 0
+
+    @property
+    def looks(self) -> int:
+        return self.schedule.looks
+
+    @property
+    def last(self) -> bool:
+        return self.count >= self.schedule.last
+
+    def level(self, alpha: float) -> float:
+        """The nominal one-sided level this look tests a hypothesis at, for a total ``alpha``."""
+        return self.schedule.level(alpha, self.count)
+
+    def where(self) -> str:
+        if self.looks == 1:
+            return f"one look, {self.count} {self.unit}{'s' if self.count != 1 else ''}"
+        return f"look {self.number} of {self.looks}, {self.count} {self.unit}{'s' if self.count != 1 else ''}"
 
 
-def pass_level(config: GateConfig, look: int, rho: float | None = None) -> float:
+def alpha_for_look(config: GateConfig, look: Look) -> float:
+    """One-sided level a lone hypothesis is tested at, at ``look``: ``config.alpha`` spent over
+    the planned looks (:mod:`perfgate.analysis.stats.sequential`); the whole α with one look."""
+    return look.level(config.alpha)
+
+
+def pass_level(config: GateConfig, look: Look) -> float:
     """The one-sided level of the upper bound PASS holds below δ at ``look``.
 
     Over the whole gate a true slowdown of exactly δ may PASS with chance at most
-    ``(1 - config.confidence) / 2`` (2.5% at 95%), however many looks it takes: with two
-    looks that chance is spent over them as α is (the equal-z boundary at the looks'
-    correlation ``rho``, or an equal split without one), since passing at either look is
-    passing. Testing each look's 95% bound would let a true δ slowdown pass in about 4.3%
-    of gates. PASS needs every statistic's bound below δ (an intersection), which spends
-    nothing more.
+    ``(1 - config.confidence) / 2`` (2.5% at 95%), however many looks it takes: that chance is
+    spent over the looks as α is (passing at any look is passing). PASS needs every
+    statistic's bound below δ (an intersection), which spends nothing more.
     """
-    total = (1.0 - config.confidence) / 2.0
-    if config.looks == 1:
-        return total
-    if rho is None:
-        return total / config.looks
-    return two_look_levels(total, rho)[look - 1]
+    return look.level((1.0 - config.confidence) / 2.0)
 
 
 @dataclass(frozen=True)
@@ -189,8 +212,10 @@ class TimeDecision:
     mde: float  # smallest slowdown detectable at the first Holm step's level with config.power
     look: int = 1
     looks: int = 1
-    p_holm_slower: float = 1.0
-    p_holm_faster: float = 1.0
+    level_slower: float = 0.0
+    """The nominal one-sided level of this hypothesis's Holm step at this look (slower)."""
+    level_faster: float = 0.0
+    """The same for the faster test (IMPROVED)."""
     statistic: str = PER_STEP
     """Which per-repeat statistic ``estimate`` is of (``perfgate.model.repeat.STATISTICS``)."""
     by_statistic: Mapping[str, TimeDecision] = field(default_factory=dict)
@@ -199,9 +224,12 @@ class TimeDecision:
     pass_bound: float = math.nan
     """The upper bound PASS held below δ (ratio), at :func:`pass_level`'s one-sided level."""
 
+    count: int = 0
+    """Blocks (paired) or current repeats (stored) this decision was made on."""
+
     @property
-    def second_look(self) -> bool:
-        """True when this verdict is INCONCLUSIVE and a second look is still planned."""
+    def goes_on(self) -> bool:
+        """True when this verdict is INCONCLUSIVE and a later look is still planned."""
         return self.verdict is Verdict.INCONCLUSIVE and self.look < self.looks
 
 
@@ -225,55 +253,47 @@ def _p(p: float) -> str:
     return f"{p:.1e}" if 0 < p < 1e-4 else f"{p:.2g}"
 
 
-def _holm_thresholds(p: np.ndarray, alpha: float) -> np.ndarray:
-    """alpha / (m - rank + 1): the level each p-value is compared with in Holm's steps."""
-    m = p.size
-    ranks = np.empty(m, dtype=int)
-    ranks[np.argsort(p, kind="stable")] = np.arange(m)
-    return alpha / (m - ranks)
+def _holm_steps(p: np.ndarray, level_of: Callable[[float], float], alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """Holm's step-down with each step's level from the sequential boundary: (rejected, level).
 
-
-def _boundary_holm(p: np.ndarray, alpha: float, rho: float, look: int) -> tuple[list[float], np.ndarray]:
-    """Holm with two-look boundaries: (adjusted p-values, each p's step level).
-
-    Each p maps to its two-look error (the alpha a lone hypothesis would spend if both
-    looks tested at that p), Holm runs on those at ``alpha``, and the adjusted values map
-    back to the per-look scale, so they compare with ``alpha_for_look(config, look, rho)``
-    as the equal split's compare with ``alpha / 2``.
+    The hypothesis of rank r (0-based, by p) is tested at ``level_of(alpha / (m - r))``, the
+    nominal level of this look for a lone hypothesis given ``alpha / (m - r)`` over all the
+    looks: Bonferroni over the hypotheses still open, the boundary over each one's looks.
+    The step-down stops at the first p above its step's level.
     """
-    errors = [0.0 if x <= 0.0 else 1.0 if x >= 1.0 else two_look_error(float(x), rho) for x in p]
-    adjusted = [e if e <= 0.0 or e >= 1.0 else two_look_levels(e, rho)[look - 1] for e in holm_adjusted(errors)]
     m = p.size
-    ranks = np.empty(m, dtype=int)
-    ranks[np.argsort(p, kind="stable")] = np.arange(m)
-    levels = {r: two_look_levels(alpha / (m - r), rho)[look - 1] for r in set(ranks.tolist())}
-    return adjusted, np.array([levels[r] for r in ranks.tolist()])
+    order = np.argsort(p, kind="stable")
+    levels = np.empty(m)
+    rejected = np.zeros(m, dtype=bool)
+    going = True
+    for r, i in enumerate(order.tolist()):
+        levels[i] = level_of(alpha / (m - r))
+        going = going and bool(p[i] <= levels[i])
+        rejected[i] = going
+    return rejected, levels
 
 
 def decide_time(
     estimates: Mapping[str, LogRatio],
     config: GateConfig,
-    look: int,
+    look: Look | None = None,
     *,
     already_decided: Collection[str] = (),
-    rho: float | None = None,
 ) -> dict[str, TimeDecision]:
-    """Verdicts for the step time of each workload at ``look`` (1-based).
+    """Verdicts for the step time of each workload at ``look`` (None: a single look).
 
     Holm runs over the whole family: every name in ``estimates`` and in
     ``already_decided``. Workloads decided at an earlier look enter with p = 1 and get no
-    new decision. Gated phases are decided in the same family by passing them as extra
-    entries (for example ``"resnet18:forward"``).
+    new decision (they stopped measuring; counting them keeps every step's level safe).
+    Gated phases are decided in the same family by passing them as extra entries (for
+    example ``"resnet18:forward"``).
 
-    ``rho`` is the correlation of the two looks (see :func:`alpha_for_look`); ``None``
-    keeps the equal split. With a ``rho``, Holm's step with ``s`` hypotheses left tests
-    at ``two_look_levels(alpha / s, rho)``: Bonferroni over the ``s`` workloads and the
-    exact boundary over each one's two looks. (Dividing the boundary for ``alpha`` by
-    ``s`` would overspend: far in the tail two correlated looks act more like
-    independent ones.) One ``rho`` serves the family; pass the smallest of its
-    workloads' correlations, since a smaller ``rho`` gives smaller levels.
+    α is spent over the planned looks: Holm's step with ``s`` hypotheses left tests at this
+    look's nominal level for ``alpha / s`` (:func:`_holm_steps`). PASS holds the upper bound
+    at :func:`pass_level` below δ.
     """
-    alpha = alpha_for_look(config, look, rho)
+    look = look or Look.single()
+    alpha = alpha_for_look(config, look)
     decided = set(already_decided)
     open_names = [n for n in estimates if n not in decided]
     family = open_names + sorted(decided)
@@ -282,23 +302,18 @@ def decide_time(
         return {}
     p_slow = np.array([estimates[n].p_slower for n in open_names] + [1.0] * len(decided))
     p_fast = np.array([estimates[n].p_faster for n in open_names] + [1.0] * len(decided))
-    if rho is None or config.looks == 1:
-        adj_slow, adj_fast = holm_adjusted(p_slow), holm_adjusted(p_fast)
-        thr_slow, thr_fast = _holm_thresholds(p_slow, alpha), _holm_thresholds(p_fast, alpha)
-        first_step = alpha / m
-    else:
-        adj_slow, thr_slow = _boundary_holm(p_slow, config.alpha, rho, look)
-        adj_fast, thr_fast = _boundary_holm(p_fast, config.alpha, rho, look)
-        first_step = two_look_levels(config.alpha / m, rho)[look - 1]
+    rej_slow, thr_slow = _holm_steps(p_slow, look.level, config.alpha)
+    rej_fast, thr_fast = _holm_steps(p_fast, look.level, config.alpha)
+    first_step = look.level(config.alpha / m)
     up, down = 1.0 + config.delta, 1.0 / (1.0 + config.delta)
     d = f"δ={config.delta * 100:g}%"
-    where = f"look {look} of {config.looks}"
-    pass_one_sided = pass_level(config, look, rho)
+    where = look.where()
+    pass_one_sided = pass_level(config, look)
     out: dict[str, TimeDecision] = {}
     for i, name in enumerate(open_names):
         est = estimates[name]
-        slow = adj_slow[i] <= alpha
-        fast = adj_fast[i] <= alpha
+        slow = bool(rej_slow[i])
+        fast = bool(rej_fast[i])
         mde = min_detectable_slowdown(est, first_step, config.power)
         # The PASS rule's bound is spent over the looks (pass_level); say its level each time.
         upper = confidence_interval(est, 1.0 - 2.0 * pass_one_sided)[1]
@@ -313,8 +328,7 @@ def decide_time(
             verdict = Verdict.INCONCLUSIVE
         # The printed interval has the level of this workload's Holm step, two-sided
         # 1 - 2 * threshold, so that it clears 0% exactly when that step's one-sided test
-        # does (the faster test's step for IMPROVED): a 95% interval beside a test at 0.5%
-        # showed "+9.8% [+3.2, +16.9]" next to "not significant".
+        # does (the faster test's step for IMPROVED).
         threshold = thr_fast[i] if verdict is Verdict.IMPROVED else thr_slow[i]
         level = 1.0 - 2.0 * threshold
         low, high = confidence_interval(est, level)
@@ -335,18 +349,19 @@ def decide_time(
                 why = (f"slower (p={_p(est.p_slower)}, Holm, {where}) but the estimate is not "
                        f"above {d} and the {bound} reaches above it")
             else:
-                why = (f"not significant (p={_p(est.p_slower)}, Holm-adjusted {_p(adj_slow[i])} > "
-                       f"α={_p(alpha)}, {where}) and the {bound} reaches above {d}")
-            nxt = "second look planned" if look < config.looks else f"undecided after {where}"
+                why = (f"not significant (p={_p(est.p_slower)} > its Holm step's level {_p(thr_slow[i])}, "
+                       f"{where}) and the {bound} reaches above {d}")
+            nxt = "measuring on" if not look.last else f"undecided at the last planned look ({where})"
             if math.isfinite(mde):
-                detect = f"this run could detect about {mde * 100:+.1f}%"
+                detect = f"this look could detect about {mde * 100:+.1f}%"
             else:
                 detect = f"a slowdown up to {MDE_LIMIT_RATIO:g}× is not detectable with this noise"
             reason = f"{head}: {why}; {detect}; {nxt}"
         if est.excluded_baseline or est.outliers_current:
             reason += f"; {_outlier_text(est)}"
-        out[name] = TimeDecision(verdict, reason, est, alpha, mde, look, config.looks,
-                                 adj_slow[i], adj_fast[i], statistic=statistic_of(name), pass_bound=upper)
+        out[name] = TimeDecision(verdict, reason, est, alpha, mde, look.number, look.looks,
+                                 float(thr_slow[i]), float(thr_fast[i]), statistic=statistic_of(name),
+                                 pass_bound=upper, count=look.count)
     return out
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfgate.analysis.counters import CounterChanges
-from perfgate.analysis.decide import GateConfig, MemoryDecision, PhaseFlag, TimeDecision
+from perfgate.analysis.decide import GateConfig, Look, MemoryDecision, PhaseFlag, TimeDecision
 from perfgate.analysis.diagnose import Label
 from perfgate.analysis.summary import WorkloadSummary
 from perfgate.model.baseline import Baseline, Provenance
@@ -135,19 +135,25 @@ class WorkloadComparison:
     def provenance(self) -> Provenance | None:
         return self.baseline.recordings[-1].provenance if self.baseline else None
 
+    progress: str | None = None
+    """How the sequential gate ended for this workload: "decided after 9 blocks (3 min 10 s)",
+    or why it stopped undecided (the budget, an interruption)."""
+
     @property
-    def second_look(self) -> bool:
-        """Undecided on time with a second look still planned (and not already failed)."""
-        return self.verdict is Verdict.INCONCLUSIVE and self.time is not None and self.time.look < self.time.looks
+    def goes_on(self) -> bool:
+        """Undecided on time with a later look still planned (and not already failed)."""
+        return self.verdict is Verdict.INCONCLUSIVE and self.time is not None and self.time.goes_on
 
 
 @dataclass(frozen=True)
 class GateOutcome:
     comparisons: tuple[WorkloadComparison, ...]
     config: GateConfig
-    look: int
-    rho: float | None = None
-    """The correlation of the two looks α was spent by (equal-z boundary); None: split equally."""
+    look: Look
+    """The last look taken (its schedule: the planned looks α was spent over)."""
+    stopped: str | None = None
+    """Why the gate stopped with workloads undecided before their last planned look: "stopped at
+    the budget ...", "interrupted ..."; None when it ran its course."""
 
     def by_verdict(self, verdict: Verdict) -> list[WorkloadComparison]:
         return [c for c in self.comparisons if c.verdict is verdict]

@@ -2,15 +2,13 @@
 
 Every gate is a whole CI job of several workloads (three by default; the first may carry a
 true slowdown, the others never do, so Holm runs over a real family). The simulation
-builds :class:`~perfgate.model.result.RunResult` objects the way the runner would, and hands
-them to the real :func:`perfgate.analysis.compare.compare` for the first look. The workloads it
-leaves INCONCLUSIVE with a second look planned are measured again (more repeats, or more
-ABBA blocks numbered on from the first look's), the two runs are merged with the real
-:func:`perfgate.model.result.merge_repeats`, and ``compare`` judges them at look 2 with the
-others ``already_decided``, exactly as ``perfgate.gate.gating`` does (the paired design passes
-the looks' correlation ``rho`` as ``run_paired_gate`` does; the stored design, like
-``run_gate``, passes none). Nothing here decides a verdict; it only draws the numbers
-and counts what ``compare`` says.
+builds :class:`~perfgate.model.result.RunResult` objects the way the runner would, and the
+real sequential driver (:func:`perfgate.analysis.driver.drive`) judges them with the real
+:func:`perfgate.analysis.compare.compare`: it looks at the first look's blocks (or repeats),
+stops every workload it decides, draws one more block of the others, and looks again, up to
+``GateConfig.max_blocks`` or the budget (``Scenario.budget_blocks``), exactly as
+``perfgate.gate.gating.run_gate`` does; blocks alternate ABBA and BAAB as the runner's do.
+Nothing here decides a verdict; it only draws the numbers and counts what the gate says.
 
 The noise model, on the log of each process's step time, in the order the processes run
 in their job (workloads round-robin as the runner interleaves them)::
@@ -60,13 +58,14 @@ from unittest import mock
 import numpy as np
 
 import perfgate.analysis.compare as gate_compare
-from perfgate.analysis.blocks import ABBA, BlockValue, block_log_ratio, block_model_log_ratio
+from perfgate.analysis.blocks import ABBA, BlockValue, block_log_ratio, block_model_log_ratio, block_order
+from perfgate.analysis.driver import drive, schedule_for
 from perfgate.analysis.decide import GateConfig
-from perfgate.analysis.outcome import Entry, GateOutcome, Pairing
-from perfgate.analysis.stats import LogRatio, log_ratio, paired_look_correlation
+from perfgate.analysis.outcome import Entry, Pairing
+from perfgate.analysis.stats import LogRatio, log_ratio
 from perfgate.model.baseline import Baseline
 from perfgate.model.environment import Environment
-from perfgate.model.result import RepeatResult, RunResult, merge_repeats
+from perfgate.model.result import RepeatResult, RunResult
 from perfgate.model.verdict import Verdict
 from perfgate.model.workload import PHASES
 from perfgate.store.baselines import Lookup, updated_baseline
@@ -123,12 +122,15 @@ class Scenario:
     """True slowdown of the changed workload (the first one); 0.05 = 5% slower."""
     paired: bool = True
     blocks: int = 6
-    """Paired: ABBA blocks at the first look (the second adds ``second_look_blocks``)."""
-    second_look_blocks: int | None = None
+    """Paired: ABBA blocks at the first look (then a look after every block, up to
+    ``GateConfig.max_blocks``)."""
+    budget_blocks: int | None = None
+    """The wall-time budget, in the time of this many blocks (stored: repeats) of every workload;
+    None: none, the gate stops at ``max_blocks``."""
     recordings: int = 1
     """Stored: baseline recordings, each in a job of its own."""
     repeats: int = 5
-    """Stored: current repeats at the first look (the second adds ``GateConfig.second_look_repeats``)."""
+    """Stored: current repeats at the first look (then a look after every repeat)."""
     baseline_repeats: int = 5
     workloads: int = 3
     estimator: str = "contrast"
@@ -176,9 +178,12 @@ class CellResult:
     false_regressions: int = 0
     """Gates with a REGRESSION on a workload that did not change (all of them when the
     slowdown is 0): the family-wise false alarms Holm controls."""
-    second_looks: int = 0
-    """Gates that took a second look (for any workload)."""
-    compare_calls: int = 0
+    went_on: int = 0
+    """Gates that looked more than once (for any workload)."""
+    looks: int = 0
+    """Looks taken over all gates (each one ``compare`` call)."""
+    units: tuple[int, ...] = ()
+    """Per gate, the blocks (stored: repeats) of its last look: where it stopped."""
     seconds: float = field(default=0.0, compare=False)
     ratios: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     """Per statistic, the changed workload's final estimate (ratio) in each gate."""
@@ -270,14 +275,18 @@ def _telemetry(r: _Repeat) -> Mapping[str, object]:
     return {"gpu": {**base["gpu"], "sm_clock_mhz": {"median": r.clock_mhz}}}
 
 
-def _run_result(workload: str, repeats: Sequence[_Repeat], phases: bool) -> RunResult:
+def _run_result(workload: str, repeats: Sequence[_Repeat], phases: bool,
+                built: Sequence[RepeatResult] | None = None) -> RunResult:
+    """A result of ``repeats``; ``built`` are their RepeatResults already made (a later look
+    reuses its earlier repeats, and their cached summaries)."""
     return RunResult(
         workload=workload, workload_version=1, workload_source="file:simulated.py", device=ENV.device,
         params={"batch_size": 32, "steps": 3}, overrides={}, environment=ENV,
         data={"kind": "synthetic", "path": "memory", "content_hash": "0" * 64, "hash_method": "none",
               "num_samples": 1024, "description": "simulated"},
         created_at=_STARTED, perfgate_version="0.1.0",
-        repeats=tuple(_repeat_result(i, r, phases) for i, r in enumerate(repeats)),
+        repeats=tuple(built) if built is not None else tuple(
+            _repeat_result(i, r, phases) for i, r in enumerate(repeats)),
     )
 
 
@@ -299,14 +308,15 @@ def _paired_estimator(name: str) -> Iterator[None]:
 
 
 class _Gate:
-    """One simulated gate: measures (draws) and judges through ``compare``, two looks at most."""
+    """One simulated gate: draws the processes and is judged by the real driver and ``compare``."""
 
     def __init__(self, s: Scenario, config: GateConfig, rng: np.random.Generator) -> None:
         self.s, self.config, self.rng = s, config, rng
         self.names = [f"w{i}" for i in range(s.workloads)]
         # Workloads of different speeds; only the first may change.
         self.levels = {n: math.log(50.0 * (1 + i)) for i, n in enumerate(self.names)}
-        self.calls = 0
+        self.looks = 0
+        self.units = 0
         self.ratios: dict[str, float] = {}
         """The changed workload's last estimates, per statistic."""
 
@@ -326,90 +336,108 @@ class _Gate:
             return _Repeat(math.exp(x), throttled, block, clock_mhz=clock)
         return _Repeat(math.exp(x), throttled, block, _drawn_series(self.rng, s, math.exp(x), changed), clock)
 
-    def _compare(self, entries: list[Entry], look: int, decided: Sequence[str] = (),
-                 rho: float | None = None) -> GateOutcome:
-        self.calls += 1
-        outcome = gate_compare.compare(entries, self.config, look=look, already_decided=decided, rho=rho)
-        for c in outcome.comparisons:
+    def run(self) -> dict[str, Verdict]:
+        s = self.s
+        strategy: _Drawn = _DrawnBlocks(self) if s.paired else _DrawnRepeats(self)
+        first = s.blocks if s.paired else s.repeats
+        schedule = schedule_for(self.config, first, strategy.unit)
+        budget = None if s.budget_blocks is None else float(s.budget_blocks * s.workloads)
+        driven = drive(strategy, self.names, self.config, schedule, budget_s=budget, clock=strategy.clock)
+        self.looks, self.units = driven.looks, driven.count
+        for c in driven.outcome.comparisons:
             if c.workload == self.names[0] and c.time is not None:
                 self.ratios = {k: d.estimate.ratio for k, d in (c.time.by_statistic or {"step": c.time}).items()}
-        return outcome
+        return {c.workload: c.verdict for c in driven.outcome.comparisons}
 
-    def run(self) -> dict[str, Verdict]:
-        return self._paired() if self.s.paired else self._stored()
 
-    def _finish(self, first: GateOutcome, second: GateOutcome | None) -> dict[str, Verdict]:
-        verdicts = {c.workload: c.verdict for c in first.comparisons}
-        if second is not None:
-            verdicts.update({c.workload: c.verdict for c in second.comparisons})
-        return verdicts
+class _Drawn:
+    """A simulated strategy of ``perfgate.analysis.driver.drive``: one unit of one workload
+    takes one tick of its clock, so a budget is counted in blocks (or repeats)."""
 
-    def _paired(self) -> dict[str, Verdict]:
-        s, job = self.s, _Job(self.rng, self.s.noise)
+    unit = "block"
 
-        def measure(which: Sequence[str], first_block: int, count: int) -> tuple[dict, dict]:
-            head: dict[str, list[_Repeat]] = {n: [] for n in which}
-            base: dict[str, list[_Repeat]] = {n: [] for n in which}
-            for b in range(first_block, first_block + count):
-                for n in which:
-                    for arm in ABBA:
-                        is_head = arm == "head"
-                        (head if is_head else base)[n].append(self._value(job, n, is_head, b))
-            return ({n: _run_result(n, v, s.phases) for n, v in head.items()},
-                    {n: _run_result(n, v, s.phases) for n, v in base.items()})
+    def __init__(self, gate: _Gate) -> None:
+        self.gate = gate
+        self.ticks = 0
+        self.drawn: dict[str, list[_Repeat]] = {n: [] for n in gate.names}
+        self.have: dict[str, int] = {n: 0 for n in gate.names}
+        self.built: dict[tuple[int, str], list[RepeatResult]] = {}
 
-        def entries(head: Mapping[str, RunResult], base: Mapping[str, RunResult], which: Sequence[str]) -> list[Entry]:
-            return [Entry(n, head[n], None, pairing=Pairing(base[n], AGAINST)) for n in which]
+    def clock(self) -> float:
+        return float(self.ticks)
 
-        extra = s.second_look_blocks or s.blocks
-        # as perfgate.gate.gating.run_paired_gate: alpha spent over the looks by their known correlation
-        rho = paired_look_correlation(s.blocks, s.blocks + extra) if self.config.looks == 2 else None
-        head, base = measure(self.names, 0, s.blocks)
-        first = self._compare(entries(head, base, self.names), 1, rho=rho)
-        again = [c.workload for c in first.comparisons if c.second_look]
-        if not again:
-            return self._finish(first, None)
-        head2, base2 = measure(again, s.blocks, extra)
-        for n in again:
-            head[n] = merge_repeats([head[n], head2[n]])
-            base[n] = merge_repeats([base[n], base2[n]])
-        decided = [n for n in self.names if n not in again]
-        return self._finish(first, self._compare(entries(head, base, again), 2, decided, rho=rho))
+    def result(self, name: str, drawn: Mapping[str, list[_Repeat]]) -> RunResult:
+        """The result of ``drawn[name]``, its RepeatResults built once over all looks."""
+        built = self.built.setdefault((id(drawn), name), [])
+        phases = self.gate.s.phases
+        built.extend(_repeat_result(i, r, phases) for i, r in enumerate(drawn[name]) if i >= len(built))
+        return _run_result(name, drawn[name], phases, built)
 
-    def _stored(self) -> dict[str, Verdict]:
-        s = self.s
-        baselines: dict[str, Baseline | None] = {n: None for n in self.names}
+    def available(self, name: str) -> int:
+        return self.have[name]
+
+    def seconds_per_unit(self, names: Sequence[str]) -> float | None:
+        return float(len(names))
+
+    def notes(self, name: str) -> tuple[str, ...]:
+        return ()
+
+
+class _DrawnBlocks(_Drawn):
+    """The paired design: blocks of every open workload in turn, ABBA and BAAB alternating."""
+
+    def __init__(self, gate: _Gate) -> None:
+        super().__init__(gate)
+        self.job = _Job(gate.rng, gate.s.noise)
+        self.base: dict[str, list[_Repeat]] = {n: [] for n in gate.names}
+
+    def measure(self, names: Sequence[str], upto: int) -> None:
+        start = min(self.have[n] for n in names)
+        for b in range(start, upto):
+            for n in names:
+                for arm in block_order(b):
+                    is_head = arm == "head"
+                    (self.drawn if is_head else self.base)[n].append(self.gate._value(self.job, n, is_head, b))
+                self.have[n] = b + 1
+                self.ticks += 1
+
+    def entries(self, names: Sequence[str], count: int) -> list[Entry]:
+        return [Entry(n, self.result(n, self.drawn), None, pairing=Pairing(self.result(n, self.base), AGAINST))
+                for n in names]
+
+
+class _DrawnRepeats(_Drawn):
+    """The stored design: baselines recorded in jobs of their own, then current repeats."""
+
+    unit = "repeat"
+
+    def __init__(self, gate: _Gate) -> None:
+        super().__init__(gate)
+        s = gate.s
+        baselines: dict[str, Baseline | None] = {n: None for n in gate.names}
         for k in range(s.recordings):  # each recording is a job of its own: perfgate rebaseline [--append]
-            job = _Job(self.rng, s.noise)
-            recorded: dict[str, list[_Repeat]] = {n: [] for n in self.names}
+            job = _Job(gate.rng, s.noise)
+            recorded: dict[str, list[_Repeat]] = {n: [] for n in gate.names}
             for _ in range(s.baseline_repeats):
-                for n in self.names:
-                    recorded[n].append(self._value(job, n, False))
-            for n in self.names:
+                for n in gate.names:
+                    recorded[n].append(gate._value(job, n, False))
+            for n in gate.names:
                 baselines[n] = updated_baseline(baselines[n], _run_result(n, recorded[n], s.phases),
                                                 f"simulated recording {k + 1}", append=k > 0,
                                                 max_recordings=max(s.recordings, 1), now=_NOW)
-        lookups = {n: Lookup(baselines[n], Path("simulated") / f"{n}.json") for n in self.names}
-        job = _Job(self.rng, s.noise)
+        self.lookups = {n: Lookup(baselines[n], Path("simulated") / f"{n}.json") for n in gate.names}
+        self.job = _Job(gate.rng, s.noise)
 
-        def measure(which: Sequence[str], count: int) -> dict[str, RunResult]:
-            cur: dict[str, list[_Repeat]] = {n: [] for n in which}
-            for _ in range(count):
-                for n in which:
-                    cur[n].append(self._value(job, n, True))
-            return {n: _run_result(n, v, s.phases) for n, v in cur.items()}
+    def measure(self, names: Sequence[str], upto: int) -> None:
+        start = min(self.have[n] for n in names)
+        for _ in range(start, upto):
+            for n in names:
+                self.drawn[n].append(self.gate._value(self.job, n, True))
+                self.have[n] += 1
+                self.ticks += 1
 
-        current = measure(self.names, s.repeats)
-        first = self._compare([Entry(n, current[n], lookups[n]) for n in self.names], 1)
-        again = [c.workload for c in first.comparisons if c.second_look]
-        if not again:
-            return self._finish(first, None)
-        more = measure(again, self.config.second_look_repeats or s.repeats)
-        for n in again:
-            current[n] = merge_repeats([current[n], more[n]])
-        decided = [n for n in self.names if n not in again]
-        second = self._compare([Entry(n, current[n], lookups[n]) for n in again], 2, decided)
-        return self._finish(first, second)
+    def entries(self, names: Sequence[str], count: int) -> list[Entry]:
+        return [Entry(n, self.result(n, self.drawn), self.lookups[n]) for n in names]
 
 
 def _seed(s: Scenario, seed: int) -> np.random.SeedSequence:
@@ -417,7 +445,7 @@ def _seed(s: Scenario, seed: int) -> np.random.SeedSequence:
     floats = (n.run_sd_log, n.ar, n.drift_per_process, n.day_sd_log, n.outlier_rate, n.outlier_factor,
               n.throttle_rate, n.throttle_factor, n.current_sd_factor, s.slowdown)
     ints = [round(abs(v) * 1_000_000) for v in floats] + [int(n.ar < 0)]
-    ints += [int(s.paired), s.blocks, s.second_look_blocks or 0, s.recordings, s.repeats, s.baseline_repeats,
+    ints += [int(s.paired), s.blocks, s.budget_blocks or 0, s.recordings, s.repeats, s.baseline_repeats,
              s.workloads, s.steps, s.stall_every]
     ints += [round(abs(v) * 1_000_000) for v in (s.step_sd, s.slow_step_rate, s.slow_step_factor, s.stall_share,
                                                   s.clock_dip_rate, s.clock_dip)]
@@ -431,7 +459,8 @@ def simulate(scenario: Scenario, gates: int, config: GateConfig | None = None, s
     rng = np.random.default_rng(_seed(scenario, seed))
     counts: dict[Verdict, int] = {}
     ratios: dict[str, list[float]] = {}
-    false = second = calls = 0
+    false = went_on = looks = 0
+    units: list[int] = []
     started = time.perf_counter()
     with _paired_estimator(scenario.estimator if scenario.paired else "contrast"):
         for _ in range(gates):
@@ -442,11 +471,12 @@ def simulate(scenario: Scenario, gates: int, config: GateConfig | None = None, s
             changes = scenario.slowdown != 0 or bool(scenario.stall_every and scenario.stall_share)
             unchanged = gate.names[1:] if changes else gate.names
             false += any(verdicts[n] is Verdict.REGRESSION for n in unchanged)
-            second += gate.calls > 1
-            calls += gate.calls
+            went_on += gate.looks > 1
+            looks += gate.looks
+            units.append(gate.units)
             for k, v in gate.ratios.items():
                 ratios.setdefault(k, []).append(v)
-    return CellResult(scenario, gates, counts, false, second, calls, time.perf_counter() - started,
+    return CellResult(scenario, gates, counts, false, went_on, looks, tuple(units), time.perf_counter() - started,
                       {k: tuple(v) for k, v in ratios.items()})
 
 

@@ -10,7 +10,7 @@ a verdict, an error, Ctrl-C or SIGTERM. The user's checkout, its HEAD, index and
 state are never touched.
 
 A step is one paired gate of the candidate (head) against GOOD (base), by the gate's own
-rules (``run_paired_gate``: ABBA blocks, Holm over the one workload, δ, the two looks):
+rules (``run_gate``: ABBA blocks, Holm over the one workload, δ, the sequential looks):
 
 - REGRESSION: the candidate is bad; the first slow commit is it or an earlier one;
 - PASS or IMPROVED: the candidate is good;
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfgate.gate.config import Settings
-from perfgate.gate.gating import PairedPlan, base_jobs_for, run_paired_gate
+from perfgate.gate.gating import GateRequest, PairedPlan, base_jobs_for, run_gate
 from perfgate.gate.worktree import BaseTree, base_worktree, git, repository_root, resolve_commit, sigterm_as_interrupt
 from perfgate.model.errors import EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_OK, UsageError
 from perfgate.model.job import Job
@@ -266,14 +266,14 @@ def interruptible() -> Iterator[None]:
 def paired_judge(template: Sequence[Job], *, project_dir: Path, workload_paths: Sequence[Path],
                  assignments: Mapping[str, object], settings: Settings, device: str, out_dir: Path,
                  **run: object) -> tuple[Judge, Callable[[BaseTree], None]]:
-    """The real judge, a paired gate per call (``run_paired_gate``), and the check that GOOD
+    """The real judge, a paired gate per call (``run_gate``), and the check that GOOD
     defines the workload.
 
     ``template`` holds the one job built from the user's checkout (its name, ``--set``
     overrides and data root); each tree's own job is found in that tree with
     :func:`base_jobs_for`, for GOOD (base) and the candidate (head) alike. The gate's
     result files go to ``out_dir/<commit>-<blocks>blocks/`` (and its ``base/``); ``run``
-    holds ``run_paired_gate``'s measuring options (progress, cache_dir, timeout_s, ...).
+    holds ``run_gate``'s measuring options (progress, cache_dir, timeout_s, ...).
     """
     (job,) = template
     name = job.workload.name
@@ -292,10 +292,10 @@ def paired_judge(template: Sequence[Job], *, project_dir: Path, workload_paths: 
             return Judgement(Verdict.ERROR, f"the commit {candidate.commit[:7]} has no workload {name!r}", blocks)
         plan = PairedPlan([head_jobs[name]], jobs_in(good), candidate.mirror(project_dir), good.mirror(project_dir),
                           good.commit)
-        gate = run_paired_gate(plan, settings=dataclasses.replace(settings, blocks=blocks), device=device,
-                               blocks=blocks, second_look_blocks=None,
-                               out_dir=out_dir / f"{candidate.commit[:12]}-{blocks}blocks",
-                               **run)  # type: ignore[arg-type]
+        gate_settings = dataclasses.replace(settings, blocks=blocks, gate=dataclasses.replace(
+            settings.gate, max_blocks=max(settings.gate.max_blocks, blocks)))
+        gate = run_gate(GateRequest([head_jobs[name]], gate_settings, device, out_dir=out_dir / f"{candidate.commit[:12]}-{blocks}blocks",
+                                    paired=plan, **run))  # type: ignore[arg-type]
         (comparison,) = gate.outcome.comparisons
         change = comparison.time.estimate.change if comparison.time is not None else None
         return Judgement(comparison.verdict, comparison.reason, blocks, change)

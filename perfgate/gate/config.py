@@ -5,8 +5,9 @@ Precedence: a command-line option, then the workload's own table
 thresholds that can differ per workload without breaking the multiple-testing
 correction are allowed in a workload table (``delta``, ``memory_threshold``,
 ``gate_phases``, ``phase_q``, ``phase_min_share``, and the counters' ``flops_threshold``,
-``launch_threshold``, ``counters_off``); α, the number of looks and ``counters`` (the
-counted runs on or off) belong to the whole run.
+``launch_threshold``, ``counters_off``); α, the looks (``max_blocks``, ``budget``,
+``spending_gamma``), ``inconclusive`` and ``counters`` (the counted runs on or off) belong to
+the whole run.
 
 The TOML is read by :func:`parse_toml`, which a pull request's pyproject.toml cannot crash:
 a file nested deeper than :data:`MAX_TOML_DEPTH` levels (an array inside 200,000 arrays,
@@ -26,11 +27,18 @@ from typing import Any
 from perfgate.analysis.decide import GateConfig
 from perfgate.model.errors import UsageError
 from perfgate.model.workload import PHASES
+from perfgate.text.units import parse_duration
 
 GATE_KEYS = {f.name for f in dataclasses.fields(GateConfig)}
 PER_WORKLOAD_KEYS = {"delta", "memory_threshold", "gate_phases", "phase_q", "phase_min_share",
                      "flops_threshold", "launch_threshold", "counters_off", "straggler_share"}
-RUN_KEYS = {"baselines", "history", "workloads", "repeats", "device", "workloads_path", "blocks"}
+RUN_KEYS = {"baselines", "history", "workloads", "repeats", "device", "workloads_path", "blocks", "budget"}
+REPLACED_KEYS = {
+    "looks": "the gate now looks after every block until each workload is decided; set max_blocks "
+             "(the most blocks) and budget (the most wall time) instead",
+    "second_look_repeats": "the gate now looks after every repeat until each workload is decided; set max_blocks "
+                           "(the most repeats) and budget instead",
+}
 MAX_TOML_DEPTH = 64
 """Tables and arrays nested in a pyproject.toml at most: ``[tool.perfgate.workload.NAME]``
 and its lists are five levels; other tools' tables a few more."""
@@ -92,6 +100,8 @@ class Settings:
     repeats: int = 5
     blocks: int = 6
     """ABBA blocks at the first look of a paired gate (four processes each)."""
+    budget_s: float | None = None
+    """The most wall time a gate measures for (``budget = "20m"``); None: until ``max_blocks``."""
     device: str = "auto"
     workloads_path: tuple[str, ...] = ()
     source: str = "defaults"
@@ -140,6 +150,9 @@ def load_settings(pyproject: Path | None, cli: Mapping[str, Any] | None = None) 
             source = f"{pyproject} [tool.perfgate]"
     where = f"{pyproject} [tool.perfgate]"
     per_workload_tables = table.pop("workload", {})
+    replaced = sorted(k for k in (*table, *cli) if k in REPLACED_KEYS)
+    if replaced:
+        raise UsageError(f"{where}: {replaced[0]!r} is no longer a setting: {REPLACED_KEYS[replaced[0]]}")
     unknown = set(table) - GATE_KEYS - RUN_KEYS
     if unknown:
         allowed = ", ".join(sorted(GATE_KEYS | RUN_KEYS | {"workload"}))
@@ -175,6 +188,11 @@ def load_settings(pyproject: Path | None, cli: Mapping[str, Any] | None = None) 
     blocks = run_value("blocks", 6)
     if isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 2:
         raise UsageError(f"{where}: blocks must be an integer >= 2, got {blocks!r}")
+    budget = run_value("budget", None)
+    try:
+        budget_s = None if budget is None else parse_duration(budget, "budget")
+    except ValueError as exc:
+        raise UsageError(f"{'--budget' if 'budget' in cli else where}: {exc}") from None
     paths = run_value("workloads_path", ())
     paths = (paths,) if isinstance(paths, str) else tuple(paths)
     # Paths written in pyproject.toml are relative to it; the command line's to the cwd.
@@ -193,6 +211,7 @@ def load_settings(pyproject: Path | None, cli: Mapping[str, Any] | None = None) 
         workloads=tuple(workloads),
         repeats=repeats,
         blocks=blocks,
+        budget_s=budget_s,
         device=run_value("device", "auto"),
         workloads_path=paths,
         source=source,

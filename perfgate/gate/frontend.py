@@ -19,7 +19,7 @@ from pathlib import Path
 from perfgate.analysis.compare import compare
 from perfgate.analysis.outcome import GateOutcome
 from perfgate.gate.config import Settings
-from perfgate.gate.gating import GateRun, PairedPlan, base_jobs_for, entries_for, run_paired_gate
+from perfgate.gate.gating import GateRequest, GateRun, PairedPlan, base_jobs_for, entries_for, run_gate
 from perfgate.gate.worktree import BaseTree, base_worktree, check_clean, repository_root, resolve_commit
 from perfgate.measure.trace import trace_job
 from perfgate.model.counters import CounterSet
@@ -44,8 +44,7 @@ def select_results(results: Mapping[str, RunResult], wanted: Sequence[str], wher
 def judge_on_disk(results: Mapping[str, RunResult], names: Sequence[str], settings: Settings,
                   head_counters: Mapping[str, CounterSet]) -> GateOutcome:
     """Result files already on disk, judged against the stored baselines: one look, full α."""
-    config = dataclasses.replace(settings.gate, looks=1)
-    return compare(entries_for(results, {}, list(names), settings, dict(head_counters)), config, look=1,
+    return compare(entries_for(results, {}, list(names), settings, dict(head_counters)), settings.gate,
                    per_workload=settings.per_workload)
 
 
@@ -61,15 +60,21 @@ def checked_out(start: Path, ref: str, *, allow_dirty: bool) -> Iterator[BaseTre
         yield tree
 
 
-def paired_gate(jobs: list[Job], tree: BaseTree, *, project_dir: Path, workload_paths: Sequence[Path],
-                assignments: Mapping[str, object], settings: Settings, device: str, base_python: str | None = None,
-                **run: object) -> GateRun:
-    """The paired gate of ``jobs`` (the working tree at ``project_dir``) against the base side
-    checked out in ``tree``; ``run`` holds :func:`run_paired_gate`'s measuring options."""
-    base_jobs = base_jobs_for(jobs, tree, project_dir=project_dir, workload_paths=list(workload_paths),
-                              assignments=dict(assignments), device=device)
-    plan = PairedPlan(jobs, base_jobs, project_dir, tree.mirror(project_dir), tree.commit, base_python)
-    return run_paired_gate(plan, settings=settings, device=device, blocks=settings.blocks, **run)  # type: ignore[arg-type]
+def paired_plan(request: GateRequest, tree: BaseTree, *, project_dir: Path, workload_paths: Sequence[Path],
+                assignments: Mapping[str, object], base_python: str | None = None) -> GateRequest:
+    """``request`` made paired: its jobs (the working tree at ``project_dir``) against the base
+    side checked out in ``tree``."""
+    base_jobs = base_jobs_for(request.jobs, tree, project_dir=project_dir, workload_paths=list(workload_paths),
+                              assignments=dict(assignments), device=request.device)
+    plan = PairedPlan(request.jobs, base_jobs, project_dir, tree.mirror(project_dir), tree.commit, base_python)
+    return dataclasses.replace(request, paired=plan)
+
+
+def paired_gate(request: GateRequest, tree: BaseTree, *, project_dir: Path, workload_paths: Sequence[Path],
+                assignments: Mapping[str, object], base_python: str | None = None) -> GateRun:
+    """The paired gate of ``request`` against the base side checked out in ``tree``."""
+    return run_gate(paired_plan(request, tree, project_dir=project_dir, workload_paths=workload_paths,
+                                assignments=assignments, base_python=base_python))
 
 
 def trace_regressions(outcome: GateOutcome, jobs: Sequence[Job], device: str, *, cache_dir: Path, trace_dir: Path,

@@ -1,27 +1,31 @@
-"""The gate as a procedure: measure, compare, and one planned second look.
+"""The gate as a procedure: one request, measured and judged by the sequential driver.
 
-This is the glue the adapters (CLI, pytest plugin, CI) share. It measures through
-``perfgate.measure.runner``, loads baselines from the store and decides with
-``perfgate.analysis.compare``. A workload left INCONCLUSIVE at the first look gets exactly one
-second look with more repeats (default: as many again), judged on all its repeats at
-the second look's α; it is never "re-run until green".
+This is the glue the adapters (CLI, ``perfgate ci``, the pytest plugin, ``selftest``,
+``bisect``) share: each builds one :class:`GateRequest` and calls :func:`run_gate`. The
+measuring itself is a strategy of ``perfgate.analysis.driver.drive``: :class:`StoredMeasuring`
+(more current repeats against the stored baselines) or :class:`PairedMeasuring` (more ABBA
+blocks of base and head). The driver looks after every block from the first look on, with α
+and the PASS bound spent over the planned looks, stops each workload once it is decided, and
+stops the rest at ``max_blocks`` or the wall-time budget; it is never "re-run until green".
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perfgate.analysis.compare import compare, stored_counted
+from perfgate.analysis.compare import stored_counted
+from perfgate.analysis.driver import BudgetTooSmall, drive, schedule_for
 from perfgate.analysis.outcome import Counted, Entry, GateOutcome, Pairing
-from perfgate.analysis.stats import paired_look_correlation
 from perfgate.gate.config import Settings
 from perfgate.gate.worktree import BaseTree
 from perfgate.measure.paired import ContentionCheck, PairedOutcome, Side, base_results_dir, measure_paired
 from perfgate.measure.runner import Progress, RunOutcome, measure
 from perfgate.model.counters import CounterSet
+from perfgate.model.errors import UsageError
 from perfgate.model.job import Job
 from perfgate.model.result import RunResult, merge_repeats
 from perfgate.store.baselines import find_baseline
@@ -90,7 +94,13 @@ def count_stored(jobs: Sequence[Job], results: Mapping[str, RunResult], settings
 @dataclass(frozen=True)
 class GateRun:
     outcome: GateOutcome
-    second_look_workloads: tuple[str, ...]
+    looks: int = 1
+    """Looks the driver took."""
+    count: int = 0
+    """Blocks (paired) or repeats (stored) of the last look."""
+    seconds: float = 0.0
+    interrupted: bool = False
+    """Ctrl-C ended the gate: the outcome holds the looks completed before it."""
     errors: Mapping[str, str] = field(default_factory=dict)
     """Workloads whose (head) measurement failed, with the message."""
     base_errors: Mapping[str, str] = field(default_factory=dict)
@@ -100,63 +110,140 @@ class GateRun:
     notes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Per workload, each repeat or block measured again or kept although contended."""
 
+    @property
+    def went_on(self) -> bool:
+        """True when the gate looked more than once."""
+        return self.looks > 1
 
-def run_gate(
-    jobs: Sequence[Job],
-    *,
-    settings: Settings,
-    device: str,
-    repeats: int,
-    cache_dir: Path,
-    out_dir: Path,
-    progress: Callable[[Progress], None],
-    timeout_s: float,
-    announce: Callable[[str], None] = lambda message: None,
-    telemetry: bool = True,
-    contention_check: ContentionCheck | None = None,
-    max_reruns: int = 3,
-) -> GateRun:
-    """Measure ``jobs``, compare, and look a second time at the undecided ones if planned."""
-    names = [job.workload.name for job in jobs]
-    first = measure(jobs, device=device, repeats=repeats, cache_dir=cache_dir, out_dir=out_dir,
-                    progress=progress, timeout_s=timeout_s, telemetry=telemetry,
-                    contention_check=contention_check, max_reruns=max_reruns)
-    errors = {n: e.message for n, e in first.errors.items()}
+
+@dataclass(frozen=True)
+class GateRequest:
+    """Everything one gate needs, built once by a front end from its options."""
+
+    jobs: Sequence[Job]
+    settings: Settings
+    device: str
+    cache_dir: Path
+    out_dir: Path
+    progress: Callable[[Progress], None] = lambda event: None
+    announce: Callable[[str], None] = lambda message: None
+    timeout_s: float = 3600.0
+    telemetry: bool = True
+    contention_check: ContentionCheck | None = None
+    max_reruns: int = 3
+    paired: PairedPlan | None = None
+    """The paired design's plan (base and head jobs, their trees); None: the stored baselines."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_reruns, bool) or not isinstance(self.max_reruns, int) or self.max_reruns < 0:
+            raise UsageError("--max-reruns must be 0 or more")
+        if not (isinstance(self.timeout_s, (int, float)) and self.timeout_s > 0):
+            raise UsageError("--timeout must be more than 0 seconds")
+
+
+def run_gate(request: GateRequest) -> GateRun:
+    """Measure and judge ``request`` with the sequential driver, by its design."""
+    settings = request.settings
     config = settings.gate
-    counted = count_stored(jobs, first.results, settings, device=device, cache_dir=cache_dir, out_dir=out_dir,
-                           timeout_s=timeout_s, announce=announce)
-    outcome = compare(entries_for(first.results, errors, names, settings, counted), config, look=1,
-                      per_workload=settings.per_workload)
-    outcome = _with_contention(outcome, first.reruns, first.contended)
-    again = [c.workload for c in outcome.comparisons if c.second_look]
-    if not again:
-        return GateRun(outcome, (), errors, notes=_notes(first.reruns, first.contended))
-    extra = config.second_look_repeats or repeats
-    announce(f"second look: {', '.join(again)} undecided; measuring {extra} more repeat(s) each")
-    second_jobs = [job for job in jobs if job.workload.name in again]
-    second = measure(second_jobs, device=device, repeats=extra, cache_dir=cache_dir,
-                     out_dir=None, progress=progress, timeout_s=timeout_s, telemetry=telemetry,
-                     contention_check=contention_check, max_reruns=max_reruns)
-    results = dict(first.results)
-    for name in again:
-        if name in second.errors:
-            errors[name] = second.errors[name].message
-            continue
-        merged = merge_repeats([first.results[name], second.results[name]])
-        save_result(merged, result_path(out_dir, name))
-        results[name] = merged
-    decided = [n for n in names if n not in again]
-    second_outcome = compare(entries_for(results, errors, again, settings, counted), config, look=2,
-                             already_decided=decided, per_workload=settings.per_workload)
-    second_outcome = _with_contention(
-        second_outcome, {n: [*first.reruns.get(n, []), *second.reruns.get(n, [])] for n in again},
-        {n: [*first.contended.get(n, []), *second.contended.get(n, [])] for n in again})
-    by_name = {c.workload: c for c in outcome.comparisons}
-    by_name.update({c.workload: c for c in second_outcome.comparisons})
-    final = GateOutcome(tuple(by_name[n] for n in names), config, look=2)
-    reruns = {n: [*first.reruns.get(n, []), *second.reruns.get(n, [])] for n in names}
-    contended = {n: [*first.contended.get(n, []), *second.contended.get(n, [])] for n in names}
-    return GateRun(final, tuple(again), errors, notes=_notes(reruns, contended))
+    paired = request.paired is not None
+    try:  # before anything is measured
+        schedule = schedule_for(config, settings.blocks if paired else settings.repeats,
+                                "block" if paired else "repeat")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    strategy: StoredMeasuring | PairedMeasuring = PairedMeasuring(request) if paired else StoredMeasuring(request)
+    names = strategy.names
+    try:
+        driven = drive(strategy, names, config, schedule, per_workload=settings.per_workload,
+                       budget_s=settings.budget_s, announce=request.announce)
+    except BudgetTooSmall as exc:
+        raise UsageError(str(exc)) from None
+    strategy.finish()
+    return GateRun(driven.outcome, driven.looks, driven.count, driven.seconds, driven.interrupted,
+                   strategy.errors(), strategy.base_errors(), strategy.missing, strategy.all_notes())
+
+
+class StoredMeasuring:
+    """The stored design's strategy: every look measures more current repeats of the open
+    workloads (one fresh process each) and judges all of them against their baselines."""
+
+    unit = "repeat"
+
+    def __init__(self, request: GateRequest) -> None:
+        self.request = request
+        self.jobs = {job.workload.name: job for job in request.jobs}
+        self.names = list(self.jobs)
+        self.results: dict[str, RunResult] = {}
+        self.failed: dict[str, str] = {}
+        self.reruns: dict[str, list[str]] = {}
+        self.contended: dict[str, list[str]] = {}
+        self.counted: dict[str, CounterSet] = {}
+        self.per_unit: dict[str, float] = {}
+        self.missing: tuple[str, ...] = ()
+        for name in self.names:  # never a stale file from an earlier run
+            result_path(request.out_dir, name).unlink(missing_ok=True)
+
+    def available(self, name: str) -> int:
+        result = self.results.get(name)
+        return len(result.repeats) if result is not None else 0
+
+    def measure(self, names: Sequence[str], upto: int) -> None:
+        r = self.request
+        todo = [n for n in names if n not in self.failed]
+        have = {n: self.available(n) for n in todo}
+        more = upto - min(have.values(), default=upto)
+        if more <= 0:
+            return
+        began = time.perf_counter()
+        outcome = measure([self.jobs[n] for n in todo], device=r.device, repeats=more, cache_dir=r.cache_dir,
+                          out_dir=None, progress=r.progress, timeout_s=r.timeout_s, telemetry=r.telemetry,
+                          contention_check=r.contention_check, max_reruns=r.max_reruns,
+                          reruns_used={n: len(self.reruns.get(n, ())) for n in todo})
+        spent = time.perf_counter() - began
+        for name in todo:
+            self.reruns.setdefault(name, []).extend(outcome.reruns.get(name, []))
+            self.contended.setdefault(name, []).extend(outcome.contended.get(name, []))
+            if name in outcome.errors:
+                self.failed[name] = outcome.errors[name].message
+                continue
+            new = outcome.results[name]
+            merged = new if name not in self.results else merge_repeats([self.results[name], new])
+            save_result(merged, result_path(r.out_dir, name))
+            self.results[name] = merged
+            self.per_unit[name] = spent / more / max(len(todo), 1)
+        if not any(have.values()):
+            self.counted = count_stored([self.jobs[n] for n in todo if n in self.results], self.results,
+                                        r.settings, device=r.device, cache_dir=r.cache_dir, out_dir=r.out_dir,
+                                        timeout_s=r.timeout_s, announce=r.announce)
+
+    def seconds_per_unit(self, names: Sequence[str]) -> float | None:
+        known = [self.per_unit[n] for n in names if n in self.per_unit]
+        return sum(known) if known else None
+
+    def entries(self, names: Sequence[str], count: int) -> list[Entry]:
+        results = {n: _first(self.results[n], count) for n in names if n in self.results}
+        return entries_for(results, self.failed, list(names), self.request.settings, self.counted)
+
+    def notes(self, name: str) -> tuple[str, ...]:
+        return (*self.reruns.get(name, ()), *self.contended.get(name, ()))
+
+    def all_notes(self) -> dict[str, tuple[str, ...]]:
+        return {n: self.notes(n) for n in self.names if self.notes(n)}
+
+    def errors(self) -> dict[str, str]:
+        return dict(self.failed)
+
+    def base_errors(self) -> dict[str, str]:
+        return {}
+
+    def finish(self) -> None:
+        """Nothing to do: every look's merged result is written as it is measured."""
+
+
+def _first(result: RunResult, count: int) -> RunResult:
+    """``result`` with its first ``count`` repeats (all of them when it has no more)."""
+    ordered = sorted(result.repeats, key=lambda r: r.index)
+    return result if len(ordered) <= count else dataclasses.replace(result, repeats=tuple(ordered[:count]))
 
 
 def base_jobs_for(head_jobs: Sequence[Job], tree: BaseTree, *, project_dir: Path, workload_paths: Sequence[Path],
@@ -248,110 +335,116 @@ def paired_entries(head: RunOutcome, base: RunOutcome, names: Sequence[str], pla
     return entries
 
 
-def run_paired_gate(
-    plan: PairedPlan,
-    *,
-    settings: Settings,
-    device: str,
-    blocks: int,
-    second_look_blocks: int | None,
-    cache_dir: Path,
-    out_dir: Path,
-    progress: Callable[[Progress], None],
-    timeout_s: float,
-    announce: Callable[[str], None] = lambda message: None,
-    telemetry: bool = True,
-    contention_check: ContentionCheck | None = None,
-    max_reruns: int = 3,
-) -> GateRun:
-    """Measure base and head in ABBA blocks, judge them paired, and look again if planned.
+class PairedMeasuring:
+    """The paired design's strategy: every look measures more ABBA/BAAB blocks of the open
+    workloads (four fresh processes each, base and head alternating) and judges them paired.
 
     A workload the base tree does not define is measured on the head alone (its result is
     written) and is an ERROR naming the cause; so is one whose base side fails. After the
-    first look's blocks, each workload measured on both sides gets one counted run per
-    side (unless ``counters = false``); a counter change that fails is a REGRESSION
-    whatever the timing says (``perfgate.analysis.compare``), so it takes no second look.
+    first look's blocks, each workload measured on both sides gets one counted run per side
+    (unless ``counters = false``); a counter change that fails is a REGRESSION whatever the
+    timing says (``perfgate.analysis.compare``), so it measures no further.
     """
-    names = [job.workload.name for job in plan.head_jobs]
-    head_jobs = {job.workload.name: job for job in plan.head_jobs}
-    missing = [n for n in names if n not in plan.base_jobs]
-    extra_errors = {n: f"the base commit {plan.against[:7]} has no workload {n!r}; a new workload is gated "
-                       f"against a stored baseline once one is recorded (perfgate rebaseline {n})"
-                    for n in missing}
-    if missing:
-        announce(f"{', '.join(missing)}: not in the base commit; measuring the head side alone")
-        measure([head_jobs[n] for n in missing], device=device, repeats=settings.repeats, cache_dir=cache_dir,
-                out_dir=out_dir, progress=progress, timeout_s=timeout_s, telemetry=telemetry,
-                project_dir=plan.head_dir)
-    paired = [n for n in names if n not in missing]
-    head_side = Side("head", head_jobs, plan.head_dir)
-    base_side = Side("base", plan.base_jobs, plan.base_dir, plan.base_python)
 
-    def run(which: Sequence[str], count: int, first: int, out: Path | None) -> PairedOutcome:
-        return measure_paired(head_side, base_side, which, device=device, blocks=count, first_block=first,
-                              cache_dir=cache_dir, out_dir=out, progress=progress, timeout_s=timeout_s,
-                              telemetry=telemetry, contention_check=contention_check, max_reruns=max_reruns)
+    unit = "block"
 
-    first = run(paired, blocks, 0, out_dir)
-    config = settings.gate
-    both = [n for n in paired if n not in first.head.errors and n not in first.base.errors]
-    if config.counters:
-        counted = count_pairs(plan, both, device=device, cache_dir=cache_dir, out_dir=out_dir,
-                              timeout_s=timeout_s, announce=announce)
-    else:
-        counted = {n: Counted(note="not counted: counters = false in [tool.perfgate]") for n in both}
-    extra = second_look_blocks or blocks
-    # Blocks are independent, so the looks' correlation is known by design: α is spent by
-    # the equal-z boundary for it (about 0.0057 per look for α = 0.01 and as many blocks again).
-    rho = paired_look_correlation(blocks, blocks + extra) if config.looks == 2 else None
-    outcome = compare(paired_entries(first.head, first.base, names, plan, settings.baselines, extra_errors,
-                                     counted), config, look=1, per_workload=settings.per_workload, rho=rho)
-    outcome = _with_contention(outcome, first.reruns, first.contended)
-    again = [c.workload for c in outcome.comparisons if c.second_look]
-    if not again:
-        return GateRun(outcome, (), {n: e.message for n, e in first.head.errors.items()},
-                       {n: e.message for n, e in first.base.errors.items()}, tuple(missing),
-                       _notes(first.reruns, first.contended))
-    announce(f"second look: {', '.join(again)} undecided; measuring {extra} more ABBA block(s) each")
-    second = run(again, extra, blocks, None)
-    head, base = RunOutcome(dict(first.head.results), dict(first.head.errors)), RunOutcome(
-        dict(first.base.results), dict(first.base.errors))
-    for name in again:
-        for side_name, merged_into, new in (("head", head, second.head), ("base", base, second.base)):
-            if name in new.errors:
-                merged_into.errors[name] = new.errors[name]
-                continue
-            merged = merge_repeats([merged_into.results[name], new.results[name]])
-            target = out_dir if side_name == "head" else base_results_dir(out_dir)
-            save_result(merged, result_path(target, name))
-            merged_into.results[name] = merged
-    decided = [n for n in names if n not in again]
-    second_outcome = compare(paired_entries(head, base, again, plan, settings.baselines, extra_errors, counted),
-                             config,
-                             look=2, already_decided=decided, per_workload=settings.per_workload, rho=rho)
-    for name in again:
-        first.reruns.setdefault(name, []).extend(second.reruns.get(name, []))
-        first.contended.setdefault(name, []).extend(second.contended.get(name, []))
-    second_outcome = _with_contention(second_outcome, first.reruns, first.contended)
-    by_name = {c.workload: c for c in outcome.comparisons}
-    by_name.update({c.workload: c for c in second_outcome.comparisons})
-    final = GateOutcome(tuple(by_name[n] for n in names), config, look=2, rho=rho)
-    return GateRun(final, tuple(again), {n: e.message for n, e in head.errors.items()},
-                   {n: e.message for n, e in base.errors.items()}, tuple(missing),
-                   _notes(first.reruns, first.contended))
+    def __init__(self, request: GateRequest) -> None:
+        assert request.paired is not None
+        self.request = request
+        plan = self.plan = request.paired
+        self.names = [job.workload.name for job in plan.head_jobs]
+        head_jobs = {job.workload.name: job for job in plan.head_jobs}
+        self.missing = tuple(n for n in self.names if n not in plan.base_jobs)
+        self.extra_errors = {n: f"the base commit {plan.against[:7]} has no workload {n!r}; a new workload is "
+                                f"gated against a stored baseline once one is recorded (perfgate rebaseline {n})"
+                             for n in self.missing}
+        self.head_side = Side("head", head_jobs, plan.head_dir)
+        self.base_side = Side("base", plan.base_jobs, plan.base_dir, plan.base_python)
+        self.head = RunOutcome()
+        self.base = RunOutcome()
+        self.reruns: dict[str, list[str]] = {}
+        self.contended: dict[str, list[str]] = {}
+        self.counted: dict[str, Counted] = {}
+        self.per_unit: dict[str, float] = {}
+        out = request.out_dir
+        for name in self.names:  # never a stale file from an earlier run
+            result_path(out, name).unlink(missing_ok=True)
+            result_path(base_results_dir(out), name).unlink(missing_ok=True)
+        if self.missing:
+            r = request
+            r.announce(f"{', '.join(self.missing)}: not in the base commit; measuring the head side alone")
+            measure([head_jobs[n] for n in self.missing], device=r.device, repeats=r.settings.repeats,
+                    cache_dir=r.cache_dir, out_dir=out, progress=r.progress, timeout_s=r.timeout_s,
+                    telemetry=r.telemetry, project_dir=plan.head_dir)
+
+    def _failed(self, name: str) -> bool:
+        return name in self.head.errors or name in self.base.errors or name in self.extra_errors
+
+    def available(self, name: str) -> int:
+        result = self.head.results.get(name)
+        return len({r.block for r in result.repeats}) if result is not None else 0
+
+    def measure(self, names: Sequence[str], upto: int) -> None:
+        r = self.request
+        todo = [n for n in names if not self._failed(n)]
+        have = {n: self.available(n) for n in todo}
+        start = min(have.values(), default=upto)
+        if start >= upto:
+            return
+        began = time.perf_counter()
+        new = measure_paired(self.head_side, self.base_side, todo, device=r.device, blocks=upto - start,
+                             first_block=start, cache_dir=r.cache_dir, out_dir=None, progress=r.progress,
+                             timeout_s=r.timeout_s, telemetry=r.telemetry, contention_check=r.contention_check,
+                             max_reruns=r.max_reruns, reruns_used={n: len(self.reruns.get(n, ())) for n in todo})
+        spent = time.perf_counter() - began
+        for name in todo:
+            self.reruns.setdefault(name, []).extend(new.reruns.get(name, []))
+            self.contended.setdefault(name, []).extend(new.contended.get(name, []))
+            for side, into, target in (("head", self.head, r.out_dir),
+                                       ("base", self.base, base_results_dir(r.out_dir))):
+                got: RunOutcome = getattr(new, side)
+                if name in got.errors:
+                    into.errors[name] = got.errors[name]
+                if name in got.results:
+                    part = got.results[name]
+                    merged = part if name not in into.results else merge_repeats([into.results[name], part])
+                    save_result(merged, result_path(target, name))
+                    into.results[name] = merged
+            self.per_unit[name] = spent / (upto - start) / max(len(todo), 1)
+        if start == 0:
+            both = [n for n in todo if not self._failed(n)]
+            if r.settings.gate.counters:
+                self.counted = count_pairs(self.plan, both, device=r.device, cache_dir=r.cache_dir,
+                                           out_dir=r.out_dir, timeout_s=r.timeout_s, announce=r.announce)
+            else:
+                self.counted = {n: Counted(note="not counted: counters = false in [tool.perfgate]") for n in both}
+
+    def seconds_per_unit(self, names: Sequence[str]) -> float | None:
+        known = [self.per_unit[n] for n in names if n in self.per_unit]
+        return sum(known) if known else None
+
+    def entries(self, names: Sequence[str], count: int) -> list[Entry]:
+        head = RunOutcome({n: _blocks_below(res, count) for n, res in self.head.results.items()}, self.head.errors)
+        base = RunOutcome({n: _blocks_below(res, count) for n, res in self.base.results.items()}, self.base.errors)
+        return paired_entries(head, base, list(names), self.plan, self.request.settings.baselines,
+                              self.extra_errors, self.counted)
+
+    def notes(self, name: str) -> tuple[str, ...]:
+        return (*self.reruns.get(name, ()), *self.contended.get(name, ()))
+
+    def all_notes(self) -> dict[str, tuple[str, ...]]:
+        return {n: self.notes(n) for n in self.names if self.notes(n)}
+
+    def errors(self) -> dict[str, str]:
+        return {n: e.message for n, e in self.head.errors.items()}
+
+    def base_errors(self) -> dict[str, str]:
+        return {n: e.message for n, e in self.base.errors.items()}
+
+    def finish(self) -> None:
+        """Nothing to do: every look's merged results are written as they are measured."""
 
 
-def _notes(reruns: Mapping[str, list[str]], contended: Mapping[str, list[str]]) -> dict[str, tuple[str, ...]]:
-    names = dict.fromkeys([*reruns, *contended])
-    out = {n: (*reruns.get(n, []), *contended.get(n, [])) for n in names}
-    return {n: lines for n, lines in out.items() if lines}
-
-
-def _with_contention(outcome: GateOutcome, reruns: Mapping[str, list[str]],
-                     contended: Mapping[str, list[str]]) -> GateOutcome:
-    """Name every repeat or block measured again, or kept although contended, in its workload's report."""
-    comparisons = []
-    for c in outcome.comparisons:
-        named = [*reruns.get(c.workload, []), *contended.get(c.workload, [])]
-        comparisons.append(dataclasses.replace(c, left_out=(*c.left_out, *named)) if named else c)
-    return dataclasses.replace(outcome, comparisons=tuple(comparisons))
+def _blocks_below(result: RunResult, count: int) -> RunResult:
+    kept = tuple(r for r in result.repeats if r.block is not None and r.block < count)
+    return result if len(kept) == len(result.repeats) else dataclasses.replace(result, repeats=kept)

@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfgate.analysis.compare import compare, stored_counted
+from perfgate.analysis.compare import stored_counted
+from perfgate.analysis.driver import drive, schedule_for
 from perfgate.analysis.outcome import Counted, Entry, GateOutcome, Pairing
-from perfgate.analysis.stats import paired_look_correlation
 from perfgate.gate.config import Settings, load_settings
 from perfgate.gate.inputs import PYPROJECT, InputChanges
 from perfgate.model.counters import COUNTERS_SUFFIX
@@ -242,33 +242,37 @@ def _blocks(result: RunResult) -> set[int]:
     return {r.block for r in result.repeats if r.block is not None}
 
 
-def _incomplete_blocks(head: RunResult, base: RunResult, lo: int, hi: int, planned: int) -> str | None:
-    """Why blocks ``lo``..``hi - 1`` are not measured whole, or None.
+def _whole_blocks(head: RunResult, base: RunResult, limit: int) -> tuple[str | None, int]:
+    """(why the blocks below ``limit`` are not measured whole, or None; how many there are).
 
-    The invariant: every repeat carries a block in 0..planned - 1, and each block of the
-    look holds its full ABBA set, two repeats of each side. Anything else (a negative or
-    unplanned block, a block with three head repeats) is not a measurement this gate
-    planned; leaving out slowed-down repeats happens later, capped, in the comparison."""
+    The invariant: every repeat carries a block ≥ 0; the blocks below ``limit`` run 0, 1, 2, …
+    without a gap on both sides, each holding two repeats of each side (its ABBA or BAAB set).
+    Anything else (a block with three head repeats, a gap, a side with a block the other
+    lacks) is not a measurement this gate planned; leaving out slowed-down repeats happens
+    later, capped, in the comparison. Blocks from ``limit`` on are not read."""
+    counts: dict[str, dict[int, int]] = {}
     for side, result in (("head", head), ("base", base)):
+        by_block: dict[int, int] = {}
         for r in result.repeats:
             if r.block is None:
-                return "a repeat carries no ABBA block, which the paired design needs"
-            if not 0 <= r.block < planned:
-                return f"the {side} side holds block {r.block}, not one of the planned 0–{planned - 1}"
-    for side, result in (("head", head), ("base", base)):
-        counts = {b: 0 for b in range(lo, hi)}
-        for r in result.repeats:
-            if r.block in counts:
-                counts[r.block] += 1
-        lacking = sorted(b for b, n in counts.items() if n == 0)
+                return "a repeat carries no ABBA block, which the paired design needs", 0
+            if r.block < 0:
+                return f"the {side} side holds block {r.block}, not a planned block", 0
+            if r.block < limit:
+                by_block[r.block] = by_block.get(r.block, 0) + 1
+        counts[side] = by_block
+    present = sorted({*counts["head"], *counts["base"]})
+    total = present[-1] + 1 if present else 0
+    for side in ("head", "base"):
+        lacking = [b for b in range(total) if b not in counts[side]]
         if lacking:
             shown = ", ".join(str(b) for b in lacking[:8]) + (" …" if len(lacking) > 8 else "")
-            return f"the {side} side lacks block(s) {shown} of the planned {lo}–{hi - 1}"
-        odd = sorted(b for b, n in counts.items() if n != 2)
+            return f"the {side} side lacks block(s) {shown} of the 0–{total - 1} measured", 0
+        odd = sorted(b for b, n in counts[side].items() if n != 2)
         if odd:
-            return (f"the {side} side holds {counts[odd[0]]} repeats in block {odd[0]}; an ABBA block holds two "
-                    "of each side")
-    return None
+            return (f"the {side} side holds {counts[side][odd[0]]} repeats in block {odd[0]}; an ABBA block holds "
+                    "two of each side"), 0
+    return None, total
 
 
 def judged_device(measured: Measured, settings: Settings) -> str:
@@ -399,81 +403,127 @@ def judge_measured(measured: Measured, settings: Settings, *, design: str, again
     config = settings.gate
     notes = manifest.notes if manifest else {}
 
-    def lookup(result: RunResult) -> Any:
-        return find_baseline(settings.baselines, result.environment.key(), result.workload)
+    # Blocks, looks, α, δ and max_blocks are the judge's configuration alone (the base's
+    # settings): nothing in run.json chooses where the gate stops. The judge replays every
+    # look from the blocks in the files with its own boundary.
+    paired = design == "paired"
+    replay = ReplayedBlocks(measured, settings, names, errors, against) if paired else ReplayedRepeats(
+        measured, settings, names, errors)
+    try:
+        schedule = schedule_for(config, settings.blocks if paired else settings.repeats, replay.unit)
+    except ValueError as exc:
+        raise UsageError(f"the base's [tool.perfgate]: {exc}") from None
+    driven = drive(replay, names, config, schedule, per_workload=settings.per_workload, replay=True)
+    return Judgement(_with_notes(driven.outcome, notes), retired)
 
-    if design == "paired":
-        # Blocks, looks, α and δ are the judge's configuration alone (the base's settings):
-        # nothing in run.json chooses the second look.
-        first_blocks = settings.blocks
-        extra = first_blocks
-        planned = first_blocks + extra if config.looks == 2 else first_blocks
-        rho = paired_look_correlation(first_blocks, first_blocks + extra) if config.looks == 2 else None
 
-        def counted(name: str) -> Counted:
-            if not config.counters:
-                return Counted(note="not compared: counters = false in the base's [tool.perfgate]")
-            base_c, head_c = measured.base_counters.get(name), measured.head_counters.get(name)
-            # A base side counted and a head not: compare makes that an ERROR (missing_is_error).
-            lacking = [side for side, c in (("head", head_c), ("base", base_c)) if c is None]
-            note = (f"not compared: no counted run of the {' and the '.join(lacking)} side"
-                    f"{'s' if len(lacking) == 2 else ''} in the results" if lacking else None)
-            return Counted(base_c, head_c, note)
+class ReplayedBlocks:
+    """The judge's strategy for the paired design: the blocks are read from the measured files.
 
-        def entries(which: Sequence[str], hi: int, lo: int = 0) -> list[Entry]:
-            out = []
-            for name in which:
-                if name in errors:
-                    out.append(Entry(name, None, None, error=errors[name]))
-                    continue
-                head, base = measured.head[name], measured.base[name]
-                problem = _incomplete_blocks(head, base, lo, hi, planned)
-                if problem:
-                    look = "the first look" if lo == 0 else "the planned second look"
-                    out.append(Entry(name, None, None, error=f"{look} was not measured whole: {problem}"))
-                    continue
-                h = _keep(head, lambda r: r.block is not None and r.block < hi)
-                b = _keep(base, lambda r: r.block is not None and r.block < hi)
-                out.append(Entry(name, h, lookup(head), pairing=Pairing(b, against or "base"),  # type: ignore[arg-type]
-                                 counted=counted(name)))
-            return out
+    Every repeat must carry a block; the blocks below the judge's ``max_blocks`` must run
+    0, 1, 2, ... without a gap, each holding two repeats of each side (its ABBA or BAAB set);
+    anything else is an ERROR naming it. Blocks from ``max_blocks`` on are not read."""
 
-        first = compare(entries(names, first_blocks), config, look=1, per_workload=settings.per_workload, rho=rho)
-        second_entries = lambda again: entries(again, first_blocks + extra, first_blocks)  # noqa: E731
-    else:
-        repeats = settings.repeats
-        extra = config.second_look_repeats or repeats
-        rho = None
+    unit = "block"
 
-        def stored(which: Sequence[str], count: int, second: bool) -> list[Entry]:
-            out = []
-            for name in which:
-                if name in errors:
-                    out.append(Entry(name, None, None, error=errors[name]))
-                    continue
-                result = measured.head[name]
-                ordered = sorted(result.repeats, key=lambda r: r.index)
-                if len(ordered) < count:
-                    look = "the planned second look" if second else "the first look"
-                    out.append(Entry(name, None, None, error=f"{look} was not measured whole: {len(ordered)} "
-                                                             f"repeat(s) of the planned {count}"))
-                    continue
-                kept = dataclasses.replace(result, repeats=tuple(ordered[:count]))
-                found = lookup(result)
-                out.append(Entry(name, kept, found,
-                                 counted=stored_counted(found, measured.head_counters.get(name), config)))
-            return out
+    def __init__(self, measured: Measured, settings: Settings, names: Sequence[str], errors: Mapping[str, str],
+                 against: str | None) -> None:
+        self.measured, self.settings, self.against = measured, settings, against
+        self.errors = dict(errors)
+        self.limit = settings.gate.max_blocks
+        self.counts: dict[str, int] = {}
+        for name in names:
+            if name in self.errors:
+                continue
+            problem, count = _whole_blocks(measured.head[name], measured.base[name], self.limit)
+            if problem:
+                self.errors[name] = f"the blocks were not measured whole: {problem}"
+            else:
+                self.counts[name] = count
 
-        first = compare(stored(names, repeats, False), config, look=1, per_workload=settings.per_workload)
-        second_entries = lambda again: stored(again, repeats + extra, True)  # noqa: E731
-    first = _with_notes(first, notes)
-    again = [c.workload for c in first.comparisons if c.second_look]
-    if not again:
-        return Judgement(first, retired)
-    decided = [n for n in names if n not in again]
-    second = compare(second_entries(again), config, look=2, already_decided=decided,
-                     per_workload=settings.per_workload, rho=rho)
-    second = _with_notes(second, notes)
-    by_name = {c.workload: c for c in first.comparisons}
-    by_name.update({c.workload: c for c in second.comparisons})
-    return Judgement(GateOutcome(tuple(by_name[n] for n in names), config, look=2, rho=rho), retired)
+    def measure(self, names: Sequence[str], upto: int) -> None:
+        raise AssertionError("a replay measures nothing")
+
+    def available(self, name: str) -> int:
+        return self.counts.get(name, self.limit if name in self.errors else 0)
+
+    def seconds_per_unit(self, names: Sequence[str]) -> float | None:
+        return None
+
+    def notes(self, name: str) -> tuple[str, ...]:
+        return ()
+
+    def counted(self, name: str) -> Counted:
+        if not self.settings.gate.counters:
+            return Counted(note="not compared: counters = false in the base's [tool.perfgate]")
+        base_c, head_c = self.measured.base_counters.get(name), self.measured.head_counters.get(name)
+        # A base side counted and a head not: compare makes that an ERROR (missing_is_error).
+        lacking = [side for side, c in (("head", head_c), ("base", base_c)) if c is None]
+        note = (f"not compared: no counted run of the {' and the '.join(lacking)} side"
+                f"{'s' if len(lacking) == 2 else ''} in the results" if lacking else None)
+        return Counted(base_c, head_c, note)
+
+    def entries(self, names: Sequence[str], count: int) -> list[Entry]:
+        out = []
+        for name in names:
+            if name in self.errors:
+                out.append(Entry(name, None, None, error=self.errors[name]))
+                continue
+            if self.counts[name] < count:
+                out.append(Entry(name, None, None, error=f"the first look was not measured whole: "
+                                                         f"{self.counts[name]} block(s) of its {count}"))
+                continue
+            head, base = self.measured.head[name], self.measured.base[name]
+            h = _keep(head, lambda r: r.block is not None and r.block < count)
+            b = _keep(base, lambda r: r.block is not None and r.block < count)
+            out.append(Entry(name, h, _lookup(self.settings, head),  # type: ignore[arg-type]
+                             pairing=Pairing(b, self.against or "base"), counted=self.counted(name)))  # type: ignore[arg-type]
+        return out
+
+
+class ReplayedRepeats:
+    """The judge's strategy for the stored design: the current repeats are read from the
+    measured files, in the order they were measured (their index)."""
+
+    unit = "repeat"
+
+    def __init__(self, measured: Measured, settings: Settings, names: Sequence[str],
+                 errors: Mapping[str, str]) -> None:
+        self.measured, self.settings, self.errors = measured, settings, dict(errors)
+        self.limit = settings.gate.max_blocks
+
+    def measure(self, names: Sequence[str], upto: int) -> None:
+        raise AssertionError("a replay measures nothing")
+
+    def available(self, name: str) -> int:
+        if name in self.errors:
+            return self.limit
+        return len(self.measured.head[name].repeats)
+
+    def seconds_per_unit(self, names: Sequence[str]) -> float | None:
+        return None
+
+    def notes(self, name: str) -> tuple[str, ...]:
+        return ()
+
+    def entries(self, names: Sequence[str], count: int) -> list[Entry]:
+        out = []
+        for name in names:
+            if name in self.errors:
+                out.append(Entry(name, None, None, error=self.errors[name]))
+                continue
+            result = self.measured.head[name]
+            ordered = sorted(result.repeats, key=lambda r: r.index)
+            if len(ordered) < count:
+                out.append(Entry(name, None, None, error=f"the first look was not measured whole: {len(ordered)} "
+                                                         f"repeat(s) of its {count}"))
+                continue
+            kept = dataclasses.replace(result, repeats=tuple(ordered[:count]))
+            found = _lookup(self.settings, result)
+            out.append(Entry(name, kept, found, counted=stored_counted(found, self.measured.head_counters.get(name),
+                                                                        self.settings.gate)))
+        return out
+
+
+def _lookup(settings: Settings, result: RunResult) -> Any:
+    return find_baseline(settings.baselines, result.environment.key(), result.workload)

@@ -38,7 +38,7 @@ from statistics import median
 from perfgate.analysis.decide import GateConfig
 from perfgate.analysis.summary import summarise
 from perfgate.gate.config import Settings
-from perfgate.gate.gating import GateRun, PairedPlan, run_paired_gate
+from perfgate.gate.gating import GateRequest, GateRun, PairedPlan, run_gate
 from perfgate.measure.paired import ContentionCheck
 from perfgate.measure.runner import Progress, measure
 from perfgate.model.errors import EXIT_OK, EXIT_REGRESSION, UsageError, WorkloadError
@@ -88,7 +88,8 @@ class GateRecord:
     """The gate's estimate of the step ratio (1.05 is 5% slower)."""
     flagged_slower: tuple[str, ...]
     """Phases the gate flagged slower (Benjamini-Hochberg over the phases)."""
-    second_look: bool
+    blocks_used: int
+    """ABBA blocks the gate measured before it stopped (decided, max_blocks or the budget)."""
     seconds: float
     sd_log: float | None = None
     """The run-to-run sd of the log step in the gate's final estimate."""
@@ -149,7 +150,6 @@ class SelftestResult:
     config: GateConfig
     """The workload's gate configuration (α and the looks are the run's)."""
     blocks: int
-    second_look_blocks: int | None
     probe: Probe
     phases: tuple[str, ...]
     phase_choice: str
@@ -196,12 +196,10 @@ class SelftestResult:
         c = self.config
         lines = [f"perfgate selftest: {self.workload} v{self.version} on {self.device} "
                  f"({self.probe.environment_key})"]
-        second = self.second_look_blocks or self.blocks
-        looks = (f"{c.looks} looks (the second: {second} more block{'s' if second != 1 else ''} "
-                 f"when undecided)" if c.looks > 1 else "1 look")
         lines.append(f"design: paired gates as `perfgate gate --against` runs them, both sides this tree; "
-                     f"{self.blocks} ABBA blocks of 4 processes per look, {looks}; alpha {c.alpha:g} "
-                     f"(one-sided, over the looks), delta {c.delta * 100:g}%")
+                     f"the first look at {self.blocks} ABBA blocks of 4 processes, then a look after every block up "
+                     f"to {c.max_blocks}; alpha {c.alpha:g} (one-sided, spent over the looks), delta "
+                     f"{c.delta * 100:g}%")
         shares = ", ".join(f"{p} {self.probe.shares[p] * 100:.1f}%" for p in PHASES)
         lines.append(f"probe: one repeat in {_duration(self.probe.seconds)}, step median "
                      f"{self.probe.step_ms:.3f} ms; share of the step: {shares}")
@@ -232,12 +230,12 @@ class SelftestResult:
                         f"smallest slowdown a gate could detect {mde * 100:.1f}% (median)" if math.isfinite(mde) else
                         "a gate could detect no slowdown with this noise (median)"))
         times = [r.seconds for r in self.records]
-        looked = sum(r.second_look for r in self.records)
+        used = sorted(r.blocks_used for r in self.records)
         reruns, kept = sum(r.reruns for r in self.records), sum(r.contended for r in self.records)
         rerun_text = (f"; {reruns} block(s) measured again and {kept} kept although contended, other processes "
                       f"loading the machine" if reruns or kept else "")
         lines.append(f"gate time: median {_duration(median(times))} (min {_duration(min(times))}, "
-                     f"max {_duration(max(times))}); {looked} of {len(times)} gates took the second look{rerun_text}"
+                     f"max {_duration(max(times))}); blocks used: median {median(used):g} (min {used[0]}, max {used[-1]}){rerun_text}"
                      if times else "gate time: no gate ran")
         supported = self.supported
         if not any(r.size is not None for r in self.records):
@@ -367,7 +365,7 @@ def record_of(run: GateRun, size: float | None, phase: str | None, inject_ms: fl
                     if r.flag is not None and r.flag.flagged and r.flag.estimate is not None
                     and r.flag.estimate.ratio > 1)
     return GateRecord(size, phase, inject_ms, c.verdict, c.time.estimate.ratio if c.time else None, flagged,
-                      bool(run.second_look_workloads), seconds,
+                      run.count, seconds,
                       sd_log=c.time.estimate.within_sd_log if c.time else None, mde=c.time.mde if c.time else None,
                       reruns=sum(" measured again: " in note for note in c.left_out),
                       contended=sum("kept although contended" in note for note in c.left_out))
@@ -398,7 +396,6 @@ def run_selftest(
     phases: Sequence[str] | None = None,
     largest_phase_only: bool = False,
     blocks: int | None = None,
-    second_look_blocks: int | None = None,
     budget_s: float | None = None,
     cache_dir: Path,
     timeout_s: float = 3600.0,
@@ -431,7 +428,7 @@ def run_selftest(
     sizes = tuple(sorted(set(sizes)))
     name = job.workload.name
     config = settings.for_workload(name)
-    config = replace(config, alpha=settings.gate.alpha, looks=settings.gate.looks)
+    config = replace(config, alpha=settings.gate.alpha, max_blocks=settings.gate.max_blocks)
     began = now()
     if probe is None:
         announce(f"probe: one repeat of {name} sizes the injections")
@@ -446,17 +443,16 @@ def run_selftest(
         def gate(head: Job, base: Job) -> GateRun:
             with tempfile.TemporaryDirectory(prefix="perfgate-selftest-") as out:
                 plan = PairedPlan([head], {name: base}, Path.cwd(), Path.cwd(), AGAINST)
-                return run_paired_gate(plan, settings=settings, device=device, blocks=blocks,
-                                       second_look_blocks=second_look_blocks, cache_dir=cache_dir,
-                                       out_dir=Path(out), progress=progress, timeout_s=timeout_s, announce=announce,
-                                       telemetry=telemetry, contention_check=contention_check,
-                                       max_reruns=max_reruns)
+                return run_gate(GateRequest(
+                    [head], replace(settings, blocks=blocks), device, cache_dir, Path(out), progress=progress,
+                    announce=announce, timeout_s=timeout_s, telemetry=telemetry, contention_check=contention_check,
+                    max_reruns=max_reruns, paired=plan))
 
     base = replace(job, inject_ms={})
     plan = schedule(gates, sizes, chosen)
     records: list[GateRecord] = []
     stopped = None
-    first_guess = probe.seconds * 4 * blocks * (2 if config.looks > 1 else 1)
+    first_guess = probe.seconds * 4 * blocks
     for index, (size, phase) in enumerate(plan):
         if budget_s is not None and records:
             expected = max(r.seconds for r in records)
@@ -478,6 +474,6 @@ def run_selftest(
                  f"in {_duration(records[-1].seconds)}")
     return SelftestResult(
         workload=name, version=job.workload.version, device=device, config=config, blocks=blocks,
-        second_look_blocks=second_look_blocks, probe=probe, phases=chosen, phase_choice=why, sizes=sizes,
+        probe=probe, phases=chosen, phase_choice=why, sizes=sizes,
         planned=len(plan), records=tuple(records), seconds=now() - began, stopped=stopped, notes=tuple(notes),
     )

@@ -1,8 +1,10 @@
 """Measuring the paired design: base and head alternating in ABBA blocks, one job.
 
 Each block runs, for every workload in turn, four fresh processes in the order base,
-head, head, base (``perfgate.analysis.blocks.ABBA``), so linear drift of the machine inside a
-block cancels from the head-minus-base contrast. Each side runs in its own tree (the base
+head, head, base in even blocks and head, base, base, head in odd ones
+(``perfgate.analysis.blocks.block_order``), so linear drift of the machine inside a block
+cancels from the head-minus-base contrast, and an effect of a process's place in its block
+cancels over every two blocks. Each side runs in its own tree (the base
 commit's worktree, the head's checkout) with the same installed perfgate, or the base
 side under another interpreter (``--base-python``).
 
@@ -21,7 +23,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from perfgate.analysis.blocks import ABBA
+from perfgate.analysis.blocks import block_order
 from perfgate.measure.runner import Progress, ProgressStatus, RunOutcome, assemble, run_one
 from perfgate.model.errors import PerfgateError
 from perfgate.model.job import Job
@@ -77,12 +79,15 @@ def measure_paired(
     telemetry: bool = True,
     contention_check: ContentionCheck | None = None,
     max_reruns: int = 3,
+    reruns_used: Mapping[str, int] | None = None,
 ) -> PairedOutcome:
     """Measure ``blocks`` ABBA blocks of every workload in ``names`` (numbered from ``first_block``).
 
     A side that fails for a workload stops that workload: the failure is in that side's
     ``errors``, and the other side's repeats measured so far are still assembled (and
-    written), so a crashing base never hides the head's numbers.
+    written), so a crashing base never hides the head's numbers. ``reruns_used``: blocks of
+    each workload already measured again by earlier calls of the same gate, which count
+    against ``max_reruns``.
     """
     if blocks < 1:
         raise ValueError("blocks must be at least 1")
@@ -101,7 +106,7 @@ def measure_paired(
             if name in outcome.head.errors or name in outcome.base.errors:
                 continue
             while True:
-                may_rerun = len(outcome.reruns.get(name, [])) < max_reruns
+                may_rerun = (reruns_used or {}).get(name, 0) + len(outcome.reruns.get(name, [])) < max_reruns
                 done, why, failed = _one_block(name, block, last, sides, gits, device, cache_dir, timeout_s,
                                                telemetry, contention_check, progress, stop_early=may_rerun)
                 if failed is not None:
@@ -143,8 +148,9 @@ def _head_rest(name: str, block: int, last: int, after: int, head: Side, git: tu
                progress: Callable[[Progress], None]) -> list[tuple[str, dict[str, Any]]]:
     """The head repeats of a block after ``after``, once the base side has failed in it."""
     done: list[tuple[str, dict[str, Any]]] = []
-    for position in range(after + 1, len(ABBA)):
-        if ABBA[position] != "head":
+    order = block_order(block)
+    for position in range(after + 1, len(order)):
+        if order[position] != "head":
             continue
         label = f"block {block + 1}/{last} head"
         progress(Progress(name, block + 1, last, ProgressStatus.START, label=label))
@@ -172,7 +178,7 @@ def _one_block(
     """
     done: list[tuple[str, dict[str, Any]]] = []
     first_why: str | None = None
-    for position, arm in enumerate(ABBA):
+    for position, arm in enumerate(block_order(block)):
         side = sides[arm]
         label = f"block {block + 1}/{last} {arm}"
         progress(Progress(name, block + 1, last, ProgressStatus.START, label=label))

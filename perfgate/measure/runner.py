@@ -149,6 +149,7 @@ def measure(
     telemetry: bool = True,
     contention_check: Callable[[Mapping[str, Any] | None], str | None] | None = None,
     max_reruns: int = 3,
+    reruns_used: Mapping[str, int] | None = None,
 ) -> RunOutcome:
     """Measure every job ``repeats`` times; write one result file per successful workload.
 
@@ -189,7 +190,8 @@ def measure(
                 steps = response["repeat"]["phases_ms"]["step"]
                 progress(Progress(name, index + 1, repeats, ProgressStatus.DONE, time.perf_counter() - began, median(steps)))
                 why = contention_check(response["repeat"].get("telemetry")) if contention_check else None
-                if why is not None and len(outcome.reruns.get(name, [])) < max_reruns:
+                used = (reruns_used or {}).get(name, 0) + len(outcome.reruns.get(name, []))
+                if why is not None and used < max_reruns:
                     outcome.reruns.setdefault(name, []).append(f"repeat {index + 1} measured again: {why}")
                     continue
                 if why is not None:

@@ -8,14 +8,16 @@ split-half A/A gate (even repeats against odd ones), which should never be REGRE
 
 from __future__ import annotations
 
-import dataclasses
+from statistics import median
 
 from perfgate.analysis.blocks import blocks_needed, paired_min_detectable
-from perfgate.analysis.decide import GateConfig, alpha_for_look, decide_time
+from perfgate.analysis.decide import GateConfig, decide_time
+from perfgate.analysis.driver import schedule_for
 from perfgate.analysis.stats import log_ratio, repeats_needed
 from perfgate.analysis.summary import summarise
 from perfgate.model.result import RESIDUAL, ROWS, RunResult
-from perfgate.text.units import ms, percent, table
+from perfgate.model.errors import UsageError
+from perfgate.text.units import duration, ms, percent, table
 
 
 def _needed(sd: float, delta: float, alpha: float, power: float, **kw: float | int) -> str:
@@ -28,7 +30,7 @@ def _needed(sd: float, delta: float, alpha: float, power: float, **kw: float | i
 def _paired_lines(sd: float, delta: float, alpha: float, power: float, blocks: int,
                   config: GateConfig) -> list[str]:
     """What the paired design can detect here: the δ this machine supports."""
-    looks = [blocks] if config.looks == 1 else [blocks, 2 * blocks]
+    looks = [blocks, config.max_blocks] if config.max_blocks > blocks else [blocks]
     detectable = [paired_min_detectable(sd, j, alpha, power) for j in looks]
     needed = blocks_needed(sd, delta, alpha, power)
     where = " and ".join(f"{percent(m, signed=True)} with {j} blocks" for j, m in zip(looks, detectable))
@@ -47,6 +49,40 @@ def _paired_lines(sd: float, delta: float, alpha: float, power: float, blocks: i
     return lines
 
 
+def process_seconds(result: RunResult) -> float | None:
+    """The wall time of one repeat's process (start to start of consecutive repeats), or None."""
+    from datetime import datetime
+
+    try:
+        starts = sorted(datetime.fromisoformat(r.started_at) for r in result.repeats)
+    except (TypeError, ValueError):
+        return None
+    gaps = [(b - a).total_seconds() for a, b in zip(starts, starts[1:]) if (b - a).total_seconds() > 0]
+    return median(gaps) if gaps else None
+
+
+def sequential_lines(sd: float, config: GateConfig, blocks: int, seconds: float | None, *, gates: int = 100,
+                     seed: int = 0) -> list[str]:
+    """What this runner's gates will do under the sequential driver, simulated through it at this
+    noise (one workload: Holm over its time per step and median step, the real levels): the
+    A/A PASS share, and the blocks and time to a decision, for unchanged code and a true 2δ."""
+    from perfgate.analysis.simulate import Noise, Scenario, simulate
+    from perfgate.model.verdict import Verdict
+
+    noise = Noise(run_sd_log=sd, ar=0.0, day_sd_log=0.0, outlier_rate=0.0, throttle_rate=0.0)
+    lines = [f"under the sequential gate (first look at {blocks} blocks, a look after every block up to "
+             f"max_blocks = {config.max_blocks}; {gates} simulated gates at this noise, this workload alone):"]
+    for what, slowdown in (("unchanged code", 0.0), (f"a true +{2 * config.delta:.0%}", 2 * config.delta)):
+        r = simulate(Scenario(noise, slowdown, blocks=blocks, workloads=1), gates, config, seed=seed)
+        used = sorted(r.units)
+        mid = median(used)
+        when = f", about {duration(mid * 4 * seconds)}" if seconds else ""
+        verdict = Verdict.PASS if slowdown == 0 else Verdict.REGRESSION
+        lines.append(f"  {what}: {r.share(verdict):.0%} {verdict.value}, {r.share(Verdict.INCONCLUSIVE):.0%} "
+                     f"INCONCLUSIVE; median {mid:g} blocks to stop{when}")
+    return lines
+
+
 def calibration_report(result: RunResult, config: GateConfig, *, power: float = 0.8, blocks: int = 6) -> str:
     summary = summarise(result)
     n = len(result.repeats)
@@ -61,12 +97,18 @@ def calibration_report(result: RunResult, config: GateConfig, *, power: float = 
     sd = summary.spread["step"]
     if sd is None:
         return "\n".join(lines) + "\n"
-    alpha = alpha_for_look(config, 1)
+    try:
+        schedule = schedule_for(config, blocks)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    # The first look's level for the first of Holm's two steps (time per step, median step).
+    alpha = schedule.level(config.alpha / 2, blocks)
     delta = config.delta
     lines += [
         "",
-        f"repeats per side to detect a {delta:.0%} slowdown with {power:.0%} power "
-        f"(one workload, one-sided alpha {alpha:g} = {config.alpha:g} over {config.looks} look(s)):",
+        f"repeats per side to detect a {delta:.0%} slowdown with {power:.0%} power at the first look "
+        f"(one workload, one-sided level {alpha:.3g}: alpha {config.alpha:g}, Holm over its two statistics, "
+        f"spent over the looks):",
         f"  same-job comparison (no day-to-day drift):           {_needed(sd, delta, alpha, power)}",
         f"  stored baseline, 1 recording, assumed day sd {config.assumed_day_sd_log:.1%}: "
         f"{_needed(sd, delta, alpha, power, day_sd_log=config.assumed_day_sd_log)}",
@@ -76,13 +118,14 @@ def calibration_report(result: RunResult, config: GateConfig, *, power: float = 
         f"size for the slowdown you must catch, e.g. --delta {2 * delta:g})",
         "",
         *_paired_lines(sd, delta, alpha, power, blocks, config),
+        "",
+        *sequential_lines(sd, config, blocks, process_seconds(result)),
     ]
     steps = summary.per_repeat("step")
     half_base, half_cur = steps[0::2], steps[1::2]
-    single = dataclasses.replace(config, looks=1)
     est = log_ratio(half_cur, [half_base], confidence=config.confidence,
                     assumed_day_sd_log=0.0, outlier_sd=config.outlier_sd)
-    decision = decide_time({result.workload: est}, single, 1)[result.workload]
+    decision = decide_time({result.workload: est}, config)[result.workload]
     lines += [
         "",
         f"split-half A/A gate (odd repeats against even ones, same job, no day term): "

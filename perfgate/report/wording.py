@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from statistics import median
 
-from perfgate.analysis.outcome import WorkloadComparison
+from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
 from perfgate.analysis.stats import LogRatio
 from perfgate.model.repeat import MEDIAN, PER_STEP, STATISTIC_WORDS
 from perfgate.text.units import change_ci, ms
@@ -22,9 +22,21 @@ def design_lines(c: WorkloadComparison) -> list[str]:
     if not c.design:
         return []
     lines = [f"Decided by: {c.design}."]
+    if c.progress:
+        lines.append(f"{c.progress[0].upper()}{c.progress[1:]}.")
     if c.since_baseline:
         lines.append(f"{c.since_baseline[0].upper()}{c.since_baseline[1:]}.")
     return lines
+
+
+def looks_wording(outcome: GateOutcome) -> str:
+    """How α was spent over the looks, said the same way in every report's footer."""
+    look = outcome.look
+    if look.looks == 1:
+        return "one look"
+    schedule = look.schedule
+    return (f"spent over up to {look.looks} looks ({look.unit}s {schedule.first}–{schedule.last}, "
+            f"Hwang-Shih-DeCani γ={schedule.gamma:g}); the last look taken at {look.count} {look.unit}s")
 
 
 def step_estimate(c: WorkloadComparison, statistic: str = PER_STEP) -> LogRatio | None:
