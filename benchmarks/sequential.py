@@ -71,8 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--noisy-gates", type=int, default=1000, help="gates a cell at 15%% and 20%% noise")
     parser.add_argument("--outliers", action="store_true", help="2%% outliers (+30%%) and 2%% throttled processes")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--gamma", type=float, default=None, help="the spending function's γ (default: the gate's)")
     args = parser.parse_args(argv)
-    config = GateConfig()
+    config = GateConfig() if args.gamma is None else GateConfig(spending_gamma=args.gamma)
     table = cells(args.outliers, args.gates, args.noisy_gates)
     keys = args.cells or list(table)
     unknown = [k for k in keys if k not in table]
