@@ -15,9 +15,9 @@ import pytest
 from factories import ENV, make_result
 
 from perfgate.analysis.compare import compare
-from perfgate.analysis.decide import GateConfig
+from perfgate.analysis.decide import GateConfig, Look
 from perfgate.analysis.outcome import Entry, GateOutcome, WorkloadComparison
-from perfgate.analysis.stats import holm_adjusted
+from perfgate.analysis.stats.sequential import Schedule
 from perfgate.model.baseline import Baseline
 from perfgate.model.errors import EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION
 from perfgate.model.result import RunResult
@@ -25,6 +25,10 @@ from perfgate.model.verdict import Verdict
 from perfgate.store.baselines import Lookup, find_baseline, save_baseline, updated_baseline
 
 CFG = GateConfig()
+STORED = Schedule(5, CFG.max_blocks)
+"""The stored gate's default looks: the first at 5 repeats, then one after every repeat up to max_blocks."""
+FIRST = Look(5, STORED, "repeat")
+LAST = Look(CFG.max_blocks, STORED, "repeat")
 PATH = Path("baselines/cpu-test/tiny.json")
 T4 = dataclasses.replace(ENV, device="cuda", gpu_name="Tesla T4", cuda="12.4", cudnn="90100",
                          gpu_driver="550.54")
@@ -41,9 +45,8 @@ def baseline_of(*results: RunResult) -> Baseline:
 
 
 def days(workload: str = "tiny", n: int = 5, **kwargs: object) -> Baseline:
-    """A baseline of ``n`` recordings: enough history that an unchanged run can PASS (three
-    are not: with the PASS bound spent over two looks, the day-to-day variance's few degrees
-    of freedom keep the upper 98.75% bound near +3.6%)."""
+    """A baseline of ``n`` recordings: enough history that an unchanged run can PASS at one look
+    (one is not: the assumed 1% day sd's few degrees of freedom keep the upper bound above +3%)."""
     return baseline_of(*(make_result(workload, seed=day, **kwargs) for day in range(1, n + 1)))  # type: ignore[arg-type]
 
 
@@ -228,10 +231,16 @@ def test_an_unchanged_run_against_several_recordings_passes() -> None:
     assert c.verdict is Verdict.PASS
     assert c.time is not None and c.time.pass_bound < 1.03
     assert all(d.pass_bound < 1.03 for d in c.time.by_statistic.values())
-    # the PASS bound is spent over the two looks: 1.25% a look, one-sided
-    assert "upper 98.75% bound" in c.reason and "below δ=3%" in c.reason
+    # one look (results judged as they are): the PASS bound at the whole 2.5%, one-sided
+    assert "upper 97.5% bound" in c.reason and "below δ=3%" in c.reason
     assert "median step" in c.reason
     assert compare([entry(current(), days(n=5))], CFG).exit_code == EXIT_OK
+    # the stored gate's first look spends only part of it (1 - 0.61%): the same five repeats
+    # do not pass yet, and the gate measures on
+    first = one(current(), days(n=5), look=FIRST)
+    assert first.verdict is Verdict.INCONCLUSIVE and first.goes_on
+    assert "upper 99.393% bound" in first.reason and first.reason.endswith("; measuring on")
+    assert first.time is not None and c.time.pass_bound < 1.03 < first.time.pass_bound
 
 
 def test_an_unchanged_run_against_one_recording_stays_inconclusive() -> None:
@@ -239,11 +248,14 @@ def test_an_unchanged_run_against_one_recording_stays_inconclusive() -> None:
     c = one(current(), days(n=1))
     assert c.verdict is Verdict.INCONCLUSIVE
     assert c.time is not None and c.time.estimate.ci_high > 1.03
-    assert c.second_look and "second look planned" in c.reason
+    assert not c.goes_on and "undecided at the last planned look (one look, 1 block)" in c.reason
     assert compare([entry(current(), days(n=1))], CFG).exit_code == EXIT_INCONCLUSIVE
-    last = one(current(), days(n=1), look=2)
-    assert last.verdict is Verdict.INCONCLUSIVE and not last.second_look
-    assert "undecided after look 2 of 2" in last.reason
+    first = one(current(), days(n=1), look=FIRST)
+    assert first.verdict is Verdict.INCONCLUSIVE and first.goes_on and "measuring on" in first.reason
+    assert "look 1 of 26, 5 repeats" in first.reason
+    last = one(current(), days(n=1), look=LAST)
+    assert last.verdict is Verdict.INCONCLUSIVE and not last.goes_on
+    assert "undecided at the last planned look (look 26 of 26, 30 repeats)" in last.reason
 
 
 def test_a_fifteen_percent_speedup_is_improved() -> None:
@@ -255,8 +267,12 @@ def test_a_fifteen_percent_speedup_is_improved() -> None:
 
 # Five repeats with a known spread and almost no step jitter: the p-value is set by the scale.
 SPREAD = [1.0, 1.01, 0.99, 1.005, 0.995]
-BORDERLINE = 1.08  # one-sided p ≈ 0.0018 (the day prior's 4 df): below α/looks / 2 = 0.0025, above 0.005 / 8
+BORDERLINE = 1.08  # one-sided p ≈ 0.0018 (the day prior's 4 df): below α / 2 = 0.005, above α / 8 = 0.00125
 # (each workload enters the Holm family twice: its time per step and its median step)
+TWO = Schedule(4, 5, gamma=-4.0)
+"""Two looks, at 4 and 5 repeats, spending late (γ = -4): the second tests a lone hypothesis
+at about 0.0086 of α = 0.01, so the borderline slowdown is decided there alone."""
+LOOK2 = Look(5, TWO, "repeat")
 
 
 def spread_run(workload: str, scale: float, seed: int) -> RunResult:
@@ -274,37 +290,41 @@ def test_holm_a_borderline_slowdown_is_significant_alone_but_not_among_four_work
     assert alone.verdict is Verdict.REGRESSION
     assert alone.time is not None
     p = min(d.estimate.p_slower for d in alone.time.by_statistic.values())
-    assert CFG.alpha / CFG.looks / 8 < p < CFG.alpha / CFG.looks / 2
+    assert CFG.alpha / 8 < p < CFG.alpha / 2
 
     among = compare(borderline_entries(("b", "c", "d")), CFG)
     tiny = among.comparisons[0]
     assert tiny.verdict is Verdict.INCONCLUSIVE
     assert tiny.time is not None and tiny.time.estimate.p_slower == pytest.approx(alone.time.estimate.p_slower)
-    assert tiny.time.p_holm_slower == pytest.approx(8 * p)
+    # its two statistics are Holm's first two steps of eight: α / 8 and α / 7
+    levels = sorted(d.level_slower for d in tiny.time.by_statistic.values())
+    assert levels == pytest.approx([CFG.alpha / 8, CFG.alpha / 7])
+    assert p > levels[0]
     assert all(c.verdict is not Verdict.REGRESSION for c in among.comparisons[1:])
 
 
-def test_already_decided_workloads_keep_the_family_size_at_the_second_look() -> None:
-    shrunk = compare(borderline_entries(()), CFG, look=2).comparisons[0]
-    kept = compare(borderline_entries(()), CFG, look=2, already_decided=("b", "c", "d")).comparisons[0]
+def test_already_decided_workloads_keep_the_family_size_at_a_later_look() -> None:
+    shrunk = compare(borderline_entries(()), CFG, look=LOOK2).comparisons[0]
+    kept = compare(borderline_entries(()), CFG, look=LOOK2, already_decided=("b", "c", "d")).comparisons[0]
     assert shrunk.verdict is Verdict.REGRESSION
     assert kept.verdict is Verdict.INCONCLUSIVE
     assert kept.time is not None and shrunk.time is not None
-    # 8 entries against 2: the smallest p-value's Holm factor grows fourfold
-    assert kept.time.p_holm_slower == pytest.approx(4 * shrunk.time.p_holm_slower)
-    assert "undecided after look 2 of 2" in kept.reason
+    # 8 entries against 2: the first Holm step's level is the look's for α / 8, not α / 2
+    first_step = lambda c: min(d.level_slower for d in c.time.by_statistic.values())  # noqa: E731
+    assert first_step(shrunk) == pytest.approx(TWO.level(CFG.alpha / 2, 5))
+    assert first_step(kept) == pytest.approx(TWO.level(CFG.alpha / 8, 5))
+    assert "undecided at the last planned look (look 2 of 2, 5 repeats)" in kept.reason
 
 
 def test_already_decided_workloads_with_gated_phases_stay_in_the_family() -> None:
     config = GateConfig(gate_phases=("forward",))
-    c = compare(borderline_entries(()), config, look=2, already_decided=("b",)).comparisons[0]
+    c = compare(borderline_entries(()), config, look=LOOK2, already_decided=("b",)).comparisons[0]
     assert c.time is not None
-    p_step, p_forward = c.time.estimate.p_slower, c.gated["forward"].estimate.p_slower
-    p_median = c.time.by_statistic["median"].estimate.p_slower
-    # the family: tiny (time per step), tiny@median, tiny:forward, and b's three entering with p = 1
-    family = [p_step, p_median, p_forward, 1.0, 1.0, 1.0]
-    assert c.time.p_holm_slower == pytest.approx(holm_adjusted(family)[0])
-    assert c.time.p_holm_slower != pytest.approx(holm_adjusted(family[:3])[0])
+    # the family: tiny (time per step), tiny@median, tiny:forward, and b's three entering with
+    # p = 1, so tiny's three take Holm's first three steps of six
+    levels = sorted([*(d.level_slower for d in c.time.by_statistic.values()), c.gated["forward"].level_slower])
+    assert levels == pytest.approx([TWO.level(CFG.alpha / k, 5) for k in (6, 5, 4)])
+    assert levels != pytest.approx([TWO.level(CFG.alpha / k, 5) for k in (3, 2, 1)])
 
 
 # --- phases ---------------------------------------------------------------------------------
@@ -448,13 +468,20 @@ def test_a_per_workload_delta_changes_only_that_workloads_verdict() -> None:
 
 
 def test_alpha_and_looks_always_come_from_the_run_config() -> None:
-    run = GateConfig(alpha=0.05, looks=1)
-    outcome = compare(two_slowed_workloads(), run, per_workload={"b": GateConfig(delta=0.10)})
+    run = GateConfig(alpha=0.05)
+    own = {"b": GateConfig(delta=0.10, alpha=0.2, max_blocks=6, spending_gamma=-4.0)}
+    outcome = compare(two_slowed_workloads(), run, per_workload=own)
     a, b = outcome.comparisons
     assert a.time is not None and b.time is not None
     assert b.time.alpha_used == a.time.alpha_used == 0.05
     assert b.time.looks == 1
-    assert not b.second_look
+    assert not b.goes_on
+    looked = compare(two_slowed_workloads(), run, look=FIRST, per_workload=own)
+    a, b = looked.comparisons
+    assert a.time is not None and b.time is not None
+    assert b.time.alpha_used == a.time.alpha_used == pytest.approx(STORED.level(0.05, 5))
+    assert (b.time.look, b.time.looks, b.time.count) == (1, 26, 5)
+    assert looked.look == FIRST
 
 
 def test_per_workload_gate_phases_apply_to_that_workload_only() -> None:
