@@ -300,7 +300,7 @@ def test_the_judge_runs_only_after_the_measuring_workflow_of_a_pull_request() ->
     assert "github.event.workflow_run.conclusion == 'success'" in condition
     (permissions,) = re.findall(r"^    permissions:\n((?:      .*\n)+)", job, re.M)
     assert [line.split("#")[0].strip() for line in permissions.splitlines()] == [
-        "actions: read", "contents: read", "pull-requests: write", "statuses: write"]
+        "actions: read", "checks: write", "contents: read", "pull-requests: write", "statuses: write"]
     assert "runs-on: ubuntu-latest" in job
     # The judge's name for the measuring job is the measuring job's name.
     (gate_job,) = re.findall(r"GATE_JOB: (.*?)  #", job)
@@ -708,7 +708,8 @@ def test_the_judge_step(tmp_path: Path, bin_dir: Path, pyproject: bool) -> None:
     assert argv == ["judge", f"{tmp_path}/perfgate-results", "--base-dir", ".perfgate-base",
                     "--artifacts", f"{tmp_path}/perfgate-judged", "--changed-files", f"{tmp_path}/changed.tsv",
                     "--head-files", f"{tmp_path}/perfgate-head-files", *head, "--expect-head-sha", HEAD,
-                    "--expect-pr", "7", "--expect-base-sha", BASE]
+                    "--expect-pr", "7", "--expect-base-sha", BASE,
+                    "--check-run", f"{tmp_path}/perfgate-judged/check-run.json"]
     assert (tmp_path / "changed.tsv").read_text().startswith("modified\tbaselines/a/w.json\t\n")
     # the pull request's workload files, as data; a path with .. is never fetched
     head_files = tmp_path / "perfgate-head-files"
@@ -717,6 +718,7 @@ def test_the_judge_step(tmp_path: Path, bin_dir: Path, pyproject: bool) -> None:
     add_judge_parser(parser.add_subparsers())
     args = parser.parse_args(argv)
     assert (args.expect_pr, args.expect_head_sha, args.expect_base_sha, args.design) == (7, HEAD, BASE, "paired")
+    assert args.check_run == f"{tmp_path}/perfgate-judged/check-run.json"
 
 
 @pytest.fixture
@@ -823,14 +825,16 @@ def test_the_commit_status(tmp_path: Path, bin_dir: Path, env: dict[str, str], s
     assert len(description) <= 140
 
 
-@pytest.mark.parametrize(("code", "status", "annotation"), [
-    ("0", 0, None), ("1", 1, None), ("2", 1, "::error title=perfgate error::"),
-    ("3", 0, "::warning title=perfgate inconclusive::"), ("", 1, "::error title=perfgate error::"),
+@pytest.mark.parametrize(("code", "conclusion", "status", "annotation"), [
+    ("0", "success", 0, None), ("1", "failure", 1, None), ("2", "failure", 1, "::error title=perfgate error::"),
+    ("3", "neutral", 0, "::warning title=perfgate inconclusive::"),
+    ("3", "failure", 1, "::error title=perfgate inconclusive::"),  # inconclusive = "fail"
+    ("", "", 1, "::error title=perfgate error::"),
 ])
-def test_the_verdict_step_maps_exit_codes(tmp_path: Path, bin_dir: Path, code: str, status: int,
+def test_the_verdict_step_maps_exit_codes(tmp_path: Path, bin_dir: Path, code: str, conclusion: str, status: int,
                                           annotation: str | None) -> None:
     script = step_script(template("perfgate-judge.yml"), "Verdict")
-    done = bash(script, tmp_path, {"EXIT_CODE": code}, bin_dir)
+    done = bash(script, tmp_path, {"EXIT_CODE": code, "CONCLUSION": conclusion}, bin_dir)
     assert done.returncode == status
     if annotation:
         assert done.stdout.startswith(annotation)
@@ -839,11 +843,13 @@ def test_the_verdict_step_maps_exit_codes(tmp_path: Path, bin_dir: Path, code: s
 def test_the_comment_status_and_verdict_come_after_the_judge_whatever_it_said() -> None:
     text = template("perfgate-judge.yml")
     names = re.findall(r"^      - name: (.*)$", text, re.M)
-    assert names[-3:] == ["Post or update the sticky comment", "Set the commit status", "Verdict"]
+    assert names[-4:] == ["Post or update the sticky comment", "Set the commit status", "Report the check run",
+                          "Verdict"]
     judge = step_script(text, "Judge")
     assert judge.rstrip().endswith('--expect-head-sha "$HEAD_SHA" --expect-pr "$NUMBER" --expect-base-sha "$BASE_SHA" '
-                                   '|| code=$?\necho "perfgate judge exited with $code"')
-    for name in ("Set the commit status", "Verdict"):
+                                   '\\\n  --check-run "$RUNNER_TEMP/perfgate-judged/check-run.json" || code=$?\n'
+                                   'echo "perfgate judge exited with $code"')
+    for name in ("Set the commit status", "Report the check run", "Verdict"):
         condition = " ".join(step_text(text, name).split("if: >-\n", 1)[1].split("env:", 1)[0].split())
         assert condition == ("${{ !cancelled() && (steps.identify.outcome == 'failure' || steps.identify.outputs.ok "
                              "== 'true' || steps.identify.outputs.error != '') }}")
@@ -1220,7 +1226,8 @@ def test_the_sharded_judge_step_judges_every_shard_together(tmp_path: Path, bin_
     shards = [f"{results}/perfgate-results-{i}" for i in (1, 2, 3)]
     assert argv == ["judge", *shards, "--base-dir", ".perfgate-base", "--artifacts", f"{tmp_path}/perfgate-judged",
                     "--changed-files", f"{tmp_path}/changed.tsv", "--head-files", f"{tmp_path}/perfgate-head-files",
-                    "--expect-head-sha", HEAD, "--expect-pr", "7", "--expect-base-sha", BASE]
+                    "--expect-head-sha", HEAD, "--expect-pr", "7", "--expect-base-sha", BASE,
+                    "--check-run", f"{tmp_path}/perfgate-judged/check-run.json"]
     parser = argparse.ArgumentParser()
     add_judge_parser(parser.add_subparsers())
     assert parser.parse_args(argv).results == shards

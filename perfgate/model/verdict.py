@@ -97,7 +97,8 @@ class Rules(Protocol):
 
 
 def _inconclusive_fails(rules: Rules | None) -> bool:
-    return rules is not None and rules.inconclusive == INCONCLUSIVE_FAIL
+    # getattr: a settings object from before the setting existed passes an undecided gate
+    return rules is not None and getattr(rules, "inconclusive", INCONCLUSIVE_PASS) == INCONCLUSIVE_FAIL
 
 
 # --- the whole gate -------------------------------------------------------------------------
