@@ -9,20 +9,36 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from perfgate.analysis.blocks import ABBA, BlockValue, block_log_ratio, block_model_log_ratio
+from perfgate.analysis.blocks import ABBA, BAAB, BlockValue, block_log_ratio, block_model_log_ratio, block_order
 from perfgate.analysis.compare import compare
-from perfgate.analysis.decide import GateConfig
+from perfgate.analysis.decide import GateConfig, Look
 from perfgate.analysis.outcome import Entry, Pairing
+from perfgate.analysis.stats.sequential import Schedule
 from perfgate.model.verdict import Verdict
 from tests.factories import ENV, make_result
 
 
-def _abba(values_by_block: list[tuple[float, float, float, float]]) -> tuple[list[BlockValue], list[BlockValue]]:
+SCHEDULE = Schedule(6, GateConfig().max_blocks)
+FIRST = Look(6, SCHEDULE)
+"""The paired gate's first look: 6 blocks, of up to max_blocks."""
+
+
+def _abba(values_by_block: list[tuple[float, float, float, float]],
+          alternate: bool = False) -> tuple[list[BlockValue], list[BlockValue]]:
+    """Each block's four values in its running order: ABBA every block, or (``alternate``)
+    ABBA and BAAB in turn, as the runner measures them."""
     base, head = [], []
     for j, four in enumerate(values_by_block):
-        for arm, v in zip(ABBA, four):
+        for arm, v in zip(block_order(j) if alternate else ABBA, four):
             (base if arm == "base" else head).append(BlockValue(j, v))
     return base, head
+
+
+def test_blocks_alternate_abba_and_baab():
+    assert ABBA == ("base", "head", "head", "base") and BAAB == ("head", "base", "base", "head")
+    assert [block_order(j) for j in range(4)] == [ABBA, BAAB, ABBA, BAAB]
+    for j in range(6):  # two of each side in every block
+        assert sorted(block_order(j)) == ["base", "base", "head", "head"]
 
 
 def test_balanced_blocks_match_the_two_way_anova_by_hand():
@@ -65,9 +81,20 @@ def test_block_contrast_is_the_one_sample_t_on_contrasts():
 def test_linear_drift_inside_blocks_cancels():
     # every process 2% slower than the one before it, no noise, no change between arms
     blocks = [tuple(100.0 * math.exp(0.02 * (4 * j + k)) for k in range(4)) for j in range(6)]
+    for alternate in (False, True):
+        base, head = _abba(blocks, alternate)
+        assert block_model_log_ratio(base, head).ratio == pytest.approx(1.0, abs=1e-12)
+        assert block_log_ratio(base, head).ratio == pytest.approx(1.0, abs=1e-12)
+
+
+def test_a_position_effect_cancels_over_every_two_alternating_blocks():
+    # the first process of every block 5% slower (a cold cache), nothing else: ABBA every
+    # block puts it on the base side always; ABBA and BAAB in turn cancel it over two blocks
+    blocks = [(105.0, 100.0, 100.0, 100.0)] * 6
     base, head = _abba(blocks)
-    est = block_model_log_ratio(base, head)
-    assert est.ratio == pytest.approx(1.0, abs=1e-12)
+    assert block_log_ratio(base, head).ratio < 0.99
+    base, head = _abba(blocks, alternate=True)
+    assert block_log_ratio(base, head).ratio == pytest.approx(1.0, abs=1e-12)
 
 
 def test_unbalanced_blocks_are_fitted_and_one_armed_blocks_ignored():
@@ -89,11 +116,12 @@ def test_too_few_blocks_is_an_error():
 
 
 def _paired_results(slow: float = 1.0, blocks: int = 6, seed: int = 0, drift: float = 0.0, jitter: float = 0.02):
-    """Head and base results in ABBA order, with optional drift of the machine per process."""
+    """Head and base results in the runner's order (ABBA, BAAB, ...), with optional drift of
+    the machine per process."""
     rng = np.random.default_rng(seed)
     base_scales, head_scales, base_blocks, head_blocks = [], [], [], []
     for j in range(blocks):
-        for k, arm in enumerate(ABBA):
+        for k, arm in enumerate(block_order(j)):
             machine = math.exp(drift * (4 * j + k) + rng.normal(0, jitter))
             if arm == "base":
                 base_scales.append(machine)
@@ -113,21 +141,21 @@ def _paired_results(slow: float = 1.0, blocks: int = 6, seed: int = 0, drift: fl
 
 def test_paired_verdicts_and_the_design_is_named():
     base, head = _paired_results(slow=1.25)
-    outcome = compare([Entry("tiny", head, None, pairing=Pairing(base, "a1b2c3d4e5f6"))], GateConfig(), look=1)
+    outcome = compare([Entry("tiny", head, None, pairing=Pairing(base, "a1b2c3d4e5f6"))], GateConfig(), look=FIRST)
     c = outcome.comparisons[0]
     assert c.verdict is Verdict.REGRESSION
     assert c.design == "paired, 6 ABBA blocks against a1b2c3d"
     assert c.time.estimate.df == 5  # the block contrasts: J - 1
     assert c.since_baseline == "since the last rebaseline: no stored baseline for this environment"
     base, head = _paired_results(slow=1.0, jitter=0.005)
-    c = compare([Entry("tiny", head, None, pairing=Pairing(base, "a1b2c3d"))], GateConfig(), look=1).comparisons[0]
+    c = compare([Entry("tiny", head, None, pairing=Pairing(base, "a1b2c3d"))], GateConfig(), look=FIRST).comparisons[0]
     assert c.verdict is Verdict.PASS
 
 
 def test_paired_design_is_immune_to_drift_that_fools_welch():
     # the machine gets 1% slower per process: 24% over the job. Nothing changed.
     base, head = _paired_results(slow=1.0, drift=0.01, jitter=0.002)
-    c = compare([Entry("tiny", head, None, pairing=Pairing(base, "abc1234"))], GateConfig(), look=1).comparisons[0]
+    c = compare([Entry("tiny", head, None, pairing=Pairing(base, "abc1234"))], GateConfig(), look=FIRST).comparisons[0]
     assert c.verdict is Verdict.PASS
     assert c.time.estimate.ratio == pytest.approx(1.0, abs=0.005)
 
@@ -135,7 +163,7 @@ def test_paired_design_is_immune_to_drift_that_fools_welch():
 def test_paired_workload_change_is_incomparable():
     base, head = _paired_results()
     head = dataclasses.replace(head, params={"batch_size": 16, "steps": 10})
-    c = compare([Entry("tiny", head, None, pairing=Pairing(base, "abc1234"))], GateConfig(), look=1).comparisons[0]
+    c = compare([Entry("tiny", head, None, pairing=Pairing(base, "abc1234"))], GateConfig(), look=FIRST).comparisons[0]
     assert c.verdict is Verdict.INCOMPARABLE
     assert "param batch_size" in c.differences
 
@@ -144,10 +172,10 @@ def test_paired_environment_differences_are_shown_with_base_python():
     base, head = _paired_results()
     base = dataclasses.replace(base, environment=dataclasses.replace(ENV, torch="2.13.0"))
     entry = Entry("tiny", head, None, pairing=Pairing(base, "abc1234"))
-    c = compare([entry], GateConfig(), look=1).comparisons[0]
+    c = compare([entry], GateConfig(), look=FIRST).comparisons[0]
     assert c.verdict is Verdict.INCOMPARABLE
     entry = Entry("tiny", head, None, pairing=Pairing(base, "abc1234", base_python="/opt/py/bin/python"))
-    c = compare([entry], GateConfig(), look=1).comparisons[0]
+    c = compare([entry], GateConfig(), look=FIRST).comparisons[0]
     assert c.verdict in (Verdict.PASS, Verdict.INCONCLUSIVE)
     assert c.environment_differences == {"torch": ("2.13.0", "2.14.1")}
     assert c.base_environment.torch == "2.13.0"
@@ -162,7 +190,7 @@ def test_reports_say_which_design_decided_and_show_the_stored_baseline_as_second
     stored = updated_baseline(None, make_result(repeats=5), "seed", append=False)
     path = save_baseline(stored, tmp_path)
     entry = Entry("tiny", head, Lookup(stored, path), pairing=Pairing(base, "a1b2c3d4e5f60718"))
-    outcome = compare([entry], GateConfig(), look=1)
+    outcome = compare([entry], GateConfig(), look=FIRST)
     c = outcome.comparisons[0]
     assert c.since_baseline.startswith("since the last rebaseline: time per step +")
     assert "stored baseline, 1 recording; shown, not deciding" in c.since_baseline
@@ -208,7 +236,14 @@ def test_calibrate_says_which_delta_this_machine_supports():
     assert "paired design (ABBA blocks" in text
     assert "this machine supports delta of about" in text and "most gates of a true 3% slowdown" in text
     quiet = make_result(repeat_scales=[1.0, 1.002, 0.999, 1.001, 0.998, 1.0], jitter=0.001)
-    assert "this machine supports delta of 3% with 12 blocks" in calibration_report(quiet, GateConfig(), blocks=6)
+    report = calibration_report(quiet, GateConfig(), blocks=6)
+    # the last planned look is at max_blocks
+    assert "this machine supports delta of 3% with 30 blocks" in report
+    assert "with 6 blocks and +0.1% with 30 blocks" in report
+    assert "under the sequential gate (first look at 6 blocks, a look after every block up to max_blocks = 30" in report
+    assert "unchanged code: 100% PASS" in report
+    assert "this machine supports delta of 3% with 10 blocks" in calibration_report(
+        quiet, GateConfig(max_blocks=10), blocks=6)
 
 
 def test_json_and_html_carry_the_design(tmp_path):
@@ -218,7 +253,7 @@ def test_json_and_html_carry_the_design(tmp_path):
     base, head = _paired_results(slow=1.25)
     base = dataclasses.replace(base, environment=dataclasses.replace(ENV, torch="2.13.0"))
     entry = Entry("tiny", head, None, pairing=Pairing(base, "a1b2c3d4e5", base_python="/opt/py"))
-    outcome = compare([entry], GateConfig(), look=1)
+    outcome = compare([entry], GateConfig(), look=FIRST)
     data = outcome_to_dict(outcome)["workloads"][0]
     assert data["design"] == "paired, 6 ABBA blocks against a1b2c3d"
     assert data["against"] == "a1b2c3d4e5"
@@ -229,17 +264,22 @@ def test_json_and_html_carry_the_design(tmp_path):
     assert "torch (base → head)" in html
 
 
-def test_the_paired_looks_spend_alpha_by_their_known_correlation():
-    from perfgate.analysis.stats import paired_look_correlation, two_look_levels
+def test_the_paired_looks_spend_alpha_over_the_planned_looks():
+    from perfgate.analysis.stats.sequential import crossing_levels
     from perfgate.report.markdown import render_markdown
 
     base, head = _paired_results(slow=1.25)
-    rho = paired_look_correlation(6, 12)
-    outcome = compare([Entry("tiny", head, None, pairing=Pairing(base, "abc1234"))], GateConfig(), look=1, rho=rho)
-    level = two_look_levels(0.01, rho)[0]
-    assert 0.005 < level < 0.01
+    outcome = compare([Entry("tiny", head, None, pairing=Pairing(base, "abc1234"))], GateConfig(), look=FIRST)
+    # blocks are independent: the looks' information is their block count over max_blocks's
+    level = crossing_levels(0.01, tuple(c / 30 for c in range(6, 31)))[0]
+    assert 0.001 < level < 0.01
     assert outcome.comparisons[0].time.alpha_used == pytest.approx(level)
-    assert "spent over 2 looks by an equal-z boundary (looks correlated ρ=0.71)" in render_markdown(outcome)
+    assert outcome.comparisons[0].verdict is Verdict.REGRESSION
+    text = render_markdown(outcome)
+    assert "spent over up to 25 looks (blocks 6–30, Hwang-Shih-DeCani γ=1); the last look taken at 6 blocks" in text
+    single = compare([Entry("tiny", head, None, pairing=Pairing(base, "abc1234"))], GateConfig())
+    assert single.comparisons[0].time.alpha_used == 0.01
+    assert "one look ·" in render_markdown(single)
 
 
 @pytest.mark.slow
@@ -276,7 +316,7 @@ def test_the_json_report_writes_what_is_not_finite_as_null():
     from perfgate.store.jsonfile import dumps
 
     base, head = _paired_results(slow=1.0, jitter=0.02)
-    outcome = compare([Entry("tiny", head, None, pairing=Pairing(base, "abc1234"))], GateConfig(), look=1)
+    outcome = compare([Entry("tiny", head, None, pairing=Pairing(base, "abc1234"))], GateConfig(), look=FIRST)
     est = outcome.comparisons[0].time.estimate
     nan_est = dataclasses.replace(est, current_sd_log=math.nan)
     c = dataclasses.replace(outcome.comparisons[0],
