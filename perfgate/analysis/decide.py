@@ -27,7 +27,7 @@ from perfgate.analysis.stats import (
 from perfgate.analysis.stats.sequential import DEFAULT_GAMMA, Schedule
 from perfgate.model.counters import GATED as COUNTER_NAMES
 from perfgate.model.repeat import MEDIAN, PER_STEP, STATISTIC_WORDS
-from perfgate.model.verdict import Verdict
+from perfgate.model.verdict import INCONCLUSIVE_POLICIES, Verdict
 
 __all__ = [
     "GateConfig",
@@ -42,10 +42,6 @@ __all__ = [
     "decide_time",
     "flag_phases",
 ]
-
-
-INCONCLUSIVE_POLICIES = ("pass", "fail")
-"""``inconclusive = ...``: what an undecided gate does to the pull request."""
 
 
 def _is_number(value: object) -> bool:
@@ -65,8 +61,8 @@ class GateConfig:
     spending_gamma: float = DEFAULT_GAMMA
     """The α-spending function's γ (Hwang-Shih-DeCani; ``perfgate.analysis.stats.sequential``)."""
     inconclusive: str = "pass"
-    """What an undecided gate does to the pull request: "pass" (exit 0, a neutral check) or
-    "fail" (exit 3 and a failing check)."""
+    """What an undecided gate does to the pull request: "pass" (a neutral check run, a successful
+    status, a skipped pytest item) or "fail" (all three fail). The exit code is 3 either way."""
     power: float = 0.8  # for the smallest detectable slowdown that is reported
     phase_q: float = 0.10
     phase_min_share: float = 0.01

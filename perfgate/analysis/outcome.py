@@ -14,9 +14,8 @@ from perfgate.analysis.diagnose import Label
 from perfgate.analysis.summary import WorkloadSummary
 from perfgate.model.baseline import Baseline, Provenance
 from perfgate.model.counters import CounterSet
-from perfgate.model.errors import EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION
 from perfgate.model.result import RunResult
-from perfgate.model.verdict import Verdict
+from perfgate.model.verdict import Verdict, gate_exit_code, run_policy
 from perfgate.store.baselines import Lookup
 
 
@@ -162,14 +161,10 @@ class GateOutcome:
     def exit_code(self) -> int:
         """1 on any regression; else 2 when something could not be judged; else 3 when
         something stays undecided; else 0 (``perfgate.model.verdict``: the policy)."""
-        from perfgate.model.verdict import gate_exit_code
-
         return gate_exit_code((c.verdict for c in self.comparisons), self.config)
 
     @property
     def headline(self) -> str:
-        from perfgate.model.verdict import run_policy
-
         counts: dict[str, int] = {}
         for c in self.comparisons:
             counts[c.verdict.value] = counts.get(c.verdict.value, 0) + 1

@@ -49,7 +49,7 @@ from perfgate.report.markdown import (
     reproduce_command,
 )
 from perfgate.report.phase_table import PhaseTable, RowKind, TableRow, flagged_rank_table, phase_table
-from perfgate.report.wording import clock_line, column_names, design_lines, step_statistics_line
+from perfgate.report.wording import clock_line, column_names, design_lines, looks_wording, step_statistics_line
 from perfgate.store.jsonfile import write_text_atomic
 from perfgate.text.units import change_ci, ms, percent
 
@@ -475,7 +475,7 @@ def render_html(outcome: GateOutcome) -> str:
         reproduce="\n".join(reproduce_command(c) for c in runnable),
         rebaseline="\n".join(rebaseline_command(c) for c in runnable),
         footer=(f"perfgate {__version__} · α={cfg.alpha:g} one-sided, Holm over {judged} judged workload(s), "
-                f"split over {cfg.looks} look(s) · δ={cfg.delta * 100:g}% · phases flagged by Benjamini–Hochberg "
+                f"{looks_wording(outcome)} · δ={cfg.delta * 100:g}% · phases flagged by Benjamini–Hochberg "
                 f"at q={cfg.phase_q:g} · memory threshold {cfg.memory_threshold * 100:g}%"),
     )
 

@@ -32,7 +32,7 @@ from perfgate.model.verdict import POLICY, Verdict
 from perfgate.model.version import __version__
 from perfgate.model.workload import PHASES
 from perfgate.report.phase_table import RowKind, flagged_rank_table, phase_table
-from perfgate.report.wording import clock_line, column_names, design_lines, step_statistics_line
+from perfgate.report.wording import clock_line, column_names, design_lines, looks_wording, step_statistics_line
 from perfgate.store.traces import TraceOutcome, TraceResult
 from perfgate.text.inert import code, code_cell, flatten, inline
 from perfgate.text.units import ms, percent, size
@@ -385,12 +385,7 @@ def _footer(outcome: GateOutcome, comparisons: Sequence[WorkloadComparison]) -> 
 
 
 def _looks_wording(outcome: GateOutcome) -> str:
-    looks = outcome.config.looks
-    if looks == 1:
-        return "one look"
-    if outcome.rho is None:
-        return f"split equally over {looks} looks"
-    return f"spent over {looks} looks by an equal-z boundary (looks correlated ρ={outcome.rho:.2f})"
+    return looks_wording(outcome)
 
 
 def missing_baseline_consequence(outcome: GateOutcome) -> str:
