@@ -106,7 +106,7 @@ class GateConfig:
         need(_is_number(self.alpha) and self.alpha <= 0.5, "alpha", "must be at most 0.5")
         need(_is_number(self.delta) and 0 < self.delta < 1, "delta", "must be between 0 and 1 (0.03 = 3%)")
         need(isinstance(self.max_blocks, int) and not isinstance(self.max_blocks, bool)
-             and 2 <= self.max_blocks <= 10_000, "max_blocks", "must be an integer from 2 to 10000")
+             and 2 <= self.max_blocks <= 500, "max_blocks", "must be an integer from 2 to 500")
         need(_is_number(self.spending_gamma) and -40 <= self.spending_gamma <= 40, "spending_gamma",
              "must be a number from -40 to 40")
         need(self.inconclusive in INCONCLUSIVE_POLICIES, "inconclusive", 'must be "pass" or "fail"')

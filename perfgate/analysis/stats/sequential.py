@@ -43,8 +43,11 @@ DEFAULT_GAMMA = 1.0
 """The spending function's γ: near Pocock's boundary, which spends early enough that a gate
 stopped by its budget at a third of its planned blocks has spent most of its α."""
 
-_GRID_PER_SD = 24
-"""Grid points per standard deviation of the smallest increment between looks."""
+_GRID_PER_SD = 8
+"""Grid points per standard deviation of the smallest increment between looks (the levels
+are within 0.2% of a grid three times as fine)."""
+_MAX_GRID = 800
+"""At most this many grid points: with hundreds of looks the grid stays coarse enough to be fast."""
 _TAIL_SD = 9.0
 """How far below zero (in sd of W at the look) the grid reaches; the mass lost there is < 1e-18."""
 
@@ -84,8 +87,8 @@ def crossing_levels(alpha: float, fractions: tuple[float, ...], gamma: float = D
     b = c * math.sqrt(t[0])
     if t.size == 1:
         return tuple(levels)
-    step = min(float(np.min(np.diff(t))), float(t[0])) ** 0.5 / _GRID_PER_SD
     lo = -_TAIL_SD * math.sqrt(t[-1])
+    step = max(min(float(np.min(np.diff(t))), float(t[0])) ** 0.5 / _GRID_PER_SD, 2 * -lo / _MAX_GRID)
 
     def grid(upper: float) -> tuple[np.ndarray, np.ndarray]:
         top = min(upper, _TAIL_SD * math.sqrt(t[-1]))
