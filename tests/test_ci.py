@@ -310,6 +310,19 @@ def test_measuring_options_do_not_mix_with_results(capsys, repo: Repo) -> None:
     assert_error(repo, code, out, err, "takes no measuring option (--repeats)")
 
 
+def test_measuring_options_of_the_sequential_gate_do_not_mix_with_results(capsys, repo: Repo) -> None:
+    code, out, err = judge(capsys, repo, results(repo, "current", seed=2), "--budget", "20m", "--max-blocks", "9")
+    assert_error(repo, code, out, err, "takes no measuring option (--max-blocks, --budget)")
+
+
+def test_a_report_that_cannot_be_written_is_an_error_not_a_pass(capsys, repo: Repo) -> None:
+    (repo.tmp / "artifacts").write_text("a file, so the reports cannot go in a folder of that name")
+    code, out, err = judge(capsys, repo, results(repo, "current", seed=2))
+    assert code == 2 and "report NOT written: " in err and "artifacts/report.md" in err
+    assert repo.outputs()["exit-code"] == "2" and repo.outputs()["verdict"] == "error"
+    assert "::error title=perfgate error::" in out
+
+
 def test_a_bug_is_an_error_with_outputs_not_a_crash(capsys, repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(*args, **kwargs):
         raise RuntimeError("boom")

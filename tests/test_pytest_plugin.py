@@ -7,7 +7,8 @@ NO_BASELINE and INCONCLUSIVE skip with the reason, ERROR is a test error.
 
 The real runs use the tiny CPU workload (each repeat is a fresh process importing torch,
 a few seconds here), so there are few of them: one baseline is recorded per module and
-copied into each test's own store, and the runs use 2 or 3 repeats and one look. They
+copied into each test's own store, and the runs use 2 or 3 repeats and one look (max_blocks
+at the first look's repeats). They
 run pytest in a subprocess: the gate's runner imports torch in the pytest process, and
 an in-process run would leave it half-unloaded (pytester restores ``sys.modules``).
 """
@@ -160,7 +161,10 @@ def test_the_options_are_one_group(pytester: pytest.Pytester) -> None:
     assert {"--perfgate", "--perfgate-device", "--perfgate-repeats", "--perfgate-baselines",
             "--perfgate-markdown", "--perfgate-workloads", "--perfgate-workloads-path", "--perfgate-alpha",
             "--perfgate-delta", "--perfgate-memory-threshold", "--perfgate-phase-q", "--perfgate-gate-phase",
-            "--perfgate-fail-on-missing-baseline", "--perfgate-set", "--perfgate-out"} <= in_group
+            "--perfgate-fail-on-missing-baseline", "--perfgate-set", "--perfgate-out", "--perfgate-budget",
+            "--perfgate-max-blocks", "--perfgate-inconclusive", "--perfgate-max-reruns",
+            "--perfgate-max-other-cpu-share", "--perfgate-html"} <= in_group
+    assert not {"--perfgate-looks", "--perfgate-second-look-repeats"} & everywhere
 
 
 # --- with --perfgate, nothing measured -------------------------------------------------
@@ -209,6 +213,9 @@ def test_a_deselected_gate_never_runs(project: pytest.Pytester) -> None:
 @pytest.mark.parametrize(("files", "args", "message"), [
     ({}, ["--perfgate-workloads", "nope"], "unknown workload 'nope'; known workloads: *tiny*"),
     ({}, ["--perfgate-repeats", "1"], "--perfgate-repeats: a gate needs at least 2 repeats*"),
+    ({}, ["--perfgate-blocks", "1"], "--perfgate-blocks: the paired design needs at least 2 ABBA blocks"),
+    ({}, ["--perfgate-budget", "soon"], "--perfgate-budget: expected a duration such as 20m, 90s or 1h, got 'soon'"),
+    ({}, ["--perfgate-max-other-cpu-share", "2"], "--perfgate-max-other-cpu-share: max_other_cpu_share must be*"),
     ({}, ["--perfgate-set", "widht=3"], "unknown parameter 'widht' for workload tiny; allowed: *"),
     ({"test_user.py": '@__import__("pytest").mark.perfgate(workload="nope")\ndef test_x():\n    pass\n'},
      [], "test_user.py::test_x: unknown workload 'nope' in @pytest.mark.perfgate; known workloads: *tiny*"),
@@ -216,7 +223,7 @@ def test_a_deselected_gate_never_runs(project: pytest.Pytester) -> None:
      [], "test_user.py::test_x: @pytest.mark.perfgate needs a workload name*"),
     # "?" because fnmatch reads [...] as a set of characters
     ({"pyproject.toml": "[tool.perfgate]\nbogus = 1\n"}, [], "*pyproject.toml ?tool.perfgate?: unknown key 'bogus'*"),
-], ids=["unknown-workload", "one-repeat", "bad-set", "marker-unknown-workload", "marker-without-name",
+], ids=["unknown-workload", "one-repeat", "one-block", "bad-budget", "bad-cpu-share", "bad-set", "marker-unknown-workload", "marker-without-name",
         "bad-pyproject"])
 def test_bad_input_is_a_usage_error_before_anything_runs(project: pytest.Pytester, files: dict[str, str],
                                                          args: list[str], message: str) -> None:
@@ -226,6 +233,58 @@ def test_bad_input_is_a_usage_error_before_anything_runs(project: pytest.Pyteste
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: perfgate: {message}"])
     assert "one gate over" not in result.stdout.str()
+
+
+def test_the_session_builds_the_command_line_s_request(project: pytest.Pytester,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The request the gate gets: telemetry on and the contention policy of ``perfgate gate``
+    (a contended repeat is measured again), the reruns, the timeout; stopped before measuring."""
+    from contextlib import contextmanager
+
+    from perfgate.model.errors import UsageError
+
+    seen: list[object] = []
+
+    def run_gate(request):
+        seen.append(request)
+        raise UsageError("stopped by the test before measuring")
+
+    monkeypatch.setattr("perfgate.gate.gating.run_gate", run_gate)
+    result = project.runpytest_inprocess(*gate_args("--perfgate-max-reruns", "1", "--perfgate-timeout", "60"))
+    result.stdout.fnmatch_lines(["*perfgate: the gate could not run: stopped by the test before measuring*"])
+    (request,) = seen
+    assert request.contention_check is not None and request.telemetry
+    assert request.contention_check({"machine": {"other_cpu_share": {"median": 0.9}}}).startswith(
+        "other processes used 90%")
+    assert (request.max_reruns, request.timeout_s, request.paired) == (1, 60.0, None)
+    assert [job.workload.name for job in request.jobs] == ["tiny"]
+    assert request.cache_dir == project.path / "cache" and request.out_dir == project.path / "perfgate-results"
+
+    seen.clear()
+    project.runpytest_inprocess(*gate_args("--perfgate-no-telemetry"))
+    assert seen[0].contention_check is None and not seen[0].telemetry
+    seen.clear()
+    project.runpytest_inprocess(*gate_args("--perfgate-no-telemetry", "--perfgate-max-other-cpu-share", "0.5"))
+    assert seen[0].contention_check({"machine": {"other_cpu_share": {"median": 0.4}}}) is None
+    assert seen[0].contention_check({"machine": {"other_cpu_share": {"median": 0.6}}}) is not None
+
+    # --perfgate-against: the same request, handed to paired_gate with the base tree.
+    @contextmanager
+    def checked_out(start, ref, *, allow_dirty):
+        yield type("Tree", (), {"commit": "0123456789abcdef"})()
+
+    def paired_gate(request, tree, **kw):
+        seen.append((request, tree, kw))
+        raise UsageError("stopped by the test before measuring")
+
+    monkeypatch.setattr("perfgate.gate.frontend.checked_out", checked_out)
+    monkeypatch.setattr("perfgate.gate.frontend.paired_gate", paired_gate)
+    seen.clear()
+    result = project.runpytest_inprocess(*gate_args("--perfgate-against", "HEAD~1", "--perfgate-blocks", "3"))
+    ((request, tree, kw),) = seen
+    assert request.contention_check is not None and request.telemetry and request.settings.blocks == 3
+    assert tree.commit == "0123456789abcdef" and kw["project_dir"] == project.path
+    result.stdout.fnmatch_lines(["*one paired gate over 1 workload(s) on cpu against 0123456, 3 ABBA block(s)*"])
 
 
 # --- with --perfgate, real runs of the tiny workload -----------------------------------
@@ -273,7 +332,7 @@ def test_an_unchanged_run_is_not_failed_and_the_fixture_shares_the_gate(project:
     # δ=90%: this checks the wiring, not the statistics; load from other jobs on this
     # shared machine can move an unchanged step by far more than the default 3%.
     result = project.runpytest_subprocess(*gate_args(*with_baseline(project, recorded), *SET_ARGS,
-                                                     "--perfgate-repeats", "3", "--perfgate-looks", "1",
+                                                     "--perfgate-repeats", "3", "--perfgate-max-blocks", "3",
                                                      "--perfgate-delta", "0.9", "-rA"))
     out = result.stdout.str()
     counts = outcomes(result)
@@ -301,7 +360,7 @@ def test_a_slower_forward_fails_with_the_markdown_section(project: pytest.Pytest
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     project.makepyfile(test_user=USER_TEST)
     # A sleep of three baseline steps in forward: the step becomes about 4x slower. The
-    # planned second look stays on, in case a burst of load leaves the first undecided.
+    # later looks stay on (a repeat more each), in case a burst of load leaves the first undecided.
     monkeypatch.setenv("TINY_FORWARD_DELAY_MS", f"{3 * recorded.step_ms:.3f}")
     result = project.runpytest_subprocess(*gate_args(*with_baseline(project, recorded), *SET_ARGS,
                                                      "--perfgate-repeats", "3", "--perfgate-markdown", "gate.md"))

@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from perfgate.adapters import options
+from perfgate.adapters.publish import publish
+from perfgate.analysis.decide import Look
 from perfgate.analysis.outcome import GateOutcome
 from perfgate.gate.comment import CHECK_LINE, VERDICT_WORD, ReportContext, compose, error_report, run_link
 from perfgate.gate.config import Settings
@@ -57,7 +59,6 @@ from perfgate.model.errors import EXIT_ERROR, EXIT_OK, PerfgateError, UsageError
 from perfgate.model.manifest import MANIFEST_NAME, RunManifest
 from perfgate.model.shard import second_look_alpha
 from perfgate.model.verdict import Verdict
-from perfgate.report.json_report import outcome_to_dict
 from perfgate.report.terminal import gate_table
 from perfgate.store.benchmark_json import load_results_dir
 from perfgate.store.counters import load_counters_beside
@@ -162,7 +163,8 @@ def notice_commands(changes: InputChanges) -> list[str]:
 # --- judging ------------------------------------------------------------------------------
 
 MEASURING_OPTIONS = (("repeats", "--repeats"), ("steps", "--steps"), ("warmup", "--warmup"),
-                     ("set", "--set"), ("data_root", "--data-root"), ("shard", "--shard"))
+                     ("set", "--set"), ("data_root", "--data-root"), ("shard", "--shard"),
+                     ("max_blocks", "--max-blocks"), ("budget", "--budget"))
 
 
 @dataclass(frozen=True)
@@ -200,14 +202,9 @@ def judge(args: argparse.Namespace,
         names = select_results(results, list(args.workloads) or list(settings.workloads), args.results, "judge")
         outcome = judge_on_disk(results, names, settings, load_counters_beside(Path(args.results), names))
         return Judged(outcome, settings, {}, names=tuple(names))
-    if args.repeats is not None and args.repeats < 1:
-        raise UsageError("--repeats must be at least 1")
-    if args.blocks is not None and args.blocks < 2:
-        raise UsageError("--blocks: the paired design needs at least 2 ABBA blocks")
-    settings = settings_for({"repeats": args.repeats, "blocks": args.blocks,
-                             "counters": False if getattr(args, "no_counters", False) else None})
-    if settings.repeats < 2:
-        raise UsageError("a gate needs at least 2 repeats to know its run-to-run noise")
+    values = options.values_of(args)
+    settings = settings_for(options.settings_cli(values))  # the base's settings, the options given on top
+    options.require_gate_repeats(settings, values)
     share = options.shard_of(args)
     device, selected = options.jobs_of(args, settings, prefer_project=True, shard=False)
     jobs = options.share_of(selected, share, quiet=args.quiet)
@@ -215,7 +212,8 @@ def judge(args: argparse.Namespace,
     base_only = _base_only(base, args, settings, selected) if base is not None else ()
     if share is not None and not jobs:
         # Nothing measured; the manifest still names the device, as the other shards' do.
-        return Judged(GateOutcome((), settings.gate, 1), dataclasses.replace(settings, device=device), {},
+        look = Look.single(settings.blocks, "block") if base is not None else Look.single(settings.repeats, "repeat")
+        return Judged(GateOutcome((), settings.gate, look), dataclasses.replace(settings, device=device), {},
                       names=(), base_only=base_only, shard=str(share))
     if share is not None and args.measure_only:
         settings = _shard_settings(settings, [j.workload.name for j in jobs], [j.workload.name for j in selected])
@@ -232,17 +230,18 @@ def judge(args: argparse.Namespace,
 
 
 def _shard_settings(settings: Settings, share: Sequence[str], selected: Sequence[str]) -> Settings:
-    """A shard's measuring job plans its second looks for the combined judge, which runs
-    Holm over every shard's workloads: at the α of :func:`perfgate.model.shard.second_look_alpha`,
-    so that each second look the judge plans was measured. (Its own table is not the verdict.)"""
-    if settings.gate.looks < 2 or len(share) == len(selected):
+    """A shard's measuring job decides where to stop each workload for the combined judge, which
+    runs Holm over every shard's workloads: at the α of :func:`perfgate.model.shard.second_look_alpha`,
+    so that a workload the shard stops as decided the judge decides at the same look or earlier,
+    and each look the judge takes was measured. (Its own table is not the verdict.)"""
+    if len(share) == len(selected):
         return settings
 
     def family(names: Sequence[str]) -> int:  # each workload and its gated phases
         return sum(1 + len(settings.for_workload(name).gate_phases) for name in names)
 
     alpha = second_look_alpha(settings.gate.alpha, family(share), family(selected))
-    print(f"perfgate: this shard plans its second looks at alpha {alpha:.3g}, as if the other shards' "
+    print(f"perfgate: this shard plans its looks at alpha {alpha:.3g}, as if the other shards' "
           f"{len(selected) - len(share)} workload(s) had p = 1 in the combined judge's Holm family",
           file=sys.stderr)
     return dataclasses.replace(settings, gate=dataclasses.replace(settings.gate, alpha=alpha))
@@ -296,13 +295,13 @@ class Published:
     context: ReportContext | None = None
 
 
-def _write_report(markdown: str, artifacts: Path, summary: Path | None) -> Path:
+def _write_report(markdown: str, artifacts: Path, summary: Path | None, outcome: GateOutcome | None = None) -> Path:
     """report.md and comment.md (the same text: the comment as `perfgate judge` writes it)
-    in the artifacts directory, and the job summary."""
-    artifacts.mkdir(parents=True, exist_ok=True)
+    and, with the outcome, report.json in the artifacts directory, each written atomically;
+    then the job summary. A report not written is a :class:`PublishError` (exit 2)."""
     report = artifacts / "report.md"
-    report.write_text(markdown, encoding="utf-8")
-    (artifacts / "comment.md").write_text(markdown, encoding="utf-8")
+    publish(outcome, markdown=(report, artifacts / "comment.md"), markdown_text=markdown,
+            json=artifacts / "report.json" if outcome is not None else None).check()
     if summary is not None:
         with open(summary, "a", encoding="utf-8") as handle:
             handle.write(markdown)
@@ -326,8 +325,7 @@ def manifest_for(judged: Judged, pr: PullRequest, design: str, clocks: str | Non
         base_sha=pr.base_sha, base_ref=pr.base_ref,
         errors=dict(run.errors) if run else {}, base_errors=dict(run.base_errors) if run else {},
         base_missing=run.base_missing if run else (), base_only=judged.base_only,
-        notes=dict(run.notes) if run else {}, clocks=clocks,
-        second_look_blocks=None, shard=judged.shard,
+        notes=dict(run.notes) if run else {}, clocks=clocks, shard=judged.shard,
     )
 
 
@@ -384,8 +382,6 @@ def run_ci(args: argparse.Namespace, environ: Mapping[str, str] | None = None,
         print(gate_table(outcome), end="", file=out)
         if args.measure_only:
             manifest = manifest_for(judged, pr, args.design, clocks)
-            if args.second_look_blocks:
-                manifest = dataclasses.replace(manifest, second_look_blocks=args.second_look_blocks)
             write_json_atomic(Path(args.out) / MANIFEST_NAME, manifest.to_dict())
             print(f"perfgate: measured {len(judged.names)} workload(s) into {args.out}; the verdict is the "
                   "judge's (perfgate judge), not this job's", file=err)
@@ -393,8 +389,7 @@ def run_ci(args: argparse.Namespace, environ: Mapping[str, str] | None = None,
                 set_output(output, {"measured": "true", "exit-code": str(EXIT_OK)})
             return EXIT_OK
         markdown = compose(outcome, context, changes, traces=judged.traces, artifacts=artifacts)
-        done.markdown = _write_report(markdown, artifacts, summary)
-        write_json_atomic(artifacts / "report.json", outcome_to_dict(outcome))
+        done.markdown = _write_report(markdown, artifacts, summary, outcome)
         for command in _annotations(outcome):
             print(command, file=out)
         code = outcome.exit_code
@@ -435,7 +430,7 @@ def _fail(message: str, args: argparse.Namespace, output: Path | None, summary: 
         if summary is not None and not summary.parent.is_dir():
             summary = None
         values["markdown"] = str(_write_report(markdown, artifacts, summary).resolve())
-    except OSError as exc:
+    except (OSError, PerfgateError) as exc:
         print(f"perfgate: error: could not write the report: {exc}", file=err)
     if output is not None:
         try:

@@ -17,6 +17,7 @@ from perfgate.adapters import bisect_cli, ci, counters_cli, doctor, history_cli,
 from perfgate.adapters.options import (
     add_common,
     add_gate_options,
+    add_options,
     add_paired_options,
     add_run_options,
     cache_dir_of,
@@ -24,9 +25,12 @@ from perfgate.adapters.options import (
     paired_gate_in,
     progress_printer,
     registry_of,
+    require_gate_repeats,
     settings_of,
     stored_gate,
+    values_of,
 )
+from perfgate.adapters.publish import Publication, publish
 from perfgate.adapters.script_cli import add_script_options, measure_script
 from perfgate.analysis.outcome import GateOutcome
 from perfgate.analysis.summary import summarise
@@ -43,9 +47,7 @@ from perfgate.model.result import RunResult
 from perfgate.model.trace import TraceSchedule
 from perfgate.model.version import __version__
 from perfgate.report.calibration import calibration_report
-from perfgate.report.html import write_html
-from perfgate.report.json_report import outcome_to_dict
-from perfgate.report.markdown import render_markdown
+from perfgate.report.html import INDEX
 from perfgate.report.terminal import gate_table, run_table
 from perfgate.store.baselines import (
     baseline_counters_path,
@@ -56,7 +58,6 @@ from perfgate.store.baselines import (
 )
 from perfgate.store.benchmark_json import load_benchmark_files, load_results_dir
 from perfgate.store.counters import load_counters_beside, save_counters
-from perfgate.store.jsonfile import write_json_atomic
 from perfgate.store.traces import TraceOutcome, render_operator_table
 from perfgate.text.units import ms
 from perfgate.tune import DEFAULT_REPEATS, MIN_REPEATS, tune_loader
@@ -188,18 +189,22 @@ def cmd_rebaseline(args: argparse.Namespace) -> int:
     return EXIT_ERROR if errors else EXIT_OK
 
 
-def _publish(args: argparse.Namespace, outcome: GateOutcome,
-             traces: dict[str, TraceOutcome] | None = None) -> None:
+def _said(done: Publication, html: str | None) -> bool:
+    """Name the HTML page written and each report not written on stderr; True when all were."""
+    for path in done.written:
+        if html and path == Path(html) / INDEX:
+            print(f"perfgate: wrote {path}", file=sys.stderr)
+    for problem in done.unwritten:
+        _err(f"report NOT written: {problem}")
+    return not done.unwritten
+
+
+def _publish(args: argparse.Namespace, outcome: GateOutcome, traces: dict[str, TraceOutcome] | None = None) -> int:
+    """The table on stdout and the reports asked for (each written atomically); the gate's
+    exit code, or 2 when a report could not be written."""
     print(gate_table(outcome), end="")
-    if args.markdown:
-        path = Path(args.markdown)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(render_markdown(outcome, traces=traces, relative_to=path.parent.resolve()),
-                        encoding="utf-8")
-    if args.json:
-        write_json_atomic(Path(args.json), outcome_to_dict(outcome))
-    if args.html:
-        print(f"perfgate: wrote {write_html(outcome, Path(args.html))}", file=sys.stderr)
+    done = publish(outcome, markdown=args.markdown, json=args.json, html=args.html, traces=traces)
+    return outcome.exit_code if _said(done, args.html) else EXIT_ERROR
 
 
 def _compare_on_disk(args: argparse.Namespace) -> GateOutcome:
@@ -227,9 +232,7 @@ def _compare_on_disk(args: argparse.Namespace) -> GateOutcome:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    outcome = _compare_on_disk(args)
-    _publish(args, outcome)
-    return outcome.exit_code
+    return _publish(args, _compare_on_disk(args))
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -237,8 +240,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not args.html:
         raise UsageError("report needs --html DIR")
     outcome = _compare_on_disk(args)
-    print(f"perfgate: wrote {write_html(outcome, Path(args.html))}", file=sys.stderr)
-    return EXIT_OK
+    return EXIT_OK if _said(publish(outcome, html=args.html), args.html) else EXIT_ERROR
 
 
 def _paired_gate(args: argparse.Namespace, settings: Settings, device: str, jobs: list[Job]) -> GateRun:
@@ -249,8 +251,7 @@ def _paired_gate(args: argparse.Namespace, settings: Settings, device: str, jobs
 
 def cmd_gate(args: argparse.Namespace) -> int:
     settings = settings_of(args)
-    if settings.repeats < 2:
-        raise UsageError("a gate needs at least 2 repeats to know its run-to-run noise")
+    require_gate_repeats(settings, values_of(args))
     device, jobs = jobs_of(args, settings)
     if args.against:
         gate = _paired_gate(args, settings, device, jobs)
@@ -264,8 +265,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
             tracing=lambda name: print(f"perfgate: tracing {name} (a separate run, not part of the verdict)",
                                        file=sys.stderr),
             failed=lambda name, outcome: _err(f"trace of {name} failed: {outcome.error}"))
-    _publish(args, gate.outcome, traces)
-    return gate.outcome.exit_code
+    return _publish(args, gate.outcome, traces)
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
@@ -353,9 +353,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="add a recording to the existing baseline (day-to-day noise) instead of replacing it")
     p.add_argument("--max-recordings", type=int, default=10, help="recordings kept with --append (default 10)")
     p.add_argument("--from-results", metavar="DIR", help="record from result files already on disk, without measuring")
-    p.add_argument("--baselines", metavar="DIR", help="baseline store (default: [tool.perfgate] baselines, else baselines/)")
-    p.add_argument("--no-counters", action="store_true",
-                   help="record no counted run beside the baseline ([tool.perfgate] counters = false does the same)")
+    add_options(p, ("baselines", "no_counters"), help={
+        "no_counters": "record no counted run beside the baseline ([tool.perfgate] counters = false does the same)"})
     add_common(p)
     p.set_defaults(func=cmd_rebaseline)
 
@@ -379,11 +378,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_common(p)
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("gate", help="run the workloads and compare them with the baselines (two planned looks)")
+    p = sub.add_parser("gate", help="run the workloads and compare them with the baselines (looks after every "
+                                    "block until decided or the budget is spent)")
     add_run_options(p, repeats_help="repeats per workload at the first look (default: [tool.perfgate] repeats, else 5)")
     add_gate_options(p)
-    p.add_argument("--looks", type=int, choices=[1, 2], help="planned looks (default 2: one second look when undecided)")
-    p.add_argument("--second-look-repeats", type=int, help="repeats added at the second look (default: as many again)")
     p.add_argument("--against", metavar="REF",
                    help="paired design: measure the base commit REF in the same job, alternating with the "
                         "working tree in ABBA blocks, and judge the difference (the stored baseline is then "
@@ -392,7 +390,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="measure a working tree with uncommitted changes as the head side")
     add_paired_options(p)
     p.add_argument("--trace-on-fail", action="store_true",
-
                    help="after a REGRESSION, take a profiler trace of that workload (a separate run) and link it")
     p.add_argument("--trace-dir", default="perfgate-artifacts/traces", metavar="DIR",
                    help="where traces go (default: perfgate-artifacts/traces)")
@@ -401,8 +398,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("calibrate", help="A/A repeats: this machine's run-to-run noise and the repeats a gate needs")
     add_run_options(p, repeats_help="A/A repeats (default 10)")
-    p.add_argument("--alpha", type=float, help="family-wise alpha to size for (default 0.01)")
-    p.add_argument("--delta", type=float, help="slowdown to detect, as a fraction (default 0.03)")
+    add_options(p, ("alpha", "delta"), help={"alpha": "family-wise alpha to size for (default 0.01)",
+                                              "delta": "slowdown to detect, as a fraction (default 0.03)"})
     p.add_argument("--power", type=float, default=0.8, help="probability of detecting it (default 0.8)")
     add_common(p)
     p.set_defaults(func=cmd_calibrate)

@@ -1,32 +1,335 @@
 """The front-end core of the command line: the options the commands share, and what they
-become (settings, jobs, the cache folder, the contention policy, progress lines, the paired
-gate in a base tree). ``perfgate`` (``cli``), ``perfgate ci``, ``perfgate selftest`` and
-``perfgate counters`` all build on these, so none of them imports another.
+become (settings, jobs, the cache folder, the contention policy, progress lines, the gate
+request, the paired gate in a base tree). ``perfgate`` (``cli``), ``perfgate ci``,
+``perfgate selftest``, ``perfgate counters`` and the pytest plugin all build on these, so
+none of them imports another.
+
+The gate's options are declared once, in :data:`GATE_OPTIONS`: each with its type, help,
+default, the ``[tool.perfgate]`` key it sets and its check. The command line's ``--blocks``
+and the pytest plugin's ``--perfgate-blocks`` are made from the same entry
+(:func:`add_options`, :func:`add_pytest_options`), and :func:`settings_cli` checks the
+values given, once, for every front end, before they become the ``cli`` of
+:func:`perfgate.gate.config.load_settings`.
+
+Importing this module imports neither torch nor the gate's statistics (the pytest plugin
+declares its options from it without ``--perfgate``): the gate is imported when it is used.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from perfgate.analysis.contention import ContentionPolicy, contention
-from perfgate.gate.config import Settings, load_settings
-from perfgate.gate.frontend import paired_gate
-from perfgate.gate.gating import GateRun, run_gate
-from perfgate.gate.worktree import BaseTree
-from perfgate.measure.distributed import too_few_devices
-from perfgate.measure.runner import Progress, default_cache_dir, resolve_device
 from perfgate.model.errors import DataError, UsageError
-from perfgate.model.job import Job
 from perfgate.model.shard import Shard, parse_shard
 from perfgate.model.workload import PHASES, Workload, parse_assignments
-from perfgate.store.discovery import Registry, discover
+from perfgate.text.units import parse_duration
 
+if TYPE_CHECKING:
+    from perfgate.gate.config import Settings
+    from perfgate.gate.gating import GateRequest, GateRun
+    from perfgate.gate.worktree import BaseTree
+    from perfgate.measure.runner import Progress
+    from perfgate.model.job import Job
+    from perfgate.store.discovery import Registry
+
+ContentionCheck = Callable[[Mapping[str, Any] | None], str | None]
+
+
+# --- the gate's options, declared once ------------------------------------------------------
+
+Check = Callable[[Any, str], str | None]
+"""Why a given value is refused (one line naming the option as the front end spells it), or None."""
+
+
+@dataclass(frozen=True)
+class GateOption:
+    """One option of the gate: ``--NAME`` on the command line, ``--perfgate-NAME`` in pytest
+    (underscores as dashes), the same type, default, choices and help in both."""
+
+    name: str
+    """The argparse ``dest``; the pytest option's is ``perfgate_NAME``."""
+    help: str
+    type: Callable[[str], Any] | None = None
+    metavar: str | None = None
+    default: Any = None
+    choices: tuple[str, ...] | None = None
+    action: str | None = None
+    """None (a value), ``"store_true"`` or ``"append"``."""
+    key: str | None = None
+    """The ``load_settings`` key it sets (None: it goes to the gate's request, not its settings)."""
+    setting: Callable[[Any], Any] | None = None
+    """The value of ``key`` for a value given (default: the value itself)."""
+    check: Check | None = None
+    path: bool = False
+    """A file or folder: the pytest plugin reads it relative to where pytest was started."""
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def pytest_flag(self) -> str:
+        return "--perfgate-" + self.name.replace("_", "-")
+
+    @property
+    def pytest_dest(self) -> str:
+        return f"perfgate_{self.name}"
+
+    def fresh_default(self) -> Any:
+        """The default, a new list for ``append`` (argparse appends to the default given)."""
+        return list(self.default) if self.action == "append" else self.default
+
+    def kwargs(self, help: str | None = None) -> dict[str, Any]:
+        """Keyword arguments of argparse's ``add_argument`` (and pytest's ``addoption``)."""
+        out: dict[str, Any] = {"help": self.help if help is None else help, "default": self.fresh_default()}
+        if self.action is not None:
+            out["action"] = self.action
+        if self.action != "store_true":
+            for name in ("type", "metavar"):
+                if getattr(self, name) is not None:
+                    out[name] = getattr(self, name)
+            if self.choices is not None:
+                out["choices"] = list(self.choices)
+        return out
+
+    def given(self, value: Any) -> bool:
+        """True when ``value`` was given (a flag set, a list not empty)."""
+        return value is not None and value is not False and value != []
+
+    def setting_of(self, value: Any) -> Any:
+        return value if self.setting is None else self.setting(value)
+
+
+def _at_least(low: int, how: str) -> Check:
+    return lambda value, flag: None if value >= low else how.format(flag=flag, value=value)
+
+
+def _positive_seconds(value: float, flag: str) -> str | None:
+    return None if math.isfinite(value) and value > 0 else f"{flag} must be more than 0 seconds"
+
+
+def _duration(value: str, flag: str) -> str | None:
+    try:
+        parse_duration(value, flag)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _max_blocks(value: int, flag: str) -> str | None:
+    return None if 2 <= value <= 10_000 else f"{flag} must be from 2 to 10000 (blocks or repeats), got {value}"
+
+
+def _cpu_share(value: float, flag: str) -> str | None:
+    from perfgate.analysis.contention import ContentionPolicy
+
+    try:
+        ContentionPolicy(max_other_cpu_share=value)
+    except ValueError as exc:
+        return f"{flag}: {exc}"
+    return None
+
+
+def _options(*entries: GateOption) -> dict[str, GateOption]:
+    return {entry.name: entry for entry in entries}
+
+
+GATE_OPTIONS: Mapping[str, GateOption] = _options(
+    # measuring
+    GateOption("device", "where to measure (default: [tool.perfgate] device, else auto = cuda when available)",
+               choices=("auto", "cpu", "cuda"), key="device"),
+    GateOption("repeats", "repeats per workload at the first look (default: [tool.perfgate] repeats, else 5)",
+               type=int, metavar="N", key="repeats", check=_at_least(1, "{flag} must be at least 1")),
+    GateOption("out", "directory for result files (default: perfgate-results)", metavar="DIR",
+               default="perfgate-results", path=True),
+    GateOption("cache_dir", "synthetic data cache (default: $PERFGATE_CACHE_DIR or ~/.cache/perfgate)",
+               metavar="DIR", path=True),
+    GateOption("timeout", "give up on a repeat after this long (default: 3600)", type=float, metavar="SECONDS",
+               default=3600.0, check=_positive_seconds),
+    GateOption("no_telemetry", "do not sample NVML/psutil telemetry in a background thread during the window "
+                               "(a repeat's contention by other processes is then not known)",
+               action="store_true", default=False),
+    # judging
+    GateOption("baselines", "baseline store (default: [tool.perfgate] baselines, else baselines/)", metavar="DIR",
+               key="baselines", setting=str, path=True),
+    GateOption("markdown", "write the markdown report here", metavar="FILE", path=True),
+    GateOption("json", "write the JSON report here", metavar="FILE", path=True),
+    GateOption("html", "write a self-contained HTML report with plots (DIR/index.html)", metavar="DIR", path=True),
+    GateOption("alpha", "family-wise false-alarm rate, one-sided (default 0.01)", type=float, metavar="ALPHA",
+               key="alpha"),
+    GateOption("delta", "smallest slowdown that fails, as a fraction (default 0.03)", type=float,
+               metavar="FRACTION", key="delta"),
+    GateOption("memory_threshold", "peak-memory growth that fails (default 0.10)", type=float, metavar="FRACTION",
+               key="memory_threshold"),
+    GateOption("phase_q", "false-discovery rate for flagging phases (default 0.10)", type=float, metavar="Q",
+               key="phase_q"),
+    GateOption("gate_phase", "also fail the gate on this phase (repeatable; default: phases only diagnose)",
+               metavar="PHASE", action="append", default=(), choices=tuple(PHASES), key="gate_phases",
+               setting=list),
+    GateOption("fail_on_missing_baseline", "a workload without a baseline fails the gate (exit 2) instead of a "
+                                           "loud notice", action="store_true", default=False,
+               key="fail_on_missing_baseline", setting=lambda value: True),
+    GateOption("inconclusive", "what an undecided gate does to the pull request (default: [tool.perfgate] "
+                               "inconclusive, else pass)", choices=("pass", "fail"), key="inconclusive"),
+    # looking
+    GateOption("blocks", "ABBA blocks at the first look of a paired gate (default: [tool.perfgate] blocks, else 6)",
+               type=int, metavar="N", key="blocks",
+               check=_at_least(2, "{flag}: the paired design needs at least 2 ABBA blocks")),
+    GateOption("max_blocks", "the most ABBA blocks (stored baseline: repeats) a workload is measured for; the gate "
+                             "looks after each one (default: [tool.perfgate] max_blocks, else 30)",
+               type=int, metavar="N", key="max_blocks", check=_max_blocks),
+    GateOption("budget", "the most wall time the gate measures for, e.g. 20m, 90s, 1h (default: [tool.perfgate] "
+                         "budget, else until max_blocks); the workloads undecided then are INCONCLUSIVE",
+               metavar="DURATION", key="budget", check=_duration),
+    GateOption("max_reruns", "blocks (stored baseline: repeats) measured again per workload when other processes "
+                             "loaded the machine (default 3)", type=int, metavar="N", default=3,
+               check=_at_least(0, "{flag} must be 0 or more")),
+    GateOption("max_other_cpu_share", "a repeat is contended when other processes used more than this share of "
+                                      "the CPUs during its window (default: perfgate.analysis.contention's)",
+               type=float, metavar="SHARE", check=_cpu_share),
+    GateOption("no_counters", "skip the counted run of each side (exact operator, FLOP and synchronisation "
+                              "counts); [tool.perfgate] counters = false does the same",
+               action="store_true", default=False, key="counters", setting=lambda value: False),
+)
+"""Every option of the gate, by name, in the order the help lists them."""
+
+RUN_OPTIONS = ("device", "repeats", "out", "cache_dir", "timeout", "no_telemetry")
+"""How a workload is measured: every measuring command (``run``, ``gate``, ``ci``, ...)."""
+JUDGING_OPTIONS = ("baselines", "markdown", "json", "html", "alpha", "delta", "memory_threshold", "phase_q",
+                   "gate_phase", "fail_on_missing_baseline", "inconclusive")
+"""How results are judged and reported: ``compare``, ``report``, ``gate``."""
+LOOKING_OPTIONS = ("blocks", "max_blocks", "budget", "max_reruns", "max_other_cpu_share", "no_counters")
+"""How long a gate measures, and what it measures again: ``gate``, ``ci``."""
+
+DECLARED = "perfgate_gate_options"
+"""The namespace attribute naming the table's options a parser declared (see :func:`add_options`)."""
+
+
+def add_options(parser: argparse.ArgumentParser, names: Iterable[str], *,
+                help: Mapping[str, str] | None = None) -> None:
+    """Declare the table's options ``names`` on ``parser`` (``help`` replaces an option's
+    help text there), and remember them: :func:`values_of` reads only what was declared, so
+    a command's own option of the same name (``tune-loader --budget MINUTES``) is never
+    taken for the gate's."""
+    names = list(names)
+    for name in names:
+        option = GATE_OPTIONS[name]
+        parser.add_argument(option.flag, dest=name, **option.kwargs((help or {}).get(name)))
+    declared = parser.get_default(DECLARED) or ()
+    parser.set_defaults(**{DECLARED: (*declared, *names)})
+
+
+def values_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The table's values in ``args``: the options its parser declared from the table, or,
+    for a parser that declared its options itself, every one it has."""
+    declared = getattr(args, DECLARED, None)
+    if declared is None:
+        return {name: getattr(args, name) for name in GATE_OPTIONS if hasattr(args, name)}
+    return {name: getattr(args, name) for name in declared}
+
+
+def add_pytest_options(group: Any) -> None:
+    """Declare every option of the table in the pytest plugin's group, as ``--perfgate-NAME``."""
+    for option in GATE_OPTIONS.values():
+        group.addoption(option.pytest_flag, dest=option.pytest_dest, **option.kwargs())
+
+
+def pytest_values(getoption: Callable[[str], Any], here: Path) -> dict[str, Any]:
+    """The table's values of a pytest run, its files and folders relative to ``here`` (where
+    pytest was started)."""
+    values = {}
+    for option in GATE_OPTIONS.values():
+        value = getoption(option.pytest_dest)
+        values[option.name] = str(here / value) if option.path and value is not None else value
+    return values
+
+
+def pytest_flag(name: str) -> str:
+    return GATE_OPTIONS[name].pytest_flag
+
+
+def cli_flag(name: str) -> str:
+    return GATE_OPTIONS[name].flag
+
+
+def check_values(values: Mapping[str, Any], flag: Callable[[str], str] = cli_flag) -> None:
+    """Refuse a value given that its option's check refuses: one line, exit 2, naming the
+    option as ``flag`` spells it (``--blocks``, ``--perfgate-blocks``)."""
+    for name, value in values.items():
+        option = GATE_OPTIONS[name]
+        if option.check is not None and option.given(value):
+            reason = option.check(value, flag(name))
+            if reason is not None:
+                raise UsageError(reason)
+
+
+def settings_cli(values: Mapping[str, Any], flag: Callable[[str], str] = cli_flag) -> dict[str, Any]:
+    """The ``cli`` of :func:`perfgate.gate.config.load_settings` from the table's ``values``
+    (the options given, checked here, once, by :func:`check_values`)."""
+    check_values(values, flag)
+    cli: dict[str, Any] = {}
+    for name, value in values.items():
+        option = GATE_OPTIONS[name]
+        if option.key is not None and option.given(value):
+            cli[option.key] = option.setting_of(value)
+    return cli
+
+
+def value_or_default(values: Mapping[str, Any], name: str) -> Any:
+    """``values[name]``, else the table's default (a front end that does not declare it)."""
+    given = values.get(name)
+    return GATE_OPTIONS[name].fresh_default() if given is None else given
+
+
+def require_gate_repeats(settings: Settings, values: Mapping[str, Any], flag: Callable[[str], str] = cli_flag) -> None:
+    """A gate needs two repeats at its first look to know the run-to-run noise."""
+    if settings.repeats < 2:
+        where = flag("repeats") if values.get("repeats") is not None else settings.source
+        raise UsageError(f"{where}: a gate needs at least 2 repeats to know its run-to-run noise")
+
+
+def contention_policy(values: Mapping[str, Any], flag: Callable[[str], str] = cli_flag) -> ContentionCheck | None:
+    """Why a repeat was contended by other processes (None: not contended), or None when
+    off: without telemetry and without ``max_other_cpu_share``."""
+    from perfgate.analysis.contention import ContentionPolicy, contention
+
+    share = values.get("max_other_cpu_share")
+    if share is None and value_or_default(values, "no_telemetry"):
+        return None
+    check_values({"max_other_cpu_share": share}, flag)
+    policy = ContentionPolicy() if share is None else ContentionPolicy(max_other_cpu_share=share)
+    return lambda telemetry: contention(telemetry, policy)
+
+
+def gate_request(values: Mapping[str, Any], settings: Settings, device: str, jobs: Sequence[Job], *,
+                 progress: Callable[[Progress], None], announce: Callable[[str], None],
+                 flag: Callable[[str], str] = cli_flag) -> GateRequest:
+    """The one gate request of a front end's table values: the same request, the same
+    contention policy, from the command line and from pytest."""
+    from perfgate.gate.gating import GateRequest
+    from perfgate.measure.runner import default_cache_dir
+
+    cache = values.get("cache_dir")
+    return GateRequest(
+        jobs=tuple(jobs), settings=settings, device=device,
+        cache_dir=Path(cache) if cache else default_cache_dir(), out_dir=Path(value_or_default(values, "out")),
+        progress=progress, announce=announce, timeout_s=value_or_default(values, "timeout"),
+        telemetry=not value_or_default(values, "no_telemetry"), contention_check=contention_policy(values, flag),
+        max_reruns=value_or_default(values, "max_reruns"),
+    )
+
+
+# --- what the command line's options become ---------------------------------------------------
 
 def registry_of(args: argparse.Namespace) -> Registry:
+    from perfgate.store.discovery import discover
+
     return discover([Path(p) for p in args.workloads_path])
 
 
@@ -64,25 +367,11 @@ def progress_printer(quiet: bool) -> Callable[[Progress], None]:
 
 
 def settings_of(args: argparse.Namespace) -> Settings:
-    if getattr(args, "repeats", None) is not None and args.repeats < 1:
-        raise UsageError("--repeats must be at least 1")
-    if getattr(args, "blocks", None) is not None and args.blocks < 2:
-        raise UsageError("--blocks: the paired design needs at least 2 ABBA blocks")
-    cli: dict[str, object] = {
-        "repeats": getattr(args, "repeats", None),
-        "baselines": getattr(args, "baselines", None),
-        "alpha": getattr(args, "alpha", None),
-        "delta": getattr(args, "delta", None),
-        "looks": getattr(args, "looks", None),
-        "second_look_repeats": getattr(args, "second_look_repeats", None),
-        "blocks": getattr(args, "blocks", None),
-        "counters": False if getattr(args, "no_counters", False) else None,
-        "memory_threshold": getattr(args, "memory_threshold", None),
-        "phase_q": getattr(args, "phase_q", None),
-        "gate_phases": getattr(args, "gate_phase", None) or None,
-        "fail_on_missing_baseline": True if getattr(args, "fail_on_missing_baseline", False) else None,
-    }
-    return load_settings(Path(args.config), cli)
+    """The settings of ``--config`` with the table's options given on the command line,
+    checked once (:func:`settings_cli`)."""
+    from perfgate.gate.config import load_settings
+
+    return load_settings(Path(args.config), settings_cli(values_of(args)))
 
 
 def assignments_of(args: argparse.Namespace) -> dict[str, object]:
@@ -95,6 +384,8 @@ def assignments_of(args: argparse.Namespace) -> dict[str, object]:
 
 
 def job_for(workload: Workload, device: str, assignments: Mapping[str, object], data_root: Path | None) -> Job:
+    from perfgate.model.job import Job
+
     params = workload.resolve(device, assignments)
     resolved = params.to_dict()
     return Job(workload, params, {k: resolved[k] for k in assignments}, data_root)
@@ -108,6 +399,9 @@ def jobs_of(args: argparse.Namespace, settings: Settings, *, prefer_project: boo
     ``prefer_project``: the checkout's own version of a reference workload wins over the
     installed one (``perfgate ci``, where the harness is installed from the base commit
     and the checkout is the pull request's)."""
+    from perfgate.measure.runner import resolve_device
+    from perfgate.store.discovery import discover
+
     share = shard_of(args)  # bad input before anything is discovered or imported
     device = resolve_device(args.device or settings.device)
     registry = discover([Path(p) for p in (*settings.workloads_path, *args.workloads_path)],
@@ -125,6 +419,8 @@ def fitting(jobs: Sequence[Job], device: str) -> list[Job]:
     """A default selection without the distributed workloads this machine has too few devices
     for, each named on stderr (named on the command line or in the settings, they run and
     fail in one line)."""
+    from perfgate.measure.distributed import too_few_devices
+
     unfit = too_few_devices(jobs, device)
     for name, why in unfit.items():
         print(f"perfgate: {name} left out of the default selection: {why}", file=sys.stderr)
@@ -154,49 +450,47 @@ def share_of(jobs: Sequence[Job], share: Shard | None, *, quiet: bool = False) -
 
 
 def cache_dir_of(args: argparse.Namespace) -> Path:
+    from perfgate.measure.runner import default_cache_dir
+
     return Path(args.cache_dir) if args.cache_dir else default_cache_dir()
+
+
+def announcer(quiet: bool = False) -> Callable[[str], None]:
+    """``perfgate: MESSAGE`` lines on stderr (none when ``quiet``)."""
+    if quiet:
+        return lambda message: None
+    return lambda message: print(f"perfgate: {message}", file=sys.stderr, flush=True)
+
+
+def request_of(args: argparse.Namespace, settings: Settings, device: str, jobs: Sequence[Job]) -> GateRequest:
+    """The one gate request of the command line's options (:func:`gate_request`)."""
+    return gate_request(values_of(args), settings, device, jobs, progress=progress_printer(args.quiet),
+                        announce=announcer())
 
 
 def paired_gate_in(tree: BaseTree, args: argparse.Namespace, settings: Settings, device: str,
                    jobs: list[Job]) -> GateRun:
     """The paired gate of ``jobs`` (the working tree) against the base side checked out in ``tree``."""
+    from perfgate.gate.frontend import paired_gate
+
     if args.base_python and not Path(args.base_python).is_file():
         raise UsageError(f"--base-python {args.base_python}: no such interpreter")
-    if args.max_reruns < 0:
-        raise UsageError("--max-reruns must be 0 or more")
-    if args.second_look_blocks is not None and args.second_look_blocks < 1:
-        raise UsageError("--second-look-blocks must be at least 1")
     return paired_gate(
-        jobs, tree, project_dir=Path.cwd(),
+        request_of(args, settings, device, jobs), tree, project_dir=Path.cwd(),
         workload_paths=[Path(p) for p in (*settings.workloads_path, *args.workloads_path)],
-        assignments=assignments_of(args), settings=settings, device=device, base_python=args.base_python,
-        second_look_blocks=args.second_look_blocks, cache_dir=cache_dir_of(args), out_dir=Path(args.out),
-        progress=progress_printer(args.quiet), timeout_s=args.timeout,
-        announce=lambda message: print(f"perfgate: {message}", file=sys.stderr),
-        telemetry=not args.no_telemetry, contention_check=contention_policy_of(args), max_reruns=args.max_reruns,
-    )
+        assignments=assignments_of(args), base_python=args.base_python)
 
 
 def stored_gate(args: argparse.Namespace, settings: Settings, device: str, jobs: list[Job]) -> GateRun:
     """The gate of ``jobs`` against the stored baselines, with the command line's measuring options."""
-    return run_gate(
-        jobs, settings=settings, device=device, repeats=settings.repeats, cache_dir=cache_dir_of(args),
-        out_dir=Path(args.out), progress=progress_printer(args.quiet), timeout_s=args.timeout,
-        announce=lambda message: print(f"perfgate: {message}", file=sys.stderr),
-        telemetry=not args.no_telemetry, contention_check=contention_policy_of(args), max_reruns=args.max_reruns,
-    )
+    from perfgate.gate.gating import run_gate
+
+    return run_gate(request_of(args, settings, device, jobs))
 
 
-def contention_policy_of(args: argparse.Namespace) -> Callable[[Mapping[str, Any] | None], str | None] | None:
-    """Why a repeat was contended by other processes (None: not contended), or None when off."""
-    if args.max_other_cpu_share is None and args.no_telemetry:
-        return None
-    try:
-        policy = ContentionPolicy() if args.max_other_cpu_share is None else ContentionPolicy(
-            max_other_cpu_share=args.max_other_cpu_share)
-    except ValueError as exc:
-        raise UsageError(f"--max-other-cpu-share: {exc}") from None
-    return lambda telemetry: contention(telemetry, policy)
+def contention_policy_of(args: argparse.Namespace) -> ContentionCheck | None:
+    """The command line's contention policy (:func:`contention_policy`)."""
+    return contention_policy(values_of(args))
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
@@ -218,63 +512,33 @@ SHARDED_COMMANDS = ("run", "gate", "ci")
 
 
 def add_run_options(parser: argparse.ArgumentParser, *, repeats_help: str, shard: bool | None = None) -> None:
-    """The measuring options; ``shard``: also ``--shard I/N`` (None: for the commands
-    :data:`SHARDED_COMMANDS`, named by the parser's last word)."""
+    """The measuring options (the table's :data:`RUN_OPTIONS` and the workload's own); ``shard``:
+    also ``--shard I/N`` (None: for the commands :data:`SHARDED_COMMANDS`, named by the parser's
+    last word)."""
     parser.add_argument("workloads", nargs="*", metavar="WORKLOAD",
                         help="workloads (default: [tool.perfgate] workloads, else all)")
     if shard or shard is None and parser.prog.rsplit(" ", 1)[-1] in SHARDED_COMMANDS:
         parser.add_argument("--shard", metavar="I/N", help=SHARD_HELP)
-    parser.add_argument("--device", choices=["auto", "cpu", "cuda"],
-                        help="where to measure (default: [tool.perfgate] device, else auto = cuda when available)")
-    parser.add_argument("--repeats", type=int, help=repeats_help)
+    add_options(parser, ("device", "repeats"), help={"repeats": repeats_help})
     parser.add_argument("--steps", type=int, help="measured steps per repeat (same as --set steps=N)")
     parser.add_argument("--warmup", type=int, help="warmup steps per repeat (same as --set warmup_steps=N)")
     parser.add_argument("--set", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
                         help="override a workload parameter; recorded in the result")
     parser.add_argument("--data-root", action="append", default=[], metavar="[WORKLOAD=]DIR",
                         help="real dataset location (default: generated synthetic stand-in)")
-    parser.add_argument("--out", default="perfgate-results", metavar="DIR",
-                        help="directory for result files (default: perfgate-results)")
-    parser.add_argument("--cache-dir", metavar="DIR",
-                        help="synthetic data cache (default: $PERFGATE_CACHE_DIR or ~/.cache/perfgate)")
-    parser.add_argument("--timeout", type=float, default=3600.0, metavar="SECONDS",
-                        help="give up on a repeat after this long (default: 3600)")
-    parser.add_argument("--no-telemetry", action="store_true",
-                        help="do not sample NVML/psutil telemetry in a background thread during the window")
+    add_options(parser, ("out", "cache_dir", "timeout", "no_telemetry"))
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
 
 def add_gate_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--baselines", metavar="DIR", help="baseline store (default: [tool.perfgate] baselines, else baselines/)")
-    parser.add_argument("--markdown", metavar="FILE", help="write the markdown report here")
-    parser.add_argument("--json", metavar="FILE", help="write the JSON report here")
-    parser.add_argument("--html", metavar="DIR", help="write a self-contained HTML report with plots (DIR/index.html)")
-    parser.add_argument("--alpha", type=float, help="family-wise false-alarm rate, one-sided (default 0.01)")
-    parser.add_argument("--delta", type=float, help="smallest slowdown that fails, as a fraction (default 0.03)")
-    parser.add_argument("--memory-threshold", type=float, help="peak-memory growth that fails (default 0.10)")
-    parser.add_argument("--phase-q", type=float, help="false-discovery rate for flagging phases (default 0.10)")
-    parser.add_argument("--gate-phase", action="append", choices=list(PHASES), metavar="PHASE",
-                        help="also fail the gate on this phase (repeatable; default: phases only diagnose)")
-    parser.add_argument("--fail-on-missing-baseline", action="store_true",
-                        help="a workload without a baseline fails the gate (exit 2) instead of a loud notice")
+    """How results are judged and reported (the table's :data:`JUDGING_OPTIONS`)."""
+    add_options(parser, JUDGING_OPTIONS)
 
 
 def add_paired_options(parser: argparse.ArgumentParser) -> None:
-    """The paired design's options, shared by ``gate`` and ``ci``."""
-    parser.add_argument("--blocks", type=int, help="ABBA blocks at the first look of a paired gate "
-                                                   "(default: [tool.perfgate] blocks, else 6)")
-    parser.add_argument("--second-look-blocks", type=int,
-                        help="ABBA blocks added at the second look (default: as many again)")
+    """How long a gate measures and what it measures again (the table's :data:`LOOKING_OPTIONS`),
+    and the paired design's base interpreter; shared by ``gate`` and ``ci``."""
+    add_options(parser, LOOKING_OPTIONS)
     parser.add_argument("--base-python", metavar="PATH",
                         help="run the base side with this interpreter (it must have perfgate installed), e.g. "
                              "when the change upgrades torch; the report then shows both environments")
-    parser.add_argument("--max-reruns", type=int, default=3,
-                        help="blocks measured again per workload when other processes loaded the machine "
-                             "(default 3)")
-    parser.add_argument("--max-other-cpu-share", type=float, metavar="SHARE",
-                        help="a repeat is contended when other processes used more than this share of the CPUs "
-                             "during its window (default: perfgate.analysis.contention's)")
-    parser.add_argument("--no-counters", action="store_true",
-                        help="skip the counted run of each side (exact operator, FLOP and synchronisation counts); "
-                             "[tool.perfgate] counters = false does the same")
-

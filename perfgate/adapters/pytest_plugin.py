@@ -30,12 +30,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from perfgate.adapters.options import add_pytest_options
 from perfgate.adapters.pytest_items import GATE, MARKER, NotJudged, marker_workload
 from perfgate.adapters.pytest_session import GateSession
-from perfgate.model.workload import PHASES
 
 if TYPE_CHECKING:
     from perfgate.analysis.outcome import WorkloadComparison
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("perfgate", "perfgate: performance-regression gate for PyTorch training")
@@ -48,48 +49,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--perfgate-workloads-path", action="append", default=[], metavar="PATH",
                     help="extra workload file or directory (repeatable); ./workloads/ of the rootdir "
                          "is always searched")
-    group.addoption("--perfgate-device", choices=["auto", "cpu", "cuda"], default=None,
-                    help="where to measure (default: [tool.perfgate] device, else auto)")
-    group.addoption("--perfgate-repeats", type=int, default=None, metavar="N",
-                    help="repeats per workload at the first look (default: [tool.perfgate] repeats, else 5)")
     group.addoption("--perfgate-against", default=None, metavar="REF",
                     help="paired design: measure the base commit REF in the same session, alternating with the "
                          "working tree in ABBA blocks (default: judge against the stored baselines)")
-    group.addoption("--perfgate-blocks", type=int, default=None, metavar="N",
-                    help="ABBA blocks at the first look of a paired gate (default: [tool.perfgate] blocks, else 6)")
     group.addoption("--perfgate-allow-dirty", action="store_true", default=False,
                     help="with --perfgate-against: measure a working tree with uncommitted changes as the head")
-    group.addoption("--perfgate-looks", type=int, choices=[1, 2], default=None,
-                    help="planned looks (default 2: one second look when undecided)")
-    group.addoption("--perfgate-second-look-repeats", type=int, default=None, metavar="N",
-                    help="repeats added at the second look (default: as many again)")
     group.addoption("--perfgate-set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a workload parameter (repeatable); recorded in the result")
     group.addoption("--perfgate-data-root", action="append", default=[], metavar="[WORKLOAD=]DIR",
                     help="real dataset location (default: generated synthetic stand-in)")
-    group.addoption("--perfgate-baselines", default=None, metavar="DIR",
-                    help="baseline store (default: [tool.perfgate] baselines, else baselines/)")
-    group.addoption("--perfgate-markdown", default=None, metavar="FILE",
-                    help="write the whole markdown report here")
-    group.addoption("--perfgate-json", default=None, metavar="FILE", help="write the JSON report here")
-    group.addoption("--perfgate-out", default="perfgate-results", metavar="DIR",
-                    help="directory for result files (default: perfgate-results)")
-    group.addoption("--perfgate-cache-dir", default=None, metavar="DIR",
-                    help="synthetic data cache (default: $PERFGATE_CACHE_DIR or ~/.cache/perfgate)")
-    group.addoption("--perfgate-timeout", type=float, default=3600.0, metavar="SECONDS",
-                    help="give up on a repeat after this long (default: 3600)")
-    group.addoption("--perfgate-alpha", type=float, default=None, metavar="ALPHA",
-                    help="family-wise false-alarm rate, one-sided (default 0.01)")
-    group.addoption("--perfgate-delta", type=float, default=None, metavar="FRACTION",
-                    help="smallest slowdown that fails, as a fraction (default 0.03)")
-    group.addoption("--perfgate-memory-threshold", type=float, default=None, metavar="FRACTION",
-                    help="peak-memory growth that fails (default 0.10)")
-    group.addoption("--perfgate-phase-q", type=float, default=None, metavar="Q",
-                    help="false-discovery rate for flagging phases (default 0.10)")
-    group.addoption("--perfgate-gate-phase", action="append", default=[], choices=list(PHASES),
-                    metavar="PHASE", help="also fail the gate on this phase (repeatable)")
-    group.addoption("--perfgate-fail-on-missing-baseline", action="store_true", default=False,
-                    help="a workload without a baseline is a test error instead of a skip")
+    # The gate's options: the command line's (perfgate gate --blocks ...), from the same table.
+    add_pytest_options(group)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from perfgate.adapters import options
 from perfgate.adapters.pytest_items import (
     COLLECTOR_NAME,
     MARKER,
@@ -23,6 +24,7 @@ from perfgate.text.inert import terminal
 if TYPE_CHECKING:
     from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
     from perfgate.gate.config import Settings
+    from perfgate.gate.gating import GateRequest
     from perfgate.measure.runner import Progress
     from perfgate.model.job import Job
 
@@ -45,6 +47,8 @@ class GateSession:
         self.unwritten: list[str] = []
         self._session: pytest.Session | None = None
         self._started = False
+        self.values = options.pytest_values(config.getoption, self._here)
+        """The gate's options (:data:`perfgate.adapters.options.GATE_OPTIONS`), as given."""
         try:
             self.settings = self._load_settings()
         except PerfgateError as exc:
@@ -55,48 +59,25 @@ class GateSession:
     def _opt(self, name: str) -> Any:
         return self.config.getoption(f"perfgate_{name}")
 
-    def _path_opt(self, name: str) -> Path | None:
-        value = self._opt(name)
-        return None if value is None else self._here / value
-
     @property
     def fail_on_missing_baseline(self) -> bool:
         return self.settings.gate.fail_on_missing_baseline
 
     def _load_settings(self) -> Settings:
+        """The rootdir's settings with the gate's options given, checked as the command line's are."""
         from perfgate.gate.config import load_settings
-        from perfgate.model.errors import UsageError
 
-        repeats = self._opt("repeats")
-        if repeats is not None and repeats < 2:
-            raise UsageError("--perfgate-repeats: a gate needs at least 2 repeats to know its run-to-run noise")
-        blocks = self._opt("blocks")
-        if blocks is not None and blocks < 2:
-            raise UsageError("--perfgate-blocks: the paired design needs at least 2 ABBA blocks")
-        baselines = self._path_opt("baselines")
-        cli: dict[str, object] = {
-            "repeats": repeats,
-            "blocks": blocks,
-            "baselines": str(baselines) if baselines else None,
-            "device": self._opt("device"),
-            "alpha": self._opt("alpha"),
-            "delta": self._opt("delta"),
-            "looks": self._opt("looks"),
-            "second_look_repeats": self._opt("second_look_repeats"),
-            "memory_threshold": self._opt("memory_threshold"),
-            "phase_q": self._opt("phase_q"),
-            "gate_phases": list(self._opt("gate_phase")) or None,
-            "fail_on_missing_baseline": True if self._opt("fail_on_missing_baseline") else None,
-        }
-        settings = load_settings(self.config.rootpath / "pyproject.toml", cli)
-        if settings.repeats < 2:
-            raise UsageError(f"{settings.source}: a gate needs at least 2 repeats to know its run-to-run noise")
+        settings = load_settings(self.config.rootpath / "pyproject.toml",
+                                 options.settings_cli(self.values, options.pytest_flag))
+        options.require_gate_repeats(settings, self.values, options.pytest_flag)
+        # Checked now, not when the gate runs: a bad --perfgate-max-other-cpu-share is a usage error.
+        options.contention_policy(self.values, options.pytest_flag)
         return settings
 
     def pytest_report_header(self, config: pytest.Config) -> str:
         s = self.settings
         return (f"perfgate: gate on (settings: {s.source}); baselines {s.baselines}, "
-                f"{s.repeats} repeat(s) per look, device {s.device}")
+                f"{s.repeats} repeat(s) at the first look, device {s.device}")
 
     # -- collection ----------------------------------------------------------------------
 
@@ -194,69 +175,47 @@ class GateSession:
         assert self.outcome is not None
         return self.outcome
 
+    def request(self, jobs: Sequence[Job]) -> GateRequest:
+        """The gate's request, built from the options as the command line builds it: the
+        same contention policy (telemetry on, ``--perfgate-max-other-cpu-share``), reruns
+        and timeout."""
+        assert self.device is not None
+        return options.gate_request(self.values, self.settings, self.device, jobs, progress=self._progress,
+                                    announce=lambda message: self._say(f"perfgate: {message}"),
+                                    flag=options.pytest_flag)
+
     def _run(self) -> GateOutcome:
         from perfgate.gate.gating import run_gate
-        from perfgate.measure.runner import default_cache_dir
 
         names = self._needed()
-        jobs = [self.jobs[n] for n in names]
-        assert self.device is not None
-        cache = self._path_opt("cache_dir") or default_cache_dir()
+        request = self.request([self.jobs[n] for n in names])
         if self._opt("against"):
-            return self._run_paired(jobs, cache)
-        self._say(f"perfgate: one gate over {len(jobs)} workload(s) on {self.device} "
-                  f"({', '.join(names)}), {self.settings.repeats} repeat(s) each, one process per repeat")
-        gate = run_gate(
-            jobs,
-            settings=self.settings,
-            device=self.device,
-            repeats=self.settings.repeats,
-            cache_dir=cache,
-            out_dir=self._here / self._opt("out"),
-            progress=self._progress,
-            timeout_s=self._opt("timeout"),
-            announce=lambda message: self._say(f"perfgate: {message}"),
-        )
-        return gate.outcome
+            return self._run_paired(request)
+        self._say(f"perfgate: one gate over {len(names)} workload(s) on {self.device} "
+                  f"({', '.join(names)}), {self.settings.repeats} repeat(s) each at the first look, one process "
+                  "per repeat")
+        return run_gate(request).outcome
 
-    def _run_paired(self, jobs: list[Job], cache: Path) -> GateOutcome:
+    def _run_paired(self, request: GateRequest) -> GateOutcome:
         """``--perfgate-against REF``: the base commit in a temporary worktree, ABBA blocks."""
         from perfgate.gate.frontend import checked_out, paired_gate
 
-        assert self.device is not None
         with checked_out(self._here, self._opt("against"), allow_dirty=self._opt("allow_dirty")) as tree:
-            self._say(f"perfgate: one paired gate over {len(jobs)} workload(s) on {self.device} against "
-                      f"{tree.commit[:7]}, {self.settings.blocks} ABBA block(s) of four processes each")
-            gate = paired_gate(
-                jobs, tree, project_dir=self.config.rootpath, workload_paths=self.workload_paths,
-                assignments=self.assignments, settings=self.settings, device=self.device,
-                second_look_blocks=None, cache_dir=cache, out_dir=self._here / self._opt("out"),
-                progress=self._progress, timeout_s=self._opt("timeout"),
-                announce=lambda message: self._say(f"perfgate: {message}"),
-            )
+            self._say(f"perfgate: one paired gate over {len(request.jobs)} workload(s) on {self.device} against "
+                      f"{tree.commit[:7]}, {self.settings.blocks} ABBA block(s) of four processes each at the "
+                      "first look")
+            gate = paired_gate(request, tree, project_dir=self.config.rootpath, workload_paths=self.workload_paths,
+                               assignments=self.assignments)
         return gate.outcome
 
     def _publish(self, outcome: GateOutcome) -> None:
-        """Write the reports asked for; a file that cannot be written loses no verdict."""
-        from perfgate.report.json_report import outcome_to_dict
-        from perfgate.report.markdown import render_markdown
-        from perfgate.store.jsonfile import write_json_atomic
+        """Write the reports asked for, each atomically; a file that cannot be written loses no verdict."""
+        from perfgate.adapters.publish import publish
 
-        def markdown(path: Path) -> None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(render_markdown(outcome), encoding="utf-8")
-
-        writers = [(self._path_opt("markdown"), markdown),
-                   (self._path_opt("json"), lambda path: write_json_atomic(path, outcome_to_dict(outcome)))]
-        for path, write in writers:
-            if path is None:
-                continue
-            try:
-                write(path)
-            except OSError as exc:
-                self.unwritten.append(f"{path}: {exc.strerror or exc}")
-            else:
-                self.written.append(path)
+        v = self.values
+        done = publish(outcome, markdown=v["markdown"], json=v["json"], html=v["html"])
+        self.written.extend(done.written)
+        self.unwritten.extend(done.unwritten)
 
     def comparison(self, workload: str) -> WorkloadComparison:
         for c in self.run().comparisons:

@@ -4,8 +4,6 @@ is :mod:`perfgate.gate.selftest`."""
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Callable
 from typing import Any
 
 from perfgate.adapters import options
@@ -32,17 +30,15 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     gates = args.gates if args.gates is not None else (QUICK_GATES if args.quick else DEFAULT_GATES)
     blocks = args.blocks if args.blocks is not None else (QUICK_BLOCKS if args.quick else settings.blocks)
     budget = args.budget if args.budget is not None else (QUICK_BUDGET_MIN if args.quick else None)
-    if args.max_reruns < 0:
-        raise UsageError("--max-reruns must be at least 0")
     device, (job,) = options.jobs_of(args, settings)
-    announce: Callable[[str], None] = (lambda message: None) if args.quiet else (
-        lambda message: print(f"perfgate: {message}", file=sys.stderr, flush=True))
+    # The gates' request, as `perfgate gate --against` builds it; the jobs are the self-test's own.
+    request = options.request_of(args, settings, device, [job])
     result = run_selftest(
         job, settings=settings, device=device, gates=gates, sizes=sizes, phases=phases,
-        largest_phase_only=args.quick, blocks=blocks, second_look_blocks=args.second_look_blocks,
-        budget_s=budget * 60.0 if budget is not None else None, cache_dir=options.cache_dir_of(args),
-        timeout_s=args.timeout, telemetry=not args.no_telemetry, contention_check=options.contention_policy_of(args),
-        max_reruns=args.max_reruns, progress=options.progress_printer(args.quiet), announce=announce,
+        largest_phase_only=args.quick, blocks=blocks,
+        budget_s=budget * 60.0 if budget is not None else None, cache_dir=request.cache_dir,
+        timeout_s=request.timeout_s, telemetry=request.telemetry, contention_check=request.contention_check,
+        max_reruns=request.max_reruns, progress=request.progress, announce=options.announcer(args.quiet),
     )
     print(result.card(), end="")
     return result.exit_code
@@ -70,23 +66,20 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--phases", metavar="PHASE,PHASE",
                    help=f"phases to inject into, of {', '.join(PHASES)} (default: every phase at or above the "
                         f"share floor the gate tests; --quick: the largest)")
-    p.add_argument("--blocks", type=int, help="ABBA blocks per gate at the first look "
-                                              f"(default: [tool.perfgate] blocks, else 6; --quick {QUICK_BLOCKS})")
-    p.add_argument("--second-look-blocks", type=int, help="ABBA blocks added at the second look (default: as many again)")
+    options.add_options(p, ("blocks", "max_blocks"), help={
+        "blocks": f"ABBA blocks per gate at the first look (default: [tool.perfgate] blocks, else 6; "
+                  f"--quick {QUICK_BLOCKS})",
+        "max_blocks": "the most ABBA blocks a gate is measured for; it looks after each one (default: "
+                      "[tool.perfgate] max_blocks, else 30)"})
+    # The whole self-test's time, not a gate's (perfgate gate --budget): its own option.
     p.add_argument("--budget", type=float, metavar="MINUTES",
                    help=f"start no gate that would likely end after this (default none; --quick {QUICK_BUDGET_MIN:g})")
     p.add_argument("--quick", action="store_true",
                    help=f"{QUICK_GATES} gates of each kind, {QUICK_BLOCKS} blocks, one phase, a "
                         f"{QUICK_BUDGET_MIN:g}-minute budget")
-    p.add_argument("--alpha", type=float, help="family-wise false-alarm rate of a gate, one-sided (default 0.01)")
-    p.add_argument("--delta", type=float, help="smallest slowdown that fails, as a fraction (default 0.03)")
-    p.add_argument("--looks", type=int, choices=[1, 2], help="planned looks (default 2)")
-    p.add_argument("--phase-q", type=float, help="false-discovery rate for flagging phases (default 0.10)")
-    p.add_argument("--max-reruns", type=int, default=3,
-                   help="blocks measured again per gate when other processes loaded the machine (default 3)")
-    p.add_argument("--max-other-cpu-share", type=float, metavar="SHARE",
-                   help="a repeat is contended when other processes used more than this share of the CPUs "
-                        "(default: perfgate.analysis.contention's)")
+    options.add_options(p, ("alpha", "delta", "phase_q", "max_reruns", "max_other_cpu_share"), help={
+        "alpha": "family-wise false-alarm rate of a gate, one-sided (default 0.01)",
+        "max_reruns": "blocks measured again per gate when other processes loaded the machine (default 3)"})
     options.add_common(p)
     p.set_defaults(func=cmd_selftest)
     return p

@@ -1,0 +1,236 @@
+"""The gate's options, declared once (perfgate.adapters.options.GATE_OPTIONS).
+
+The command line (``perfgate gate``, ``ci``, ``selftest``) and the pytest plugin make their
+options from the same table, check a value given in one place, and build the same gate
+request from it, contention policy included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from perfgate.adapters import ci, options, pytest_plugin, selftest
+from perfgate.adapters.cli import build_parser, main
+from perfgate.adapters.options import GATE_OPTIONS, JUDGING_OPTIONS, LOOKING_OPTIONS, RUN_OPTIONS
+from perfgate.gate.config import Settings, load_settings
+from perfgate.model.errors import UsageError
+
+pytest_plugins = ["pytester"]
+
+ADAPTERS = Path(__file__).resolve().parents[1] / "perfgate" / "adapters"
+FRONT_ENDS = ("options.py", "cli.py", "ci.py", "selftest.py", "pytest_plugin.py", "pytest_session.py")
+
+
+def subparser(name: str) -> argparse.ArgumentParser:
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return sub.choices[name]
+
+
+def by_flag(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    return {flag: action for action in parser._actions for flag in action.option_strings}
+
+
+class RecordingGroup:
+    """What the plugin's ``pytest_addoption`` declares, as pytest's group receives it."""
+
+    def __init__(self) -> None:
+        self.options: dict[str, dict[str, Any]] = {}
+
+    def addoption(self, *names: str, **kwargs: Any) -> None:
+        (name,) = names
+        self.options[name] = kwargs
+
+
+class RecordingParser:
+    def __init__(self) -> None:
+        self.group = RecordingGroup()
+
+    def getgroup(self, name: str, description: str = "") -> RecordingGroup:
+        return self.group
+
+
+def pytest_declared() -> dict[str, dict[str, Any]]:
+    parser = RecordingParser()
+    pytest_plugin.pytest_addoption(parser)  # type: ignore[arg-type]
+    return parser.group.options
+
+
+def argparse_kind(action: argparse.Action) -> str | None:
+    if isinstance(action, argparse._StoreTrueAction):
+        return "store_true"
+    if isinstance(action, argparse._AppendAction):
+        return "append"
+    return None
+
+
+# --- one table, both parsers ------------------------------------------------------------------
+
+def test_every_table_option_is_in_both_parsers_with_the_same_default_and_choices() -> None:
+    gate = by_flag(subparser("gate"))
+    declared = pytest_declared()
+    assert set(GATE_OPTIONS) == {*RUN_OPTIONS, *JUDGING_OPTIONS, *LOOKING_OPTIONS}  # each in a group
+    for name, option in GATE_OPTIONS.items():
+        action = gate[option.flag]
+        plugin = declared[option.pytest_flag]
+        assert action.dest == name and plugin["dest"] == f"perfgate_{name}"
+        assert action.default == plugin["default"] == option.fresh_default(), name
+        assert action.choices == plugin.get("choices") == (list(option.choices) if option.choices else None), name
+        assert action.type is plugin.get("type") is option.type, name
+        assert argparse_kind(action) == plugin.get("action") == option.action, name
+        assert action.metavar == plugin.get("metavar"), name
+        assert action.help == plugin["help"] == option.help, name
+
+
+def test_pytest_sees_the_table_defaults(pytester: pytest.Pytester) -> None:
+    config = pytester.parseconfig()
+    for option in GATE_OPTIONS.values():
+        assert config.getoption(option.pytest_dest) == option.fresh_default(), option.name
+    given = pytester.parseconfig("--perfgate-blocks", "4", "--perfgate-budget", "20m",
+                                 "--perfgate-inconclusive", "fail", "--perfgate-gate-phase", "forward")
+    assert [given.getoption(f"perfgate_{n}") for n in ("blocks", "budget", "inconclusive", "gate_phase")] == [
+        4, "20m", "fail", ["forward"]]
+
+
+def test_gate_and_ci_declare_the_measuring_and_looking_options_from_the_table() -> None:
+    for command, names in (("gate", GATE_OPTIONS), ("ci", (*RUN_OPTIONS, *LOOKING_OPTIONS)),
+                           ("compare", JUDGING_OPTIONS), ("run", RUN_OPTIONS)):
+        flags = by_flag(subparser(command))
+        for name in names:
+            assert flags[GATE_OPTIONS[name].flag].dest == name, (command, name)
+        args = subparser(command).parse_args([] if command != "ci" else ["--base-dir", "x"])
+        assert set(getattr(args, options.DECLARED)) == set(names), command
+
+
+@pytest.mark.parametrize("command", ["gate", "ci", "selftest"])
+@pytest.mark.parametrize("flag", ["--looks", "--second-look-repeats", "--second-look-blocks"])
+def test_the_two_look_options_are_gone(command: str, flag: str, capsys) -> None:
+    argv = [command, *(["--base-dir", "x"] if command == "ci" else []), flag, "1"]
+    with pytest.raises(SystemExit) as caught:
+        build_parser().parse_args(argv)
+    assert caught.value.code == 2 and f"unrecognized arguments: {flag}" in capsys.readouterr().err
+    assert not {"--perfgate-looks", "--perfgate-second-look-repeats"} & set(pytest_declared())
+
+
+# --- checked once -------------------------------------------------------------------------------
+
+BAD = [
+    ("repeats", 0, "--repeats must be at least 1"),
+    ("blocks", 1, "--blocks: the paired design needs at least 2 ABBA blocks"),
+    ("max_blocks", 1, "--max-blocks must be from 2 to 10000 (blocks or repeats), got 1"),
+    ("budget", "0", "--budget: must be more than 0 and at most a week, got '0'"),
+    ("budget", "soon", "--budget: expected a duration such as 20m, 90s or 1h, got 'soon'"),
+    ("max_reruns", -1, "--max-reruns must be 0 or more"),
+    ("max_other_cpu_share", 1.5, "--max-other-cpu-share: max_other_cpu_share must be in (0, 1]"),
+    ("timeout", 0.0, "--timeout must be more than 0 seconds"),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "message"), BAD, ids=[f"{n}={v}" for n, v, _ in BAD])
+def test_a_bad_value_is_one_line_named_as_each_front_end_spells_it(name: str, value: Any, message: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        options.settings_cli({name: value})
+    assert caught.value.message.startswith(message) and "\n" not in caught.value.message
+    with pytest.raises(UsageError) as caught:
+        options.settings_cli({name: value}, options.pytest_flag)
+    assert caught.value.message.startswith(message.replace("--", "--perfgate-", 1))
+
+
+@pytest.mark.parametrize(("name", "value", "message"), BAD, ids=[f"{n}={v}" for n, v, _ in BAD])
+def test_perfgate_gate_refuses_it_before_anything_is_discovered(capsys, tmp_path: Path, name: str, value: Any,
+                                                                  message: str) -> None:
+    code = main(["gate", "no-such-workload", GATE_OPTIONS[name].flag, str(value),
+                 "--config", str(tmp_path / "absent.toml")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith(f"perfgate: error: {message}"), err
+
+
+def test_every_front_end_says_the_same_about_blocks(capsys, tmp_path: Path, tiny_path: Path) -> None:
+    message = "--blocks: the paired design needs at least 2 ABBA blocks"
+    none = ["--config", str(tmp_path / "absent.toml")]
+    parser = argparse.ArgumentParser(prog="perfgate")
+    sub = parser.add_subparsers()
+    ci.add_parser(sub)
+    selftest.add_parser(sub)
+    ci_args = parser.parse_args(["ci", "--base-dir", str(tmp_path), "--blocks", "1"])
+    with pytest.raises(UsageError, match=re.escape(message)):
+        ci.judge(ci_args, lambda cli: load_settings(None, cli))
+    self_args = parser.parse_args(["selftest", "tiny", "--workloads-path", str(tiny_path), "--blocks", "1", *none])
+    with pytest.raises(UsageError, match=re.escape(message)):
+        self_args.func(self_args)
+    assert main(["gate", "tiny", "--blocks", "1", *none]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_each_check_is_written_once_in_the_front_ends() -> None:
+    text = {name: (ADAPTERS / name).read_text(encoding="utf-8") for name in FRONT_ENDS}
+    for phrase in ("the paired design needs at least 2 ABBA blocks", "must be 0 or more", "must be at least 1",
+                   "a gate needs at least 2 repeats"):
+        where = [name for name, body in text.items() if phrase in body]
+        assert where == ["options.py"], (phrase, where)
+        assert text["options.py"].count(phrase) == 1, phrase
+    for gone in ("--looks", "second_look_repeats", "second-look", "second_look_blocks", "perfgate-looks"):
+        assert not [name for name, body in text.items() if gone in body], gone
+
+
+def test_values_go_to_the_settings_under_their_keys() -> None:
+    cli = options.settings_cli({"repeats": 3, "blocks": 4, "max_blocks": 12, "budget": "20m", "inconclusive": "fail",
+                                "no_counters": True, "fail_on_missing_baseline": True, "gate_phase": ["forward"],
+                                "baselines": "store", "device": "cpu", "out": "o", "max_reruns": 1,
+                                "alpha": None, "markdown": None})
+    assert cli == {"repeats": 3, "blocks": 4, "max_blocks": 12, "budget": "20m", "inconclusive": "fail",
+                   "counters": False, "fail_on_missing_baseline": True, "gate_phases": ["forward"],
+                   "baselines": "store", "device": "cpu"}
+    settings = load_settings(None, cli)
+    assert (settings.blocks, settings.gate.max_blocks, settings.budget_s, settings.gate.inconclusive,
+            settings.gate.counters) == (4, 12, 1200.0, "fail", False)
+    assert options.settings_cli({"no_counters": False, "fail_on_missing_baseline": False, "gate_phase": []}) == {}
+
+
+def test_a_command_s_own_option_of_the_same_name_is_not_the_gate_s(tmp_path: Path) -> None:
+    """``tune-loader --budget`` and ``selftest --budget`` are minutes of their own, not the
+    gate's wall-time budget; ``bisect`` declares its options itself and they are read."""
+    none = ["--config", str(tmp_path / "absent.toml")]
+    for argv in (["tune-loader", "tiny", "--budget", "5"], ["selftest", "tiny", "--budget", "5"]):
+        args = build_parser().parse_args([*argv, *none])
+        assert "budget" not in options.values_of(args)
+        assert options.settings_of(args).budget_s is None
+    bisect = build_parser().parse_args(["bisect", "HEAD~1", "HEAD", "tiny", "--blocks", "3", "--alpha", "0.05",
+                                        *none])
+    settings = options.settings_of(bisect)
+    assert settings.blocks == 3 and settings.gate.alpha == 0.05
+
+
+# --- one request ----------------------------------------------------------------------------------
+
+def test_the_command_line_and_pytest_build_the_same_request(tmp_path: Path, pytester: pytest.Pytester) -> None:
+    settings = Settings()
+    args = subparser("gate").parse_args(["--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "out"),
+                                         "--max-reruns", "2", "--timeout", "60"])
+    from_cli = options.request_of(args, settings, "cpu", [])
+    config = pytester.parseconfig("--perfgate-cache-dir", str(tmp_path / "cache"), "--perfgate-out",
+                                  str(tmp_path / "out"), "--perfgate-max-reruns", "2", "--perfgate-timeout", "60")
+    values = options.pytest_values(config.getoption, tmp_path)
+    from_pytest = options.gate_request(values, settings, "cpu", [], progress=lambda event: None,
+                                       announce=lambda message: None, flag=options.pytest_flag)
+    for request in (from_cli, from_pytest):
+        assert (request.cache_dir, request.out_dir, request.max_reruns, request.timeout_s, request.telemetry) == (
+            tmp_path / "cache", tmp_path / "out", 2, 60.0, True)
+        assert request.contention_check is not None
+        busy = {"machine": {"other_cpu_share": {"median": 0.9, "samples": 41}, "cpus": 8}}
+        assert request.contention_check(busy) == from_cli.contention_check(busy) == (
+            "other processes used 90% of the 8 CPUs during the window (median of 41 samples; limit 10%)")
+        assert request.contention_check({"machine": {"other_cpu_share": {"median": 0.01}}}) is None
+
+
+def test_the_contention_policy_follows_the_telemetry_and_the_share() -> None:
+    assert options.contention_policy({}) is not None  # telemetry on by default
+    assert options.contention_policy({"no_telemetry": True}) is None
+    assert options.contention_policy({"no_telemetry": True, "max_other_cpu_share": 0.5}) is not None
+    with pytest.raises(UsageError, match=re.escape("--perfgate-max-other-cpu-share: max_other_cpu_share")):
+        options.contention_policy({"max_other_cpu_share": 0.0}, options.pytest_flag)
