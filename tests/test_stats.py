@@ -27,6 +27,7 @@ from perfgate.analysis.stats import (
     two_look_levels,
     variance_components,
 )
+from perfgate.analysis.stats.sequential import DEFAULT_GAMMA, Schedule, crossing_levels, spent
 
 PLAIN = dict(assumed_day_sd_log=0.0, outlier_sd=None)  # plain Welch on logs
 
@@ -563,3 +564,91 @@ def test_stored_look_correlation_matches_the_model() -> None:
     assert rho == pytest.approx(math.sqrt((var1 - sd**2 / n + sd**2 / (n + added)) / var1), rel=1e-12)
     assert stored_look_correlation(first, 0) == 1.0
     assert paired_look_correlation(n, n + added) < rho < 1.0  # the shared terms raise it
+
+
+# --- sequential looks: α spent over many looks ------------------------------------------------
+
+
+def test_spent_is_hwang_shih_decanis_function() -> None:
+    alpha = 0.01
+    for gamma in (-4.0, 0.0, 1.0, 3.0):
+        assert spent(0.0, alpha, gamma) == 0.0
+        assert spent(1.0, alpha, gamma) == pytest.approx(alpha, rel=1e-12)
+        assert spent(-0.5, alpha, gamma) == 0.0 and spent(1.5, alpha, gamma) == pytest.approx(alpha)
+    assert spent(0.3, alpha, 0.0) == pytest.approx(0.003, rel=1e-12)  # γ = 0: linear in t
+    assert spent(0.2, alpha, 1.0) == pytest.approx(alpha * (1 - math.exp(-0.2)) / (1 - math.exp(-1)), rel=1e-12)
+    early = [spent(0.2, alpha, g) for g in (-4.0, 0.0, 1.0, 3.0)]
+    assert early == sorted(early)  # a larger γ spends more early
+    assert DEFAULT_GAMMA == 1.0
+
+
+def test_one_look_tests_at_the_whole_alpha() -> None:
+    assert crossing_levels(0.01, (1.0,)) == (0.01,)
+    assert Schedule(6, 6).counts == (6,) and Schedule(6, 6).level(0.01, 6) == 0.01
+    assert Schedule(6, 6).describe() == "one look at 6"
+
+
+def test_two_looks_spend_exactly_alpha_against_the_bivariate_normal() -> None:
+    """Looks at half and all of the information: Z_1, Z_2 correlated sqrt(1/2)."""
+    alpha = 0.01
+    first, second = crossing_levels(alpha, (0.5, 1.0))
+    assert first == pytest.approx(spent(0.5, alpha), rel=1e-12)  # the first look spends its share exactly
+    c1, c2 = st.norm.isf(first), st.norm.isf(second)
+    rho = math.sqrt(0.5)
+    exact = 1 - st.multivariate_normal.cdf([c1, c2], [0, 0], [[1, rho], [rho, 1]], abseps=1e-12, releps=1e-12)
+    assert exact == pytest.approx(alpha, rel=0.005)
+    assert alpha / 2 < first < alpha and second < alpha
+
+
+def test_many_looks_spend_alpha_as_planned_in_a_brownian_monte_carlo() -> None:
+    """The default paired schedule's 25 looks: the chance of ever crossing is α, and the
+    chance of crossing by look k is what the spending function planned for it (a gate
+    stopped early has spent less than α)."""
+    schedule = Schedule(6, 30)
+    t = np.array(schedule.counts, dtype=float) / 30
+    alpha = 0.01
+    levels = np.array([schedule.level(alpha, c) for c in schedule.counts])
+    assert np.all(levels > 0) and np.all(levels < alpha)
+    rng = np.random.default_rng(20)
+    n = 400_000
+    increments = rng.standard_normal((n, t.size)) * np.sqrt(np.diff(t, prepend=0.0))
+    z = np.cumsum(increments, axis=1) / np.sqrt(t)
+    crossed = np.maximum.accumulate(z > st.norm.isf(levels), axis=1).mean(axis=0)
+    tolerance = 4 * math.sqrt(alpha * (1 - alpha) / n)  # 4 sd = 0.00063
+    assert crossed[-1] == pytest.approx(alpha, abs=tolerance)
+    for k in (0, 4, 12):
+        assert crossed[k] == pytest.approx(spent(float(t[k]), alpha), abs=tolerance)
+
+
+def test_crossing_levels_refuse_what_is_not_a_plan() -> None:
+    for bad_alpha in (0.0, 1.0, 1, math.nan):
+        with pytest.raises(ValueError, match="alpha"):
+            crossing_levels(bad_alpha, (1.0,))  # type: ignore[arg-type]
+    for fractions in ((), (0.5,), (0.0, 1.0), (0.6, 0.5, 1.0), (0.5, 0.5, 1.0), (0.5, math.nan, 1.0)):
+        with pytest.raises(ValueError, match="fractions"):
+            crossing_levels(0.01, fractions)
+
+
+def test_a_schedule_names_its_looks() -> None:
+    s = Schedule(6, 30)
+    assert s.counts == tuple(range(6, 31)) and s.looks == 25
+    assert (s.look_at(6), s.look_at(7), s.look_at(30), s.look_at(5), s.look_at(31)) == (1, 2, 25, None, None)
+    assert (s.last_look_within(5), s.last_look_within(6), s.last_look_within(40)) == (None, 6, 30)
+    assert s.describe() == "looks at 6, 7, …, 30, α spent by Hwang-Shih-DeCani(γ=1) over 25 looks"
+    every = Schedule(6, 30, every=5)
+    assert every.counts == (6, 11, 16, 21, 26, 30)  # the last look is always at ``last``
+    assert every.last_look_within(15) == 11 and every.look_at(30) == 6
+    assert Schedule(2, 4).describe() == "looks at 2, 3, 4, α spent by Hwang-Shih-DeCani(γ=1) over 3 looks"
+    with pytest.raises(ValueError, match="no look falls at 12"):
+        every.level(0.01, 12)
+    # the levels come from the information fractions: a schedule scaled up is the same plan
+    assert Schedule(2, 4).level(0.01, 3) == pytest.approx(Schedule(4, 8, every=2).level(0.01, 6), rel=1e-9)
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(first=0, last=5), dict(first=6, last=5), dict(first=True, last=5), dict(first=2, last=5, every=0),
+    dict(first=2.0, last=5), dict(first=2, last=5, gamma=41.0), dict(first=2, last=5, gamma=math.nan),
+])
+def test_a_schedule_is_validated(kwargs: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match="Schedule|comes before"):
+        Schedule(**kwargs)  # type: ignore[arg-type]
