@@ -2,7 +2,9 @@
 
 Precedence: command line > ``[tool.perfgate.workload.NAME]`` > ``[tool.perfgate]`` >
 defaults. Mistakes in the file are a UsageError naming the file and the key; α and the
-number of looks belong to the whole run and are refused in a workload table.
+looks (``max_blocks``, ``budget``, ``spending_gamma``) belong to the whole run and are
+refused in a workload table. The two-look keys (``looks``, ``second_look_repeats``) are
+refused with what to set instead.
 """
 
 from __future__ import annotations
@@ -59,7 +61,10 @@ def test_reads_the_global_table(tmp_path: Path) -> None:
 [tool.perfgate]
 alpha = 0.05
 delta = 0.05
-looks = 1
+max_blocks = 12
+budget = "20m"
+spending_gamma = -2.0
+inconclusive = "fail"
 memory_threshold = 0.2
 gate_phases = ["forward", "backward"]
 fail_on_missing_baseline = true
@@ -71,7 +76,8 @@ workloads_path = "perf/workloads"
 """)
     settings = load_settings(path)
     gate = settings.gate
-    assert (gate.alpha, gate.delta, gate.looks, gate.memory_threshold) == (0.05, 0.05, 1, 0.2)
+    assert (gate.alpha, gate.delta, gate.max_blocks, gate.memory_threshold) == (0.05, 0.05, 12, 0.2)
+    assert (gate.spending_gamma, gate.inconclusive, settings.budget_s) == (-2.0, "fail", 1200.0)
     assert gate.gate_phases == ("forward", "backward")
     assert gate.fail_on_missing_baseline is True
     assert gate.phase_q == GateConfig().phase_q  # not set: the default
@@ -117,6 +123,21 @@ def test_the_command_line_overrides_workload_and_global_tables(tmp_path: Path) -
     assert settings.gate.memory_threshold == 0.2  # None means "not given"
 
 
+@pytest.mark.parametrize(("value", "seconds"), [
+    ('"20m"', 1200.0), ('"90s"', 90.0), ('"1.5h"', 5400.0), ('"2 min"', 120.0), ("45", 45.0), ("7.5", 7.5),
+])
+def test_the_budget_is_a_duration(tmp_path: Path, value: str, seconds: float) -> None:
+    assert load_settings(pyproject(tmp_path, f"[tool.perfgate]\nbudget = {value}\n")).budget_s == seconds
+
+
+def test_no_budget_by_default_and_the_command_line_overrides_the_file(tmp_path: Path) -> None:
+    assert Settings().budget_s is None and load_settings(None).budget_s is None
+    path = pyproject(tmp_path, '[tool.perfgate]\nbudget = "20m"\nmax_blocks = 12\n')
+    settings = load_settings(path, {"budget": "5m", "max_blocks": 40, "inconclusive": "fail"})
+    assert settings.budget_s == 300.0 and settings.gate.max_blocks == 40 and settings.gate.inconclusive == "fail"
+    assert load_settings(path, {"budget": None}).budget_s == 1200.0  # None: not given
+
+
 def test_command_line_alone_over_the_defaults() -> None:
     settings = load_settings(None, {"delta": 0.07, "gate_phases": ["optimizer"], "baselines": "b"})
     assert settings.gate.delta == 0.07 and settings.gate.gate_phases == ("optimizer",)
@@ -144,11 +165,22 @@ def test_alpha_in_a_workload_table_is_refused(tmp_path: Path) -> None:
     assert "delta" in message.split("allowed:")[1]
 
 
-@pytest.mark.parametrize("key", ["looks", "repeats", "baselines"])
+@pytest.mark.parametrize("key", ["max_blocks", "budget", "spending_gamma", "inconclusive", "looks", "repeats",
+                                 "baselines"])
 def test_run_wide_keys_are_refused_in_a_workload_table(tmp_path: Path, key: str) -> None:
-    value = '"x"' if key == "baselines" else "1"
+    value = '"x"' if key in ("baselines", "budget", "inconclusive") else "1"
     message = usage_error(pyproject(tmp_path, f"[tool.perfgate.workload.big]\n{key} = {value}\n"))
     assert f"'{key}'" in message
+
+
+@pytest.mark.parametrize(("key", "instead"), [("looks", "max_blocks"), ("second_look_repeats", "max_blocks")])
+def test_the_two_look_keys_are_refused_with_what_to_set_instead(tmp_path: Path, key: str, instead: str) -> None:
+    path = pyproject(tmp_path, f"[tool.perfgate]\n{key} = 2\n")
+    message = usage_error(path)  # one line, exit 2
+    assert str(path) in message and f"'{key}' is no longer a setting" in message
+    assert instead in message and "budget" in message
+    message = usage_error(None, {key: 2})
+    assert f"'{key}' is no longer a setting" in message
 
 
 @pytest.mark.parametrize("table", ["[tool.perfgate]", "[tool.perfgate.workload.big]"])
@@ -185,7 +217,16 @@ def test_a_pyproject_that_is_not_utf8_names_the_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("line", "field"), [
     ("delta = 3", "delta"),
     ("alpha = 0.9", "alpha"),
-    ("looks = 3", "looks"),
+    ("max_blocks = 1", "max_blocks"),
+    ("max_blocks = 501", "max_blocks"),
+    ("max_blocks = true", "max_blocks"),
+    ("spending_gamma = 50", "spending_gamma"),
+    ('inconclusive = "maybe"', "inconclusive"),
+    ('budget = "20 parsecs"', "budget"),
+    ("budget = 0", "budget"),
+    ("budget = -5", "budget"),
+    ('budget = "8d"', "budget"),
+    ("budget = true", "budget"),
     ('memory_threshold = "10%"', "memory_threshold"),
     ('fail_on_missing_baseline = "yes"', "fail_on_missing_baseline"),
 ])
@@ -203,6 +244,8 @@ def test_an_invalid_threshold_in_a_workload_table_names_the_table(tmp_path: Path
 def test_an_invalid_command_line_value_names_the_command_line() -> None:
     message = usage_error(None, {"delta": 2.0})
     assert "command line" in message and "delta" in message
+    message = usage_error(None, {"budget": "soon"})
+    assert message.startswith("--budget: ") and "'soon'" in message
 
 
 @pytest.mark.parametrize("body", [
