@@ -303,7 +303,9 @@ def test_no_baseline_skips_with_the_command_and_writes_the_report(project: pytes
     out = result.stdout.str()
     assert outcomes(result) == {"passed": 0, "failed": 0, "skipped": 3, "errors": 0, "deselected": 0}, out
     assert out.count("perfgate: one gate over 2 workload(s) on cpu (tiny, mine), 2 repeat(s) each") == 1
-    assert out.count("[tiny] repeat 1/2 done") == 1 and out.count("[mine] repeat 2/2 done") == 1
+    # Once each, or more when other processes loaded the machine: the session measures a
+    # contended repeat again, as perfgate gate does.
+    assert out.count("[tiny] repeat 1/2 done") >= 1 and out.count("[mine] repeat 2/2 done") >= 1
 
     commands = {}
     for name in ("tiny", "mine"):
@@ -339,7 +341,7 @@ def test_an_unchanged_run_is_not_failed_and_the_fixture_shares_the_gate(project:
     assert counts["failed"] == counts["errors"] == 0, out
     assert counts["passed"] + counts["skipped"] == 2, out
     assert out.count("perfgate: one gate over 1 workload(s)") == 1
-    assert out.count("[tiny] repeat 3/3 done") == 1
+    assert out.count("[tiny] repeat 3/3 done") >= 1  # more when a contended repeat is measured again
 
     seen = json.loads((project.path / "seen.json").read_text())
     assert seen["workload"] == "tiny" and seen["verdict"] in ("PASS", "IMPROVED", "INCONCLUSIVE")
