@@ -13,7 +13,8 @@ each).
     python benchmarks/sequential.py --gates 400     # fewer gates a cell
 
 It prints one markdown row per cell: the verdict shares of the changed workload, the false
-REGRESSION share over the family (with its exact 95% upper bound), and the blocks used.
+REGRESSION share over the family (with its exact 95% upper bound), and the blocks the changed
+workload was decided at (or left undecided at), with the share decided within 6 blocks.
 """
 
 from __future__ import annotations
@@ -57,8 +58,9 @@ def row(key: str, what: str, scenario: Scenario, gates: int, config: GateConfig,
     shares = " / ".join(f"{r.share(v) * 100:.1f}" for v in (Verdict.REGRESSION, Verdict.PASS,
                                                             Verdict.INCONCLUSIVE, Verdict.IMPROVED))
     upper = binomtest(r.false_regressions, r.gates).proportion_ci(0.95, method="exact").high
-    used = sorted(r.units)
-    within6 = sum(u <= 6 for u, in zip(used)) / len(used)
+    used = sorted(r.changed_units)
+    within6 = sum(u <= 6 and v is not Verdict.INCONCLUSIVE
+                  for u, v in zip(r.changed_units, r.changed_verdicts)) / len(used)
     return (f"| {key} | {what} | {r.gates} | {shares} | {r.false_regression_share * 100:.2f}% "
             f"(≤ {upper * 100:.2f}%) | {statistics.median(used):g} [{used[len(used) // 10]}, "
             f"{used[len(used) * 9 // 10]}] | {within6 * 100:.0f}% | {seconds:.0f} s |")
@@ -84,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{config.delta * 100:g}%, spending gamma {config.spending_gamma:g}, outliers "
           f"{'on' if args.outliers else 'off'}, seed {args.seed}")
     print("| cell | scenario | gates | changed workload REG / PASS / INC / IMP % | false REGRESSION (95% upper) "
-          "| blocks used: median [10%, 90%] | stopped within 6 blocks | time |")
+          "| changed workload's blocks: median [10%, 90%] | decided within 6 blocks | time |")
     print("|---|---|---:|---|---|---|---:|---:|")
     for key in keys:
         scenario, gates, what = table[key]

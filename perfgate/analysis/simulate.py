@@ -184,6 +184,10 @@ class CellResult:
     """Looks taken over all gates (each one ``compare`` call)."""
     units: tuple[int, ...] = ()
     """Per gate, the blocks (stored: repeats) of its last look: where it stopped."""
+    changed_units: tuple[int, ...] = ()
+    """Per gate, the blocks (stored: repeats) the changed workload was decided (or left) at."""
+    changed_verdicts: tuple[Verdict, ...] = ()
+    """Per gate, the changed workload's verdict (in the order of ``changed_units``)."""
     seconds: float = field(default=0.0, compare=False)
     ratios: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     """Per statistic, the changed workload's final estimate (ratio) in each gate."""
@@ -317,6 +321,7 @@ class _Gate:
         self.levels = {n: math.log(50.0 * (1 + i)) for i, n in enumerate(self.names)}
         self.looks = 0
         self.units = 0
+        self.changed_units = 0
         self.ratios: dict[str, float] = {}
         """The changed workload's last estimates, per statistic."""
 
@@ -347,6 +352,7 @@ class _Gate:
         for c in driven.outcome.comparisons:
             if c.workload == self.names[0] and c.time is not None:
                 self.ratios = {k: d.estimate.ratio for k, d in (c.time.by_statistic or {"step": c.time}).items()}
+                self.changed_units = c.time.count
         return {c.workload: c.verdict for c in driven.outcome.comparisons}
 
 
@@ -461,6 +467,8 @@ def simulate(scenario: Scenario, gates: int, config: GateConfig | None = None, s
     ratios: dict[str, list[float]] = {}
     false = went_on = looks = 0
     units: list[int] = []
+    changed_units: list[int] = []
+    changed_verdicts: list[Verdict] = []
     started = time.perf_counter()
     with _paired_estimator(scenario.estimator if scenario.paired else "contrast"):
         for _ in range(gates):
@@ -474,10 +482,12 @@ def simulate(scenario: Scenario, gates: int, config: GateConfig | None = None, s
             went_on += gate.looks > 1
             looks += gate.looks
             units.append(gate.units)
+            changed_units.append(gate.changed_units)
+            changed_verdicts.append(verdicts[changed])
             for k, v in gate.ratios.items():
                 ratios.setdefault(k, []).append(v)
-    return CellResult(scenario, gates, counts, false, went_on, looks, tuple(units), time.perf_counter() - started,
-                      {k: tuple(v) for k, v in ratios.items()})
+    return CellResult(scenario, gates, counts, false, went_on, looks, tuple(units), tuple(changed_units), tuple(changed_verdicts),
+                      time.perf_counter() - started, {k: tuple(v) for k, v in ratios.items()})
 
 
 def _estimators() -> dict[str, Callable[[Sequence[BlockValue], Sequence[BlockValue]], LogRatio]]:
