@@ -66,7 +66,7 @@ def paired(name: str = "tiny", *, scale: float = 1.0, seed: int = 0, blocks: int
 
 
 def judge_paired(head_counters: CounterSet | None, base_counters: CounterSet | None, *, scale: float = 1.0,
-                 config: GateConfig = GateConfig(looks=1), note: str | None = None):
+                 config: GateConfig = GateConfig(), note: str | None = None):
     entry = Entry("tiny", paired(scale=scale, seed=1), None, pairing=Pairing(paired(seed=2), BASE_SHA),
                   counted=Counted(base_counters, head_counters, note))
     outcome = compare([entry], config)
@@ -102,11 +102,11 @@ def test_a_change_that_does_not_fail_is_shown_and_the_timing_decides() -> None:
     assert c.counters and not c.counters.failed
     assert "Counters (exact, per step" in render_markdown(compare(
         [Entry("tiny", paired(seed=1), None, pairing=Pairing(paired(seed=2), BASE_SHA),
-               counted=Counted(counters(flops=1000), counters(flops=1005)))], GateConfig(looks=1)))
+               counted=Counted(counters(flops=1000), counters(flops=1005)))], GateConfig()))
 
 
 def test_a_counter_in_counters_off_is_reported_but_does_not_fail() -> None:
-    _, c = judge_paired(counters(syncs=(SYNC,)), counters(), config=GateConfig(looks=1, counters_off=("syncs",)))
+    _, c = judge_paired(counters(syncs=(SYNC,)), counters(), config=GateConfig(counters_off=("syncs",)))
     assert c.verdict is Verdict.PASS
     assert c.counters is not None and [ch.counter for ch in c.counters] == ["syncs"]
     assert not c.counters.failed
@@ -114,7 +114,7 @@ def test_a_counter_in_counters_off_is_reported_but_does_not_fail() -> None:
 
 def test_the_thresholds_are_settable_per_workload(tmp_path: Path) -> None:
     pyproject = tmp_path / "pyproject.toml"
-    pyproject.write_text("[tool.perfgate]\nlooks = 1\nflops_threshold = 0.5\n"
+    pyproject.write_text("[tool.perfgate]\nflops_threshold = 0.5\n"
                          "[tool.perfgate.workload.tiny]\ncounters_off = [\"syncs\"]\nlaunch_threshold = 0.2\n")
     settings = load_settings(pyproject)
     assert settings.gate.flops_threshold == 0.5 and settings.gate.counters_off == ()
@@ -136,7 +136,7 @@ def test_a_head_counted_run_that_failed_where_the_base_counted_is_an_error() -> 
     _, c = judge_paired(None, counters(), note="the head side's counted run failed: boom")
     assert c.verdict is Verdict.ERROR and "the head lacks its counted run" in c.reason
     # with missing_is_error = false it is a note, and the timing stands
-    lenient = GateConfig(looks=1, missing_is_error=False)
+    lenient = GateConfig(missing_is_error=False)
     _, c = judge_paired(None, counters(), config=lenient, note="the head side's counted run failed: boom")
     assert c.verdict is Verdict.PASS and c.counters is None
     assert c.counters_note == "the head side's counted run failed: boom"
@@ -160,7 +160,7 @@ def test_the_stored_design_says_why_it_has_no_counters() -> None:
 
     lookup = Lookup(stored_baseline(), Path("b.json"), ())
     outcome = compare([Entry("tiny", make_result("tiny", seed=1), lookup,
-                             counted=stored_counted(lookup, counters(), GateConfig(looks=1)))], GateConfig(looks=1))
+                             counted=stored_counted(lookup, counters(), GateConfig()))], GateConfig())
     c = outcome.comparisons[0]
     assert c.counters is None and c.counters_note == STORED_COUNTERS_NOTE
     data = outcome_to_dict(outcome)["workloads"][0]
@@ -168,11 +168,11 @@ def test_the_stored_design_says_why_it_has_no_counters() -> None:
     # with the baseline's counted run and the current one: compared, and a new sync fails
     counted = Lookup(lookup.baseline, lookup.path, (), counters=counters())
     entry = Entry("tiny", make_result("tiny", seed=1), counted,
-                  counted=stored_counted(counted, counters(syncs=(SYNC,)), GateConfig(looks=1)))
-    (c,) = compare([entry], GateConfig(looks=1)).comparisons
+                  counted=stored_counted(counted, counters(syncs=(SYNC,)), GateConfig()))
+    (c,) = compare([entry], GateConfig()).comparisons
     assert c.verdict is Verdict.REGRESSION and c.reason.startswith("counters: 1 new host synchronisation")
     # counters = false: nothing compared, and it says so
-    off = stored_counted(counted, counters(syncs=(SYNC,)), GateConfig(looks=1, counters=False))
+    off = stored_counted(counted, counters(syncs=(SYNC,)), GateConfig(counters=False))
     assert off is not None and off.base is None and "counters = false" in (off.note or "")
 
 
@@ -443,9 +443,9 @@ def test_the_pytest_failure_text_names_the_failing_counter() -> None:
 
 # --- end to end -----------------------------------------------------------------------------------
 
-from test_paired_gate import SETS, commit_change, repo, run_cli  # noqa: E402,F401 - the repo fixture
+from test_paired_gate import SETS, commit_change, one_look, repo, run_cli  # noqa: E402,F401 - the repo fixture
 
-FAST = [*SETS, "--looks", "1"]  # the counted runs on: they are this test's subject
+FAST = [*SETS]  # the counted runs on: they are this test's subject
 
 
 @pytest.mark.slow
@@ -455,7 +455,7 @@ def test_a_head_that_adds_an_item_in_the_loss_fails_on_its_counters(repo: Path,
     """Real runs: two ABBA blocks, then a counted run per side; the timing cannot tell, the counters can."""
     commit_change(repo, "        loss = cross_entropy(output, target)\n",
                   "        loss = cross_entropy(output, target)\n        loss.item()\n", "read the loss every step")
-    code, out, err = run_cli(["gate", "tiny", "--against", "HEAD~1", "--blocks", "2", "--json", "r.json", *FAST],
+    code, out, err = run_cli(["gate", "tiny", "--against", "HEAD~1", *one_look(2), "--json", "r.json", *FAST],
                              capsys)
     assert code == 1, out + err
     line = next(x for x in out.splitlines() if x.startswith("tiny: REGRESSION"))

@@ -3,7 +3,7 @@
 The same code measured twice, interleaved so that load on the shared machine hits both
 alike, must never be called a REGRESSION; the same workload slowed by about 30% in its
 forward phase must be, and the markdown must flag that phase. (The gate's own procedure,
-with its second look, runs end to end in tests/test_pytest_plugin.py and tests/test_ci.py.)
+with its sequential looks, runs end to end in tests/test_pytest_plugin.py and tests/test_ci.py.)
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def test_aa_is_never_a_regression_and_a_slow_forward_is(tiny_path: Path, tmp_pat
     save_baseline(updated_baseline(None, base, "A/A test", append=False, now=datetime.now(timezone.utc)), store)
     lookup = find_baseline(store, base.environment.key(), "tiny")
     # Measured in the same job: no day-to-day drift between the arms, one look at the full alpha.
-    config = GateConfig(assumed_day_sd_log=0.0, looks=1)
+    config = GateConfig(assumed_day_sd_log=0.0)  # compare() without a look: a single look
 
     aa = compare([Entry("tiny", same, lookup)], config).comparisons[0]
     assert aa.verdict in (Verdict.PASS, Verdict.INCONCLUSIVE), aa.reason

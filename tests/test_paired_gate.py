@@ -21,7 +21,12 @@ FIXTURE = Path(__file__).parent / "fixtures" / "tiny_workloads.py"
 SETS = ["--set", "width=16", "input_size=24", "batch_size=16", "steps=30", "--device", "cpu", "--no-telemetry"]
 # The counted runs (a process per side, ~10 s each here) are tests/test_counter_gate.py's
 # subject; the GitHub-flow tests below keep them.
-FAST = [*SETS, "--looks", "1", "--no-counters"]
+FAST = [*SETS, "--no-counters"]
+
+
+def one_look(blocks: int) -> list[str]:
+    """The first look is the last (max_blocks = blocks): one look at the whole α."""
+    return ["--blocks", str(blocks), "--max-blocks", str(blocks)]
 
 
 def git(repo: Path, *args: str) -> str:
@@ -96,7 +101,7 @@ def test_paired_gate_catches_a_slower_forward_and_names_the_design(repo: Path,
     base = git(repo, "rev-parse", "HEAD")
     commit_change(repo, 'os.environ.get("TINY_FORWARD_DELAY_MS", "0")', 'os.environ.get("TINY_FORWARD_DELAY_MS", "40")',
                   "forward 40 ms slower")
-    code, out, err = run_cli(["gate", "tiny", "--against", "HEAD~1", "--blocks", "3", "--markdown", "r.md",
+    code, out, err = run_cli(["gate", "tiny", "--against", "HEAD~1", *one_look(3), "--markdown", "r.md",
                               "--json", "r.json", *FAST], capsys)
     assert code == 1, out + err
     assert f"Decided by: paired, 3 ABBA blocks against {base[:7]}." in out
@@ -113,7 +118,7 @@ def test_paired_gate_catches_a_slower_forward_and_names_the_design(repo: Path,
 @pytest.mark.slow
 @pytest.mark.extended
 def test_the_same_commit_against_itself_is_no_regression(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run_cli(["gate", "tiny", "--against", "HEAD", "--blocks", "3", *FAST], capsys)
+    code, out, err = run_cli(["gate", "tiny", "--against", "HEAD", *one_look(3), *FAST], capsys)
     assert code in (0, 3), out + err
     assert "Decided by: paired, 3 ABBA blocks against" in out
     assert worktrees(repo) == [f"worktree {repo.resolve()}"]
@@ -134,7 +139,7 @@ def test_a_base_side_that_crashes_is_an_error_and_the_head_results_are_written(
         repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     commit_change(repo, 'if p.extra["fail_build"]:', 'if not p.extra["fail_build"]:', "break the builder")
     commit_change(repo, 'if not p.extra["fail_build"]:', 'if p.extra["fail_build"]:', "mend the builder")
-    code, out, _ = run_cli(["gate", "tiny", "--against", "HEAD~1", "--blocks", "2", *FAST], capsys)
+    code, out, _ = run_cli(["gate", "tiny", "--against", "HEAD~1", *one_look(2), *FAST], capsys)
     assert code == 2
     assert "tiny: ERROR - the base side" in out and "the builder blew up on purpose" in out
     assert (repo / "perfgate-results" / "tiny.json").is_file()
@@ -152,9 +157,11 @@ def test_the_worktree_is_removed_on_ctrl_c(repo: Path, capsys: pytest.CaptureFix
         raise KeyboardInterrupt
 
     monkeypatch.setattr(gating, "measure_paired", interrupted)
-    code, _, err = run_cli(["gate", "tiny", "--against", "HEAD", *FAST], capsys)
-    assert code == 130 and "interrupted" in err
-    assert len(seen[0]) == 2  # the base worktree existed while measuring
+    code, out, _ = run_cli(["gate", "tiny", "--against", "HEAD", *FAST], capsys)
+    # the gate ends with the looks completed (none): undecided, and it says why
+    assert code == 3, out
+    assert "tiny: INCONCLUSIVE - interrupted before the first look was measured" in out
+    assert len(seen) == 1 and len(seen[0]) == 2  # the base worktree existed while measuring
     assert worktrees(repo) == [f"worktree {repo.resolve()}"]
     assert not Path(seen[0][1].removeprefix("worktree ")).exists()
 
@@ -168,7 +175,7 @@ def test_pytest_perfgate_against_runs_the_paired_gate(repo: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs", "--perfgate", "--perfgate-device", "cpu",
          "--perfgate-workloads", "tiny",
-         "--perfgate-against", "HEAD~1", "--perfgate-blocks", "2", "--perfgate-looks", "1",
+         "--perfgate-against", "HEAD~1", "--perfgate-blocks", "2", "--perfgate-max-blocks", "2",
          "--perfgate-markdown", "r.md", *sets],
         cwd=repo, capture_output=True, text=True, timeout=1800)
     output = done.stdout + done.stderr
@@ -219,7 +226,7 @@ def _judge(results: Path, base_dir: Path, tmp_path: Path, capsys: pytest.Capture
 @pytest.mark.slow
 def test_the_github_flow_measures_in_one_job_and_judges_in_another(
         repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    (repo / "pyproject.toml").write_text("[tool.perfgate]\nblocks = 3\nlooks = 1\n")
+    (repo / "pyproject.toml").write_text("[tool.perfgate]\nblocks = 3\nmax_blocks = 3\n")
     git(repo, "add", "pyproject.toml")
     git(repo, "commit", "-qm", "three blocks")
     base = git(repo, "rev-parse", "HEAD")
@@ -241,7 +248,7 @@ def test_the_github_flow_measures_in_one_job_and_judges_in_another(
 @pytest.mark.extended  # the judge's side of a rename is tested without measuring in test_judge.py
 def test_the_github_flow_names_a_renamed_workload(
         repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    (repo / "pyproject.toml").write_text("[tool.perfgate]\nblocks = 2\nlooks = 1\n")
+    (repo / "pyproject.toml").write_text("[tool.perfgate]\nblocks = 2\nmax_blocks = 2\n")
     git(repo, "add", "pyproject.toml")
     git(repo, "commit", "-qm", "two blocks")
     base = git(repo, "rev-parse", "HEAD")
@@ -251,3 +258,174 @@ def test_the_github_flow_names_a_renamed_workload(
     assert code == 2, comment
     assert any("**tiny**" in line and "removed or renamed" in line for line in comment.splitlines()), comment
     assert any("**tiny2**" in line and "has no workload" in line for line in comment.splitlines()), comment
+
+
+# --- the sequential looks of run_gate, on fake blocks (no processes) -----------------------------
+
+def _fake_blocks(name: str, side: str, blocks: range) -> "RunResult":
+    """Two repeats per side in each of ``blocks``: the head of "slow" 30% slower, of "later"
+    unchanged but ±2% from block to block (undecided at the first look, passing later), of
+    "stuck" 3% slower ±5% (never decided: the estimate sits on δ)."""
+    import dataclasses
+
+    from tests.factories import make_result
+
+    scales, numbers = [], []
+    for b in blocks:
+        wobble = 1 if b % 2 == 0 else -1
+        head = {"slow": 1.3, "later": 1.0 + 0.02 * wobble, "stuck": 1.03 * (1 + 0.05 * wobble)}[name]
+        scales += [head if side == "head" else 1.0] * 2
+        numbers += [b, b]
+    result = make_result(name, repeat_scales=scales, seed=blocks.start + (7 if side == "base" else 0), jitter=0.002)
+    return dataclasses.replace(result, repeats=tuple(dataclasses.replace(r, block=n)
+                                                     for r, n in zip(result.repeats, numbers)))
+
+
+class FakeBlocks:
+    """``measure_paired`` without processes: records each call, and can raise Ctrl-C at a call."""
+
+    def __init__(self, interrupt_at: int | None = None, seconds: float = 0.0) -> None:
+        self.calls: list[tuple[tuple[str, ...], int, int]] = []
+        self.interrupt_at = interrupt_at
+        self.seconds = seconds
+
+    def __call__(self, head, base, names, *, blocks, first_block=0, **kwargs):
+        import time
+
+        from perfgate.measure.paired import PairedOutcome
+
+        self.calls.append((tuple(names), blocks, first_block))
+        if self.interrupt_at is not None and len(self.calls) == self.interrupt_at:
+            raise KeyboardInterrupt
+        time.sleep(self.seconds * blocks * len(names))
+        out = PairedOutcome()
+        span = range(first_block, first_block + blocks)
+        for name in names:
+            out.head.results[name] = _fake_blocks(name, "head", span)
+            out.base.results[name] = _fake_blocks(name, "base", span)
+        return out
+
+
+def _paired_request(tmp_path: Path, names: tuple[str, ...], *, max_blocks: int = 12, budget_s: float | None = None):
+    from types import SimpleNamespace
+
+    from perfgate.analysis.decide import GateConfig
+    from perfgate.gate.config import Settings
+    from perfgate.gate.gating import GateRequest, PairedPlan
+
+    jobs = [SimpleNamespace(workload=SimpleNamespace(name=n)) for n in names]
+    plan = PairedPlan(jobs, {n: job for n, job in zip(names, jobs)}, tmp_path, tmp_path, "ba5e" * 10)
+    settings = Settings(baselines=tmp_path / "baselines", blocks=3, budget_s=budget_s,
+                        gate=GateConfig(max_blocks=max_blocks))
+    return GateRequest(jobs, settings, "cpu", tmp_path / "cache", tmp_path / "out", paired=plan)  # type: ignore[arg-type]
+
+
+@pytest.fixture()
+def fake_paired(monkeypatch: pytest.MonkeyPatch):
+    import perfgate.gate.gating as gating
+    from perfgate.analysis.outcome import Counted
+
+    counted: list[tuple[str, ...]] = []
+
+    def count_pairs(plan, names, **kwargs):
+        counted.append(tuple(names))
+        return {n: Counted(note="not counted in this test") for n in names}
+
+    monkeypatch.setattr(gating, "count_pairs", count_pairs)
+
+    def install(fake: FakeBlocks) -> list[tuple[str, ...]]:
+        monkeypatch.setattr(gating, "measure_paired", fake)
+        return counted
+
+    return install
+
+
+def test_an_undecided_workload_is_measured_one_more_block_and_looked_at_again(tmp_path: Path, fake_paired) -> None:
+    from perfgate.gate.gating import run_gate
+    from perfgate.store.results import load_result
+    from perfgate.model.verdict import Verdict
+
+    fake = FakeBlocks()
+    counted = fake_paired(fake)
+    run = run_gate(_paired_request(tmp_path, ("slow", "later", "stuck")))
+    by = {c.workload: c for c in run.outcome.comparisons}
+    assert by["slow"].verdict is Verdict.REGRESSION and by["slow"].progress.startswith("decided after 3 blocks (")
+    assert by["slow"].time.count == 3 and by["slow"].time.look == 1
+    assert by["later"].verdict is Verdict.PASS and by["later"].time.count > 3
+    assert by["later"].progress.startswith(f"decided after {by['later'].time.count} blocks")
+    assert by["stuck"].verdict is Verdict.INCONCLUSIVE and by["stuck"].time.count == 12
+    assert by["stuck"].progress == "undecided at the last planned look (12 blocks, max_blocks)"
+    assert "undecided at the last planned look (look 10 of 10, 12 blocks)" in by["stuck"].reason
+    # the first look measures its 3 blocks of every workload; then one block at a time of
+    # the workloads still undecided, numbered on from the blocks before
+    assert fake.calls[0] == (("slow", "later", "stuck"), 3, 0)
+    for k, (names, blocks, first) in enumerate(fake.calls[1:]):
+        assert blocks == 1 and first == 3 + k
+        assert "slow" not in names and "stuck" in names
+        assert ("later" in names) == (first < by["later"].time.count)
+    assert len(fake.calls) == 1 + (12 - 3)
+    assert (run.looks, run.count, run.went_on, run.interrupted) == (10, 12, True, False)
+    assert counted == [("slow", "later", "stuck")]  # one counted run per side, after the first look only
+    # each workload's files hold every block it was measured for, on both sides
+    for name, count in (("slow", 3), ("later", by["later"].time.count), ("stuck", 12)):
+        for folder in (tmp_path / "out", tmp_path / "out" / "base"):
+            result = load_result(folder / f"{name}.json")
+            assert sorted({r.block for r in result.repeats}) == list(range(count))
+            assert len(result.repeats) == 2 * count
+
+
+def test_ctrl_c_ends_the_gate_with_the_looks_completed(tmp_path: Path, fake_paired) -> None:
+    from perfgate.gate.gating import run_gate
+    from perfgate.model.verdict import Verdict
+
+    fake = FakeBlocks(interrupt_at=3)  # the first look, one more block, then Ctrl-C
+    fake_paired(fake)
+    run = run_gate(_paired_request(tmp_path, ("slow", "stuck")))
+    assert run.interrupted and run.looks == 2 and run.count == 4
+    slow, stuck = run.outcome.comparisons
+    assert slow.verdict is Verdict.REGRESSION
+    assert stuck.verdict is Verdict.INCONCLUSIVE and stuck.time is not None and stuck.time.count == 4
+    assert stuck.progress.startswith("interrupted after 4 blocks")
+    assert "interrupted after 4 blocks" in stuck.reason and "the looks completed are shown" in stuck.reason
+    assert run.outcome.stopped is not None and run.outcome.stopped.startswith("interrupted after 4 blocks")
+
+
+def test_a_budget_stops_the_undecided_workloads_before_max_blocks(tmp_path: Path, fake_paired) -> None:
+    from perfgate.gate.gating import run_gate
+    from perfgate.model.errors import UsageError
+    from perfgate.model.verdict import Verdict
+
+    fake = FakeBlocks(seconds=0.05)  # 0.05 s per block of a workload
+    fake_paired(fake)
+    run = run_gate(_paired_request(tmp_path, ("stuck",), max_blocks=30, budget_s=0.6))
+    (stuck,) = run.outcome.comparisons
+    assert stuck.verdict is Verdict.INCONCLUSIVE
+    assert 3 < run.count < 30 and stuck.time is not None and stuck.time.count == run.count
+    assert "stopped at the budget (1 s) after" in stuck.reason
+    assert stuck.progress.startswith(f"stopped at the budget (1 s) after {run.count} blocks")
+    assert fake.calls[0] == (("stuck",), 1, 0)  # with a budget, one block first: does the first look fit?
+    assert fake.calls[1] == (("stuck",), 2, 1)
+    # a budget that cannot hold the first look is refused after that one block
+    fake = FakeBlocks(seconds=0.05)
+    fake_paired(fake)
+    with pytest.raises(UsageError, match="cannot hold the first look: 3 blocks at about"):
+        run_gate(_paired_request(tmp_path, ("stuck",), budget_s=0.1))
+    assert fake.calls == [(("stuck",), 1, 0)]
+
+
+def test_max_blocks_below_the_first_look_is_refused_before_anything_is_measured(tmp_path: Path,
+                                                                                 fake_paired) -> None:
+    import dataclasses
+
+    from perfgate.analysis.decide import GateConfig
+    from perfgate.gate.gating import run_gate
+    from perfgate.model.errors import UsageError
+
+    fake = FakeBlocks()
+    fake_paired(fake)
+    request = _paired_request(tmp_path, ("stuck",))
+    request = dataclasses.replace(request, settings=dataclasses.replace(request.settings, blocks=6,
+                                                                        gate=GateConfig(max_blocks=4)))
+    with pytest.raises(UsageError, match="max_blocks = 4 cannot hold the first look's 6 blocks"):
+        run_gate(request)
+    assert fake.calls == []
