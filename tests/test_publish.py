@@ -79,6 +79,7 @@ def test_a_refused_write_leaves_no_partial_file_and_the_old_one_intact(tmp_path:
     with pytest.raises(PublishError) as caught:
         done.check()
     assert isinstance(caught.value, PerfgateError) and caught.value.exit_code == 2
+    assert isinstance(caught.value, OSError)  # as a WriteError is, for callers that catch OSError
     assert "\n" not in caught.value.message and str(md) in caught.value.message
 
 

@@ -430,7 +430,7 @@ def _fail(message: str, args: argparse.Namespace, output: Path | None, summary: 
         if summary is not None and not summary.parent.is_dir():
             summary = None
         values["markdown"] = str(_write_report(markdown, artifacts, summary).resolve())
-    except (OSError, PerfgateError) as exc:
+    except OSError as exc:  # PublishError is one
         print(f"perfgate: error: could not write the report: {exc}", file=err)
     if output is not None:
         try:

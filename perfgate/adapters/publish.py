@@ -25,8 +25,10 @@ if TYPE_CHECKING:
     from perfgate.store.traces import TraceOutcome
 
 
-class PublishError(PerfgateError):
-    """A report that could not be written (exit 2), naming each one and why."""
+class PublishError(PerfgateError, OSError):
+    """A report that could not be written (exit 2), naming each one and why; an
+    :class:`OSError` too, as :class:`~perfgate.store.jsonfile.WriteError` is, for callers that
+    handle an unwritable file themselves."""
 
 
 class Publication(NamedTuple):

@@ -3,7 +3,10 @@
 Inert unless ``--perfgate`` is given. Importing this module imports neither torch nor
 the gate's statistics; without the flag the plugin only adds its options (one
 ``--perfgate-…`` group), registers the ``perfgate`` marker and provides the
-``perfgate_comparison`` fixture, which then skips.
+``perfgate_comparison`` fixture, which then skips. The gate's options are ``perfgate
+gate``'s, made from the same table (:data:`perfgate.adapters.options.GATE_OPTIONS`):
+``--blocks`` is ``--perfgate-blocks``, with the same default, choices and check, and the
+session builds the same gate request (telemetry on, contended repeats measured again).
 
 With ``--perfgate``, a :class:`GateSession` is registered as a second plugin and kept in
 ``config.stash[GATE]``. It adds one :class:`PerfgateItem` per selected workload (node id
