@@ -86,13 +86,13 @@ def test_a_shard_parses() -> None:
     assert parse_shard(f"{MAX_SHARDS}/{MAX_SHARDS}") == Shard(MAX_SHARDS, MAX_SHARDS)
 
 
-# --- the second looks a shard plans ---------------------------------------------------------
+# --- where a shard stops its workloads -------------------------------------------------------
 
 
 def test_a_shard_decides_nothing_the_combined_holm_would_not() -> None:
     """At second_look_alpha, a hypothesis the shard's own Holm rejects is rejected by Holm
     over all shards too, whatever the other shards' p-values; so the shard leaves undecided
-    (and measures again) every workload the combined judge leaves undecided."""
+    (and measures on) every workload the combined judge leaves undecided."""
     rng = random.Random(7)
     alpha = 0.01
     too_lax = 0
@@ -113,13 +113,15 @@ def test_a_shard_decides_nothing_the_combined_holm_would_not() -> None:
         second_look_alpha(alpha, 0, 3)
 
 
-def test_the_measuring_shard_plans_its_second_looks_at_the_tighter_alpha() -> None:
+def test_the_measuring_shard_plans_its_looks_at_the_tighter_alpha() -> None:
     settings = Settings()
     tight = ci._shard_settings(settings, ["a"], ["a", "b", "c"])
     assert tight.gate.alpha == pytest.approx(settings.gate.alpha / 3)
+    assert tight.gate.max_blocks == settings.gate.max_blocks  # the looks stay the run's
     assert ci._shard_settings(settings, ["a", "b", "c"], ["a", "b", "c"]) is settings
-    one_look = dataclasses.replace(settings, gate=dataclasses.replace(settings.gate, looks=1))
-    assert ci._shard_settings(one_look, ["a"], ["a", "b"]) is one_look
+    # every look of the shard stops workloads for the combined judge, however many there are
+    fewer = dataclasses.replace(settings, gate=dataclasses.replace(settings.gate, max_blocks=8))
+    assert ci._shard_settings(fewer, ["a"], ["a", "b"]).gate.alpha == pytest.approx(settings.gate.alpha / 2)
     # Gated phases are hypotheses of the family too.
     phased = dataclasses.replace(settings, gate=dataclasses.replace(settings.gate, gate_phases=("data_wait",)))
     assert ci._shard_settings(phased, ["a"], ["a", "b", "c"]).gate.alpha == pytest.approx(settings.gate.alpha / 5)
@@ -257,7 +259,9 @@ def write_folder(folder: Path, names: tuple[str, ...], head: dict[str, RunResult
 def base(tmp_path: Path) -> Path:
     folder = tmp_path / "base-checkout"
     folder.mkdir()
-    (folder / "pyproject.toml").write_text(f'[tool.perfgate]\nbaselines = "baselines"\nblocks = {BLOCKS}\nlooks = 1\n')
+    # one look: the first is the last (max_blocks = blocks)
+    (folder / "pyproject.toml").write_text(f'[tool.perfgate]\nbaselines = "baselines"\nblocks = {BLOCKS}\n'
+                                           f'max_blocks = {BLOCKS}\n')
     define_workloads(folder, "a", "b", "c", "d")
     return folder
 
@@ -299,7 +303,7 @@ def test_the_shards_judged_together_are_the_single_run(tmp_path: Path, base: Pat
     assert (code, verdicts(combined)) == (code_single, verdicts(single_report))
     assert combined["headline"] == single_report["headline"]
     assert verdicts(combined)["a"][0] == "INCONCLUSIVE" and code == 3
-    assert "Holm-adjusted" in verdicts(combined)["a"][1]
+    assert "not significant (p=0.002 > its Holm step's level 0.0013, one look, 4 blocks)" in verdicts(combined)["a"][1]
     # The same workload judged in its shard's family alone is significant: Holm per shard
     # would have failed the gate.
     code_alone, alone, _ = judge(tmp_path, base, one)
@@ -308,9 +312,11 @@ def test_the_shards_judged_together_are_the_single_run(tmp_path: Path, base: Pat
     assert verdicts(judge(tmp_path, base, two, one)[1]) == verdicts(combined)
 
 
-def test_the_second_look_is_replayed_over_all_shards(tmp_path: Path, base: Path) -> None:
-    """With two looks (the default), the shards hold the second look's blocks of the
-    workloads left undecided, and the combined judge replays it as a single run's."""
+def test_the_looks_are_replayed_over_all_shards(tmp_path: Path, base: Path) -> None:
+    """With the default looks (one after every block up to max_blocks), the shards hold the
+    blocks measured; the combined judge replays every look as a single run's, Holm over all
+    the shards' workloads at each: b, c and d pass at the first look (4 blocks), a is
+    decided at the fourth (7 blocks)."""
     (base / "pyproject.toml").write_text(f'[tool.perfgate]\nbaselines = "baselines"\nblocks = {BLOCKS}\n')
     head, base_side = measurements(2 * BLOCKS)
     single = write_folder(tmp_path / "single", tuple(head), head, base_side)
@@ -319,14 +325,27 @@ def test_the_second_look_is_replayed_over_all_shards(tmp_path: Path, base: Path)
     two = write_folder(tmp_path / "two", shard2, head, base_side)
     code_single, single_report, _ = judge(tmp_path, base, single)
     code, combined, _ = judge(tmp_path, base, one, two)
-    assert combined["look"] == single_report["look"] == 2
+    assert (combined["look"], combined["look_count"]) == (single_report["look"], single_report["look_count"]) == (4, 7)
     assert (code, verdicts(combined)) == (code_single, verdicts(single_report))
-    # A shard that left out a second look the combined judge plans: an error, never a pass.
+    progress = {w["workload"]: w["progress"] for w in combined["workloads"]}
+    assert progress == {"a": "decided after 7 blocks (look 4 of 27)", "b": "decided after 4 blocks (look 1 of 27)",
+                        "c": "decided after 4 blocks (look 1 of 27)", "d": "decided after 4 blocks (look 1 of 27)"}
+    # A shard that measured a no further than the first look, where it was undecided: the
+    # judge stops it there, INCONCLUSIVE, never judged past what was measured.
     head_short, base_short = measurements(BLOCKS)
     shutil.rmtree(one)
     one = write_folder(tmp_path / "one", shard1, {**head, "a": head_short["a"]}, {**base_side, "a": base_short["a"]})
     code, combined, _ = judge(tmp_path, base, one, two)
-    assert code == 2 and "the planned second look was not measured whole" in verdicts(combined)["a"][1]
+    verdict, reason = verdicts(combined)["a"]
+    assert code == 3 and verdict == "INCONCLUSIVE"
+    assert reason.endswith("stopped at the budget: the results hold 4 blocks, the last look there was at 4 blocks, "
+                           "and its boundary had not decided"), reason
+    # Fewer blocks than the first look: an error, never a pass.
+    shutil.rmtree(one)
+    three = {"a": paired("a", [1.10, 0.97, 1.12], seed=1)}, {"a": paired("a", [1.0] * 3, seed=11)}
+    one = write_folder(tmp_path / "one", shard1, {**head, **three[0]}, {**base_side, **three[1]})
+    code, combined, _ = judge(tmp_path, base, one, two)
+    assert code == 2 and "the first look was not measured whole: 3 block(s) of its 4" in verdicts(combined)["a"][1]
 
 
 def test_a_share_with_no_workload_joins_the_run(tmp_path: Path, base: Path) -> None:
@@ -396,7 +415,7 @@ def test_the_shards_failures_and_clocks_are_all_reported(tmp_path: Path, base: P
 def test_two_shards_of_perfgate_run_judged_together(tmp_path: Path, tiny_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.chdir(tmp_path)
     add_other(tiny_path)
-    (tmp_path / "pyproject.toml").write_text('[tool.perfgate]\nrepeats = 2\nlooks = 1\nworkloads = ["other", "tiny"]\n')
+    (tmp_path / "pyproject.toml").write_text('[tool.perfgate]\nrepeats = 2\nmax_blocks = 2\nworkloads = ["other", "tiny"]\n')
     measure = ("--device", "cpu", "--workloads-path", str(tiny_path), "--steps", "3", "--warmup", "1", "--quiet")
     for i in (1, 2):
         assert main(["run", *measure, "--shard", f"{i}/2", "--out", f"shard-{i}"]) == 0, capsys.readouterr().err
