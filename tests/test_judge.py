@@ -116,7 +116,7 @@ def test_the_base_settings_decide_the_blocks_not_the_measuring_job(tmp_path: Pat
                       {"tiny": paired("tiny", seed=2, blocks=2)})
     code, _, _, comment = run(tmp_path, short, base)
     assert code == 2
-    assert "the first look was not measured whole" in comment and "block(s) 2" in comment
+    assert "the first look was not measured whole: 2 block(s) of its 3" in comment
 
 
 def test_the_design_is_the_judges(tmp_path: Path, base: Path) -> None:

@@ -93,7 +93,7 @@ def test_a_cpu_environment_labelled_cuda_is_refused(tmp_path: Path, base: Path) 
     assert code == 2 and "environment is of a cpu machine" in err
 
 
-# 3. run.json chooses the second look ------------------------------------------------------
+# 3. run.json chooses the looks -------------------------------------------------------------
 
 def test_run_json_second_look_blocks_is_ignored(tmp_path: Path, base: Path) -> None:
     folder = control(tmp_path)
@@ -102,22 +102,50 @@ def test_run_json_second_look_blocks_is_ignored(tmp_path: Path, base: Path) -> N
     assert code == 1 and "REGRESSION" in out
 
 
-# 4. negative block numbers ----------------------------------------------------------------
+def test_the_looks_are_the_judges_whatever_the_artifact_holds(tmp_path: Path, base: Path) -> None:
+    """The measuring job measured 9 blocks of a head 20% slower; the judge's own first look
+    (3 blocks, the base's) decides, and what the job measured after it is not read."""
+    folder = write_run(tmp_path / "r", {"tiny": paired("tiny", scale=SLOW, seed=1, blocks=9)},
+                       {"tiny": paired("tiny", seed=2, blocks=9)})
+    code, out, _, comment = run(tmp_path, folder, base)
+    assert code == 1 and "REGRESSION" in out
+    assert "Decided after 3 blocks (look 1 of 28)." in comment
+
+
+# 4. negative block numbers, gaps, blocks beyond max_blocks ----------------------------------
+
+def _padded(result, shift):
+    extra = paired("tiny", seed=9, blocks=20)
+    fake = tuple(dataclasses.replace(r, block=shift(r.block), index=100 + i) for i, r in enumerate(extra.repeats))
+    return dataclasses.replace(result, repeats=(*result.repeats, *fake))
+
 
 @pytest.mark.parametrize(("shift", "words"), [
     (lambda b: -1 - b, "block"),  # refused by the reader: blocks are numbered from 0
-    (lambda b: 40 + b, "holds block 40, not one of the planned 0–5"),  # read, but not planned
+    # read (below max_blocks = 30), but blocks 3 to 9 were never measured: not the gate's plan
+    (lambda b: 10 + b, "the head side lacks block(s) 3, 4, 5, 6, 7, 8, 9 of the 0–29 measured"),
 ])
 def test_blocks_outside_the_planned_ones_are_not_a_measurement(tmp_path: Path, base: Path, shift, words: str) -> None:
-    def padded(result):
-        extra = paired("tiny", seed=9, blocks=20)
-        fake = tuple(dataclasses.replace(r, block=shift(r.block), index=100 + i) for i, r in enumerate(extra.repeats))
-        return dataclasses.replace(result, repeats=(*result.repeats, *fake))
-
-    folder = write_run(tmp_path / "r", {"tiny": padded(paired("tiny", scale=SLOW, seed=1))},
-                       {"tiny": padded(paired("tiny", seed=2))})
+    folder = write_run(tmp_path / "r", {"tiny": _padded(paired("tiny", scale=SLOW, seed=1), shift)},
+                       {"tiny": _padded(paired("tiny", seed=2), shift)})
     code, _, _, comment = run(tmp_path, folder, base)
     assert code == 2 and words in comment, comment
+
+
+def test_blocks_from_max_blocks_on_are_never_read(tmp_path: Path, base: Path) -> None:
+    """Blocks 40 to 59, beyond the judge's max_blocks (30), with a head twice as fast: never
+    read (nor checked: 3 to 39 are missing), the verdict is the planned blocks' (a
+    REGRESSION), never a pass they could buy. (Blocks below max_blocks that the judge's
+    boundary did not need are not read either: tests/test_judge_replay.py.)"""
+    def with_tail(result, scale: float):
+        tail = paired("tiny", scale=scale, seed=9, blocks=20).repeats
+        fake = tuple(dataclasses.replace(r, block=40 + r.block, index=100 + i) for i, r in enumerate(tail))
+        return dataclasses.replace(result, repeats=(*result.repeats, *fake))
+
+    folder = write_run(tmp_path / "r", {"tiny": with_tail(paired("tiny", scale=SLOW, seed=1), 0.5)},
+                       {"tiny": with_tail(paired("tiny", seed=2), 1.0)})
+    code, out, _, comment = run(tmp_path, folder, base)
+    assert code == 1 and "REGRESSION" in out, comment
 
 
 def test_a_block_with_three_head_repeats_is_not_whole(tmp_path: Path, base: Path) -> None:
