@@ -48,7 +48,7 @@ SORT = "test_micro.test_sort-5000"
 COLLATE = "test_micro.test_collate"
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 # perfgate compare judges files on disk in one look at the full alpha
-CFG = GateConfig(looks=1)
+CFG = GateConfig()
 
 
 def fixture(run: str, kind: str = "raw") -> Path:
@@ -243,7 +243,7 @@ def test_single_runs_with_the_measured_run_to_run_sd_never_false_alarm_and_catch
     and 1.4% (collate) between processes, so the assumed value is set to 5%. (At the
     default 1% some A/A pairs do raise a false REGRESSION: see verdicts.py.)
     """
-    config = GateConfig(looks=1, assumed_day_sd_log=0.05)
+    config = GateConfig(assumed_day_sd_log=0.05)
     for i in RUNS:
         base = load_benchmark_file(fixture(f"base-{i}", kind))
         for j in RUNS:
@@ -348,7 +348,7 @@ def test_a_baseline_round_trips_through_the_store_without_zero_phase_series(tmp_
 
 
 def test_gated_phases_do_not_apply_to_a_micro_benchmark() -> None:
-    config = GateConfig(looks=1, gate_phases=("data_wait",))
+    config = GateConfig(gate_phases=("data_wait",))
     outcome = judge(load_benchmark_file(fixture("base-1")), load_benchmark_file(fixture("slower-1")), config)
     assert verdicts(outcome)[SORT] is Verdict.REGRESSION
     assert all(not c.gated for c in outcome.comparisons)
