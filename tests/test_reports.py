@@ -13,7 +13,7 @@ import pytest
 from factories import ENV, make_result
 
 from perfgate.analysis.compare import compare
-from perfgate.analysis.decide import GateConfig
+from perfgate.analysis.decide import GateConfig, Look
 from perfgate.analysis.outcome import Entry, GateOutcome
 from perfgate.report.json_report import outcome_to_dict
 from perfgate.report.markdown import GITHUB_COMMENT_LIMIT, MARKER, render_markdown
@@ -54,7 +54,8 @@ def scenario() -> GateOutcome:
         Entry("new-model", make_result("new-model", seed=14), Lookup(None, path / ENV.key() / "new-model.json")),
         Entry("broken", None, None, error="broken: building the workload failed: RuntimeError: CUDA out of memory"),
     ]
-    return compare(entries, GateConfig())
+    # judged as they are, in one look at the whole α (as ``perfgate compare``); five current repeats each
+    return compare(entries, GateConfig(), look=Look.single(5, "repeat"))
 
 
 def test_markdown_matches_the_golden_file() -> None:
