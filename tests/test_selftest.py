@@ -313,6 +313,28 @@ def test_a_gate_that_cannot_be_judged_stops_the_selftest(tiny):
                      gate=broken, probe=PROBE)
 
 
+class CountingGates(FakeGates):
+    """FakeGates whose gates stop at 6 blocks (A/A) or at 6 + 2 per gate so far (injected):
+    the blocks each gate used come from its GateRun."""
+
+    def __call__(self, head: Job, base: Job) -> GateRun:
+        run = super().__call__(head, base)
+        count = 6 if not head.inject_ms else 6 + 2 * len(self.seen)
+        return dataclasses.replace(run, looks=count - 5, count=count)
+
+
+def test_each_record_holds_the_blocks_its_gate_used_and_the_card_sums_them_up(tiny):
+    fake = CountingGates([])
+    result = run_selftest(Job(tiny, tiny.resolve("cpu"), {}), settings=Settings(), gate=fake, probe=PROBE,
+                          now=fake.now, gates=1, sizes=(0.10,), blocks=6, cache_dir=Path("/cache"), device="cpu")
+    assert [(r.size, r.blocks_used) for r in result.records] == [(None, 6), (0.10, 10)]
+    card = result.card()
+    assert "blocks used: median 8 (min 6, max 10)" in card
+    assert ("the first look at 6 ABBA blocks of 4 processes, then a look after every block up to 30; alpha 0.01 "
+            "(one-sided, spent over the looks)") in card
+    assert result.config.max_blocks == Settings().gate.max_blocks
+
+
 def _card_lines(card: str) -> list[str]:
     lines = card.splitlines()
     found = []
