@@ -266,7 +266,8 @@ def test_holm_thresholds_step_down() -> None:
 
 
 @pytest.mark.xfail(strict=True, reason="decide_time's INCONCLUSIVE reason says p > its own step's level when "
-                   "an earlier Holm step stopped the step-down (perfgate/analysis/decide.py, the 'not significant' text)")
+                   "an earlier Holm step stopped the step-down (perfgate/analysis/decide.py, the 'not significant' "
+                   "text)")
 def test_a_hypothesis_stopped_by_an_earlier_holm_step_says_so() -> None:
     """b (p = 0.0055) fails Holm's first step (0.005); a (p = 0.006) is below its own step's
     0.01 but is not rejected, as the step-down stopped: its reason must not claim p > 0.01."""

@@ -317,7 +317,8 @@ def _paired_request(tmp_path: Path, names: tuple[str, ...], *, max_blocks: int =
     plan = PairedPlan(jobs, {n: job for n, job in zip(names, jobs)}, tmp_path, tmp_path, "ba5e" * 10)
     settings = Settings(baselines=tmp_path / "baselines", blocks=3, budget_s=budget_s,
                         gate=GateConfig(max_blocks=max_blocks))
-    return GateRequest(jobs, settings, "cpu", tmp_path / "cache", tmp_path / "out", paired=plan)  # type: ignore[arg-type]
+    return GateRequest(jobs, settings, "cpu", tmp_path / "cache", tmp_path / "out",  # type: ignore[arg-type]
+                       paired=plan)
 
 
 @pytest.fixture()

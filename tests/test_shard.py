@@ -415,7 +415,8 @@ def test_the_shards_failures_and_clocks_are_all_reported(tmp_path: Path, base: P
 def test_two_shards_of_perfgate_run_judged_together(tmp_path: Path, tiny_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.chdir(tmp_path)
     add_other(tiny_path)
-    (tmp_path / "pyproject.toml").write_text('[tool.perfgate]\nrepeats = 2\nmax_blocks = 2\nworkloads = ["other", "tiny"]\n')
+    (tmp_path / "pyproject.toml").write_text('[tool.perfgate]\nrepeats = 2\nmax_blocks = 2\n'
+                                             'workloads = ["other", "tiny"]\n')
     measure = ("--device", "cpu", "--workloads-path", str(tiny_path), "--steps", "3", "--warmup", "1", "--quiet")
     for i in (1, 2):
         assert main(["run", *measure, "--shard", f"{i}/2", "--out", f"shard-{i}"]) == 0, capsys.readouterr().err
