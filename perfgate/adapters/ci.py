@@ -40,7 +40,7 @@ from perfgate.gate.config import Settings
 from perfgate.gate.frontend import judge_on_disk, select_results, trace_regressions
 from perfgate.gate.gating import GateRun
 from perfgate.gate.github import path_variable as _path_variable
-from perfgate.gate.github import set_output, workflow_command
+from perfgate.gate.github import annotations, set_output, workflow_command
 from perfgate.gate.inputs import (
     GITHUB,
     HARNESS,
@@ -58,7 +58,6 @@ from perfgate.gate.worktree import BaseTree
 from perfgate.model.errors import EXIT_ERROR, EXIT_OK, PerfgateError, UsageError
 from perfgate.model.manifest import MANIFEST_NAME, RunManifest
 from perfgate.model.shard import second_look_alpha
-from perfgate.model.verdict import Verdict
 from perfgate.report.terminal import gate_table
 from perfgate.store.benchmark_json import load_results_dir
 from perfgate.store.counters import load_counters_beside
@@ -272,19 +271,6 @@ def _clock_outcome(artifacts: Path) -> str | None:
     return first.removeprefix("outcome: ").strip() or None
 
 
-def _annotations(outcome: GateOutcome) -> list[str]:
-    kinds = {Verdict.REGRESSION: "error", Verdict.ERROR: "error", Verdict.INCOMPARABLE: "error",
-             Verdict.INCONCLUSIVE: "warning", Verdict.NO_BASELINE: "warning", Verdict.IMPROVED: "notice"}
-    commands = []
-    for c in outcome.comparisons:
-        kind = kinds.get(c.verdict)
-        if kind:
-            reason = c.reason + (" (not judged; it does not fail the gate)" if c.verdict is Verdict.NO_BASELINE
-                                 and not outcome.config.fail_on_missing_baseline else "")
-            commands.append(workflow_command(kind, reason, title=f"perfgate {c.verdict.value}: {c.workload}"))
-    return commands
-
-
 @dataclass
 class Published:
     """Where the report went; filled in as each piece is written."""
@@ -390,7 +376,7 @@ def run_ci(args: argparse.Namespace, environ: Mapping[str, str] | None = None,
             return EXIT_OK
         markdown = compose(outcome, context, changes, traces=judged.traces, artifacts=artifacts)
         done.markdown = _write_report(markdown, artifacts, summary, outcome)
-        for command in _annotations(outcome):
+        for command in annotations(outcome):
             print(command, file=out)
         code = outcome.exit_code
         assert output is not None

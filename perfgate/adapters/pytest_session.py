@@ -227,12 +227,10 @@ class GateSession:
         """The comparison, unless the gate could not judge it: then ``pytest.fail``, which
         in setup makes the test an error (ERROR, INCOMPARABLE, and NO_BASELINE when a
         missing baseline fails the gate)."""
-        from perfgate.model.verdict import Verdict
+        from perfgate.adapters.pytest_items import is_setup_error
 
         c = self.comparison(workload)
-        if c.verdict in (Verdict.ERROR, Verdict.INCOMPARABLE) or (
-            c.verdict is Verdict.NO_BASELINE and self.fail_on_missing_baseline
-        ):
+        if is_setup_error(c, self.settings.gate):
             pytest.fail(self.failure_text(c), pytrace=False)
         return c
 
@@ -305,7 +303,10 @@ class GateSession:
             terminalreporter.write_line(f"perfgate: report written to {path}")
         for problem in self.unwritten:
             terminalreporter.write_line(f"perfgate: report NOT written: {problem}", red=True)
+        from perfgate.model.verdict import run_policy
+
         exit_code = self.outcome.exit_code
-        terminalreporter.write_line(self.outcome.headline, bold=True, red=exit_code == 1, green=exit_code == 0,
-                                    yellow=exit_code not in (0, 1))
+        fails = run_policy(exit_code, self.outcome.config).fails
+        terminalreporter.write_line(self.outcome.headline, bold=True, red=fails, green=exit_code == 0,
+                                    yellow=exit_code != 0 and not fails)
 
