@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     config = GateConfig()
     shown = ["python", "benchmarks/simulate_gate.py", *(sys.argv[1:] if argv is None else argv)]
     print(f"$ {shlex.join(shown)}")
-    print(f"# gate: alpha={config.alpha:g} (one-sided, {config.looks} looks), delta={config.delta:.0%}, "
+    print(f"# gate: alpha={config.alpha:g} (one-sided, spent over looks up to max_blocks={config.max_blocks}), delta={config.delta:.0%}, "
           f"assumed day sd {config.assumed_day_sd_log:.1%}, 3 workloads (Holm), the first one slowed")
     print(f"# designs: paired {BLOCKS} ABBA blocks at the first look, then one more per look; stored {RECORDINGS} "
           f"recording of 5 repeats, current 5 repeats (+5)")

@@ -123,7 +123,7 @@ def _duration(value: str, flag: str) -> str | None:
 
 
 def _max_blocks(value: int, flag: str) -> str | None:
-    return None if 2 <= value <= 10_000 else f"{flag} must be from 2 to 10000 (blocks or repeats), got {value}"
+    return None if 2 <= value <= 500 else f"{flag} must be from 2 to 500 (blocks or repeats), got {value}"
 
 
 def _cpu_share(value: float, flag: str) -> str | None:

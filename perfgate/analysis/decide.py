@@ -178,7 +178,7 @@ class Look:
 
     def where(self) -> str:
         if self.looks == 1:
-            return f"one look, {self.count} {self.unit}{'s' if self.count != 1 else ''}"
+            return "one look"
         return f"look {self.number} of {self.looks}, {self.count} {self.unit}{'s' if self.count != 1 else ''}"
 
 
@@ -209,7 +209,8 @@ class TimeDecision:
     look: int = 1
     looks: int = 1
     level_slower: float = 0.0
-    """The nominal one-sided level of this hypothesis's Holm step at this look (slower)."""
+    """The nominal one-sided level of this hypothesis's Holm step at this look (slower); after
+    the step-down stopped, the level of the step that stopped it."""
     level_faster: float = 0.0
     """The same for the faster test (IMPROVED)."""
     statistic: str = PER_STEP
@@ -255,17 +256,23 @@ def _holm_steps(p: np.ndarray, level_of: Callable[[float], float], alpha: float)
     The hypothesis of rank r (0-based, by p) is tested at ``level_of(alpha / (m - r))``, the
     nominal level of this look for a lone hypothesis given ``alpha / (m - r)`` over all the
     looks: Bonferroni over the hypotheses still open, the boundary over each one's looks.
-    The step-down stops at the first p above its step's level.
+    The step-down stops at the first p above its step's level; every hypothesis after it is
+    given that step's level (its p is above it too), so that no reason or interval shows a
+    p-value within a level that Holm never reached.
     """
     m = p.size
     order = np.argsort(p, kind="stable")
     levels = np.empty(m)
     rejected = np.zeros(m, dtype=bool)
-    going = True
+    stopped_at: float | None = None
     for r, i in enumerate(order.tolist()):
+        if stopped_at is not None:
+            levels[i] = stopped_at
+            continue
         levels[i] = level_of(alpha / (m - r))
-        going = going and bool(p[i] <= levels[i])
-        rejected[i] = going
+        rejected[i] = bool(p[i] <= levels[i])
+        if not rejected[i]:
+            stopped_at = float(levels[i])
     return rejected, levels
 
 

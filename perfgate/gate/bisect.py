@@ -292,8 +292,10 @@ def paired_judge(template: Sequence[Job], *, project_dir: Path, workload_paths: 
             return Judgement(Verdict.ERROR, f"the commit {candidate.commit[:7]} has no workload {name!r}", blocks)
         plan = PairedPlan([head_jobs[name]], jobs_in(good), candidate.mirror(project_dir), good.mirror(project_dir),
                           good.commit)
+        # A step is one look at ``blocks``: the search itself measures an undecided step again
+        # with twice the blocks, up to its --max-blocks.
         gate_settings = dataclasses.replace(settings, blocks=blocks, gate=dataclasses.replace(
-            settings.gate, max_blocks=max(settings.gate.max_blocks, blocks)))
+            settings.gate, max_blocks=blocks))
         gate = run_gate(GateRequest([head_jobs[name]], gate_settings, device, out_dir=out_dir / f"{candidate.commit[:12]}-{blocks}blocks",
                                     paired=plan, **run))  # type: ignore[arg-type]
         (comparison,) = gate.outcome.comparisons

@@ -150,9 +150,15 @@ def load_settings(pyproject: Path | None, cli: Mapping[str, Any] | None = None) 
             source = f"{pyproject} [tool.perfgate]"
     where = f"{pyproject} [tool.perfgate]"
     per_workload_tables = table.pop("workload", {})
-    replaced = sorted(k for k in (*table, *cli) if k in REPLACED_KEYS)
-    if replaced:
-        raise UsageError(f"{where}: {replaced[0]!r} is no longer a setting: {REPLACED_KEYS[replaced[0]]}")
+    replaced = sorted(k for k in table if k in REPLACED_KEYS)
+    given = sorted(k for k in cli if k in REPLACED_KEYS)
+    for name, tables in per_workload_tables.items() if isinstance(per_workload_tables, dict) else ():
+        if isinstance(tables, dict):
+            replaced += sorted(k for k in tables if k in REPLACED_KEYS)
+    if replaced or given:
+        key = (replaced or given)[0]
+        origin = where if replaced else "command line"
+        raise UsageError(f"{origin}: {key!r} is no longer a setting: {REPLACED_KEYS[key]}")
     unknown = set(table) - GATE_KEYS - RUN_KEYS
     if unknown:
         allowed = ", ".join(sorted(GATE_KEYS | RUN_KEYS | {"workload"}))
@@ -190,9 +196,10 @@ def load_settings(pyproject: Path | None, cli: Mapping[str, Any] | None = None) 
         raise UsageError(f"{where}: blocks must be an integer >= 2, got {blocks!r}")
     budget = run_value("budget", None)
     try:
-        budget_s = None if budget is None else parse_duration(budget, "budget")
+        budget_s = None if budget is None else parse_duration(budget, "--budget" if "budget" in cli else
+                                                              f"{where}: budget")
     except ValueError as exc:
-        raise UsageError(f"{'--budget' if 'budget' in cli else where}: {exc}") from None
+        raise UsageError(str(exc)) from None
     paths = run_value("workloads_path", ())
     paths = (paths,) if isinstance(paths, str) else tuple(paths)
     # Paths written in pyproject.toml are relative to it; the command line's to the cwd.

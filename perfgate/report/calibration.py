@@ -61,7 +61,7 @@ def process_seconds(result: RunResult) -> float | None:
     return median(gaps) if gaps else None
 
 
-def sequential_lines(sd: float, config: GateConfig, blocks: int, seconds: float | None, *, gates: int = 100,
+def sequential_lines(sd: float, config: GateConfig, blocks: int, seconds: float | None, *, gates: int = 60,
                      seed: int = 0) -> list[str]:
     """What this runner's gates will do under the sequential driver, simulated through it at this
     noise (one workload: Holm over its time per step and median step, the real levels): the
