@@ -102,7 +102,10 @@ def needed_count(comparison: WorkloadComparison, config: GateConfig, look: Look)
         return None
     from scipy import special
 
-    z = -float(special.ndtri(pass_level(config, look)))
+    # the t quantile of this look (its degrees of freedom): an estimate from these blocks
+    df = min((d.estimate.df for d in decisions), default=math.inf)
+    level = pass_level(config, look)
+    z = float(special.stdtrit(df, 1.0 - level)) if math.isfinite(df) and df > 0 else -float(special.ndtri(level))
     room = math.log1p(config.delta)
     need = look.count * (z * worst / room) ** 2
     return int(math.ceil(need)) if math.isfinite(need) else None
@@ -215,7 +218,8 @@ def drive(
         need = needed_count(before, config, look) if look is not None else None
         tail = (f"; this runner would need about {plural(need)} for δ={config.delta * 100:g}%"
                 if need and need > count else "")
-        final[name] = dataclasses.replace(before, verdict=Verdict.INCONCLUSIVE, reason=f"{before.reason}; {why}",
+        reason = before.reason.replace("; measuring on", "")
+        final[name] = dataclasses.replace(before, verdict=Verdict.INCONCLUSIVE, reason=f"{reason}; {why}",
                                           progress=f"{why}{tail}")
     comparisons = []
     for name in names:
