@@ -122,7 +122,7 @@ def test_the_two_look_options_are_gone(command: str, flag: str, capsys) -> None:
 BAD = [
     ("repeats", 0, "--repeats must be at least 1"),
     ("blocks", 1, "--blocks: the paired design needs at least 2 ABBA blocks"),
-    ("max_blocks", 1, "--max-blocks must be from 2 to 10000 (blocks or repeats), got 1"),
+    ("max_blocks", 1, "--max-blocks must be from 2 to 500 (blocks or repeats), got 1"),
     ("budget", "0", "--budget: must be more than 0 and at most a week, got '0'"),
     ("budget", "soon", "--budget: expected a duration such as 20m, 90s or 1h, got 'soon'"),
     ("max_reruns", -1, "--max-reruns must be 0 or more"),
