@@ -417,7 +417,35 @@ def judge_measured(measured: Measured, settings: Settings, *, design: str, again
     return Judgement(_with_notes(driven.outcome, notes), retired)
 
 
-class ReplayedBlocks:
+class _Replay:
+    """What the judge's replays share: nothing is measured, and each look's entries are the
+    workloads' own, or their error, or the first look's shortfall."""
+
+    unit = "block"
+
+    def measure(self, names: Sequence[str], upto: int) -> None:
+        raise AssertionError("a replay measures nothing")
+
+    def seconds_per_unit(self, names: Sequence[str]) -> float | None:
+        return None
+
+    def notes(self, name: str) -> tuple[str, ...]:
+        return ()
+
+    def entries(self, names: Sequence[str], count: int) -> list[Entry]:
+        out = []
+        for name in names:
+            if name in self.errors:
+                out.append(Entry(name, None, None, error=self.errors[name]))
+            elif self.held(name) < count:
+                out.append(Entry(name, None, None, error=f"the first look was not measured whole: "
+                                                         f"{self.held(name)} {self.unit}(s) of its {count}"))
+            else:
+                out.append(self.entry(name, count))
+        return out
+
+
+class ReplayedBlocks(_Replay):
     """The judge's strategy for the paired design: the blocks are read from the measured files.
 
     Every repeat must carry a block; the blocks below the judge's ``max_blocks`` must run
@@ -441,17 +469,8 @@ class ReplayedBlocks:
             else:
                 self.counts[name] = count
 
-    def measure(self, names: Sequence[str], upto: int) -> None:
-        raise AssertionError("a replay measures nothing")
-
     def available(self, name: str) -> int:
         return self.counts.get(name, self.limit if name in self.errors else 0)
-
-    def seconds_per_unit(self, names: Sequence[str]) -> float | None:
-        return None
-
-    def notes(self, name: str) -> tuple[str, ...]:
-        return ()
 
     def counted(self, name: str) -> Counted:
         if not self.settings.gate.counters:
@@ -463,25 +482,18 @@ class ReplayedBlocks:
                 f"{'s' if len(lacking) == 2 else ''} in the results" if lacking else None)
         return Counted(base_c, head_c, note)
 
-    def entries(self, names: Sequence[str], count: int) -> list[Entry]:
-        out = []
-        for name in names:
-            if name in self.errors:
-                out.append(Entry(name, None, None, error=self.errors[name]))
-                continue
-            if self.counts[name] < count:
-                out.append(Entry(name, None, None, error=f"the first look was not measured whole: "
-                                                         f"{self.counts[name]} block(s) of its {count}"))
-                continue
-            head, base = self.measured.head[name], self.measured.base[name]
-            h = _keep(head, lambda r: r.block is not None and r.block < count)
-            b = _keep(base, lambda r: r.block is not None and r.block < count)
-            out.append(Entry(name, h, _lookup(self.settings, head),  # type: ignore[arg-type]
-                             pairing=Pairing(b, self.against or "base"), counted=self.counted(name)))  # type: ignore[arg-type]
-        return out
+    def held(self, name: str) -> int:
+        return self.counts[name]
+
+    def entry(self, name: str, count: int) -> Entry:
+        head, base = self.measured.head[name], self.measured.base[name]
+        h = _keep(head, lambda r: r.block is not None and r.block < count)
+        b = _keep(base, lambda r: r.block is not None and r.block < count)
+        return Entry(name, h, _lookup(self.settings, head),  # type: ignore[arg-type]
+                     pairing=Pairing(b, self.against or "base"), counted=self.counted(name))  # type: ignore[arg-type]
 
 
-class ReplayedRepeats:
+class ReplayedRepeats(_Replay):
     """The judge's strategy for the stored design: the current repeats are read from the
     measured files, in the order they were measured (their index)."""
 
@@ -492,37 +504,20 @@ class ReplayedRepeats:
         self.measured, self.settings, self.errors = measured, settings, dict(errors)
         self.limit = settings.gate.max_blocks
 
-    def measure(self, names: Sequence[str], upto: int) -> None:
-        raise AssertionError("a replay measures nothing")
-
     def available(self, name: str) -> int:
         if name in self.errors:
             return self.limit
         return len(self.measured.head[name].repeats)
 
-    def seconds_per_unit(self, names: Sequence[str]) -> float | None:
-        return None
+    def held(self, name: str) -> int:
+        return len(self.measured.head[name].repeats)
 
-    def notes(self, name: str) -> tuple[str, ...]:
-        return ()
-
-    def entries(self, names: Sequence[str], count: int) -> list[Entry]:
-        out = []
-        for name in names:
-            if name in self.errors:
-                out.append(Entry(name, None, None, error=self.errors[name]))
-                continue
-            result = self.measured.head[name]
-            ordered = sorted(result.repeats, key=lambda r: r.index)
-            if len(ordered) < count:
-                out.append(Entry(name, None, None, error=f"the first look was not measured whole: {len(ordered)} "
-                                                         f"repeat(s) of its {count}"))
-                continue
-            kept = dataclasses.replace(result, repeats=tuple(ordered[:count]))
-            found = _lookup(self.settings, result)
-            out.append(Entry(name, kept, found, counted=stored_counted(found, self.measured.head_counters.get(name),
-                                                                        self.settings.gate)))
-        return out
+    def entry(self, name: str, count: int) -> Entry:
+        result = self.measured.head[name]
+        kept = dataclasses.replace(result, repeats=tuple(sorted(result.repeats, key=lambda r: r.index)[:count]))
+        found = _lookup(self.settings, result)
+        return Entry(name, kept, found, counted=stored_counted(found, self.measured.head_counters.get(name),
+                                                                self.settings.gate))
 
 
 def _lookup(settings: Settings, result: RunResult) -> Any:
