@@ -469,6 +469,7 @@ def run_repeat(
     inject_ms: Mapping[str, float] | None = None,
     sync_check: bool = False,
     rank: Any = None,
+    windows: int = 1,
 ) -> tuple[RepeatResult, DataSource]:
     """Build ``workload`` and measure one repeat on ``device``; raises WorkloadError.
 
@@ -478,8 +479,15 @@ def run_repeat(
     synchronisation inside the window fails the repeat. ``rank`` (a
     :class:`perfgate.measure.ddp.Rank`, in a distributed repeat's rank): the model runs in
     DistributedDataParallel and the all-reduce is timed (:mod:`perfgate.measure.ddp`); the
-    process group is joined already.
+    process group is joined already. ``windows``: timed windows of ``params.steps`` steps
+    each, one after the other after the one warmup, each opened and closed by its own
+    synchronisation; the repeat holds their steps in order (``RepeatResult.windows``).
     """
+    if isinstance(windows, bool) or not isinstance(windows, int) or windows < 1:
+        raise WorkloadError(f"{workload.name}: windows must be an integer >= 1, got {windows!r}")
+    if windows > 1 and rank is not None:  # the all-reduce timer keeps one window's steps
+        raise WorkloadError(f"{workload.name}: windows = {windows}: a distributed repeat (nproc_per_node > 1) "
+                            "times one window; set windows = 1")
     check_device_params(params, device)
     name = workload.name
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -512,23 +520,26 @@ def run_repeat(
         step = _Step(built, torch_device, params)
         warm_up(step, params.warmup_steps, sync)
 
-        clock: PhaseClock
-        if cuda:
-            clock = DeviceClock(params.steps, _created_event, synchronize=torch.cuda.synchronize,
-                                current_stream=torch.cuda.current_stream)
-        else:
-            clock = HostClock(params.steps)
-        if timer is not None:
-            from perfgate.measure.ddp import CommClock
+        def new_clock() -> PhaseClock:
+            clock: PhaseClock
+            if cuda:
+                clock = DeviceClock(params.steps, _created_event, synchronize=torch.cuda.synchronize,
+                                    current_stream=torch.cuda.current_stream)
+            else:
+                clock = HostClock(params.steps)
+            if timer is not None:
+                from perfgate.measure.ddp import CommClock
 
-            clock = CommClock(clock, timer, steps=params.steps, warmup_steps=params.warmup_steps)
-        if inject_ms:
-            clock = InjectingClock(clock, injection_delays(inject_ms, device))
+                clock = CommClock(clock, timer, steps=params.steps, warmup_steps=params.warmup_steps)
+            if inject_ms:
+                clock = InjectingClock(clock, injection_delays(inject_ms, device))
+            return clock
+
         # In a distributed repeat rank 0 samples for all: the launcher's tree holds every rank.
         sampler = (TelemetrySampler(device, root_pid=os.getppid() if rank is not None else None)
                    if telemetry and (rank is None or rank.rank == 0) else None)
 
-        def on_open() -> None:
+        def on_open() -> None:  # before the first window: the repeat's restarts, peak and samples
             step.loader_restarts = 0  # the window's restarts, not warmup's
             peak.reset()
             if sampler is not None:
@@ -538,8 +549,18 @@ def run_repeat(
             if sampler is not None:
                 sampler.stop()
 
-        times, losses = measure_window(step, clock, params.steps, on_open=on_open, on_close=on_close,
-                                       guard=sync_debug_error if cuda and sync_check else contextlib.nullcontext)
+        guard = sync_debug_error if cuda and sync_check else contextlib.nullcontext
+        parts: list[WindowTimes] = []
+        losses = []
+        for window in range(windows):
+            clock = new_clock()
+            times, window_losses = measure_window(step, clock, params.steps,
+                                                  on_open=on_open if window == 0 else (lambda: None),
+                                                  on_close=on_close if window == windows - 1 else (lambda: None),
+                                                  guard=guard)
+            parts.append(times)
+            losses += window_losses
+        times = join_windows(parts)
         peak_bytes = peak.read()
         reserved_bytes = peak.read_reserved()
     except BaseException as exc:  # noqa: BLE001
@@ -558,7 +579,7 @@ def run_repeat(
             "device_steps_over_window": times.device_window_ratio,
             "max_memory_reserved_bytes": reserved_bytes,
         }
-    samples_per_s = params.steps * params.batch_size / times.window_s
+    samples_per_s = windows * params.steps * params.batch_size / times.window_s
     repeat = RepeatResult(
         index=index,
         started_at=started_at,
@@ -574,8 +595,26 @@ def run_repeat(
         loader_settings=loader_settings,
         loader_restarts=step.loader_restarts,
         telemetry=sampler.summary() if sampler is not None else None,
+        windows=windows,
     )
     return repeat, built.data
+
+
+def join_windows(parts: list[WindowTimes]) -> WindowTimes:
+    """Several windows of one repeat as one: the series in order, the windows' wall times
+    added (the gaps between windows, a synchronisation each, are not timed), the CUDA
+    ratio over all of them."""
+    if len(parts) == 1:
+        return parts[0]
+    names = set(parts[0].series_ms)
+    if any(set(p.series_ms) != names for p in parts):
+        raise WorkloadError("the windows of one repeat recorded different series")
+    series = {name: [v for p in parts for v in p.series_ms[name]] for name in parts[0].series_ms}
+    ratios = [p.device_window_ratio for p in parts]
+    window_s = math.fsum(p.window_s for p in parts)
+    ratio = (math.fsum(r * p.window_s for r, p in zip(ratios, parts)) / window_s
+             if all(r is not None for r in ratios) else None)  # type: ignore[operator]
+    return WindowTimes(series, window_s, ratio)
 
 
 def _loader_settings(loader: object) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from typing import Any
 
 from perfgate.analysis.blocks import block_order
 from perfgate.measure.runner import Progress, ProgressStatus, RunOutcome, assemble, run_one
+from perfgate.measure.template import FRESH, Starter
 from perfgate.model.errors import PerfgateError
 from perfgate.model.job import Job
 from perfgate.store.gitinfo import git_revision
@@ -80,6 +81,8 @@ def measure_paired(
     contention_check: ContentionCheck | None = None,
     max_reruns: int = 3,
     reruns_used: Mapping[str, int] | None = None,
+    starter: Starter = FRESH,
+    windows: int = 1,
 ) -> PairedOutcome:
     """Measure ``blocks`` ABBA blocks of every workload in ``names`` (numbered from ``first_block``).
 
@@ -87,7 +90,9 @@ def measure_paired(
     ``errors``, and the other side's repeats measured so far are still assembled (and
     written), so a crashing base never hides the head's numbers. ``reruns_used``: blocks of
     each workload already measured again by earlier calls of the same gate, which count
-    against ``max_reruns``.
+    against ``max_reruns``. ``starter``: how each process starts; a forking starter is
+    renewed at every block, and both sides start alike (a side under another interpreter
+    makes both start fresh). ``windows``: the timed windows in each process.
     """
     if blocks < 1:
         raise ValueError("blocks must be at least 1")
@@ -101,14 +106,18 @@ def measure_paired(
             result_path(out_dir, name).unlink(missing_ok=True)
             result_path(base_results_dir(out_dir), name).unlink(missing_ok=True)
     last = first_block + blocks
+    if starter.forking and (head.python is not None or base.python is not None):
+        starter = FRESH  # one side cannot fork from this interpreter's template: neither does the other
+    run = _Runner(device, cache_dir, timeout_s, telemetry, starter, windows)
     for block in range(first_block, last):
+        starter.renew()  # a template serves one block: its layout is a block's, sampled over blocks
         for name in names:
             if name in outcome.head.errors or name in outcome.base.errors:
                 continue
             while True:
                 may_rerun = (reruns_used or {}).get(name, 0) + len(outcome.reruns.get(name, [])) < max_reruns
-                done, why, failed = _one_block(name, block, last, sides, gits, device, cache_dir, timeout_s,
-                                               telemetry, contention_check, progress, stop_early=may_rerun)
+                done, why, failed = _one_block(name, block, last, sides, gits, run, contention_check, progress,
+                                               stop_early=may_rerun)
                 if failed is not None:
                     side, exc = failed
                     getattr(outcome, side).errors[name] = exc
@@ -143,9 +152,25 @@ def measure_paired(
     return outcome
 
 
+@dataclass(frozen=True)
+class _Runner:
+    """How every repeat of this call runs (:func:`run_one`'s settings but the job's)."""
+
+    device: str
+    cache_dir: Path
+    timeout_s: float
+    telemetry: bool
+    starter: Starter
+    windows: int
+
+    def __call__(self, side: Side, name: str, index: int, git: tuple[str | None, bool | None]) -> dict[str, Any]:
+        return run_one(side.jobs[name], self.device, index, self.cache_dir, git, self.timeout_s, self.telemetry,
+                       project_dir=side.project_dir, python=side.python, starter=self.starter,
+                       windows=self.windows)
+
+
 def _head_rest(name: str, block: int, last: int, after: int, head: Side, git: tuple[str | None, bool | None],
-               device: str, cache_dir: Path, timeout_s: float, telemetry: bool,
-               progress: Callable[[Progress], None]) -> list[tuple[str, dict[str, Any]]]:
+               run: _Runner, progress: Callable[[Progress], None]) -> list[tuple[str, dict[str, Any]]]:
     """The head repeats of a block after ``after``, once the base side has failed in it."""
     done: list[tuple[str, dict[str, Any]]] = []
     order = block_order(block)
@@ -156,8 +181,7 @@ def _head_rest(name: str, block: int, last: int, after: int, head: Side, git: tu
         progress(Progress(name, block + 1, last, ProgressStatus.START, label=label))
         began = time.perf_counter()
         try:
-            response = run_one(head.jobs[name], device, block * 4 + position, cache_dir, git, timeout_s, telemetry,
-                               project_dir=head.project_dir, python=head.python)
+            response = run(head, name, block * 4 + position, git)
         except PerfgateError:
             break
         progress(Progress(name, block + 1, last, ProgressStatus.DONE, time.perf_counter() - began,
@@ -168,8 +192,8 @@ def _head_rest(name: str, block: int, last: int, after: int, head: Side, git: tu
 
 def _one_block(
     name: str, block: int, last: int, sides: Mapping[str, Side], gits: Mapping[str, tuple[str | None, bool | None]],
-    device: str, cache_dir: Path, timeout_s: float, telemetry: bool, contention_check: ContentionCheck | None,
-    progress: Callable[[Progress], None], *, stop_early: bool,
+    run: _Runner, contention_check: ContentionCheck | None, progress: Callable[[Progress], None], *,
+    stop_early: bool,
 ) -> tuple[list[tuple[str, dict[str, Any]]], str | None, tuple[str, PerfgateError] | None]:
     """The four repeats of one block: (responses, why it was contended, (side, error) if one failed).
 
@@ -184,15 +208,13 @@ def _one_block(
         progress(Progress(name, block + 1, last, ProgressStatus.START, label=label))
         began = time.perf_counter()
         try:
-            response = run_one(side.jobs[name], device, block * 4 + position, cache_dir, gits[arm], timeout_s,
-                               telemetry, project_dir=side.project_dir, python=side.python)
+            response = run(side, name, block * 4 + position, gits[arm])
         except PerfgateError as exc:
             progress(Progress(name, block + 1, last, ProgressStatus.FAILED, time.perf_counter() - began,
                               message=exc.message, label=label))
             if arm == "base":
                 # The head's numbers are still wanted (and written): finish its repeats of this block.
-                done += _head_rest(name, block, last, position, sides["head"], gits["head"], device, cache_dir,
-                                   timeout_s, telemetry, progress)
+                done += _head_rest(name, block, last, position, sides["head"], gits["head"], run, progress)
             return done, None, (arm, exc)
         steps = response["repeat"]["phases_ms"]["step"]
         progress(Progress(name, block + 1, last, ProgressStatus.DONE, time.perf_counter() - began, median(steps), label=label))

@@ -37,6 +37,7 @@ def _measure(request: dict[str, Any]) -> dict[str, Any]:
             telemetry=request.get("telemetry", True),
             inject_ms=request.get("inject_ms"),
             rank=rank,
+            windows=request.get("windows", 1),
         )
     except PerfgateError as exc:
         raise type(exc)(f"rank {rank.rank}: {exc.message}", detail=exc.detail) from None

@@ -20,8 +20,8 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from perfgate.measure.child import call
 from perfgate.measure.separate_run import job_request
+from perfgate.measure.template import FRESH, Starter
 from perfgate.model.environment import Environment
 from perfgate.model.errors import CudaUnavailable, DeviceError, PerfgateError, WorkloadError
 from perfgate.model.job import Job
@@ -95,12 +95,17 @@ class RunOutcome:
 
 def run_one(job: Job, device: str, index: int, cache_dir: Path, git: tuple[str | None, bool | None],
             timeout_s: float, telemetry: bool, *, project_dir: Path | None = None,
-            python: str | None = None) -> dict[str, Any]:
+            python: str | None = None, starter: Starter = FRESH, windows: int = 1) -> dict[str, Any]:
     """One repeat in a fresh process; its response, or :class:`WorkloadError`.
 
     ``project_dir`` is the tree under test (the child runs there and imports from it);
-    ``python`` another interpreter for it (the paired design's ``--base-python``).
+    ``python`` another interpreter for it (the paired design's ``--base-python``);
+    ``starter`` how the process starts (forked from a template, or a new interpreter:
+    :mod:`perfgate.measure.template`); ``windows`` the timed windows in it.
     """
+    if windows > 1 and job.script is not None:
+        raise WorkloadError(f"{job.workload.name}: windows = {windows}: script mode times the script's own "
+                            "steps as one window; set windows = 1")
     request = {
         **job_request(job, device, cache_dir),
         "index": index,
@@ -108,6 +113,7 @@ def run_one(job: Job, device: str, index: int, cache_dir: Path, git: tuple[str |
         "git_dirty": git[1],
         "telemetry": telemetry,
         "project_dir": str(project_dir) if project_dir else None,
+        **({"windows": windows} if windows > 1 else {}),
     }
     if job.inject_ms:
         request["inject_ms"] = dict(job.inject_ms)
@@ -123,7 +129,8 @@ def run_one(job: Job, device: str, index: int, cache_dir: Path, git: tuple[str |
         request["script"] = job.script.to_dict()
     module = "perfgate.measure.worker" if job.script is None else "perfgate.measure.script_worker"
     try:
-        run = call(module, request, timeout_s, python=python)
+        # A script runs as __main__, which a forked child would share with the template.
+        run = (starter if job.script is None else FRESH).call(module, request, timeout_s, python=python)
     except subprocess.TimeoutExpired:
         raise WorkloadError(f"{job.workload.name}: repeat {index + 1} did not finish within {timeout_s:.0f} s") from None
     response = run.response
@@ -150,6 +157,8 @@ def measure(
     contention_check: Callable[[Mapping[str, Any] | None], str | None] | None = None,
     max_reruns: int = 3,
     reruns_used: Mapping[str, int] | None = None,
+    starter: Starter = FRESH,
+    windows: int = 1,
 ) -> RunOutcome:
     """Measure every job ``repeats`` times; write one result file per successful workload.
 
@@ -181,7 +190,8 @@ def measure(
                     # A plain run measures the tree it is started in; project_dir names it for
                     # git, and is where the child runs when it is a directory.
                     response = run_one(job, device, index, cache_dir, git, timeout_s, telemetry,
-                                       project_dir=project_dir if project_dir and project_dir.is_dir() else None)
+                                       project_dir=project_dir if project_dir and project_dir.is_dir() else None,
+                                       starter=starter, windows=windows)
                 except PerfgateError as exc:
                     outcome.errors[name] = exc
                     progress(Progress(name, index + 1, repeats, ProgressStatus.FAILED, time.perf_counter() - began,

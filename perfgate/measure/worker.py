@@ -40,6 +40,7 @@ def _measure(request: dict[str, Any]) -> dict[str, Any]:
         index=request["index"],
         telemetry=request.get("telemetry", True),
         inject_ms=request.get("inject_ms"),
+        windows=request.get("windows", 1),
     )
     return answer(request, repeat, data.to_dict())
 

@@ -40,6 +40,7 @@ def repeat_to_dict(repeat: Repeat) -> dict[str, Any]:
     phase_free = all(v == 0 for p in PHASES for v in repeat.phases_ms[p])
     return {
         **({"block": repeat.block} if repeat.block is not None else {}),
+        **({"windows": repeat.windows} if repeat.windows > 1 else {}),
         "slowdown_reasons": list(repeat.slowdown_reasons) if repeat.slowdown_reasons is not None else None,
         "sm_clock_mhz": repeat.sm_clock_mhz,
         "power_cap_share": repeat.power_cap_share,
@@ -60,7 +61,7 @@ def as_stored(repeat: Repeat, index: int) -> Repeat:
         phases_ms={k: tuple(float(raw_text(v)) for v in values) for k, values in repeat.phases_ms.items()},
         samples_per_s=repeat.samples_per_s, peak_memory_bytes=repeat.peak_memory_bytes, index=index,
         block=repeat.block, slowdown_reasons=repeat.slowdown_reasons, sm_clock_mhz=repeat.sm_clock_mhz,
-        power_cap_share=repeat.power_cap_share,
+        power_cap_share=repeat.power_cap_share, windows=repeat.windows,
     )
 
 
@@ -244,7 +245,11 @@ def _repeat_from_dict(data: object, where: str, index: int) -> Repeat:
     f = Fields(data, where)
     raw = f.sub("phases_ms")
     series = stored_series({k: _raw_series(v, f"{raw.where}.{k}") for k, v in raw.data.items()}, raw.where)
-    repeat = Repeat(phases_ms=series, samples_per_s=1.0, peak_memory_bytes=None)
+    windows = f.get("windows", int, optional=True) or 1
+    if isinstance(windows, bool) or windows < 1 or len(series["step"]) % windows:
+        raise ValueError(f"{where}.windows: {windows!r} is not a count of equal windows of its "
+                         f"{len(series['step'])} steps")
+    repeat = Repeat(phases_ms=series, samples_per_s=1.0, peak_memory_bytes=None, windows=windows)
     # The raw values are the data; the stored summaries only repeat them for a reader of
     # the file. A file whose two disagree was edited: refused, never guessed.
     for key, statistic, words in _DERIVED:
@@ -277,6 +282,7 @@ def _repeat_from_dict(data: object, where: str, index: int) -> Repeat:
         slowdown_reasons=_slowdown_reasons(f, where),
         sm_clock_mhz=_optional_number(f, "sm_clock_mhz", upper=None),
         power_cap_share=_optional_number(f, "power_cap_share", upper=1.0),
+        windows=windows,
     )
 
 

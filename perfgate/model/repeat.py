@@ -128,10 +128,37 @@ class Repeat:
     """The median SM clock during the window (None: not sampled)."""
     power_cap_share: float | None = None
     """The share of the samples in which the software power cap held the clock: shown, never a reason to leave out."""
+    windows: int = 1
+    """Timed windows in this process, of equal steps, one after the other (each series holds
+    them in order): a repeat's windows share its process, so they are sub-samples of one
+    independent unit, never independent repeats themselves."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.windows, bool) or not isinstance(self.windows, int) or self.windows < 1:
+            raise ValueError(f"windows must be an integer >= 1, got {self.windows!r}")
+        steps = len(self.phases_ms["step"]) if "step" in self.phases_ms else 0
+        if steps and steps % self.windows:
+            raise ValueError(f"{steps} steps do not divide into {self.windows} windows of equal steps")
 
     @property
     def steps(self) -> int:
         return len(self.phases_ms["step"])
+
+    @property
+    def steps_per_window(self) -> int:
+        return self.steps // self.windows
+
+    def window_series(self) -> list[dict[str, tuple[float, ...]]]:
+        """Each window's own series, in the order they were timed."""
+        n = self.steps_per_window
+        return [{k: tuple(v[w * n:(w + 1) * n]) for k, v in self.phases_ms.items()} for w in range(self.windows)]
+
+    @cached_property
+    def window_step_ms(self) -> tuple[float, ...]:
+        """Each window's time per step: the within-process level of the variance components."""
+        n = self.steps_per_window
+        step = self.phases_ms["step"]
+        return tuple(math.fsum(step[w * n:(w + 1) * n]) / n for w in range(self.windows))
 
     @property
     def throttle_reason(self) -> str | None:
@@ -150,8 +177,13 @@ class Repeat:
 
     @cached_property
     def medians_ms(self) -> dict[str, float]:
-        """The median step of each row (:func:`row_medians`)."""
-        return row_medians(self.phases_ms)
+        """The median step of each row (:func:`row_medians`); with several windows, the mean
+        over the windows of each window's median step, so a window's steps are summarised
+        where they were timed together and the windows weigh alike."""
+        if self.windows == 1:
+            return row_medians(self.phases_ms)
+        per_window = [row_medians(w) for w in self.window_series()]
+        return {row: math.fsum(m[row] for m in per_window) / self.windows for row in ROWS}
 
     @cached_property
     def per_step_ms(self) -> dict[str, float]:

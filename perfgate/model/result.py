@@ -150,6 +150,7 @@ class RepeatResult(Repeat):
     power_cap_share: float | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         gpu = _gpu_telemetry(self.telemetry)
         clock = gpu.get("sm_clock_mhz")
         share = _positive(gpu.get("power_cap_share"), zero=True)
@@ -186,6 +187,7 @@ class RepeatResult(Repeat):
             "loader_restarts": self.loader_restarts,
             "telemetry": dict(self.telemetry) if self.telemetry is not None else None,
             **({"block": self.block} if self.block is not None else {}),
+            **({"windows": self.windows} if self.windows > 1 else {}),
             **({"ranks": [{k: list(v) for k, v in r.items()} for r in self.ranks]} if self.ranks else {}),
         }
 
@@ -318,7 +320,17 @@ def repeat_from_dict(data: object, where: str) -> RepeatResult:
         telemetry=f.get("telemetry", dict, optional=True),
         block=f.integer("block", optional=True, low=0, high=MAX_REPEATS - 1),
         ranks=tuple(ranks),
+        windows=_windows(f, lengths),
     )
+
+
+def _windows(f: Fields, lengths: set[int]) -> int:
+    """``windows`` (absent: 1), a divisor of the repeat's steps."""
+    windows = f.integer("windows", optional=True, low=1, high=MAX_COUNT) or 1
+    steps = next(iter(lengths))
+    if steps % windows:
+        raise ValueError(f"{f.where}.windows: {steps} steps do not divide into {windows} windows of equal steps")
+    return windows
 
 
 def environment_from_fields(env: Fields) -> Environment:
