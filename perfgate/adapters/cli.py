@@ -38,6 +38,7 @@ from perfgate.gate.config import Settings
 from perfgate.gate.frontend import checked_out, judge_on_disk, select_results, trace_regressions
 from perfgate.gate.gating import GateRun, count_each
 from perfgate.measure.runner import RunOutcome, measure, resolve_device
+from perfgate.measure.template import Starter
 from perfgate.measure.trace import check_trace_dir, trace_job
 from perfgate.model.benchmark import Statistics
 from perfgate.model.counters import CounterSet
@@ -85,16 +86,19 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def _measure(args: argparse.Namespace, settings: Settings, repeats: int) -> tuple[list[Job], RunOutcome, str]:
     device, jobs = jobs_of(args, settings)
-    outcome = measure(
-        jobs,
-        device=device,
-        repeats=repeats,
-        cache_dir=cache_dir_of(args),
-        out_dir=Path(args.out),
-        progress=progress_printer(args.quiet),
-        timeout_s=args.timeout,
-        telemetry=not args.no_telemetry,
-    )
+    with Starter(settings.start, warn=lambda line: print(f"perfgate: {line}", file=sys.stderr)) as starter:
+        outcome = measure(
+            jobs,
+            device=device,
+            repeats=repeats,
+            cache_dir=cache_dir_of(args),
+            out_dir=Path(args.out),
+            progress=progress_printer(args.quiet),
+            timeout_s=args.timeout,
+            telemetry=not args.no_telemetry,
+            starter=starter,
+            windows=settings.windows,
+        )
     return jobs, outcome, device
 
 

@@ -110,6 +110,9 @@ def _at_least(low: int, how: str) -> Check:
     return lambda value, flag: None if value >= low else how.format(flag=flag, value=value)
 
 
+_AT_LEAST_ONE = _at_least(1, "{flag} must be at least 1")
+
+
 def _positive_seconds(value: float, flag: str) -> str | None:
     return None if math.isfinite(value) and value > 0 else f"{flag} must be more than 0 seconds"
 
@@ -145,7 +148,13 @@ GATE_OPTIONS: Mapping[str, GateOption] = _options(
     GateOption("device", "where to measure (default: [tool.perfgate] device, else auto = cuda when available)",
                choices=("auto", "cpu", "cuda"), key="device"),
     GateOption("repeats", "repeats per workload at the first look (default: [tool.perfgate] repeats, else 5)",
-               type=int, metavar="N", key="repeats", check=_at_least(1, "{flag} must be at least 1")),
+               type=int, metavar="N", key="repeats", check=_AT_LEAST_ONE),
+    GateOption("windows", "timed windows per repeat, each of the workload's steps, after one warmup (default: "
+                          "[tool.perfgate] windows, else 1; perfgate calibrate recommends one)",
+               type=int, metavar="N", key="windows", check=_AT_LEAST_ONE),
+    GateOption("start", "how each repeat's fresh process starts: fork (from a template that has imported torch; "
+                        "distributed repeats and scripts always start fresh) or fresh (a new interpreter) "
+                        "(default: [tool.perfgate] start, else fork)", choices=("fork", "fresh"), key="start"),
     GateOption("out", "directory for result files (default: perfgate-results)", metavar="DIR",
                default="perfgate-results", path=True),
     GateOption("cache_dir", "synthetic data cache (default: $PERFGATE_CACHE_DIR or ~/.cache/perfgate)",
@@ -199,7 +208,7 @@ GATE_OPTIONS: Mapping[str, GateOption] = _options(
 )
 """Every option of the gate, by name, in the order the help lists them."""
 
-RUN_OPTIONS = ("device", "repeats", "out", "cache_dir", "timeout", "no_telemetry")
+RUN_OPTIONS = ("device", "repeats", "windows", "start", "out", "cache_dir", "timeout", "no_telemetry")
 """How a workload is measured: every measuring command (``run``, ``gate``, ``ci``, ...)."""
 JUDGING_OPTIONS = ("baselines", "markdown", "json", "html", "alpha", "delta", "memory_threshold", "phase_q",
                    "gate_phase", "fail_on_missing_baseline", "inconclusive")
@@ -519,8 +528,8 @@ def add_run_options(parser: argparse.ArgumentParser, *, repeats_help: str, shard
                         help="workloads (default: [tool.perfgate] workloads, else all)")
     if shard or shard is None and parser.prog.rsplit(" ", 1)[-1] in SHARDED_COMMANDS:
         parser.add_argument("--shard", metavar="I/N", help=SHARD_HELP)
-    add_options(parser, ("device", "repeats"), help={"repeats": repeats_help})
-    parser.add_argument("--steps", type=int, help="measured steps per repeat (same as --set steps=N)")
+    add_options(parser, ("device", "repeats", "windows", "start"), help={"repeats": repeats_help})
+    parser.add_argument("--steps", type=int, help="measured steps per window (same as --set steps=N)")
     parser.add_argument("--warmup", type=int, help="warmup steps per repeat (same as --set warmup_steps=N)")
     parser.add_argument("--set", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
                         help="override a workload parameter; recorded in the result")

@@ -32,7 +32,12 @@ from perfgate.text.units import parse_duration
 GATE_KEYS = {f.name for f in dataclasses.fields(GateConfig)}
 PER_WORKLOAD_KEYS = {"delta", "memory_threshold", "gate_phases", "phase_q", "phase_min_share",
                      "flops_threshold", "launch_threshold", "counters_off", "straggler_share"}
-RUN_KEYS = {"baselines", "history", "workloads", "repeats", "device", "workloads_path", "blocks", "budget"}
+RUN_KEYS = {"baselines", "history", "workloads", "repeats", "device", "workloads_path", "blocks", "budget",
+            "windows", "start"}
+START_MODES = ("fork", "fresh")
+"""How a repeat's process starts (``perfgate.measure.template``): forked from a template that
+has imported torch, or a new interpreter."""
+MAX_WINDOWS = 100
 REPLACED_KEYS = {
     "looks": "the gate now looks after every block until each workload is decided; set max_blocks "
              "(the most blocks) and budget (the most wall time) instead",
@@ -102,6 +107,10 @@ class Settings:
     """ABBA blocks at the first look of a paired gate (four processes each)."""
     budget_s: float | None = None
     """The most wall time a gate measures for (``budget = "20m"``); None: until ``max_blocks``."""
+    windows: int = 1
+    """Timed windows per repeat, each of the workload's ``steps`` (``windows = 3``)."""
+    start: str = "fork"
+    """How each repeat's fresh process starts (:data:`START_MODES`)."""
     device: str = "auto"
     workloads_path: tuple[str, ...] = ()
     source: str = "defaults"
@@ -194,6 +203,14 @@ def load_settings(pyproject: Path | None, cli: Mapping[str, Any] | None = None) 
     blocks = run_value("blocks", 6)
     if isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 2:
         raise UsageError(f"{where}: blocks must be an integer >= 2, got {blocks!r}")
+    windows = run_value("windows", 1)
+    if isinstance(windows, bool) or not isinstance(windows, int) or not 1 <= windows <= MAX_WINDOWS:
+        origin = "--windows" if "windows" in cli else f"{where}: windows"
+        raise UsageError(f"{origin} must be an integer from 1 to {MAX_WINDOWS}, got {windows!r}")
+    start = run_value("start", "fork")
+    if start not in START_MODES:
+        origin = "--start" if "start" in cli else f"{where}: start"
+        raise UsageError(f"{origin} must be one of {', '.join(START_MODES)}, got {start!r}")
     budget = run_value("budget", None)
     try:
         budget_s = None if budget is None else parse_duration(budget, "--budget" if "budget" in cli else
@@ -219,6 +236,8 @@ def load_settings(pyproject: Path | None, cli: Mapping[str, Any] | None = None) 
         repeats=repeats,
         blocks=blocks,
         budget_s=budget_s,
+        windows=windows,
+        start=start,
         device=run_value("device", "auto"),
         workloads_path=paths,
         source=source,

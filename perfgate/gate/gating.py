@@ -12,6 +12,7 @@ stops the rest at ``max_blocks`` or the wall-time budget; it is never "re-run un
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,10 +25,12 @@ from perfgate.gate.config import Settings
 from perfgate.gate.worktree import BaseTree
 from perfgate.measure.paired import ContentionCheck, PairedOutcome, Side, base_results_dir, measure_paired
 from perfgate.measure.runner import Progress, RunOutcome, measure
+from perfgate.measure.template import Starter
+from perfgate.model.cost import MeasuringCost
 from perfgate.model.counters import CounterSet
 from perfgate.model.errors import UsageError
 from perfgate.model.job import Job
-from perfgate.model.result import RunResult, merge_repeats
+from perfgate.model.result import RepeatResult, RunResult, merge_repeats
 from perfgate.store.baselines import find_baseline
 from perfgate.store.discovery import discover, load_source
 from perfgate.store.results import result_path, save_result
@@ -91,6 +94,19 @@ def count_stored(jobs: Sequence[Job], results: Mapping[str, RunResult], settings
                       failed=lambda name, message: announce(f"{name}: the counted run failed: {message}"))
 
 
+def starter_of(request: GateRequest) -> Starter:
+    """How the gate's repeats start (``[tool.perfgate] start``); a fallback is announced once."""
+    return Starter(request.settings.start, warn=request.announce)
+
+
+def measuring_cost(wall_s: float, results: Sequence[RunResult], starter: Starter, windows: int) -> MeasuringCost:
+    """The share of ``wall_s`` inside the timed windows of ``results``' repeats."""
+    timed = math.fsum(r.window_s for result in results for r in result.repeats if isinstance(r, RepeatResult))
+    return MeasuringCost(wall_s=wall_s, timed_s=timed, processes=starter.processes, windows=windows,
+                         start="fork" if starter.mode == "fork" and starter.templates else "fresh",
+                         templates=starter.templates, fallback=starter.fallback)
+
+
 @dataclass(frozen=True)
 class GateRun:
     outcome: GateOutcome
@@ -109,6 +125,8 @@ class GateRun:
     """Paired: workloads the base commit does not define."""
     notes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Per workload, each repeat or block measured again or kept although contended."""
+    cost: MeasuringCost | None = None
+    """What the wall time bought: the share inside timed windows."""
 
     @property
     def went_on(self) -> bool:
@@ -151,6 +169,7 @@ def run_gate(request: GateRequest) -> GateRun:
                                 "block" if paired else "repeat")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    began = time.perf_counter()
     strategy: StoredMeasuring | PairedMeasuring = PairedMeasuring(request) if paired else StoredMeasuring(request)
     names = strategy.names
     try:
@@ -158,9 +177,11 @@ def run_gate(request: GateRequest) -> GateRun:
                        budget_s=settings.budget_s, announce=request.announce)
     except BudgetTooSmall as exc:
         raise UsageError(str(exc)) from None
-    strategy.finish()
+    finally:
+        strategy.finish()
+    cost = measuring_cost(time.perf_counter() - began, strategy.measured(), strategy.starter, settings.windows)
     return GateRun(driven.outcome, driven.looks, driven.count, driven.seconds, driven.interrupted,
-                   strategy.errors(), strategy.base_errors(), strategy.missing, strategy.all_notes())
+                   strategy.errors(), strategy.base_errors(), strategy.missing, strategy.all_notes(), cost)
 
 
 class StoredMeasuring:
@@ -180,6 +201,7 @@ class StoredMeasuring:
         self.counted: dict[str, CounterSet] = {}
         self.per_unit: dict[str, float] = {}
         self.missing: tuple[str, ...] = ()
+        self.starter = starter_of(request)
         for name in self.names:  # never a stale file from an earlier run
             result_path(request.out_dir, name).unlink(missing_ok=True)
 
@@ -198,7 +220,8 @@ class StoredMeasuring:
         outcome = measure([self.jobs[n] for n in todo], device=r.device, repeats=more, cache_dir=r.cache_dir,
                           out_dir=None, progress=r.progress, timeout_s=r.timeout_s, telemetry=r.telemetry,
                           contention_check=r.contention_check, max_reruns=r.max_reruns,
-                          reruns_used={n: len(self.reruns.get(n, ())) for n in todo})
+                          reruns_used={n: len(self.reruns.get(n, ())) for n in todo}, starter=self.starter,
+                          windows=r.settings.windows)
         spent = time.perf_counter() - began
         for name in todo:
             self.reruns.setdefault(name, []).extend(outcome.reruns.get(name, []))
@@ -237,7 +260,11 @@ class StoredMeasuring:
         return {}
 
     def finish(self) -> None:
-        """Nothing to do: every look's merged result is written as it is measured."""
+        """Close the template (every look's merged result is written as it is measured)."""
+        self.starter.close()
+
+    def measured(self) -> list[RunResult]:
+        return list(self.results.values())
 
 
 def _first(result: RunResult, count: int) -> RunResult:
@@ -352,6 +379,7 @@ class PairedMeasuring:
         assert request.paired is not None
         self.request = request
         plan = self.plan = request.paired
+        self.starter = starter_of(request)
         self.names = [job.workload.name for job in plan.head_jobs]
         head_jobs = {job.workload.name: job for job in plan.head_jobs}
         self.missing = tuple(n for n in self.names if n not in plan.base_jobs)
@@ -375,7 +403,8 @@ class PairedMeasuring:
             r.announce(f"{', '.join(self.missing)}: not in the base commit; measuring the head side alone")
             measure([head_jobs[n] for n in self.missing], device=r.device, repeats=r.settings.repeats,
                     cache_dir=r.cache_dir, out_dir=out, progress=r.progress, timeout_s=r.timeout_s,
-                    telemetry=r.telemetry, project_dir=plan.head_dir)
+                    telemetry=r.telemetry, project_dir=plan.head_dir, starter=self.starter,
+                    windows=r.settings.windows)
 
     def _failed(self, name: str) -> bool:
         return name in self.head.errors or name in self.base.errors or name in self.extra_errors
@@ -395,7 +424,8 @@ class PairedMeasuring:
         new = measure_paired(self.head_side, self.base_side, todo, device=r.device, blocks=upto - start,
                              first_block=start, cache_dir=r.cache_dir, out_dir=None, progress=r.progress,
                              timeout_s=r.timeout_s, telemetry=r.telemetry, contention_check=r.contention_check,
-                             max_reruns=r.max_reruns, reruns_used={n: len(self.reruns.get(n, ())) for n in todo})
+                             max_reruns=r.max_reruns, reruns_used={n: len(self.reruns.get(n, ())) for n in todo},
+                             starter=self.starter, windows=r.settings.windows)
         spent = time.perf_counter() - began
         for name in todo:
             self.reruns.setdefault(name, []).extend(new.reruns.get(name, []))
@@ -442,7 +472,11 @@ class PairedMeasuring:
         return {n: e.message for n, e in self.base.errors.items()}
 
     def finish(self) -> None:
-        """Nothing to do: every look's merged results are written as they are measured."""
+        """Close the template (every look's merged results are written as they are measured)."""
+        self.starter.close()
+
+    def measured(self) -> list[RunResult]:
+        return [*self.head.results.values(), *self.base.results.values()]
 
 
 def _blocks_below(result: RunResult, count: int) -> RunResult:

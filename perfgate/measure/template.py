@@ -156,14 +156,20 @@ def _wait(pid: int, timeout_s: float) -> int | None:
             os.close(pidfd)
 
 
-def serve_template(commands: IO[str], replies: IO[str]) -> int:
+def serve_template(commands: IO[str], replies: IO[str], preload: tuple[str, ...] = _PRELOAD) -> int:
     """The template's loop: one JSON command a line in, one reply a line out, until EOF."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's; it closes us
     began = time.perf_counter()
     import importlib
 
-    for module in _PRELOAD:
-        importlib.import_module(module)
+    try:
+        for module in preload:
+            importlib.import_module(module)
+    except Exception as exc:  # noqa: BLE001 - a broken install: the parent falls back, and says why
+        replies.write(json.dumps({"ready": False, "why": f"importing {module} failed: {type(exc).__name__}: {exc}"})
+                      + "\n")
+        replies.flush()
+        return 1
     hazard = _fork_hazard()
     replies.write(json.dumps({"ready": hazard is None, "why": hazard, "pid": os.getpid(),
                               "import_s": round(time.perf_counter() - began, 3), "threads": _threads()}) + "\n")
@@ -194,13 +200,13 @@ def serve_template(commands: IO[str], replies: IO[str]) -> int:
     return 0
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
     # The protocol runs on duplicates of stdin/stdout; fd 1 and 2 go to stderr's log, so
     # nothing an import prints can corrupt a reply.
     commands = os.fdopen(os.dup(0), "r")
     replies = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
-    return serve_template(commands, replies)
+    return serve_template(commands, replies, tuple(argv) or _PRELOAD)
 
 
 # --- the parent's side ----------------------------------------------------------------
@@ -213,13 +219,14 @@ class TemplateFailed(Exception):
 class Template:
     """One running template process (``python -P -m perfgate.measure.template``)."""
 
-    def __init__(self, python: str | None = None, cwd: Path | None = None) -> None:
+    def __init__(self, python: str | None = None, cwd: Path | None = None, preload: tuple[str, ...] = ()) -> None:
+        """``preload``: the modules the template imports (default :data:`_PRELOAD`)."""
         self._tmp = tempfile.TemporaryDirectory(prefix="perfgate-template-")
         self._log = Path(self._tmp.name, "template.log")
         with open(self._log, "w") as log:
             try:
                 self.proc = subprocess.Popen(
-                    [python or sys.executable, "-P", "-m", "perfgate.measure.template"],
+                    [python or sys.executable, "-P", "-m", "perfgate.measure.template", *preload],
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, cwd=cwd,
                     start_new_session=True,  # Ctrl-C reaches the parent only; it closes the template
                 )
@@ -297,12 +304,16 @@ class Starter:
     mode: str = "fresh"
     renew_every: int | None = DEFAULT_RENEW_EVERY
     warn: Callable[[str], None] = lambda message: None
+    preload: tuple[str, ...] = ()
+    """The modules a template imports (default: torch and the measuring code)."""
     _template: Template | None = field(default=None, init=False, repr=False)
     _failed: str | None = field(default=None, init=False, repr=False)
     templates: int = field(default=0, init=False)
     """Templates started so far."""
     template_s: float = field(default=0.0, init=False)
     """Wall time spent starting them."""
+    processes: int = field(default=0, init=False)
+    """Processes started through this starter, forked or fresh."""
 
     def __post_init__(self) -> None:
         if self.mode not in START_MODES:
@@ -324,7 +335,13 @@ class Starter:
         self.renew()
         self.warn(f"warning: repeats start as fresh processes from here on: {why}")
 
+    @property
+    def fallback(self) -> str | None:
+        """Why forking was given up (None: it was not, or was never asked for)."""
+        return self._failed
+
     def call(self, module: str, request: dict[str, Any], timeout_s: float, *, python: str | None = None) -> ChildRun:
+        self.processes += 1
         if not self.forking or python is not None:
             return call(module, request, timeout_s, python=python)
         if self._template is not None and self.renew_every and self._template.processes >= self.renew_every:
@@ -332,7 +349,7 @@ class Starter:
         if self._template is None:
             began = time.perf_counter()
             try:
-                self._template = Template()
+                self._template = Template(preload=self.preload)
             except TemplateFailed as exc:
                 self._fallback(str(exc))
                 return call(module, request, timeout_s)
@@ -356,8 +373,9 @@ class Starter:
 
 
 FRESH = Starter("fresh")
-"""Today's start: a new interpreter per process (what a caller without a starter gets)."""
+"""Today's start: a new interpreter per process (what a caller without a starter gets; it
+counts the processes of every such caller together, so it is never read for a cost)."""
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
