@@ -7,6 +7,8 @@ happened. Bad input is one line and exit 2, with the head's results still writte
 
 from __future__ import annotations
 
+import json
+
 import os
 import shutil
 import subprocess
@@ -113,6 +115,11 @@ def test_paired_gate_catches_a_slower_forward_and_names_the_design(repo: Path,
     assert (repo / "perfgate-results" / "base" / "tiny.json").is_file()
     assert "block 3/3 head" in err
     assert worktrees(repo) == [f"worktree {repo.resolve()}"]
+    # forked from one template a block (the default start), and the share inside timed windows said
+    measuring = json.loads((repo / "r.json").read_text())["measuring"]
+    assert measuring["start"] == "fork" and measuring["templates"] == 3 and measuring["processes"] == 12
+    assert 0 < measuring["share"] < 1 and measuring["fallback"] is None
+    assert "inside timed windows (12 processes forked from 3 templates)" in text
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ from perfgate.analysis.decide import GateConfig, Look, MemoryDecision, PhaseFlag
 from perfgate.analysis.diagnose import Label
 from perfgate.analysis.summary import WorkloadSummary
 from perfgate.model.baseline import Baseline, Provenance
+from perfgate.model.cost import MeasuringCost
 from perfgate.model.counters import CounterSet
 from perfgate.model.result import RunResult
 from perfgate.model.verdict import Verdict, gate_exit_code, run_policy
@@ -153,6 +154,9 @@ class GateOutcome:
     stopped: str | None = None
     """Why the gate stopped with workloads undecided before their last planned look: "stopped at
     the budget ...", "interrupted ..."; None when it ran its course."""
+    cost: MeasuringCost | None = None
+    """What the gate's wall time bought (the share inside timed windows); None: not measured here
+    (``perfgate compare`` of results on disk, the judge's replay)."""
 
     def by_verdict(self, verdict: Verdict) -> list[WorkloadComparison]:
         return [c for c in self.comparisons if c.verdict is verdict]

@@ -180,7 +180,7 @@ def run_gate(request: GateRequest) -> GateRun:
     finally:
         strategy.finish()
     cost = measuring_cost(time.perf_counter() - began, strategy.measured(), strategy.starter, settings.windows)
-    return GateRun(driven.outcome, driven.looks, driven.count, driven.seconds, driven.interrupted,
+    return GateRun(dataclasses.replace(driven.outcome, cost=cost), driven.looks, driven.count, driven.seconds, driven.interrupted,
                    strategy.errors(), strategy.base_errors(), strategy.missing, strategy.all_notes(), cost)
 
 

@@ -122,6 +122,7 @@ def outcome_to_dict(outcome: GateOutcome) -> dict[str, Any]:
         "planned_looks": list(outcome.look.schedule.counts),
         "spending_gamma": outcome.look.schedule.gamma,
         "stopped": outcome.stopped,
+        "measuring": outcome.cost.to_dict() if outcome.cost is not None else None,
         "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(outcome.config).items()},
         "workloads": [_workload(c, outcome) for c in outcome.comparisons],
     }

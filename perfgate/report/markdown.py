@@ -376,6 +376,8 @@ def _footer(outcome: GateOutcome, comparisons: Sequence[WorkloadComparison]) -> 
         lines += [_command(rebaseline_command(c)) for c in judged]
         lines.append("")
     judged_count = sum(1 for c in comparisons if c.time is not None)
+    if outcome.cost is not None:
+        lines += [f"<sub>measuring: {inline(outcome.cost.describe())}</sub>", ""]
     lines.append(
         f"<sub>perfgate {__version__} · α={cfg.alpha:g} one-sided, Holm over {judged_count} judged workload(s), "
         f"{_looks_wording(outcome)} · δ={cfg.delta * 100:g}% · phases flagged by Benjamini–Hochberg at "

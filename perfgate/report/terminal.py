@@ -145,6 +145,8 @@ def gate_table(outcome: GateOutcome) -> str:
         lines += [f"  left out: {t(note)}" for note in c.left_out]
         lines += counter_lines(c)
     lines += ["", check_line(outcome)]
+    if outcome.cost is not None:
+        lines.append(f"measuring: {t(outcome.cost.describe())}")
     for c in outcome.comparisons:
         if c.time is None:
             continue
