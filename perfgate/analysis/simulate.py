@@ -42,6 +42,12 @@ Each repeat holds three steps whose median is exactly the drawn value, so ``comp
 stays fast; with ``phases=True`` they are split into the five phases at fixed shares (the
 verdicts are the same: only the step is gated), otherwise the phases are zero and
 ``compare`` takes the phase-free path of a micro-benchmark.
+
+With ``Scenario.windows`` > 1 each repeat times that many windows of ``steps`` steps, one
+after the other, and each window's level is drawn around its process's value
+(``window_sd``): the within-process level of the variance components
+(``perfgate.analysis.stats.components``) that ``perfgate.analysis.allocation`` weighs
+windows against fresh processes with.
 """
 
 from __future__ import annotations
@@ -137,8 +143,13 @@ class Scenario:
     """Paired only: "contrast" (what compare uses), "block" or "welch" swapped in for it."""
     phases: bool = False
     steps: int = 3
-    """Steps per repeat. With 3 (and nothing below), the repeat's median and time per step are
-    the drawn value; more steps draw each one (``step_sd``, slow steps, stalls)."""
+    """Steps per window (per repeat, with one window). With 3 (and nothing below), the repeat's
+    median and time per step are the drawn value; more steps draw each one (``step_sd``, slow
+    steps, stalls)."""
+    windows: int = 1
+    """Timed windows per repeat, each of ``steps`` steps (the repeat's series hold them in order)."""
+    window_sd: float = 0.0
+    """sd of log of each window's level around its process's value (iid between windows)."""
     step_sd: float = 0.0
     """sd of log of each step around its process's value (iid between steps)."""
     slow_step_rate: float = 0.0
@@ -161,6 +172,10 @@ class Scenario:
             raise ValueError("the estimator is a choice of the paired design only")
         if self.workloads < 1:
             raise ValueError("workloads must be >= 1")
+        if isinstance(self.windows, bool) or not isinstance(self.windows, int) or self.windows < 1:
+            raise ValueError(f"windows must be an integer >= 1, got {self.windows!r}")
+        if not self.window_sd >= 0:
+            raise ValueError(f"window_sd must be >= 0, got {self.window_sd!r}")
 
     @property
     def design(self) -> str:
@@ -239,11 +254,14 @@ class _Repeat:
     series: Mapping[str, tuple[float, ...]] | None = None
     """Drawn per-step series (``Scenario.steps`` > 3 or a stall); None: three steps around the value."""
     clock_mhz: float | None = None
+    windows: int = 1
 
 
 def _drawn_series(rng: np.random.Generator, s: Scenario, value_ms: float, stalled: bool) -> dict[str, tuple[float, ...]]:
-    n = s.steps
+    n = s.steps * s.windows
     steps = value_ms * np.exp(s.step_sd * rng.standard_normal(n)) if s.step_sd > 0 else np.full(n, value_ms)
+    if s.window_sd > 0:
+        steps = steps * np.repeat(np.exp(s.window_sd * rng.standard_normal(s.windows)), s.steps)
     if s.slow_step_rate > 0:
         steps = np.where(rng.random(n) < s.slow_step_rate, steps * s.slow_step_factor, steps)
     series = {p: tuple(float(v) for v in steps * _SHARES[p]) for p in PHASES}
@@ -268,7 +286,7 @@ def _repeat_result(index: int, r: _Repeat, phases: bool) -> RepeatResult:
         index=index, started_at=_STARTED, timing="cuda_events", window_s=window_s, phases_ms=series,
         samples_per_s=3 * 32 / window_s, peak_memory_bytes=1_000_000_000, peak_memory_kind="cuda_max_allocated",
         first_loss=2.3, last_loss=2.1, torch_settings={}, loader_settings={"batch_size": 32, "num_workers": 2},
-        telemetry=_telemetry(r), block=r.block,
+        telemetry=_telemetry(r), block=r.block, windows=r.windows,
     )
 
 
@@ -337,9 +355,11 @@ class _Gate:
             dipped = bool(self.rng.random() < s.clock_dip_rate)
             clock = 1590.0 / (1.0 + s.clock_dip) if dipped else 1590.0
             x += math.log1p(s.clock_dip) if dipped else 0.0
-        if s.steps == 3 and not (s.stall_every and s.stall_share) and not s.step_sd and not s.slow_step_rate:
+        if (s.steps == 3 and s.windows == 1 and not s.window_sd and not (s.stall_every and s.stall_share)
+                and not s.step_sd and not s.slow_step_rate):
             return _Repeat(math.exp(x), throttled, block, clock_mhz=clock)
-        return _Repeat(math.exp(x), throttled, block, _drawn_series(self.rng, s, math.exp(x), changed), clock)
+        return _Repeat(math.exp(x), throttled, block, _drawn_series(self.rng, s, math.exp(x), changed), clock,
+                       s.windows)
 
     def run(self) -> dict[str, Verdict]:
         s = self.s
@@ -455,6 +475,8 @@ def _seed(s: Scenario, seed: int) -> np.random.SeedSequence:
              s.workloads, s.steps, s.stall_every]
     ints += [round(abs(v) * 1_000_000) for v in (s.step_sd, s.slow_step_rate, s.slow_step_factor, s.stall_share,
                                                   s.clock_dip_rate, s.clock_dip)]
+    if s.windows != 1 or s.window_sd:  # only then, so that every earlier scenario keeps its draws
+        ints += [s.windows, round(s.window_sd * 1_000_000)]
     # The estimator is left out on purpose: the three estimators see the same draws.
     return np.random.SeedSequence([seed, *ints])
 
