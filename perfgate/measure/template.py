@@ -58,10 +58,15 @@ DEFAULT_RENEW_EVERY = 4
 """Processes one template serves in a stored run before it is replaced (a paired gate
 replaces it at every block)."""
 _READY_TIMEOUT_S = 300.0
-_PRELOAD = ("torch", "perfgate.measure.worker", "perfgate.measure.loop", "perfgate.measure.fingerprint",
+_PRELOAD = ("torch", "torch._dynamo", "torch._inductor", "perfgate.measure.worker", "perfgate.measure.loop", "perfgate.measure.fingerprint",
             "perfgate.measure.telemetry", "perfgate.store.discovery")
 """What the template imports: torch and the measuring code every repeat runs. Never the
-tree under test."""
+tree under test. ``torch._dynamo`` and ``torch._inductor`` (about 1.7 s here) because
+``torch.use_deterministic_algorithms``, which every repeat calls, imports them; importing
+them runs no torch op and initialises no device."""
+_OPTIONAL = ("torchvision",)
+"""Imported when they import (the environment fingerprint of every repeat reads torchvision's
+version; the reference workloads use it); when one fails, each child meets it as today."""
 
 
 # --- the template's side -----------------------------------------------------------------
@@ -170,6 +175,18 @@ def serve_template(commands: IO[str], replies: IO[str], preload: tuple[str, ...]
                       + "\n")
         replies.flush()
         return 1
+    if preload == _PRELOAD:
+        for module in _OPTIONAL:
+            try:
+                importlib.import_module(module)
+            except Exception:  # noqa: BLE001, S112 - the child imports it again and reports what fails
+                continue
+    import gc
+
+    # What the template holds stays out of every child's garbage collections (and so out of
+    # its timed windows, and its pages are not copied by the collector touching them).
+    gc.collect()
+    gc.freeze()
     hazard = _fork_hazard()
     replies.write(json.dumps({"ready": hazard is None, "why": hazard, "pid": os.getpid(),
                               "import_s": round(time.perf_counter() - began, 3), "threads": _threads()}) + "\n")

@@ -1,0 +1,205 @@
+"""What a repeat costs, and where the noise is: fresh processes against forked ones.
+
+Three measurements, each printed as numbers (run with nothing else on the machine; quote
+medians and ratios from one run):
+
+``components``
+    Processes of ``small-cnn`` (benchmarks/workloads/small_cnn.py, about 10 ms a step)
+    alternating fresh / forked, each timing W windows of S steps after one warmup. Per start:
+    the variance components (between groups of four processes, between processes, between
+    windows, between steps; ``perfgate.analysis.stats.components``), the wall time per
+    process and its part outside the timed windows. Forked processes come from a template
+    replaced every four processes, as a paired gate replaces it every block; fresh ones are
+    grouped by four the same way, so the two designs are alike.
+
+``efficiency``
+    Fixed paired gates (``--blocks N --max-blocks N``: one look) of a workload against its
+    own commit, once with ``--start fresh`` and once with ``--start fork``, in a scratch git
+    repository: each gate's wall time, its share inside timed windows and its verdict.
+
+``aa``
+    A/A paired gates with the sequential driver and a wall-time budget: the verdicts (0 false
+    REGRESSION expected), the PASS share and the blocks used.
+
+    python benchmarks/repeat_cost.py components --processes 12 --windows 12 --steps 20
+    python benchmarks/repeat_cost.py efficiency --workload small-cnn --blocks 12
+    python benchmarks/repeat_cost.py efficiency --workload resnet18-cifar10 --blocks 12
+    python benchmarks/repeat_cost.py aa --gates 20 --budget 75s
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from statistics import median
+
+HERE = Path(__file__).resolve().parent
+SMALL = HERE / "workloads" / "small_cnn.py"
+
+
+def _load(windows: int, steps: int):
+    from perfgate.model.job import Job
+    from perfgate.store.discovery import discover
+
+    workload = discover([SMALL], project_dir=HERE).get("small-cnn")
+    params = workload.resolve("cpu", {"steps": str(steps)})
+    return Job(workload, params, {"steps": steps})
+
+
+def cmd_components(args: argparse.Namespace) -> int:
+    from perfgate.analysis.stats.components import Window, components
+    from perfgate.measure.runner import run_one
+    from perfgate.measure.template import Starter
+    from perfgate.model.result import repeat_from_dict
+
+    job = _load(args.windows, args.steps)
+    cache = Path(tempfile.mkdtemp(prefix="perfgate-bench-cache-"))
+    rows: dict[str, list[dict]] = {"fresh": [], "fork": []}
+    with Starter("fork", renew_every=4) as fork, Starter("fresh") as fresh:
+        starters = {"fresh": fresh, "fork": fork}
+        for i in range(2 * args.processes):
+            mode = ("fresh", "fork")[i % 2] if (i // 2) % 2 == 0 else ("fork", "fresh")[i % 2]  # ABBA pairs
+            began = time.perf_counter()
+            response = run_one(job, "cpu", i, cache, (None, None), 600.0, True, starter=starters[mode],
+                               windows=args.windows)
+            wall = time.perf_counter() - began
+            repeat = repeat_from_dict(response["repeat"], "repeat")
+            rows[mode].append({"wall_s": wall, "timed_s": repeat.window_s, "window_ms": list(repeat.window_step_ms),
+                               "steps_ms": list(repeat.phases_ms["step"])})
+            print(f"{mode:5} process {len(rows[mode]):2}: {wall:5.2f} s wall, {repeat.window_s:5.2f} s timed, "
+                  f"{repeat.per_step_ms['step']:.2f} ms/step", flush=True)
+        templates = fork.templates
+    print()
+    out = {"processes": args.processes, "windows": args.windows, "steps": args.steps, "templates": templates,
+           "load_before": args.load, "load_after": os.getloadavg()[0], "modes": {}}
+    for mode, processes in rows.items():
+        windows = []
+        for p, row in enumerate(processes):
+            n = args.steps
+            for w, value in enumerate(row["window_ms"]):
+                windows.append(Window(p // 4, p, w, n, value, tuple(row["steps_ms"][w * n:(w + 1) * n])))
+        c = components(windows)
+        walls = [r["wall_s"] for r in processes]
+        outside = [r["wall_s"] - r["timed_s"] for r in processes]
+        first = [math.log(r["window_ms"][0]) for r in processes]
+        sd_first = (sum((x - sum(first) / len(first)) ** 2 for x in first) / (len(first) - 1)) ** 0.5
+        out["modes"][mode] = {"components": c.describe(), "block_sd": c.block_sd, "process_sd": c.process_sd,
+                              "window_sd": c.window_sd, "step_sd": c.step_sd,
+                              "wall_s_median": median(walls), "outside_s_median": median(outside),
+                              "timed_share": sum(r["timed_s"] for r in processes) / sum(walls),
+                              "first_window_log_sd": sd_first, "rows": processes}
+        print(f"{mode}: {c.describe()}")
+        print(f"  per process: {median(walls):.2f} s wall (median), {median(outside):.2f} s outside the windows; "
+              f"timed share {out['modes'][mode]['timed_share']:.0%}; sd of log first window "
+              f"{sd_first:.1%} over {len(first)} processes")
+    print(f"templates started: {templates}; load average before {args.load:.2f}, after {os.getloadavg()[0]:.2f}")
+    if args.out:
+        Path(args.out).write_text(json.dumps(out, indent=1))
+    shutil.rmtree(cache, ignore_errors=True)
+    return 0
+
+
+def _scratch(workload: str) -> Path:
+    repo = Path(tempfile.mkdtemp(prefix="perfgate-bench-repo-"))
+    (repo / "workloads").mkdir()
+    shutil.copy(SMALL, repo / "workloads" / "small_cnn.py")
+    (repo / "pyproject.toml").write_text(f'[tool.perfgate]\nworkloads = ["{workload}"]\nworkloads_path = '
+                                         f'["workloads"]\ndevice = "cpu"\n')
+    for command in (["init", "-q"], ["add", "."], ["-c", "user.name=bench", "-c", "user.email=bench@localhost",
+                                                   "commit", "-q", "-m", "scratch"]):
+        subprocess.run(["git", *command], cwd=repo, check=True)
+    return repo
+
+
+def _gate(repo: Path, extra: list[str], tag: str) -> dict:
+    report = repo / f"{tag}.json"
+    began = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "perfgate", "gate", "--against", "HEAD", "--json", str(report),
+                           "--out", str(repo / f"results-{tag}"), "-q", *extra],
+                          cwd=repo, capture_output=True, text=True)
+    wall = time.perf_counter() - began
+    if not report.exists():
+        print(proc.stdout[-2000:], proc.stderr[-2000:], sep="\n")
+        raise SystemExit(f"gate {tag} wrote no report (exit {proc.returncode})")
+    data = json.loads(report.read_text())
+    workload = data["workloads"][0]
+    return {"exit": proc.returncode, "wall_s": wall, "measuring": data["measuring"], "verdict": workload["verdict"],
+            "blocks": data["look_count"], "reason": workload.get("reason", ""),
+            "ratio": ((workload.get("step") or {}).get("estimate") or {}).get("ratio")}
+
+
+def cmd_efficiency(args: argparse.Namespace) -> int:
+    repo = _scratch(args.workload)
+    try:
+        fixed = ["--blocks", str(args.blocks), "--max-blocks", str(args.blocks), "--windows", str(args.windows)]
+        for start in args.starts:
+            g = _gate(repo, [*fixed, "--start", start], start)
+            m = g["measuring"]
+            print(f"{args.workload} {start:5}: {args.blocks} blocks in {g['wall_s']:.1f} s (gate's own "
+                  f"{m['wall_s']:.1f} s), {m['share']:.1%} inside timed windows, {m['processes']} processes, "
+                  f"{m['templates']} templates; {g['verdict']} {g['reason'][:120]}", flush=True)
+    finally:
+        shutil.rmtree(repo, ignore_errors=True)
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+def cmd_aa(args: argparse.Namespace) -> int:
+    repo = _scratch("small-cnn")
+    verdicts: dict[str, int] = {}
+    blocks, shares = [], []
+    try:
+        for i in range(args.gates):
+            g = _gate(repo, ["--budget", args.budget, "--start", args.start, "--windows", str(args.windows),
+                             "--delta", str(args.delta)], f"aa{i}")
+            verdicts[g["verdict"]] = verdicts.get(g["verdict"], 0) + 1
+            blocks.append(g["blocks"])
+            shares.append(g["measuring"]["share"])
+            print(f"gate {i + 1:2}: {g['verdict']:12} {g['blocks']:2} blocks, {g['wall_s']:.0f} s, "
+                  f"{g['measuring']['share']:.0%} timed; {g['reason'][:110]}", flush=True)
+    finally:
+        shutil.rmtree(repo, ignore_errors=True)
+    print(f"\n{args.gates} A/A gates (start {args.start}, windows {args.windows}, delta {args.delta}, budget "
+          f"{args.budget}): " + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())))
+    print(f"blocks median {median(blocks)}, timed share median {median(shares):.0%}; "
+          f"load average after {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="what", required=True)
+    p = sub.add_parser("components")
+    p.add_argument("--processes", type=int, default=12, help="processes per start (default 12)")
+    p.add_argument("--windows", type=int, default=12)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--out", help="write every value as JSON here")
+    p.set_defaults(func=cmd_components)
+    p = sub.add_parser("efficiency")
+    p.add_argument("--workload", default="small-cnn")
+    p.add_argument("--blocks", type=int, default=12)
+    p.add_argument("--windows", type=int, default=1)
+    p.add_argument("--starts", nargs="+", default=["fresh", "fork"])
+    p.set_defaults(func=cmd_efficiency)
+    p = sub.add_parser("aa")
+    p.add_argument("--gates", type=int, default=20)
+    p.add_argument("--budget", default="75s")
+    p.add_argument("--start", default="fork")
+    p.add_argument("--windows", type=int, default=1)
+    p.add_argument("--delta", type=float, default=0.1)
+    p.set_defaults(func=cmd_aa)
+    args = parser.parse_args()
+    args.load = os.getloadavg()[0]
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
