@@ -7,7 +7,9 @@ all steps decides the label (a median, so a few slow steps do not relabel a run)
 - INPUT-BOUND: data wait ≥ 10% of the step (warning), ≥ 20% (critical);
 - H2D-BOUND: host-to-device copies, same thresholds;
 - RESIDUAL-HEAVY: the part no phase explains (host syncs such as ``.item()``, logging,
-  Python overhead), same thresholds;
+  Python overhead), same thresholds; for a script, the evidence says what its hooks do not
+  see (the framework's own loop when it loaded Lightning or the Hugging Face Trainer) and
+  that clipping and scheduler steps are not in it (:func:`script_residual_note`);
 - COMPUTE-BOUND: forward + backward + optimizer ≥ 90% of the step (informational);
 - BALANCED: none of the above.
 
@@ -75,14 +77,34 @@ SYNC_FIXES = {
 """What to change to avoid each synchronisation, shown in the label's evidence."""
 
 PHASE_HINTS = {
-    "data_wait": "data wait usually moves with DataLoader workers, decoding, augmentation or storage speed",
-    "h2d": "host-to-device copies usually move with pinned memory, non-blocking copies or the batch size",
+    "data_wait": "data wait usually moves with DataLoader workers (num_workers: the DataLoader's, a Lightning "
+                 "DataModule's, the HF Trainer's dataloader_num_workers), decoding, augmentation or storage speed",
+    "h2d": "host-to-device copies usually move with pinned memory (pin_memory; the HF Trainer's "
+           "dataloader_pin_memory), non-blocking copies or the batch size",
     "forward": "forward usually moves with model or kernel changes, precision or memory format",
     "backward": "backward usually moves with model or kernel changes, precision or memory format",
-    "optimizer": "the optimizer step usually moves with its implementation (foreach or fused) or the parameter count",
-    "residual": "unattributed time usually moves with a new host sync (.item(), .cpu(), printing a tensor) or logging",
+    "optimizer": "the optimizer step usually moves with its implementation (foreach or fused: fused=True in "
+                 "torch.optim, also in a LightningModule's configure_optimizers; the HF Trainer's "
+                 "optim=\"adamw_torch_fused\"), the parameter count, or gradient clipping and LR scheduler steps, "
+                 "which a script's optimizer phase holds (Lightning's gradient_clip_val, the HF Trainer's max_grad_norm)",
+    "residual": "unattributed time usually moves with a new host sync (.item(), .cpu(), printing a tensor) or "
+                "logging; in a Lightning or HF Trainer script also the framework's loop (callbacks, logging every "
+                "log_every_n_steps / logging_steps, the progress bar)",
 }
-"""One line per phase on what usually moves it, shown when the gate flags the phase."""
+"""One line per phase on what usually moves it, shown when the gate flags the phase. The
+forward and backward lines are a workload's and a script's alike; the others name the
+settings a Lightning or Hugging Face Trainer user changes, since script mode measures
+those scripts unmodified (the forward line is also in tests/golden/report.md)."""
+
+SCRIPT_RESIDUAL = {
+    "pytorch_lightning": "Lightning's loop (its hooks and callbacks, self.log, the progress bar)",
+    "lightning": "Lightning's loop (its hooks and callbacks, self.log, the progress bar)",
+    "transformers": "the HF Trainer's loop (training_step's work around the model call, FLOP counting, "
+                    "loss bookkeeping, callbacks)",
+}
+"""Per framework a script loaded (``torch_settings["script"]["frameworks"]``), what of its
+loop is in the residual: work the hooks do not see, named so that RESIDUAL-HEAVY on a
+framework's script is not a mystery."""
 
 
 class Severity(StrEnum):
@@ -155,8 +177,9 @@ def diagnose(result: RunResult, *, straggler_share: float = STRAGGLER_SHARE) -> 
         if share >= WARNING_SHARE:
             severity = Severity.CRITICAL if share >= CRITICAL_SHARE else Severity.WARNING
             amount = "" if key == "residual" else f"{_per_step_ms(result, key):.1f} ms, "
-            labels.append(Label(name, severity, share,
-                                f"{what} {amount}{share * 100:.0f}% of a {step_ms:.1f} ms step ({where}){busy_note}"))
+            note = script_residual_note(result) if key == "residual" else ""
+            labels.append(Label(name, severity, share, f"{what} {amount}{share * 100:.0f}% of a {step_ms:.1f} ms "
+                                                       f"step ({where}){busy_note}{note}"))
     compute = median(shares["compute"])
     if compute >= COMPUTE_SHARE:
         labels.append(Label("COMPUTE-BOUND", "info", compute,
@@ -171,6 +194,29 @@ def diagnose(result: RunResult, *, straggler_share: float = STRAGGLER_SHARE) -> 
     labels += _straggler_labels(result, straggler_share)
     order = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
     return sorted(labels, key=lambda label: order[label.severity])
+
+
+def script_residual_note(result: RunResult) -> str:
+    """For a script's result, what its residual holds: what the hooks do not see (the loop of
+    each framework it loaded), and what is not there (clipping and scheduler steps, booked as
+    optimizer, with how many a step had); empty for a workload. Read leniently: the counts
+    are the repeats' ``torch_settings["script"]``, free-form in a result file."""
+    if script_path_of(result.workload_source) is None:
+        return ""
+    recorded = [r.torch_settings.get("script") for r in result.repeats]
+    script = next((s for s in recorded if isinstance(s, dict)), {})
+    frameworks = script.get("frameworks")
+    loaded = [name for name in SCRIPT_RESIDUAL if isinstance(frameworks, dict) and name in frameworks]
+    seen = list(dict.fromkeys(SCRIPT_RESIDUAL[name] for name in loaded))
+    unseen = ", ".join([*seen, "logging", ".item() and other host syncs", "a GradScaler's unscale and update"])
+    booked = []
+    for key, what in (("grad_clips_per_step", "gradient clipping"), ("lr_scheduler_steps_per_step",
+                                                                      "LR scheduler steps")):
+        count = finite_number(script.get(key))
+        if count:
+            booked.append(f"{what} ({count:g} a step)")
+    held = f"; {' and '.join(booked)} are in optimizer, not here" if booked else ""
+    return f"; in a script this is what no hook sees: {unseen}{held}"
 
 
 def _sync_label(result: RunResult) -> Label | None:

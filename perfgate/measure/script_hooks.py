@@ -12,19 +12,37 @@ perfgate measures an unmodified training script by watching what it calls in tor
     from the start of an outermost ``nn.Module.__call__`` (one not inside another module
     call) until the next backward, optimizer step, ``zero_grad`` or DataLoader batch: the
     model *and* the loss computed from its output, as a workload's
-    ``loss_fn(model(x), y)``; a batch tensor moved inside it stays ``h2d``;
+    ``loss_fn(model(x), y)``; a batch tensor moved inside it stays ``h2d``. Also from the
+    start of a *training-step closure* (below) to its first backward;
 ``backward``
     inside ``Tensor.backward``/``torch.autograd.backward``;
 ``optimizer``
-    inside ``Optimizer.step`` (torch's global step hooks) and ``Optimizer.zero_grad``/
-    ``nn.Module.zero_grad``.
+    inside ``Optimizer.step`` (torch's global step hooks), ``Optimizer.zero_grad``/
+    ``nn.Module.zero_grad``, gradient clipping (``torch.nn.utils.clip_grad_norm_``,
+    ``clip_grad_value_``, ``clip_grads_with_norm_``: what Lightning's ``gradient_clip_val``,
+    the Hugging Face Trainer's ``max_grad_norm`` and Accelerate call) and a learning-rate
+    scheduler's ``step`` (``torch.optim.lr_scheduler``): the work of updating the weights
+    from the gradients, each counted per step so that the result names them.
+
+A *training-step closure* is the callable passed to ``optimizer.step(closure)`` and, when
+PyTorch Lightning is loaded, Lightning's automatic-optimization ``Closure`` however it is
+called (inside the optimizer's step, or directly on a batch that only accumulates). It
+runs the user's ``training_step`` and then backward, so its time up to the first
+backward (or ``zero_grad``) is forward even before the first module call: work at the top
+of a Lightning ``training_step`` is the user's step, not the optimizer's. After its
+backward the closure's time is in no phase, as between a plain loop's backward and its
+optimizer step; when it returns, the optimizer's own time resumes.
 
 Phases nest: a forward and backward inside ``optimizer.step(closure)`` are forward and
-backward, and the optimizer's own time resumes when the closure returns. The end of an
-outermost ``optimizer.step()`` (one not inside another's, so a wrapping optimizer counts
-once) is the boundary between two steps. Several forward and backward passes before one
-optimizer step (gradient accumulation) add up within that step. What no hook sees is in no
-phase: the residual of the step.
+backward. The end of an outermost ``optimizer.step()`` (one not inside another's, so a
+wrapping optimizer counts once) is the boundary between two steps. Several forward and
+backward passes before one optimizer step (gradient accumulation) add up within that
+step. What no hook sees is in no phase: the residual of the step.
+
+The precision of each measured step is read at its first forward pass: the autocast
+dtype in effect for the run's device (read again at the first inner module call, since
+Accelerate, and so the Hugging Face Trainer, enters autocast inside the model's
+``forward``), else the dtype of the called module's parameters.
 
 After ``warmup_steps`` steps the window opens; after ``steps`` more it closes and the hook
 at that boundary raises :class:`ScriptStop`, a ``BaseException`` the script's own ``except
@@ -37,6 +55,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import sys
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -60,10 +80,22 @@ class ScriptStop(BaseException):
     """Raised from a hook to stop the script: the window is complete, or it cannot be measured."""
 
 
-COUNTS = ("batches", "samples", "forwards", "backwards", "h2d_copies", "zero_grads")
+COUNTS = ("batches", "samples", "forwards", "backwards", "h2d_copies", "zero_grads", "grad_clips",
+          "lr_scheduler_steps")
 """What the hooks count per measured step, in this order (a list per step, cheap to bump)."""
-BATCHES, SAMPLES, FORWARDS, BACKWARDS, COPIES, ZERO_GRADS = range(len(COUNTS))
+BATCHES, SAMPLES, FORWARDS, BACKWARDS, COPIES, ZERO_GRADS, CLIPS, SCHEDULER_STEPS = range(len(COUNTS))
 _NO_COUNTS = (0,) * len(COUNTS)
+
+PRECISION_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16", torch.float64: "fp64"}
+"""A dtype as a workload's ``precision`` names it (fp64, not a workload precision, for a script in doubles)."""
+
+LIGHTNING_CLOSURES = ("lightning.pytorch.loops.optimization.automatic", "pytorch_lightning.loops.optimization.automatic")
+"""Where PyTorch Lightning (the ``lightning`` package and the older ``pytorch_lightning``)
+defines its automatic-optimization ``Closure``: when loaded, its calls are training-step
+closures, also those made outside an optimizer step (a batch that only accumulates)."""
+
+FRAMEWORKS = ("lightning", "pytorch_lightning", "transformers", "accelerate", "timm")
+"""The training frameworks a script's result names when the script loaded them (with their versions)."""
 
 
 def _first_dim(batch: Any, depth: int = 0) -> int | None:
@@ -92,12 +124,12 @@ class ScriptHooks:
 
     ``timeline`` is told every switch of phase and every boundary; ``on_open`` runs just
     before the window opens (peak memory reset, sampler start), ``on_close`` just after it
-    closed.
+    closed. ``device_type`` is the device whose autocast state is the step's precision.
     """
 
     def __init__(self, timeline: HostTimeline | DeviceTimeline, *, warmup_steps: int, steps: int,
                  on_open: Callable[[], None] = lambda: None, on_close: Callable[[], None] = lambda: None,
-                 max_batches_without_step: int = MAX_BATCHES_WITHOUT_STEP) -> None:
+                 max_batches_without_step: int = MAX_BATCHES_WITHOUT_STEP, device_type: str = "cpu") -> None:
         if warmup_steps < 1 or steps < 1:
             raise ValueError("a script run needs warmup_steps >= 1 and steps >= 1")
         self.timeline = timeline
@@ -123,6 +155,21 @@ class ScriptHooks:
         self.times: WindowTimes | None = None
         self.optimizer: weakref.ref[Any] | None = None
         self.optimizer_name = ""
+        self.closure_depth = 0
+        """Training-step closures running (one nested in another, Lightning's inside an optimizer's, counts once)."""
+        self.closure_fresh = False
+        """A closure's forward began and no module call has counted it as a forward pass yet."""
+        self.named_depth = 0
+        """Clipping or scheduler calls running (one calling another is booked and counted once)."""
+        self.device_type = device_type
+        self.probe = False
+        """The step's precision is still to read (at its first forward pass, in the window)."""
+        self.probe_module: Any = None
+        """The module whose call began the forward pass, while the precision waits for an inner module call."""
+        self.precisions: dict[str, int] = {}
+        """The precision of each measured step (:meth:`read_precision`), counted by name."""
+        self.precision_from: dict[str, int] = {}
+        """Where each measured step's precision came from: ``autocast`` or ``parameters``."""
         self.count = [0] * len(COUNTS)
         self.window: list[int] = []
         """The measured steps' :data:`COUNTS`, one after the other (:meth:`window_counts` splits them)."""
@@ -154,14 +201,72 @@ class ScriptHooks:
         self.switch(self.cur, back)
         self.cur = back
 
-    def start_forward(self) -> None:
-        """An outermost module call begins: forward, unless a data, h2d or backward region runs."""
+    def start_forward(self, module: Any) -> None:
+        """An outermost module call begins: forward, unless a data, h2d or backward region runs
+        (the first module call of a closure's forward counts that forward pass)."""
         cur = self.cur
         if cur == IDLE or cur == OPTIMIZER:
             self.fwd_base = cur
             self.switch(cur, FORWARD)
             self.cur = FORWARD
-            self.count[FORWARDS] += 1
+        elif cur != FORWARD or not self.closure_fresh:
+            return
+        self.closure_fresh = False
+        self.count[FORWARDS] += 1
+        if self.probe:
+            self.read_precision(module, outer=True)
+
+    def closure_begin(self) -> bool:
+        """A training-step closure begins: forward from here, to its first backward or
+        ``zero_grad``; False (nothing done) inside another closure, a module call or a data,
+        h2d or backward region."""
+        cur = self.cur
+        if self.closure_depth or self.depth or cur in (DATA, H2D, BACKWARD):
+            return False
+        self.closure_depth = 1
+        self.stack.append(self.fwd_base if cur == FORWARD else cur)  # what resumes when it returns
+        self.fwd_base = IDLE  # after its backward: in no phase, as after a plain loop's backward
+        self.switch(cur, FORWARD)
+        self.cur = FORWARD
+        self.closure_fresh = True
+        return True
+
+    def closure_end(self) -> None:
+        self.closure_depth = 0
+        self.closure_fresh = False
+        self.exit()
+
+    def read_precision(self, module: Any, *, outer: bool) -> None:
+        """The step's precision: the autocast dtype in effect, else (at an inner module call,
+        or at the boundary when there was none) the dtype of the outermost module's parameters."""
+        device = self.device_type
+        if torch.is_autocast_enabled(device):
+            name, source = PRECISION_NAMES.get(torch.get_autocast_dtype(device), "other"), "autocast"
+        elif outer:  # Accelerate enters autocast inside forward: look again at the first inner call
+            self.probe_module = module
+            return
+        else:
+            dtype = next((p.dtype for p in self.probe_module.parameters() if p.is_floating_point()), None) \
+                if isinstance(self.probe_module, torch.nn.Module) else None
+            if dtype is None:
+                self.probe_module = None
+                return  # a module without parameters: read at the next forward pass
+            name, source = PRECISION_NAMES.get(dtype, str(dtype).removeprefix("torch.")), "parameters"
+        self.probe = False
+        self.probe_module = None
+        self.precisions[name] = self.precisions.get(name, 0) + 1
+        self.precision_from[source] = self.precision_from.get(source, 0) + 1
+
+    def precision(self) -> dict[str, Any]:
+        """What the result records of the window's precision: the most common, and all when several."""
+        if not self.precisions:
+            return {}
+        seen = dict(sorted(self.precisions.items(), key=lambda kv: -kv[1]))
+        out: dict[str, Any] = {"precision": next(iter(seen)), "precision_from": max(self.precision_from,
+                                                                                   key=self.precision_from.get)}
+        if len(seen) > 1:
+            out["precisions_seen"] = seen
+        return out
 
     # --- what the hooks report ------------------------------------------------------
 
@@ -238,11 +343,15 @@ class ScriptHooks:
             self.on_open()
             self.timeline.open(self.cur)
             self.recording = True
+            self.probe = True
             self.count[:] = _NO_COUNTS
             self.step_loss = None
             return
         self.timeline.boundary(self.cur)
         if self.recording:
+            if self.probe_module is not None:  # a forward pass with no inner module call
+                self.read_precision(self.probe_module, outer=False)
+            self.probe = True
             self.window.extend(self.count)
             last = done == self.warmup_steps + self.steps
             if len(self.window) == len(COUNTS) or last:
@@ -306,9 +415,13 @@ def installed(h: ScriptHooks) -> Iterator[ScriptHooks]:
     enter, leave = h.enter, h.exit
 
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if h.depth or is_compiling():  # an inner module, or dynamo tracing: nothing to do
+        if h.depth:  # an inner module: nothing to do, unless the step's precision is still to read
+            if not is_compiling() and h.probe_module is not None:  # compiling first: no guard on it
+                h.read_precision(h.probe_module, outer=False)
             return module_call(self, *args, **kwargs)
-        h.start_forward()
+        if is_compiling():  # dynamo tracing: nothing to do
+            return module_call(self, *args, **kwargs)
+        h.start_forward(self)
         h.depth = 1
         try:
             return module_call(self, *args, **kwargs)
@@ -369,6 +482,7 @@ def installed(h: ScriptHooks) -> Iterator[ScriptHooks]:
         return batch
 
     def iterate(self: Any) -> Any:
+        adopt_frameworks()
         iterator = loader_iter(self)
         with contextlib.suppress(TypeError):
             h.iterators[iterator] = weakref.ref(self)
@@ -387,15 +501,73 @@ def installed(h: ScriptHooks) -> Iterator[ScriptHooks]:
 
         return zero
 
-    def step_pre(optimizer: Any, args: Any, kwargs: Any) -> None:
+    def training_step(closure: Callable[..., Any]) -> Callable[..., Any]:
+        """``closure`` as a training-step closure: forward from its start (:meth:`ScriptHooks.closure_begin`)."""
+
+        @functools.wraps(closure)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            if is_compiling() or not h.closure_begin():
+                return closure(*args, **kwargs)
+            try:
+                return closure(*args, **kwargs)
+            finally:
+                h.closure_end()
+
+        return run
+
+    def with_closure(args: Any, kwargs: Any) -> tuple[Any, Any] | None:
+        """The step's arguments with its closure (``step(closure)``, ``args[0]`` is the optimizer)
+        as a training-step closure; None when it has none."""
+        closure = kwargs.get("closure")
+        if callable(closure):
+            return args, {**kwargs, "closure": training_step(closure)}
+        if "closure" not in kwargs and len(args) > 1 and callable(args[1]):
+            return (args[0], training_step(args[1]), *args[2:]), kwargs
+        return None
+
+    adopted: set[str] = set()
+
+    def adopt_frameworks() -> None:
+        """Lightning's ``Closure`` as a training-step closure once Lightning is loaded (checked
+        as each DataLoader iterator begins and at each optimizer step: two dictionary look-ups)."""
+        for module_name in LIGHTNING_CLOSURES:
+            module = sys.modules.get(module_name)
+            if module is None or module_name in adopted:
+                continue
+            adopted.add(module_name)
+            closure_type = getattr(module, "Closure", None)
+            if isinstance(closure_type, type) and callable(getattr(closure_type, "__call__", None)):
+                stack.enter_context(_patched(closure_type, "__call__", training_step(closure_type.__call__)))
+
+    def step_pre(optimizer: Any, args: Any, kwargs: Any) -> tuple[Any, Any] | None:
         h.opt_depth += 1
         if h.opt_depth > 1:
             return None
         if h.stopping:
             raise ScriptStop(h.failure or "the measured window is complete")
         h.check_optimizer(optimizer)
+        adopt_frameworks()
         enter(OPTIMIZER)
-        return None
+        return with_closure(args, kwargs)
+
+    def booked(original: Callable[..., Any], counter: int) -> Callable[..., Any]:
+        """``original`` (clipping, a scheduler's step) booked as optimizer and counted, once
+        when one of them calls another."""
+
+        @functools.wraps(original)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            if is_compiling() or h.named_depth:
+                return original(*args, **kwargs)
+            h.named_depth = 1
+            enter(OPTIMIZER)
+            h.count[counter] += 1
+            try:
+                return original(*args, **kwargs)
+            finally:
+                leave()
+                h.named_depth = 0
+
+        return run
 
     def step_post(optimizer: Any, args: Any, kwargs: Any) -> None:
         h.opt_depth -= 1
@@ -415,11 +587,46 @@ def installed(h: ScriptHooks) -> Iterator[ScriptHooks]:
         stack.enter_context(_patched(DataLoader, "__iter__", iterate))
         stack.enter_context(_patched(torch.optim.Optimizer, "zero_grad", zero_grad(optimizer_zero_grad)))
         stack.enter_context(_patched(torch.nn.Module, "zero_grad", zero_grad(module_zero_grad)))
+        for owner, name, wrapped in _booked_calls(booked):
+            stack.enter_context(_patched(owner, name, wrapped))
         pre = register_optimizer_step_pre_hook(step_pre)
         stack.callback(pre.remove)
         post = register_optimizer_step_post_hook(step_post)
         stack.callback(post.remove)
         yield h
+
+
+def _booked_calls(booked: Callable[[Callable[..., Any], int], Callable[..., Any]]) -> list[tuple[Any, str, Any]]:
+    """What to patch so that clipping and schedulers' steps are booked: (owner, name, the
+    booked function). The clipping functions are patched where torch defines them and where
+    ``torch.nn.utils`` re-exports them (one wrapper for both); a scheduler's ``step`` in each
+    ``torch.optim.lr_scheduler`` class that defines its own."""
+    from torch.nn.utils import clip_grad
+    from torch.optim import lr_scheduler
+
+    calls: list[tuple[Any, str, Any]] = []
+    wrappers: dict[int, Any] = {}
+    for name in ("clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_"):
+        for owner in (torch.nn.utils, clip_grad):
+            original = owner.__dict__.get(name)
+            if callable(original):
+                wrapped = wrappers.setdefault(id(original), booked(original, CLIPS))
+                calls.append((owner, name, wrapped))
+    for value in list(vars(lr_scheduler).values()):
+        if (isinstance(value, type) and issubclass(value, (lr_scheduler.LRScheduler, lr_scheduler.ReduceLROnPlateau))
+                and callable(value.__dict__.get("step"))):
+            calls.append((value, "step", booked(value.__dict__["step"], SCHEDULER_STEPS)))
+    return calls
+
+
+def frameworks_loaded() -> dict[str, str]:
+    """The training frameworks of :data:`FRAMEWORKS` the script loaded, with their versions."""
+    found = {}
+    for name in FRAMEWORKS:
+        module = sys.modules.get(name)
+        if module is not None:
+            found[name] = str(getattr(module, "__version__", "") or "")
+    return found
 
 
 def end_loader_workers(h: ScriptHooks, *, join_s: float = 5.0) -> int:

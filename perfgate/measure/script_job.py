@@ -52,6 +52,14 @@ def script_of(path: str, args: tuple[str, ...] | list[str], project_dir: Path) -
     return Script(target, tuple(args), shown_path(target, project_dir), sha)
 
 
+def default_name(script: Script) -> str:
+    """``script-<file name>`` with every character outside ``a-z0-9.`` as ``-``: the underscore
+    too, as the docs say (``train_lightning.py`` is ``script-train-lightning``), which
+    :meth:`Script.default_name` keeps. A result recorded under the old name (before this
+    rule) is found under it again with ``--name script-train_lightning``."""
+    return script.default_name().replace("_", "-")
+
+
 def script_job(script: Script, device: str, assignments: Mapping[str, object], *, name: str | None = None) -> Job:
     """The job of one script: its workload, its parameters (defaults, then ``assignments``).
 
@@ -64,7 +72,7 @@ def script_job(script: Script, device: str, assignments: Mapping[str, object], *
         raise UsageError(f"--set {', '.join(refused)}: a script sets that itself; for a script --set takes "
                          f"{', '.join(SCRIPT_SETTABLE)}")
     base = Params(batch_size=1, input_size=1, **SCRIPT_DEFAULTS, extra={ARGS_PARAM: script.joined_args()})
-    label = name or script.default_name()
+    label = name or default_name(script)
     try:
         workload = Workload(name=label, version=SCRIPT_VERSION, build=_not_built, params=base,
                             description=f"the script {script.shown}, run as it is", source=script.source())

@@ -35,7 +35,15 @@ from perfgate.measure.loop import (
     torch_settings_in_effect,
 )
 from perfgate.measure.script_clock import DeviceTimeline, HostTimeline
-from perfgate.measure.script_hooks import COUNTS, SAMPLES, ScriptHooks, ScriptStop, end_loader_workers, installed
+from perfgate.measure.script_hooks import (
+    COUNTS,
+    SAMPLES,
+    ScriptHooks,
+    ScriptStop,
+    end_loader_workers,
+    frameworks_loaded,
+    installed,
+)
 from perfgate.measure.telemetry import TelemetrySampler
 from perfgate.model.errors import WorkloadError
 from perfgate.model.result import RepeatResult
@@ -98,7 +106,8 @@ def _why_unmeasured(hooks: ScriptHooks, ending: Ending, shown: str) -> str:
     if ending.how == "returned":
         if hooks.exhausted:
             return f"{shown} ran out of data {got}: give it more data, or lower --warmup/--steps"
-        return f"{shown} finished {got}"
+        return (f"{shown} finished {got}: let it train longer (more epochs, a larger max_steps), or lower "
+                "--warmup/--steps")
     if ending.how == "exit":
         return f"{shown} exited {got}; it called {ending.what}"
     return f"{shown} failed {got}; it raised {ending.what}"
@@ -142,7 +151,7 @@ def run_script_repeat(
             sampler.stop()
 
     hooks = ScriptHooks(line, warmup_steps=params.warmup_steps, steps=params.steps, on_open=on_open,
-                        on_close=on_close)
+                        on_close=on_close, device_type=device)
     ending = run_under_hooks(hooks, script.path, script.args, argv0 or script.shown)
     if sampler is not None and hooks.recording:
         sampler.stop()
@@ -168,6 +177,10 @@ def run_script_repeat(
         "optimizer": hooks.optimizer_name,
         **{f"{what}_per_step": median(c[i] for c in counts) for i, what in enumerate(COUNTS)},
         "samples_counted": samples > 0,
+        # The autocast dtype (else the parameters') the measured steps ran in: the script's
+        # own choice, which the parameters' fixed ``precision`` does not know.
+        **hooks.precision(),
+        "frameworks": frameworks_loaded(),
     }
     if device == "cuda":
         settings["cuda_window"] = {"device_steps_over_window": times.device_window_ratio,
