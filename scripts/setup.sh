@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Create .venv if it is missing and install perfgate with the pinned reference
-# environment (constraints.txt). Re-running is cheap: pip is skipped while neither
-# pyproject.toml nor constraints.txt has changed since the last install.
+# environment (constraints.txt), with the test extra and the frameworks extra (Lightning,
+# transformers with accelerate, timm: about 230 MB more, which the default test lane runs
+# real scripts on). Re-running is cheap: pip is skipped while neither pyproject.toml nor
+# constraints.txt has changed since the last install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
@@ -11,6 +13,6 @@ fi
 stamp=.venv/.perfgate-installed
 want="$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || ! .venv/bin/python -c "import perfgate, torch, torchvision" 2>/dev/null; then
-    .venv/bin/python -m pip install --quiet -c constraints.txt -e ".[test]"
+    .venv/bin/python -m pip install --quiet -c constraints.txt -e ".[test,frameworks]"
     echo "$want" > "$stamp"
 fi
