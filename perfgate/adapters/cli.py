@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
+from statistics import median
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -37,7 +39,7 @@ from perfgate.analysis.summary import summarise
 from perfgate.gate.config import Settings
 from perfgate.gate.frontend import checked_out, judge_on_disk, select_results, trace_regressions
 from perfgate.gate.gating import GateRun, count_each
-from perfgate.measure.runner import RunOutcome, measure, resolve_device
+from perfgate.measure.runner import Progress, ProgressStatus, RunOutcome, measure, resolve_device
 from perfgate.measure.template import Starter
 from perfgate.measure.trace import check_trace_dir, trace_job
 from perfgate.model.benchmark import Statistics
@@ -47,7 +49,7 @@ from perfgate.model.job import Job
 from perfgate.model.result import RunResult
 from perfgate.model.trace import TraceSchedule
 from perfgate.model.version import __version__
-from perfgate.report.calibration import calibration_report
+from perfgate.report.calibration import PROCESSES_PER_GROUP, calibration_report, design_advice
 from perfgate.report.html import INDEX
 from perfgate.report.terminal import gate_table, run_table
 from perfgate.store.baselines import (
@@ -59,6 +61,7 @@ from perfgate.store.baselines import (
 )
 from perfgate.store.benchmark_json import load_benchmark_files, load_results_dir
 from perfgate.store.counters import load_counters_beside, save_counters
+from perfgate.store.pyproject_edit import edited_text, replace_text
 from perfgate.store.traces import TraceOutcome, render_operator_table
 from perfgate.text.units import ms
 from perfgate.tune import DEFAULT_REPEATS, MIN_REPEATS, tune_loader
@@ -312,20 +315,75 @@ def cmd_tune_loader(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
+CALIBRATE_WINDOWS = 4
+"""Windows per process calibrate times when ``windows`` is not set above 1: enough to tell the
+windows' variation from the processes'."""
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     if len(args.workloads) != 1:
         raise UsageError("calibrate takes exactly one workload")
-    repeats = args.repeats or 10
+    repeats = args.repeats or 12
     if repeats < 4:
         raise UsageError("calibrate needs at least 4 repeats (two A/A halves of 2)")
-    _, outcome, _ = _measure(args, settings, repeats)
+    if args.auto and not Path(args.config).is_file():
+        raise UsageError(f"--auto writes the design into {args.config}, which does not exist")
+    windows = settings.windows if settings.windows > 1 else CALIBRATE_WINDOWS
+    device, jobs = jobs_of(args, settings)
+    seconds: list[float] = []
+    printer = progress_printer(args.quiet)
+
+    def progress(event: Progress) -> None:
+        if event.status is ProgressStatus.DONE:
+            seconds.append(event.seconds)
+        printer(event)
+
+    with Starter(settings.start, renew_every=PROCESSES_PER_GROUP,
+                 warn=lambda line: print(f"perfgate: {line}", file=sys.stderr)) as starter:
+        outcome = measure(jobs, device=device, repeats=repeats, cache_dir=cache_dir_of(args), out_dir=Path(args.out),
+                          progress=progress, timeout_s=args.timeout, telemetry=not args.no_telemetry,
+                          starter=starter, windows=windows)
     _report_errors(args, outcome.errors)
     if outcome.errors:
         return EXIT_ERROR
     result = next(iter(outcome.results.values()))
-    print(calibration_report(result, settings.for_workload(result.workload), power=args.power,
-                             blocks=settings.blocks))
+    config = settings.for_workload(result.workload)
+    print(calibration_report(result, config, power=args.power, blocks=settings.blocks))
+    outside = [s - r.window_s for s, r in zip(seconds, result.repeats)]
+    forked = starter.templates > 0
+    per_template = starter.template_s / starter.templates if forked else 0.0
+    process_s = max(median(outside), 0.0) + (per_template / PROCESSES_PER_GROUP if forked else 0.0)
+    how = (f"forked; {starter.templates} templates at {per_template:.1f} s each, a quarter counted per process"
+           if forked else "started fresh")
+    advice = design_advice(result, process_s, config, how=how)
+    print("\n".join(advice.lines))
+    if not args.auto:
+        if advice.pinned is not None:
+            print(f"\nperfgate calibrate --auto writes windows = {advice.pinned.windows} and blocks = "
+                  f"{advice.pinned.blocks} into [tool.perfgate] of {args.config}")
+        return EXIT_OK
+    if advice.pinned is None:
+        raise UsageError("--auto: no design to write (see above); nothing written")
+    return _write_design(Path(args.config), advice.pinned.windows, advice.pinned.blocks)
+
+
+def _write_design(pyproject: Path, windows: int, blocks: int) -> int:
+    """``windows`` and ``blocks`` into ``[tool.perfgate]``, checked as the settings they become
+    before the file is replaced (a file that would not load is left as it was)."""
+    from perfgate.gate.config import load_settings, parse_toml
+
+    values = {"windows": windows, "blocks": max(blocks, 2)}
+    text = edited_text(pyproject, values)
+    parse_toml(text, str(pyproject))
+    with tempfile.TemporaryDirectory(prefix="perfgate-calibrate-") as tmp:
+        check = Path(tmp, "pyproject.toml")
+        check.write_text(text, encoding="utf-8")
+        loaded = load_settings(check)
+    if (loaded.windows, loaded.blocks) != (values["windows"], values["blocks"]):
+        raise UsageError(f"{pyproject}: the edited file would not hold the design; nothing written")
+    replace_text(pyproject, text)
+    print(f"wrote windows = {values['windows']} and blocks = {values['blocks']} into [tool.perfgate] of {pyproject}")
     return EXIT_OK
 
 
@@ -401,10 +459,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_gate)
 
     p = sub.add_parser("calibrate", help="A/A repeats: this machine's run-to-run noise and the repeats a gate needs")
-    add_run_options(p, repeats_help="A/A repeats (default 10)")
+    add_run_options(p, repeats_help="A/A processes, in groups of four (default 12)")
     add_options(p, ("alpha", "delta"), help={"alpha": "family-wise alpha to size for (default 0.01)",
                                               "delta": "slowdown to detect, as a fraction (default 0.03)"})
     p.add_argument("--power", type=float, default=0.8, help="probability of detecting it (default 0.8)")
+    p.add_argument("--auto", action="store_true",
+                   help="write the recommended windows and blocks into [tool.perfgate] of --config")
     add_common(p)
     p.set_defaults(func=cmd_calibrate)
 

@@ -22,8 +22,9 @@ with ``level_J`` the stricter of the two levels the driver really tests at that 
 REGRESSION test, ``α / family``, and the PASS bound's ``(1 - confidence) / 2``. There, a
 true slowdown of δ is significant with the power asked, and an unchanged commit passes
 with it. Its time is ``J · 4 · (process + W · (window + N · step))`` seconds. A design that
-does not get there by ``max_blocks`` is ranked after every one that does, at the time of
-``max_blocks``.
+does not get there by ``max_blocks`` is ranked after every one that does, by the time it
+would need beyond it (the blocks its variance needs at the last look's quantiles): the
+design nearest to deciding per second, never the cheapest block that decides nothing.
 
 **The check by simulation.** The analytic figure leaves out what the gate adds: its median-step
 statistic (PASS needs both bounds below δ), the t statistic's few degrees of freedom at
@@ -47,7 +48,9 @@ REGRESSION) weighing alike; a decision is whatever verdict stopped the workload.
 slowdown is 2δ unless given: at
 exactly δ a REGRESSION needs the estimate itself above δ, a coin flip whatever the design,
 so that the median would measure ``max_blocks`` rather than the design. A gate undecided
-at ``max_blocks`` counts the time it ran. Ties go to the analytic ranking.
+at ``max_blocks`` counts the time it ran. A design whose gates mostly stay undecided (fewer
+than half decided in either case) ranks after every design that mostly decides, by its
+seconds per decided gate. Ties go to the analytic ranking.
 
 Pure: nothing here measures, reads a file or prints.
 """
@@ -154,10 +157,30 @@ class Simulated:
     """Share of the A/A gates that PASS."""
     slowed_regression: float
     """Share of the slowed gates that are a REGRESSION."""
+    decided: float = 1.0
+    """Share of all the simulated gates (both cases) that ended decided (not INCONCLUSIVE)."""
 
     @property
     def objective_s(self) -> float:
+        """The mean of the two medians (an undecided gate counts the time it ran)."""
         return (self.unchanged_s + self.slowed_s) / 2.0
+
+    def rank(self) -> tuple[int, float]:
+        """What the choice minimises: a design whose gates mostly decide (at least half in each
+        case, so each median is a decision) before one whose gates mostly do not, then the
+        objective; among designs that mostly do not decide, the seconds per decided gate."""
+        if self.decided_each >= 0.5:
+            return (0, self.objective_s)
+        return (1, self.per_decision_s)
+
+    @property
+    def per_decision_s(self) -> float:
+        """Seconds spent per gate that decided (infinite when none did): the rank of designs
+        whose gates mostly stay undecided, so a cheap one that decides nothing never wins."""
+        return self.objective_s / self.decided if self.decided > 0 else math.inf
+
+    decided_each: float = 1.0
+    """The smaller of the two cases' decided shares."""
 
 
 @dataclass(frozen=True)
@@ -173,12 +196,17 @@ class Candidate:
     decided_at: int | None
     """The analytic look (blocks) where the power is reached; None: not by ``max_blocks``."""
     analytic_s: float
-    """Seconds to ``decided_at`` (to ``max_blocks`` when None)."""
+    """Seconds to ``decided_at``; when None, to the blocks it would need beyond ``max_blocks``
+    (the last look's quantiles, extrapolated): what ranks the designs that do not get there."""
     simulated: Simulated | None = None
 
     def key(self) -> tuple[bool, float, float, int, int]:
-        """The analytic rank: reaching the power first, then the time, then the cheaper block."""
-        return (self.decided_at is None, self.analytic_s, self.block_s, self.windows, self.steps)
+        """The analytic rank: reaching the power first, then the time, then the cheaper block.
+        Among designs that do not reach it by ``max_blocks``, the least time they would need
+        beyond it (``analytic_s``, extrapolated), never the cheapest block that decides nothing."""
+        if self.decided_at is None:
+            return (True, self.analytic_s, self.block_s, self.windows, self.steps)
+        return (False, self.analytic_s, self.block_s, self.windows, self.steps)
 
     def text(self) -> str:
         return f"{self.steps} steps × {self.windows} window{'s' if self.windows != 1 else ''}, first look {self.blocks}"
@@ -225,7 +253,8 @@ class Allocation:
                 continue
             mark = "*" if cand is c else " "
             analytic = (f"power at {cand.decided_at} blocks, {duration(cand.analytic_s)}" if cand.decided_at
-                        else "power not reached by max_blocks")
+                        else f"power not reached by max_blocks: it would need about "
+                             f"{cand.analytic_s / cand.block_s:.0f} blocks, {duration(cand.analytic_s)}")
             lines.append(f"{mark} {cand.text()}: {duration(s.objective_s)} (no change: {s.unchanged_pass:.0%} PASS, "
                          f"median {duration(s.unchanged_s)}; slowed: {s.slowed_regression:.0%} REGRESSION, "
                          f"median {duration(s.slowed_s)}; {s.gates} gates each; analytic: {analytic})")
@@ -277,15 +306,17 @@ def _simulated(cand: Candidate, comps: Components, config: GateConfig, costs: Le
     noise = Noise(run_sd_log=comps.process_sd or 0.0, ar=0.0, drift_per_process=0.0, day_sd_log=0.0,
                   outlier_rate=0.0, throttle_rate=0.0)
     per_block = PROCESSES_PER_BLOCK * costs.process_seconds(cand.steps, cand.windows)
-    out: list[tuple[float, float]] = []
+    out: list[tuple[float, float, float]] = []
     for effect, wanted in ((0.0, Verdict.PASS), (slowdown, Verdict.REGRESSION)):
         scenario = Scenario(noise, effect, paired=True, blocks=cand.blocks, workloads=1, steps=sim_steps,
                             step_sd=step_sd, windows=cand.windows, window_sd=comps.window_sd or 0.0)
         cell = simulate(scenario, gates, config, seed=seed)
         seconds = [(u or config.max_blocks) * per_block for u in cell.changed_units]
-        out.append((median(seconds), cell.share(wanted)))
-    (aa_s, aa_pass), (slow_s, slow_reg) = out
-    return Simulated(gates, aa_s, slow_s, aa_pass, slow_reg)
+        decided = 1.0 - cell.share(Verdict.INCONCLUSIVE)
+        out.append((median(seconds), cell.share(wanted), decided))
+    (aa_s, aa_pass, aa_decided), (slow_s, slow_reg, slow_decided) = out
+    return Simulated(gates, aa_s, slow_s, aa_pass, slow_reg, decided=(aa_decided + slow_decided) / 2,
+                     decided_each=min(aa_decided, slow_decided))
 
 
 def allocate(components: Components, costs: LevelCosts, config: GateConfig, *, delta: float | None = None,
@@ -332,7 +363,9 @@ def allocate(components: Components, costs: LevelCosts, config: GateConfig, *, d
         at = np.where(hit, counts[np.argmax(reached, axis=1)], 0)
         for i, (n, w) in enumerate(designs):
             decided = int(at[i]) if hit[i] else None
-            seconds = float((decided or config.max_blocks) * block_s[i])
+            # not reached by max_blocks: the blocks it would need, at the last look's quantiles
+            needed = decided if decided is not None else float(counts[-1] * variances[i] / caps[-1])
+            seconds = float(needed * block_s[i])
             candidates.append(Candidate(n, w, first, math.sqrt(float(variances[i])), float(block_s[i]), decided,
                                         seconds))
     candidates.sort(key=Candidate.key)
@@ -348,7 +381,7 @@ def allocate(components: Components, costs: LevelCosts, config: GateConfig, *, d
     candidates = [simulated.get(id(c), c) for c in candidates]
     order = {id(c): k for k, c in enumerate(candidates)}
     chosen = min((c for c in candidates if c.simulated is not None),
-                 key=lambda c: (c.simulated.objective_s, order[id(c)]))  # type: ignore[union-attr]
+                 key=lambda c: (*c.simulated.rank(), order[id(c)]))  # type: ignore[union-attr]
     assert chosen.simulated is not None
     considered = (f"steps {bounds.min_steps}–{bounds.max_steps}, windows {bounds.min_windows}–{bounds.max_windows}, "
                   f"first look {bounds.min_blocks}–{top} blocks")

@@ -8,12 +8,15 @@ split-half A/A gate (even repeats against odd ones), which should never be REGRE
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from statistics import median
 
+from perfgate.analysis.allocation import Allocation, Bounds, LevelCosts, allocate
 from perfgate.analysis.blocks import blocks_needed, paired_min_detectable
 from perfgate.analysis.decide import GateConfig, decide_time
 from perfgate.analysis.driver import schedule_for
 from perfgate.analysis.stats import log_ratio, repeats_needed
+from perfgate.analysis.stats.components import Components, Window, components
 from perfgate.analysis.summary import summarise
 from perfgate.model.result import RESIDUAL, ROWS, RunResult
 from perfgate.model.errors import UsageError
@@ -132,3 +135,64 @@ def calibration_report(result: RunResult, config: GateConfig, *, power: float = 
         f"{decision.verdict.value}: {decision.reason}",
     ]
     return "\n".join(lines) + "\n"
+
+
+PROCESSES_PER_GROUP = 4
+"""calibrate's processes are grouped by four, as a paired gate's block groups them (and as
+one template serves them): the "between blocks" level."""
+
+
+@dataclass(frozen=True)
+class DesignAdvice:
+    """What calibrate recommends: the components it saw, the costs, and the allocations."""
+
+    components: Components
+    costs: LevelCosts
+    free: Allocation | None
+    """Steps per window chosen too (a change of the workload's pinned ``steps``)."""
+    pinned: Allocation | None
+    """With the workload's own steps per window: what ``--auto`` writes (windows, blocks)."""
+    steps: int
+    lines: tuple[str, ...]
+
+
+def measured_components(result: RunResult) -> Components:
+    """The variance components of calibrate's repeats: groups of four processes, each of its
+    windows, each step (ValueError when the repeats cannot give them)."""
+    windows = []
+    for i, repeat in enumerate(result.repeats):
+        n = repeat.steps_per_window
+        step = repeat.phases_ms["step"]
+        for w, value in enumerate(repeat.window_step_ms):
+            windows.append(Window(i // PROCESSES_PER_GROUP, i, w, n, value, tuple(step[w * n:(w + 1) * n])))
+    return components(windows)
+
+
+def design_advice(result: RunResult, process_s: float, config: GateConfig, *, how: str,
+                  gates: int = 40) -> DesignAdvice:
+    """The allocation of steps, windows and blocks for ``config``'s δ, from ``result``'s
+    components and ``process_s`` (a process's wall time outside its timed windows; ``how``
+    says how it started, for the report)."""
+    found = measured_components(result)
+    steps = result.repeats[0].steps_per_window
+    step_s = median(s for r in result.repeats for s in r.phases_ms["step"]) / 1e3
+    costs = LevelCosts(process_s=process_s, step_s=step_s)
+    lines = [
+        f"where the noise is: {found.describe()}",
+        f"what each level costs: a process {process_s:.2f} s beyond its timed windows ({how}), a step "
+        f"{ms(step_s * 1e3)} ms",
+    ]
+    free = pinned = None
+    try:
+        free = allocate(found, costs, config, gates=gates)
+        pinned = allocate(found, costs, config, gates=gates, bounds=Bounds(min_steps=steps, max_steps=steps))
+    except ValueError as exc:
+        lines.append(f"no design recommended: {exc}")
+    if pinned is not None and free is not None:
+        lines += ["", f"the design for delta {config.delta:.0%} with the workload's own {steps} steps a window "
+                      f"(what --auto writes):", *(f"  {line}" for line in pinned.describe())]
+        if free.steps != steps:
+            lines += ["", f"with steps per window free too (--set steps={free.steps}: a change of the workload's "
+                          f"pinned parameters, so its stored baselines would need recording again):",
+                      *(f"  {line}" for line in free.describe()[:1])]
+    return DesignAdvice(found, costs, free, pinned, steps, tuple(lines))

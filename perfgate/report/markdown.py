@@ -32,7 +32,14 @@ from perfgate.model.verdict import POLICY, Verdict
 from perfgate.model.version import __version__
 from perfgate.model.workload import PHASES
 from perfgate.report.phase_table import RowKind, flagged_rank_table, phase_table
-from perfgate.report.wording import clock_line, column_names, design_lines, looks_wording, step_statistics_line
+from perfgate.report.wording import (
+    clock_line,
+    column_names,
+    design_lines,
+    looks_wording,
+    noise_components_line,
+    step_statistics_line,
+)
 from perfgate.store.traces import TraceOutcome, TraceResult
 from perfgate.text.inert import code, code_cell, flatten, inline
 from perfgate.text.units import ms, percent, size
@@ -346,6 +353,9 @@ def _section(c: WorkloadComparison, power: float, *, details: bool, table: bool,
         if hints:
             lines += ["", *(f"- ⚠️ {h}" for h in hints)]
         lines += ["", noise_line(c, power)]
+        where = noise_components_line(c)
+        if where:
+            lines += ["", inline(where)]
         memory = memory_line(c)
         if memory:
             lines += ["", memory]

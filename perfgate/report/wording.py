@@ -6,6 +6,7 @@ from statistics import median
 
 from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
 from perfgate.analysis.stats import LogRatio
+from perfgate.analysis.stats.components import repeats_components
 from perfgate.model.repeat import MEDIAN, PER_STEP, STATISTIC_WORDS
 from perfgate.text.units import change_ci, ms
 
@@ -77,3 +78,16 @@ def clock_line(c: WorkloadComparison) -> str | None:
     values = list(c.clocks.values())
     change = f" ({(values[0] / values[1] - 1) * 100:+.1f}%)" if len(values) == 2 and values[1] > 0 else ""
     return "SM clock: " + ", ".join(parts) + change + " (shown, never a reason to leave a repeat out)"
+
+
+def noise_components_line(c: WorkloadComparison) -> str | None:
+    """Where this comparison's noise was, level by level (``perfgate.analysis.stats.components``):
+    between blocks, processes, windows and steps; None when the repeats cannot say, or each
+    timed one window (the noise line's run-to-run variation is then the whole story)."""
+    if c.current is None or all(r.windows == 1 for r in c.current.repeats):
+        return None
+    sides: dict[str, list] = {"head": list(c.current.repeats)}
+    if c.paired and c.baseline is not None:
+        sides = {"base": [r for rec in c.baseline.recordings for r in rec.repeats], **sides}
+    found = repeats_components(sides)
+    return None if found is None else f"Where the noise was: {found.describe()}."

@@ -47,7 +47,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["LEVELS", "Components", "Window", "components", "paired_components"]
+from perfgate.model.repeat import Repeat
+
+__all__ = ["LEVELS", "Components", "Window", "components", "paired_components", "repeats_components"]
 
 LEVELS = ("block", "process", "window", "step")
 """The levels from the top, as ``Components.clamped`` names them."""
@@ -291,3 +293,29 @@ def paired_components(values: Mapping[Hashable, Mapping[str, Sequence[Sequence[f
     if not windows:
         raise ValueError("paired_components: no window values given")
     return components(windows)
+
+
+def repeats_components(sides: Mapping[str, Sequence[Repeat]]) -> Components | None:
+    """The components of the repeats one comparison saw: ``sides`` maps a side ("base",
+    "head"; or one side alone) to its repeats. Each repeat is a process of its ABBA block
+    (all in one block when it has none), each of its windows a window, each step a step.
+    With two sides each side's mean is removed first (:func:`paired_components`' rule). None
+    when there are fewer than two processes or a repeat's steps are not all positive."""
+    windows = []
+    two = len(sides) > 1
+    for side, repeats in sides.items():
+        for p, repeat in enumerate(repeats):
+            n = repeat.steps_per_window
+            step = repeat.phases_ms["step"]
+            for w, value in enumerate(repeat.window_step_ms):
+                part = tuple(step[w * n:(w + 1) * n])
+                if value <= 0 or any(v <= 0 for v in part):
+                    return None
+                windows.append(Window(repeat.block if repeat.block is not None else 0, (side, p), w, n, value, part,
+                                      side=side if two else None))
+    if len({(w.side, w.block, w.process) for w in windows}) < 2:
+        return None
+    try:
+        return components(windows)
+    except ValueError:
+        return None
