@@ -94,6 +94,7 @@ def test_forked_repeats_are_fresh_processes_that_import_their_own_tree(tmp_path:
         for index, root in enumerate((base, head, head, base)):
             response = one(job_in(root, record=record), root, starter, index)
             assert response["ok"] and len(response["repeat"]["phases_ms"]["step"]) == 4
+            assert response["repeat"]["torch_settings"]["process_start"] == "fork"
         assert starter.templates == 1 and starter.processes == 4 and starter.fallback is None
     lines = [line.split() for line in record.read_text().splitlines()]
     assert [mark for mark, _, _ in lines] == ["base", "head", "head", "base"]
@@ -174,7 +175,8 @@ def test_the_template_reports_why_it_cannot_start() -> None:
 def test_a_fresh_starter_never_starts_a_template(tmp_path: Path) -> None:
     root = tree(tmp_path / "w", "w")
     starter = Starter("fresh")
-    assert one(job_in(root), root, starter)["ok"]
+    response = one(job_in(root), root, starter)
+    assert response["ok"] and response["repeat"]["torch_settings"]["process_start"] == "fresh"
     assert starter.templates == 0 and starter.processes == 1
     with pytest.raises(ValueError, match="start must be one of fork, fresh"):
         Starter("spawn")

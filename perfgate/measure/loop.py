@@ -29,6 +29,7 @@ from perfgate.analysis.diagnose import BLOCKING_COPY_SYNC, GRAD_SCALER_SYNC
 from perfgate.measure import telemetry_host
 from perfgate.measure.clock import DeviceClock, HostClock, PhaseClock, WindowTimes
 from perfgate.measure.telemetry import TelemetrySampler
+from perfgate.measure.template import process_start
 from perfgate.model.errors import PerfgateError, WorkloadError
 from perfgate.model.result import RepeatResult
 from perfgate.model.workload import (
@@ -572,6 +573,7 @@ def run_repeat(
     if bad is not None:
         raise WorkloadError(f"{name}: loss is non-finite ({losses[bad]}) at measured step {bad}")
     loader_settings = _loader_settings(built.loader)
+    settings["process_start"] = process_start()
     if cuda:
         pinned = bool(loader_settings.get("pin_memory", params.pin_memory))
         settings["synchronizes"] = step.synchronizes(pinned)

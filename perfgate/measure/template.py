@@ -99,8 +99,22 @@ def _reseed() -> None:
         numpy.random.seed()
 
 
+_FORKED = False
+"""True in a child forked from a template (what :func:`process_start` reports)."""
+
+
+def process_start() -> str:
+    """How this process started: ``"fork"`` (from a template) or ``"fresh"``; recorded with
+    every repeat, so a comparison can tell the two apart."""
+    return "fork" if _FORKED else "fresh"
+
+
 def _run_child(command: dict[str, Any], inherited: tuple[int, ...]) -> None:
     """In the forked child: become a fresh repeat and never return into the template."""
+    import importlib
+
+    # The template runs as __main__: the module the measuring code reads is this one by name.
+    importlib.import_module("perfgate.measure.template")._FORKED = True
     code = 1
     try:
         os.setpgid(0, 0)  # its own group: a timeout kills it with its DataLoader workers
