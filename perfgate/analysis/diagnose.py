@@ -84,8 +84,8 @@ PHASE_HINTS = {
     "forward": "forward usually moves with model or kernel changes, precision or memory format",
     "backward": "backward usually moves with model or kernel changes, precision or memory format",
     "optimizer": "the optimizer step usually moves with its implementation (foreach or fused: fused=True in "
-                 "torch.optim, also in a LightningModule's configure_optimizers; the HF Trainer's "
-                 "optim=\"adamw_torch_fused\"), the parameter count, or gradient clipping and LR scheduler steps, "
+                 "torch.optim, also in a LightningModule's configure_optimizers; the HF Trainer's optim, "
+                 "adamw_torch_fused by default), the parameter count, or gradient clipping and LR scheduler steps, "
                  "which a script's optimizer phase holds (Lightning's gradient_clip_val, the HF Trainer's max_grad_norm)",
     "residual": "unattributed time usually moves with a new host sync (.item(), .cpu(), printing a tensor) or "
                 "logging; in a Lightning or HF Trainer script also the framework's loop (callbacks, logging every "

@@ -1,0 +1,213 @@
+"""Lightning and the Hugging Face Trainer in script mode: perfgate's step against the script's own.
+
+The scripts are the recipes of docs/frameworks.md (tests/test_frameworks.py holds the same
+text): a small Lightning CNN (fp32, ``accumulate_grad_batches=2``, ``bf16-mixed``) and a
+tiny BERT trained by the Hugging Face Trainer (accumulation 1 and 2), all on the CPU with
+one intra-op thread.
+
+1. The step table. Per case, ``--repeats`` rounds, each a fresh process of each kind, in
+   alternating order (own, perfgate; then perfgate, own): the script run plainly under a
+   runner that only records the end of each outermost optimizer step (torch's global step
+   hooks, the boundary perfgate uses), and ``perfgate run --script`` with one repeat. Each
+   takes ``--warmup`` steps, then the median of the next ``--steps`` steps. Printed: the
+   median over rounds of each, their ratio (perfgate / own; within 2% is the issue's
+   criterion), and what perfgate recorded (phases, batches and passes per step, clipping
+   and scheduler calls, precision).
+
+2. The booking. Lightning fp32 (the same size) with a ``--busy-ms`` busy-wait first in ``training_step``
+   and without it, ``--repeats`` perfgate repeats each: the change in each phase's median.
+   Lightning runs ``training_step`` inside ``optimizer.step(closure)``: the wait must move
+   forward, not optimizer.
+
+    .venv/bin/python benchmarks/frameworks.py [--repeats N] [--warmup N] [--steps N] [--busy-ms MS]
+                                              [--only lightning|hf] [--no-booking]
+
+Needs the frameworks extra (``bash scripts/setup.sh`` installs it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from test_frameworks import HF_SCRIPT, LIGHTNING_SCRIPT  # noqa: E402  (the docs' recipes)
+
+ROWS = ("data_wait", "h2d", "forward", "backward", "optimizer", "residual", "step")
+
+OWN_RUNNER = r'''
+"""Run a script as __main__, recording the end of each outermost optimizer step; stop after enough."""
+import json, runpy, sys, time
+
+import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+warmup, steps, out, script = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+torch.manual_seed(0)
+torch.set_num_threads(1)
+marks, depth = [], [0]
+
+
+class Done(BaseException):
+    pass
+
+
+def pre(*_):
+    depth[0] += 1
+
+
+def post(*_):
+    depth[0] -= 1
+    if depth[0] == 0:
+        marks.append(time.perf_counter())
+        if len(marks) >= warmup + steps:
+            raise Done
+
+
+register_optimizer_step_pre_hook(pre)
+register_optimizer_step_post_hook(post)
+sys.argv = [script, *sys.argv[5:]]
+try:
+    runpy.run_path(script, run_name="__main__")
+except Done:
+    pass
+window = marks[warmup - 1 : warmup + steps]
+with open(out, "w") as handle:
+    json.dump([(b - a) * 1e3 for a, b in zip(window, window[1:])], handle)
+'''
+
+
+@dataclass(frozen=True)
+class Case:
+    label: str
+    text: str
+    file: str
+    args: tuple[str, ...]
+
+
+SIZE = ("--width", "64", "--image", "32")
+"""The Lightning CNN's size here: steps of about 18 ms on the 2-core development machine (the
+tests run it at its default size, steps of about 1.5 ms, where the hooks' cost per step is a
+larger share)."""
+
+
+def cases(tmp: Path) -> list[Case]:
+    hf_out = str(tmp / "hf-out")
+    return [
+        Case("Lightning, small CNN, fp32", LIGHTNING_SCRIPT, "train_lightning.py", SIZE),
+        Case("Lightning, accumulate_grad_batches=2", LIGHTNING_SCRIPT, "train_lightning.py",
+             (*SIZE, "--accumulate", "2")),
+        Case("Lightning, precision=bf16-mixed", LIGHTNING_SCRIPT, "train_lightning.py",
+             (*SIZE, "--precision", "bf16-mixed")),
+        Case("HF Trainer, tiny BERT", HF_SCRIPT, "train_hf.py", ("--out", hf_out)),
+        Case("HF Trainer, accumulation 2", HF_SCRIPT, "train_hf.py", ("--out", hf_out, "--accumulate", "2")),
+    ]
+
+
+def own_step(path: Path, args: tuple[str, ...], warmup: int, steps: int, tmp: Path) -> float:
+    """The script run plainly: the median of its own measured steps (ms)."""
+    runner, out = tmp / "own_runner.py", tmp / "own.json"
+    runner.write_text(OWN_RUNNER)
+    subprocess.run([sys.executable, str(runner), str(warmup), str(steps), str(out), str(path), *args],
+                   check=True, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    values = json.loads(out.read_text())
+    if len(values) != steps:
+        raise SystemExit(f"{path.name} {' '.join(args)}: ran {len(values)} of {steps} measured steps on its own")
+    return statistics.median(values)
+
+
+def perfgate_repeat(path: Path, args: tuple[str, ...], warmup: int, steps: int, tmp: Path) -> dict:
+    """One repeat of ``perfgate run --script``: the repeat as the result file holds it."""
+    out = tmp / "perfgate-out"
+    command = [sys.executable, "-m", "perfgate", "run", "--script", str(path), "--device", "cpu", "--repeats", "1",
+               "--warmup", str(warmup), "--steps", str(steps), "--set", "num_threads=1", "--no-telemetry",
+               "--out", str(out), "-q", "--", *args]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"perfgate run --script {path.name}: exit {done.returncode}: {done.stderr.strip()}")
+    (result,) = out.glob("*.json")
+    repeat = json.loads(result.read_text())["repeats"][0]
+    result.unlink()
+    return repeat
+
+
+def phase_medians(repeat: dict) -> dict[str, float]:
+    series = repeat["phases_ms"]
+    medians = {row: statistics.median(series[row]) for row in ROWS if row in series}
+    per_step = [series["step"][i] - sum(series[p][i] for p in ROWS[:5]) for i in range(len(series["step"]))]
+    medians["residual"] = statistics.median(per_step)
+    return medians
+
+
+def step_table(chosen: list[Case], repeats: int, warmup: int, steps: int, tmp: Path) -> None:
+    print(f"perfgate step / the script's own step: {repeats} round(s) per case, each a fresh process of each, "
+          f"{warmup} warmup + {steps} measured steps, CPU, 1 thread")
+    print(f"  {'script':<38} {'perfgate ms':>11} {'own ms':>8} {'ratio':>6}  recorded by perfgate")
+    for case in chosen:
+        path = tmp / case.file
+        path.write_text(case.text)
+        own, mine, repeats_seen = [], [], []
+        for i in range(repeats):
+            order = ("own", "perfgate") if i % 2 == 0 else ("perfgate", "own")
+            for kind in order:
+                if kind == "own":
+                    own.append(own_step(path, case.args, warmup, steps, tmp))
+                else:
+                    repeat = perfgate_repeat(path, case.args, warmup, steps, tmp)
+                    repeats_seen.append(repeat)
+                    mine.append(statistics.median(repeat["phases_ms"]["step"]))
+        a, b = statistics.median(mine), statistics.median(own)
+        script = repeats_seen[0]["torch_settings"]["script"]
+        phases = {row: statistics.median(phase_medians(r)[row] for r in repeats_seen) for row in ROWS[:6]}
+        shown = ", ".join(f"{row} {value:.2f}" for row, value in phases.items())
+        print(f"  {case.label:<38} {a:11.2f} {b:8.2f} {a / b:6.3f}  {shown}; per step "
+              f"{script['batches_per_step']:g} batch(es), {script['forwards_per_step']:g} forward, "
+              f"{script['backwards_per_step']:g} backward, {script['grad_clips_per_step']:g} clip, "
+              f"{script['lr_scheduler_steps_per_step']:g} scheduler step; {script['precision']} "
+              f"(from {script['precision_from']})")
+
+
+def booking(repeats: int, warmup: int, steps: int, busy_ms: float, tmp: Path) -> None:
+    path = tmp / "train_lightning.py"
+    path.write_text(LIGHTNING_SCRIPT)
+    runs: dict[float, list[dict[str, float]]] = {0.0: [], busy_ms: []}
+    for i in range(repeats):
+        for wait in ((0.0, busy_ms) if i % 2 == 0 else (busy_ms, 0.0)):
+            repeat = perfgate_repeat(path, (*SIZE, "--busy-ms", str(wait)), warmup, steps, tmp)
+            runs[wait].append(phase_medians(repeat))
+    print(f"\nLightning fp32, a {busy_ms:g} ms busy-wait first in training_step: {repeats} perfgate repeat(s) each, "
+          "median ms per step")
+    print(f"  {'row':<10} {'without':>8} {'with':>8} {'change':>8}")
+    for row in ROWS:
+        before = statistics.median(r[row] for r in runs[0.0])
+        after = statistics.median(r[row] for r in runs[busy_ms])
+        print(f"  {row:<10} {before:8.2f} {after:8.2f} {after - before:+8.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=6)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--busy-ms", type=float, default=6.5)
+    parser.add_argument("--only", choices=("lightning", "hf"))
+    parser.add_argument("--no-booking", action="store_true", help="print only the step table")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        chosen = [c for c in cases(tmp) if args.only is None or c.file == f"train_{args.only}.py"]
+        step_table(chosen, args.repeats, args.warmup, args.steps, tmp)
+        if not args.no_booking and args.only != "hf":
+            booking(args.repeats, args.warmup, args.steps, args.busy_ms, tmp)
+
+
+if __name__ == "__main__":
+    main()
