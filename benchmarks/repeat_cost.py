@@ -21,10 +21,17 @@ medians and ratios from one run):
     A/A paired gates with the sequential driver and a wall-time budget: the verdicts (0 false
     REGRESSION expected), the PASS share and the blocks used.
 
+``budget``
+    From a ``components --out`` file: per start, the blocks a fixed budget (10 minutes) holds at
+    the measured cost per process, and the smallest δ at which 80% of simulated A/A gates
+    (through the real driver, at the measured components, one workload, ``max_blocks`` out of
+    the way) PASS within it.
+
     python benchmarks/repeat_cost.py components --processes 12 --windows 12 --steps 20
     python benchmarks/repeat_cost.py efficiency --workload small-cnn --blocks 12
     python benchmarks/repeat_cost.py efficiency --workload resnet18-cifar10 --blocks 12
     python benchmarks/repeat_cost.py aa --gates 20 --budget 75s
+    python benchmarks/repeat_cost.py budget components.json --minutes 10
 """
 
 from __future__ import annotations
@@ -174,6 +181,46 @@ def cmd_aa(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_budget(args: argparse.Namespace) -> int:
+    from perfgate.analysis.decide import GateConfig
+    from perfgate.analysis.simulate import Noise, Scenario, simulate
+    from perfgate.model.verdict import Verdict
+
+    data = json.loads(Path(args.components).read_text())
+    steps, measured_windows = data["steps"], data["windows"]
+    for mode, m in data["modes"].items():
+        for windows in args.windows:
+            # a process's cost at this many windows: what is outside the windows, plus the windows
+            step_s = median(v for r in m["rows"] for v in r["steps_ms"]) / 1e3
+            # the mean, not the median: a template's start is in the wall time of the first process it forks
+            outside = sum(r["wall_s"] - r["timed_s"] for r in m["rows"]) / len(m["rows"])
+            block_s = 4 * (outside + windows * steps * step_s)
+            budget_blocks = int(args.minutes * 60 // block_s)
+            if budget_blocks < 2:
+                print(f"{mode}, {windows} windows: {args.minutes:g} min hold no two blocks ({block_s:.1f} s each)")
+                continue
+            noise = Noise(run_sd_log=m["process_sd"] or 0.0, ar=0.0, drift_per_process=0.0, day_sd_log=0.0,
+                          outlier_rate=0.0, throttle_rate=0.0)
+            found = None
+            for delta in args.deltas:
+                config = GateConfig(delta=delta, max_blocks=max(budget_blocks + 1, 6))
+                scenario = Scenario(noise, 0.0, paired=True, blocks=min(6, budget_blocks), budget_blocks=budget_blocks,
+                                    workloads=1, steps=min(steps, 32),
+                                    step_sd=(m["step_sd"] or 0.0) * math.sqrt(min(steps, 32) / steps),
+                                    windows=windows, window_sd=m["window_sd"] or 0.0)
+                cell = simulate(scenario, args.gates, config, seed=0)
+                if cell.share(Verdict.PASS) >= 0.8:
+                    found = (delta, cell.share(Verdict.PASS))
+                    break
+            where = (f"delta {found[0]:.0%} ({found[1]:.0%} PASS of {args.gates})" if found
+                     else f"none up to {args.deltas[-1]:.0%}")
+            print(f"{mode:5}, {windows:2} windows: {block_s:5.1f} s a block, {budget_blocks:3} blocks in "
+                  f"{args.minutes:g} min; 80% of A/A gates PASS from {where}", flush=True)
+    print(f"(components measured with {measured_windows} windows of {steps} steps; process sd fresh "
+          f"{data['modes']['fresh']['process_sd']}, fork {data['modes']['fork']['process_sd']})")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="what", required=True)
@@ -196,6 +243,14 @@ def main() -> int:
     p.add_argument("--windows", type=int, default=1)
     p.add_argument("--delta", type=float, default=0.1)
     p.set_defaults(func=cmd_aa)
+    p = sub.add_parser("budget")
+    p.add_argument("components", help="a components --out file")
+    p.add_argument("--minutes", type=float, default=10.0)
+    p.add_argument("--gates", type=int, default=200)
+    p.add_argument("--windows", type=int, nargs="+", default=[1, 4, 12])
+    p.add_argument("--deltas", type=float, nargs="+",
+                   default=[0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.06, 0.08, 0.10, 0.12, 0.15, 0.2, 0.25, 0.3])
+    p.set_defaults(func=cmd_budget)
     args = parser.parse_args()
     args.load = os.getloadavg()[0]
     return args.func(args)
