@@ -476,7 +476,8 @@ def render_html(outcome: GateOutcome) -> str:
         rebaseline="\n".join(rebaseline_command(c) for c in runnable),
         footer=(f"perfgate {__version__} · α={cfg.alpha:g} one-sided, Holm over {judged} judged workload(s), "
                 f"{looks_wording(outcome)} · δ={cfg.delta * 100:g}% · phases flagged by Benjamini–Hochberg "
-                f"at q={cfg.phase_q:g} · memory threshold {cfg.memory_threshold * 100:g}%"),
+                f"at q={cfg.phase_q:g} · memory threshold {cfg.memory_threshold * 100:g}%"
+                + (f" · measuring: {outcome.cost.describe()}" if outcome.cost is not None else "")),
     )
 
 
