@@ -23,7 +23,7 @@ from perfgate.analysis.outcome import GateOutcome, PhaseRow, WorkloadComparison
 from perfgate.analysis.summary import summarise
 from perfgate.gate.config import Settings
 from perfgate.gate.gating import GateRun
-from perfgate.measure import runner
+from perfgate.measure import runner, template
 from perfgate.measure.child import ChildRun
 from perfgate.measure.runner import measure
 from perfgate.model.errors import UsageError
@@ -143,7 +143,7 @@ def _captured_request(monkeypatch, job: Job) -> dict:
         seen.update(request)
         return ChildRun({"ok": True, "repeat": {}}, "", 0)
 
-    monkeypatch.setattr(runner, "call", fake_call)
+    monkeypatch.setattr(template, "call", fake_call)  # a fresh start's call (the default starter)
     runner.run_one(job, "cpu", 0, Path("/cache"), ("abc", False), 60.0, True)
     return seen
 
