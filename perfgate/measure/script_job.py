@@ -53,11 +53,10 @@ def script_of(path: str, args: tuple[str, ...] | list[str], project_dir: Path) -
 
 
 def default_name(script: Script) -> str:
-    """``script-<file name>`` with every character outside ``a-z0-9.`` as ``-``: the underscore
-    too, as the docs say (``train_lightning.py`` is ``script-train-lightning``), which
-    :meth:`Script.default_name` keeps. A result recorded under the old name (before this
-    rule) is found under it again with ``--name script-train_lightning``."""
-    return script.default_name().replace("_", "-")
+    """``script-<file name>`` (:meth:`Script.default_name`: every character outside ``a-z0-9.``
+    as ``-``, the underscore too). A result recorded under the old name (before this rule) is
+    found under it again with ``--name script-train_lightning``."""
+    return script.default_name()
 
 
 def script_job(script: Script, device: str, assignments: Mapping[str, object], *, name: str | None = None) -> Job:

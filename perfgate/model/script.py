@@ -41,7 +41,9 @@ def script_path_of(source: str) -> str | None:
     return source.removeprefix(SCRIPT_SOURCE).rsplit(" sha256:", 1)[0]
 
 
-_NAME_CHARS = re.compile(r"[^a-z0-9._-]+")
+_NAME_CHARS = re.compile(r"[^a-z0-9.-]+")
+"""What a script's default name turns into ``-``: the underscore too (``train_lightning.py`` is
+``script-train-lightning``); a result recorded under the old name is found with ``--name``."""
 
 
 @dataclass(frozen=True)
