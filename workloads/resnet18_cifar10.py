@@ -34,8 +34,8 @@ def build(ctx: BuildContext) -> Built:
     import torchvision
     from torchvision import transforms as T
 
+    from perfgate import make_loader
     from perfgate.measure.datasets import cifar10, with_sample_delay
-    from perfgate.measure.loader import make_loader
 
     p = ctx.params
     transform = T.Compose([
@@ -91,17 +91,11 @@ RESNET18_CIFAR10 = Workload(
         input_size=32,
         warmup_steps=20,
         steps=100,
-        seed=0,
-        precision="fp32",
-        memory_format="contiguous",
         num_workers=4,
         pin_memory=True,
         prefetch_factor=2,
         persistent_workers=True,
         cudnn_benchmark=True,
-        deterministic=False,
-        allow_tf32=False,
-        num_threads=0,
         extra={"lr": 0.1, "sample_delay_ms": 0.0},
     ),
     profiles={

@@ -21,8 +21,8 @@ def build(ctx: BuildContext) -> Built:
     import torchvision
     from torchvision import transforms as T
 
+    from perfgate import make_loader
     from perfgate.measure.datasets import imagenette, with_sample_delay
-    from perfgate.measure.loader import make_loader
 
     p = ctx.params
     transform = T.Compose([
@@ -48,17 +48,11 @@ RESNET18_IMAGENETTE = Workload(
         input_size=160,
         warmup_steps=10,
         steps=60,
-        seed=0,
-        precision="fp32",
-        memory_format="contiguous",
         num_workers=4,
         pin_memory=True,
         prefetch_factor=2,
         persistent_workers=True,
         cudnn_benchmark=True,
-        deterministic=False,
-        allow_tf32=False,
-        num_threads=0,
         extra={"lr": 0.05, "sample_delay_ms": 0.0},
     ),
     profiles={

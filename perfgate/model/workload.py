@@ -33,6 +33,12 @@ HOST_PHASES = frozenset({"data_wait"})
 """Phases that work on host tensors on every device: timed on the host clock beside the
 device's events, and their aten calls launch no kernels and wait for no device."""
 
+DEFAULT_WARMUP_STEPS = 10
+"""Warmup steps when a workload does not say: enough on CUDA for cuDNN's autotuning, the
+caching allocator and lazily loaded kernels to settle before the window (as for a script)."""
+DEFAULT_STEPS = 50
+"""Measured steps per repeat when a workload does not say (as for a script)."""
+
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -61,12 +67,22 @@ class Params:
     the baseline's before two runs are compared. ``extra`` holds the workload's own
     knobs (a learning rate, a per-sample delay); they are set with ``--set`` like the
     others and typed by their default value.
+
+    Only ``batch_size`` has no default: it sets how much work a step is and how much memory
+    it takes, which no default could guess. Everything else defaults to what a plain
+    training loop does (fp32, contiguous, the loader in the main process, torch's own
+    switches), so a workload states only what it changes; a default is recorded like a
+    value set by hand, and changing a default here would make results incomparable, so
+    the defaults never change.
     """
 
     batch_size: int
-    input_size: int
-    warmup_steps: int
-    steps: int
+    input_size: int | None = None
+    """The workload's own size knob (an image side, a feature count), for its builder to
+    read; perfgate records it, prints it and compares it like any parameter, and never reads
+    it itself. None: the workload has none (then it is left out of the result)."""
+    warmup_steps: int = DEFAULT_WARMUP_STEPS
+    steps: int = DEFAULT_STEPS
     seed: int = 0
     precision: str = "fp32"
     memory_format: str = "contiguous"
@@ -86,7 +102,8 @@ class Params:
 
     def __post_init__(self) -> None:
         _check_int("batch_size", self.batch_size, 1)
-        _check_int("input_size", self.input_size, 1)
+        if self.input_size is not None:
+            _check_int("input_size", self.input_size, 1)
         _check_int("warmup_steps", self.warmup_steps, 0)
         _check_int("steps", self.steps, 2)
         _check_int("seed", self.seed, 0)
@@ -113,11 +130,13 @@ class Params:
         """Flat mapping of every parameter, extras included (the form results store).
 
         A parameter added after files were first written (:data:`LATER_DEFAULTS`) is left
-        out at its default, so a result or baseline written before it still compares equal."""
+        out at its default, so a result or baseline written before it still compares equal;
+        so is an optional parameter the workload left unset (:data:`UNSET`)."""
         out: dict[str, Scalar | None] = {}
         for f in dataclasses.fields(self):
-            if f.name != "extra" and not (f.name in LATER_DEFAULTS and getattr(self, f.name) == LATER_DEFAULTS[f.name]):
-                out[f.name] = getattr(self, f.name)
+            value = getattr(self, f.name)
+            if f.name != "extra" and not (f.name in _LEFT_OUT and value == _LEFT_OUT[f.name]):
+                out[f.name] = value
         out.update(self.extra)
         return out
 
@@ -181,9 +200,16 @@ LATER_DEFAULTS: Mapping[str, Scalar] = MappingProxyType({"nproc_per_node": 1})
 """Parameters that results and baselines of earlier versions do not hold, with the value they
 imply: left out of :meth:`Params.to_dict` at that value."""
 
+UNSET: Mapping[str, None] = MappingProxyType({"input_size": None})
+"""Optional parameters a workload may leave unset: left out of :meth:`Params.to_dict` then, so
+that a result holds only what its workload set. Files written before they became optional
+always hold them, set, and compare as they did (a workload that drops one has changed)."""
+
+_LEFT_OUT: Mapping[str, Scalar | None] = MappingProxyType({**LATER_DEFAULTS, **UNSET})
+
 _FIELD_TYPES = {
     "batch_size": "int",
-    "input_size": "int",
+    "input_size": "optional_int",
     "warmup_steps": "int",
     "steps": "int",
     "seed": "int",
@@ -235,7 +261,7 @@ def apply_overrides(params: Params, overrides: Mapping[str, object], *, workload
     if not overrides:
         return params
     where = f" for workload {workload}" if workload else ""
-    values = {**LATER_DEFAULTS, **params.to_dict()}
+    values: dict[str, object] = {**_LEFT_OUT, **params.to_dict()}
     for key, raw in overrides.items():
         if key not in values:
             allowed = ", ".join(sorted(values))
@@ -253,12 +279,23 @@ def apply_overrides(params: Params, overrides: Mapping[str, object], *, workload
         raise UsageError(f"bad parameter{where}: {exc}") from None
 
 
+NOT_HASHED = "not hashed"
+"""The ``content_hash`` of data perfgate was not told about (and of a script's data)."""
+
+
 @dataclass(frozen=True)
 class DataSource:
-    """Where a workload's data came from, recorded in every result."""
+    """Where a workload's data came from, recorded in every result.
+
+    ``kind`` and ``content_hash`` must match the baseline's before two runs are compared, and
+    every repeat of a run must have read data of the same hash: that is what makes a changed
+    dataset INCOMPARABLE instead of a slowdown. A builder that does not declare its data gets
+    :meth:`undeclared`, which checks neither.
+    """
 
     kind: str
-    """``"real"`` (read from ``--data-root``) or ``"synthetic"`` (generated stand-in)."""
+    """``"real"`` (read from ``--data-root``), ``"synthetic"`` (generated stand-in), or
+    ``"undeclared"`` (the builder did not say)."""
     path: str
     content_hash: str
     hash_method: str
@@ -267,6 +304,22 @@ class DataSource:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    @classmethod
+    def undeclared(cls, loader: object = None) -> DataSource:
+        """What a result records when the builder leaves ``Built.data`` out: the dataset's
+        type and length, read from ``loader.dataset`` when it has them, and no hash. Its
+        ``kind`` and ``content_hash`` are the same for every undeclared dataset, so a change
+        of the data is not seen by the comparison: declare a :class:`DataSource` (with a hash
+        of the content) when the data can change under the same workload version."""
+        dataset = getattr(loader, "dataset", None)
+        try:
+            samples = len(dataset) if dataset is not None else 0  # type: ignore[arg-type]
+        except TypeError:  # an iterable dataset has no length
+            samples = 0
+        shown = type(dataset).__name__ if dataset is not None else type(loader).__name__
+        return cls(kind="undeclared", path="", content_hash=NOT_HASHED, hash_method="none", num_samples=samples,
+                   description=f"{shown}, not declared by the workload: its content is not hashed or compared")
 
 
 @dataclass(frozen=True)
@@ -287,14 +340,19 @@ class Built:
     ``loader`` yields ``(inputs, targets)`` batches; the runner moves them to the device
     (the ``h2d`` phase), computes ``loss_fn(model(inputs), targets)`` (``forward``), calls
     ``backward`` and then ``optimizer.step()`` and ``optimizer.zero_grad(set_to_none=True)``
-    (``optimizer``).
+    (``optimizer``). ``data`` may be left out: the result then records
+    :meth:`DataSource.undeclared` (what that does not check is said there).
     """
 
     model: Any
     optimizer: Any
     loss_fn: Callable[[Any, Any], Any]
     loader: Iterable[Any]
-    data: DataSource
+    data: DataSource | None = None
+
+    def __post_init__(self) -> None:
+        if self.data is None:
+            self.data = DataSource.undeclared(self.loader)
 
 
 @dataclass(frozen=True)
