@@ -82,7 +82,8 @@ def test_the_workload_example_runs(tmp_path: Path, capsys: pytest.CaptureFixture
     assert code == 0, capsys.readouterr().err
     data = json.loads((out / "my-model.json").read_text())
     assert data["params"]["batch_size"] == 32 and data["params"]["width"] == 4
-    assert data["data"]["hash_method"] == "generator-seed"
+    assert data["params"]["warmup_steps"] == 1 and "input_size" not in data["params"]  # unset: not recorded
+    assert data["data"]["kind"] == "undeclared" and data["data"]["num_samples"] == 1024
 
 
 @pytest.mark.slow

@@ -33,8 +33,8 @@ def run_table(result: RunResult, summary: WorkloadSummary, *, straggler_share: f
         args = str(p.get(ARGS_PARAM) or "")
         what = f"the script {t(script)}" + (f" -- {t(args)}" if args else "")
     else:
-        size = f", input {t(p['input_size'])}" if p.get("input_size") is not None else ""  # optional
-        what = f"batch {t(p['batch_size'])}{size}, {t(p['precision'])}"
+        knob = f", input {t(p['input_size'])}" if p.get("input_size") is not None else ""  # optional
+        what = f"batch {t(p['batch_size'])}{knob}, {t(p['precision'])}"
     header = (
         f"{t(result.workload)} v{t(result.workload_version)} on {t(result.device)}: "
         f"{len(result.repeats)} repeat(s) x {summary.steps} steps, {what}"
