@@ -318,4 +318,4 @@ def test_the_gate_table_prints_no_escape_sequence() -> None:
                     else c for c in outcome.comparisons)
     text = gate_table(dataclasses.replace(outcome, comparisons=hostile))
     assert "\x1b" not in text and "\x07" not in text
-    assert "broken: ERROR - wiped ⏎ PASS" in text
+    assert "broken: ERROR — wiped ⏎ PASS" in text

@@ -195,7 +195,7 @@ def test_reports_say_which_design_decided_and_show_the_stored_baseline_as_second
     assert c.since_baseline.startswith("since the last rebaseline: time per step +")
     assert "stored baseline, 1 recording; shown, not deciding" in c.since_baseline
     text = render_markdown(outcome)
-    assert "**REGRESSION** (paired, 6 ABBA blocks against a1b2c3d)" in text
+    assert "**tiny** — **REGRESSION**: time per step +" in text  # the deciding fact; the design in its section
     assert "Decided by: paired, 6 ABBA blocks against a1b2c3d. Since the last rebaseline: time per step +" in text
     assert "| phase | base ms/step | head ms/step | change" in text
     assert "perfgate gate tiny --device cpu --against a1b2c3d4e5f60718" in text

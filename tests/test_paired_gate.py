@@ -137,7 +137,7 @@ def test_a_base_without_the_workload_is_an_error_and_the_head_is_still_measured(
     commit_change(repo, 'name="tiny",', 'name="tiny2",', "rename the workload")
     code, out, _ = run_cli(["gate", "tiny2", "--against", "HEAD~1", "--repeats", "2", *FAST], capsys)
     assert code == 2
-    assert "tiny2: ERROR - the base commit" in out and "has no workload 'tiny2'" in out
+    assert "tiny2: ERROR — the base commit" in out and "has no workload 'tiny2'" in out
     assert (repo / "perfgate-results" / "tiny2.json").is_file()
 
 
@@ -148,7 +148,7 @@ def test_a_base_side_that_crashes_is_an_error_and_the_head_results_are_written(
     commit_change(repo, 'if not p.extra["fail_build"]:', 'if p.extra["fail_build"]:', "mend the builder")
     code, out, _ = run_cli(["gate", "tiny", "--against", "HEAD~1", *one_look(2), *FAST], capsys)
     assert code == 2
-    assert "tiny: ERROR - the base side" in out and "the builder blew up on purpose" in out
+    assert "tiny: ERROR — the base side" in out and "the builder blew up on purpose" in out
     assert (repo / "perfgate-results" / "tiny.json").is_file()
     assert worktrees(repo) == [f"worktree {repo.resolve()}"]
 
@@ -167,7 +167,7 @@ def test_the_worktree_is_removed_on_ctrl_c(repo: Path, capsys: pytest.CaptureFix
     code, out, _ = run_cli(["gate", "tiny", "--against", "HEAD", *FAST], capsys)
     # the gate ends with the looks completed (none): undecided, and it says why
     assert code == 3, out
-    assert "tiny: INCONCLUSIVE - interrupted before the first look was measured" in out
+    assert "tiny: INCONCLUSIVE — interrupted before the first look was measured" in out
     assert len(seen) == 1 and len(seen[0]) == 2  # the base worktree existed while measuring
     assert worktrees(repo) == [f"worktree {repo.resolve()}"]
     assert not Path(seen[0][1].removeprefix("worktree ")).exists()

@@ -320,7 +320,7 @@ def test_no_baseline_skips_with_the_command_and_writes_the_report(project: pytes
     result.stdout.fnmatch_lines(["SKIPPED ?1? test_mine.py:*: NO_BASELINE: no baseline for mine*"])
 
     result.stdout.fnmatch_lines(["*= perfgate =*", "perfgate: pass (2 NO_BASELINE)", "",
-                                 "tiny: NO_BASELINE - no baseline for tiny*"])
+                                 "tiny: NO_BASELINE — no baseline for tiny*"])
     report = (project.path / "report" / "gate.md").read_text()
     assert "## perfgate: pass (2 NO_BASELINE)" in report
     assert "**No baseline for `tiny`, `mine`**" in report
@@ -352,7 +352,7 @@ def test_an_unchanged_run_is_not_failed_and_the_fixture_shares_the_gate(project:
     result.stdout.fnmatch_lines(["PASSED test_user.py::test_tiny_as_the_user_sees_it"])
     # The terminal summary: verdicts, the phase table, the headline.
     result.stdout.fnmatch_lines([
-        "*= perfgate =*", "perfgate: *", "", f"tiny: {seen['verdict']} - time per step *", "",
+        "*= perfgate =*", "perfgate: *", "", f"tiny: {seen['verdict']} — time per step *", "",
         f"tiny ({seen['verdict']})", "phase * baseline ms/step * current ms/step * change (95% CI) * share * flag",
         "*", "data_wait *", "h2d *", "forward *", "backward *", "optimizer *", "residual *", "step *"])
 
@@ -373,7 +373,7 @@ def test_a_slower_forward_fails_with_the_markdown_section(project: pytest.Pytest
         "workload": "tiny", "verdict": "REGRESSION", "forward_slower": True}
     result.stdout.fnmatch_lines([
         "*_ perfgate::tiny _*",
-        "perfgate: tiny REGRESSION: time per step +*",
+        "perfgate: tiny: REGRESSION — time per step +*",
         "",
         "### ❌ tiny: REGRESSION",
         "",
@@ -384,7 +384,7 @@ def test_a_slower_forward_fails_with_the_markdown_section(project: pytest.Pytest
     failure = out.split("_ perfgate::tiny _")[1]
     forward = next(line for line in failure.splitlines() if line.startswith("| forward |"))
     assert "⚠️ slower" in forward
-    result.stdout.fnmatch_lines(["FAILED perfgate::tiny - Failed: perfgate: tiny REGRESSION: time per step +*"])
+    result.stdout.fnmatch_lines(["FAILED perfgate::tiny - Failed: perfgate: tiny: REGRESSION — time per step +*"])
     result.stdout.fnmatch_lines(["perfgate: REGRESSION (1 REGRESSION)"])
     assert "| forward |" in (project.path / "gate.md").read_text()
 
@@ -409,5 +409,5 @@ def test_a_workload_that_cannot_be_built_is_an_error_not_a_failure(project: pyte
     assert out.count("[tiny] repeat 1/2 failed") == 1
     assert "REGRESSION" not in out
     # A report that cannot be written is said so, and loses no verdict.
-    result.stdout.fnmatch_lines(["*= perfgate =*", "tiny: ERROR - *the builder blew up on purpose*",
+    result.stdout.fnmatch_lines(["*= perfgate =*", "tiny: ERROR — *the builder blew up on purpose*",
                                  "perfgate: report NOT written: */taken/gate.md: *", "perfgate: error (1 ERROR)"])

@@ -85,7 +85,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture
 def perfgate_comparison(request: pytest.FixtureRequest) -> WorkloadComparison:
-    """The gate's :class:`~perfgate.analysis.compare.WorkloadComparison` of the test's workload.
+    """The gate's :class:`perfgate.WorkloadComparison` of the test's workload (its rows,
+    flags and estimates are ``perfgate.PhaseRow``, ``perfgate.PhaseFlag``, ``perfgate.LogRatio``).
 
     The test declares it with ``@pytest.mark.perfgate(workload="NAME")`` (or
     ``@pytest.mark.perfgate("NAME")``, also as a module's ``pytestmark``). Without

@@ -256,7 +256,7 @@ class GateSession:
     def skip_reason(self, c: WorkloadComparison) -> str:
         from perfgate.model.verdict import Verdict
 
-        reason = f"{c.verdict.value}: {terminal(c.reason)}"
+        reason = f"{c.verdict.value}: {terminal(c.headline)}"  # the deciding fact, as every report's verdict line
         if c.verdict is Verdict.NO_BASELINE:
             reason += f"; record one with: {self.rebaseline_command(c)}"
         return reason
@@ -266,7 +266,7 @@ class GateSession:
         from perfgate.report.markdown import render_workload
 
         assert self.outcome is not None
-        head = f"perfgate: {terminal(c.workload)} {c.verdict.value}: {terminal(c.reason)}"
+        head = f"perfgate: {terminal(c.verdict_line)}"  # then each failing counter, then the whole section
         if c.counters is not None:  # exact counters that fail, one line each
             head += "".join(f"\n  counters FAIL: {terminal(ch.reason)}" for ch in c.counters.failures)
         text = f"{head}\n\n{render_workload(self.outcome, c.workload)}"

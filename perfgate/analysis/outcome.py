@@ -4,20 +4,28 @@ the base side of a paired comparison, the counted runs) and the outcome (one
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from perfgate.analysis.counters import CounterChanges
-from perfgate.analysis.decide import GateConfig, Look, MemoryDecision, PhaseFlag, TimeDecision
+from perfgate.analysis.decide import GateConfig, Look, MemoryDecision, PhaseFlag, TimeDecision, level_text
 from perfgate.analysis.diagnose import Label
 from perfgate.analysis.summary import WorkloadSummary
 from perfgate.model.baseline import Baseline, Provenance
 from perfgate.model.cost import MeasuringCost
 from perfgate.model.counters import CounterSet
+from perfgate.model.repeat import PER_STEP, STATISTIC_WORDS
 from perfgate.model.result import RunResult
 from perfgate.model.verdict import Verdict, gate_exit_code, run_policy
 from perfgate.store.baselines import Lookup
+from perfgate.text.units import change_ci
+
+HEADLINE_LIMIT = 200
+"""The most characters of a workload's verdict line (``name: VERDICT — fact``): read in one
+glance, in a pull request's comment, a terminal or a check run's annotation."""
 
 
 @dataclass(frozen=True)
@@ -144,6 +152,25 @@ class WorkloadComparison:
         """Undecided on time with a later look still planned (and not already failed)."""
         return self.verdict is Verdict.INCONCLUSIVE and self.time is not None and self.time.goes_on
 
+    @property
+    def headline(self) -> str:
+        """The deciding fact, and what most bears on it, short enough that :attr:`verdict_line`
+        keeps within :data:`HEADLINE_LIMIT`: what failed first (a counter, a gated phase, memory,
+        the step), the step's change with the interval the phase table shows, at its level, by
+        name. The whole argument (the Holm level, p, the bounds, every failing counter) stays
+        in :attr:`reason`, which the report prints under the verdicts, and in the tables."""
+        return _fit(_headline_parts(self), HEADLINE_LIMIT - len(self._line_prefix))
+
+    @property
+    def verdict_line(self) -> str:
+        """``name: VERDICT — fact``, at most :data:`HEADLINE_LIMIT` characters for a name of up
+        to 64 (the longest a workload may have)."""
+        return self._line_prefix + self.headline
+
+    @property
+    def _line_prefix(self) -> str:
+        return f"{self.workload}: {self.verdict.value} — "
+
 
 @dataclass(frozen=True)
 class GateOutcome:
@@ -176,3 +203,107 @@ class GateOutcome:
         parts = [f"{counts[v]} {v}" for v in order if v in counts]
         status = run_policy(self.exit_code, self.config).headline
         return f"perfgate: {status} ({', '.join(parts) or 'no workloads'})"
+
+
+_MIN_FACT = 100
+"""The room a fact keeps whatever the workload's name: a longer name makes a longer line."""
+_DELTA = re.compile(r"δ=[0-9.]+%")
+_ASIDE = re.compile(r" \([^()]*\)")
+
+Clause = tuple[str, ...]
+"""One clause of a headline in the forms it may take, the fullest first."""
+
+
+def _fit(parts: Sequence[Clause], room: int) -> str:
+    """The fullest headline that fits in ``room`` (at least :data:`_MIN_FACT`): every clause in
+    its full form, then in its shortest, then the last clauses left out one by one; the
+    deciding clause alone is cut at a word, with "…", when nothing else fits."""
+    room = max(room, _MIN_FACT)
+    for n in range(len(parts), 0, -1):
+        for form in (0, -1):
+            text = "; ".join(clause[form] if form == 0 else clause[-1] for clause in parts[:n])
+            if len(text) <= room:
+                return text
+    text = parts[0][-1] if parts else ""
+    return text[: room - 1].rsplit(" ", 1)[0].rstrip(";,:") + "…"
+
+
+def _gist(reason: str) -> str:
+    """The first clause of a reason: asides in parentheses and what follows the first ": "
+    (the operators, stack lines or values behind it) left to the table."""
+    text = _ASIDE.sub("", reason)
+    return text.split("; ", 1)[0].split(": ", 1)[0].strip()
+
+
+def _delta(decision: TimeDecision) -> str:
+    found = _DELTA.search(decision.reason)
+    return found.group(0) if found else "δ"
+
+
+def _change(decision: TimeDecision, row: str | None = None) -> str:
+    """``time per step +9.2% [+6.4, +12.1] (95% CI)``: the estimate's own interval, the one
+    the tables show at their level (never the wider interval of the Holm step's level)."""
+    est = decision.estimate
+    what = row or STATISTIC_WORDS.get(decision.statistic, decision.statistic)
+    return f"{what} {change_ci(est.ratio, est.ci_low, est.ci_high)} ({level_text(est.confidence)}% CI)"
+
+
+def _step_clause(time: TimeDecision) -> Clause:
+    change, d = _change(time), _delta(time)
+    if time.verdict is Verdict.REGRESSION:
+        return (f"{change}: slower by more than {d}, significant after Holm's correction",
+                f"{change}: slower by more than {d}")
+    if time.verdict is Verdict.IMPROVED:
+        return f"{change}: faster by more than {d}; consider rebaselining", f"{change}: faster by more than {d}"
+    if time.verdict is Verdict.PASS:
+        return (f"{change}: within {d}",)
+    return (f"{change}: undecided",)
+
+
+def _more(n: int, what: str) -> Clause:
+    return (f" and {n} more {what}{'s' if n > 1 else ''}", f", +{n} more") if n else ("",)
+
+
+def _headline_parts(c: WorkloadComparison) -> list[Clause]:
+    """The headline's clauses, the deciding one first (in :func:`compare`'s order: a failing
+    counter, a failing gated phase, memory, an open gated phase, the step), then the others
+    in the order they matter; :func:`_fit` keeps as many as the line has room for."""
+    time = c.time
+    if time is None or c.verdict in (Verdict.ERROR, Verdict.INCOMPARABLE, Verdict.NO_BASELINE):
+        if c.verdict is Verdict.INCOMPARABLE and c.differences:
+            shown = [f"{k}: {a!r} → {b!r}" for k, (a, b) in c.differences.items()]
+            more = _more(len(shown) - 1, "difference")
+            first = f"differs from the baseline in {shown[0]}"
+            return [(first + more[0], first + more[-1]), (c.reason.split("; ")[0],)]
+        return [(c.reason,)]
+    parts: list[Clause] = []
+    if c.counters_failed:
+        assert c.counters is not None
+        failures = c.counters.failures
+        first = f"counters: {_gist(failures[0].reason)}"
+        more = _more(len(failures) - 1, "counter")
+        parts.append((first + more[0], first + more[-1]))
+        short = "time" if time.statistic == PER_STEP else None
+        parts.append((f"timing alone {time.verdict.value}: {_change(time)}", f"{_change(time, short)}: {time.verdict.value}"))
+    failed_gated = [p for p, d in c.gated.items() if d.verdict is Verdict.REGRESSION]
+    open_gated = [p for p, d in c.gated.items() if d.verdict is Verdict.INCONCLUSIVE]
+    if failed_gated:
+        first_gated = c.gated[failed_gated[0]]
+        more = _more(len(failed_gated) - 1, "phase")
+        text = f"gated phase {_change(first_gated, f'{failed_gated[0]} per step')}: slower by more than {_delta(first_gated)}"
+        parts.append((text + more[0], text + more[-1]))
+    elif c.memory is not None and c.memory.verdict is Verdict.REGRESSION:
+        parts.append((_ASIDE.sub("", c.memory.reason),))
+    elif open_gated and time.verdict in (Verdict.PASS, Verdict.IMPROVED):
+        parts.append((f"gated phase {_change(c.gated[open_gated[0]], f'{open_gated[0]} per step')}: undecided",))
+    if not c.counters_failed:
+        parts.append(_step_clause(time))
+    if c.verdict is Verdict.INCONCLUSIVE:
+        if c.goes_on:
+            parts.append(("measuring on",))
+        elif c.progress:
+            parts.append((c.progress.split("; ")[0],))
+        if math.isfinite(time.mde):
+            parts.append((f"this look could detect about {time.mde * 100:+.1f}%",
+                          f"could detect {time.mde * 100:+.1f}%"))
+    return parts

@@ -414,6 +414,7 @@ def _section(c: WorkloadComparison, index: int, power: float) -> dict[str, objec
         "workload": c.workload,
         "verdict": _verdict(c.verdict),
         "reason": c.reason,
+        "headline": c.headline,
         "kind": _KIND.get(c.verdict, "judged"),
         "design_lines": list(design_lines(c)),
         "environment_differences": _kv([(f"{k} (base → head)", f"{a} → {b}")

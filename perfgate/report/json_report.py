@@ -46,6 +46,7 @@ def _workload(c: WorkloadComparison, outcome: GateOutcome) -> dict[str, Any]:
         "verdict": c.verdict.value,
         "fails_check": POLICY[c.verdict].fails(outcome.config),
         "reason": c.reason,
+        "headline": c.headline,
         "device": c.device,
         "environment_key": c.environment_key,
         "baseline_path": c.baseline_path,

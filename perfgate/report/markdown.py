@@ -90,8 +90,9 @@ def _command(command: str) -> str:
 
 
 def _verdict_line(c: WorkloadComparison) -> str:
-    design = f" ({inline(c.design)})" if c.design else ""
-    return f"- {ICON[c.verdict]} **{inline(c.workload)}** — **{c.verdict.value}**{design}: {inline(c.reason)}"
+    """The line read in one glance: the deciding fact (``WorkloadComparison.headline``); the
+    design, the whole reason and the tables follow in the workload's section."""
+    return f"- {ICON[c.verdict]} **{inline(c.workload)}** — **{c.verdict.value}**: {inline(c.headline)}"
 
 
 def _phase_table(c: WorkloadComparison) -> list[str]:

@@ -139,7 +139,9 @@ def gate_table(outcome: GateOutcome) -> str:
     """The gate's verdicts and, per judged workload, the phase table, as plain text."""
     lines = [outcome.headline, ""]
     for c in outcome.comparisons:
-        lines.append(f"{t(c.workload)}: {c.verdict.value} - {t(c.reason)}")
+        lines.append(t(c.verdict_line))
+        if c.time is None and c.headline != c.reason:
+            lines.append(f"  {t(c.reason)}")  # not judged: no table below to say the rest
         lines += [f"  {t(line)}" for line in design_lines(c)]
         lines += [f"  environment {t(k)}: base {t(a)}, head {t(b)}" for k, (a, b) in c.environment_differences.items()]
         lines += [f"  {t(label.name)} ({t(label.severity)}): {t(label.evidence)}" for label in c.labels]
@@ -162,7 +164,7 @@ def gate_table(outcome: GateOutcome) -> str:
             else:
                 change, mark = "—", ""
             rows.append([t(row.phase), row.before_ms, row.after_ms, change, row.share_text, mark])
-        lines += ["", f"{t(c.workload)} ({c.verdict.value})", table(phases.headers, rows, "lrrrrl")]
+        lines += ["", f"{t(c.workload)} ({c.verdict.value})", t(c.reason), table(phases.headers, rows, "lrrrrl")]
         lines += [t(x) for x in (step_statistics_line(c), clock_line(c)) if x]
         est = c.time.estimate
         if c.paired:
