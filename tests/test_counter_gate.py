@@ -436,7 +436,7 @@ def test_the_pytest_failure_text_names_the_failing_counter() -> None:
     outcome, c = judge_paired(counters(syncs=(SYNC,)), counters())
     text = GateSession.failure_text(SimpleNamespace(outcome=outcome), c)  # type: ignore[arg-type]
     first, second = text.splitlines()[:2]
-    assert first.startswith("perfgate: tiny REGRESSION: counters: 1 new host synchronisation")
+    assert first.startswith("perfgate: tiny: REGRESSION — counters: 1 new host synchronisation")
     assert second == "  counters FAIL: 1 new host synchronisation per step in forward: workloads/x.py:42"
     assert "| forward | syncs ❌ |" in text
 
