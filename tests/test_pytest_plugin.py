@@ -402,9 +402,9 @@ def test_a_workload_that_cannot_be_built_is_an_error_not_a_failure(project: pyte
     assert outcomes(result) == {"passed": 0, "failed": 0, "skipped": 0, "errors": 2, "deselected": 0}, out
     result.stdout.fnmatch_lines([
         "*_ ERROR at setup of test_tiny_as_the_user_sees_it _*",
-        "perfgate: tiny ERROR: *the builder blew up on purpose*",
+        "perfgate: tiny: ERROR — *the builder blew up on purpose*",
         "*_ ERROR at setup of perfgate::tiny _*",
-        "perfgate: tiny ERROR: *the builder blew up on purpose*",
+        "perfgate: tiny: ERROR — *the builder blew up on purpose*",
     ])
     assert out.count("[tiny] repeat 1/2 failed") == 1
     assert "REGRESSION" not in out
