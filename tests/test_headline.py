@@ -138,3 +138,13 @@ def test_the_pytest_lines_are_the_verdict_line() -> None:
 
     _, c = counted_regression("resnet18")
     assert GateSession.skip_reason(SimpleNamespace(), c) == f"REGRESSION: {c.headline}"
+
+
+def test_an_undecided_step_says_at_which_level_it_was_tested() -> None:
+    baseline = baseline_for("tiny", [1, 2, 3])
+    noisy = make_result("tiny", seed=9, repeats=3, scale=1.03, jitter=0.05)
+    c = compare([Entry("tiny", noisy, Lookup(baseline, None))], GateConfig(), look=Look.single(3, "repeat")).comparisons[0]
+    assert c.verdict is Verdict.INCONCLUSIVE, c.reason
+    change, level = step_change(c)
+    assert c.headline.startswith(f"time per step {change} ({level}% CI): undecided at this look's Holm level; ")
+    assert "could detect" in c.headline and len(c.verdict_line) <= HEADLINE_LIMIT

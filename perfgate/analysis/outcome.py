@@ -257,7 +257,9 @@ def _step_clause(time: TimeDecision) -> Clause:
         return f"{change}: faster by more than {d}; consider rebaselining", f"{change}: faster by more than {d}"
     if time.verdict is Verdict.PASS:
         return (f"{change}: within {d}",)
-    return (f"{change}: undecided",)
+    # Significance is tested at the Holm step's level, wider than the table's: say so, or a 95%
+    # interval above 0% beside "undecided" would read as a contradiction.
+    return f"{change}: undecided at this look's Holm level", f"{change}: undecided"
 
 
 def _more(n: int, what: str) -> Clause:
