@@ -30,7 +30,7 @@ medians and ratios from one run):
     python benchmarks/repeat_cost.py components --processes 12 --windows 12 --steps 20
     python benchmarks/repeat_cost.py efficiency --workload small-cnn --blocks 12
     python benchmarks/repeat_cost.py efficiency --workload resnet18-cifar10 --blocks 12
-    python benchmarks/repeat_cost.py aa --gates 20 --budget 75s
+    python benchmarks/repeat_cost.py aa --gates 20 --budget 60s --no-counters
     python benchmarks/repeat_cost.py budget components.json --minutes 10
 """
 
@@ -166,7 +166,8 @@ def cmd_aa(args: argparse.Namespace) -> int:
     try:
         for i in range(args.gates):
             g = _gate(repo, ["--budget", args.budget, "--start", args.start, "--windows", str(args.windows),
-                             "--delta", str(args.delta)], f"aa{i}")
+                             "--delta", str(args.delta), *(["--no-counters"] if args.no_counters else [])],
+                      f"aa{i}")
             verdicts[g["verdict"]] = verdicts.get(g["verdict"], 0) + 1
             blocks.append(g["blocks"])
             shares.append(g["measuring"]["share"])
@@ -242,6 +243,7 @@ def main() -> int:
     p.add_argument("--start", default="fork")
     p.add_argument("--windows", type=int, default=1)
     p.add_argument("--delta", type=float, default=0.1)
+    p.add_argument("--no-counters", action="store_true", help="no counted run per side (timing only)")
     p.set_defaults(func=cmd_aa)
     p = sub.add_parser("budget")
     p.add_argument("components", help="a components --out file")

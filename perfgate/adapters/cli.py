@@ -89,7 +89,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def _measure(args: argparse.Namespace, settings: Settings, repeats: int) -> tuple[list[Job], RunOutcome, str]:
     device, jobs = jobs_of(args, settings)
-    with Starter(settings.start, warn=lambda line: print(f"perfgate: {line}", file=sys.stderr)) as starter:
+    with Starter(settings.start_for(paired=False),
+                 warn=lambda line: print(f"perfgate: {line}", file=sys.stderr)) as starter:
         outcome = measure(
             jobs,
             device=device,
@@ -339,7 +340,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             seconds.append(event.seconds)
         printer(event)
 
-    with Starter(settings.start, renew_every=PROCESSES_PER_GROUP,
+    # calibrate sizes the paired gate: its processes start as a paired gate's do
+    with Starter(settings.start_for(paired=True), renew_every=PROCESSES_PER_GROUP,
                  warn=lambda line: print(f"perfgate: {line}", file=sys.stderr)) as starter:
         outcome = measure(jobs, device=device, repeats=repeats, cache_dir=cache_dir_of(args), out_dir=Path(args.out),
                           progress=progress, timeout_s=args.timeout, telemetry=not args.no_telemetry,

@@ -153,8 +153,9 @@ GATE_OPTIONS: Mapping[str, GateOption] = _options(
                           "[tool.perfgate] windows, else 1; perfgate calibrate recommends one)",
                type=int, metavar="N", key="windows", check=_AT_LEAST_ONE),
     GateOption("start", "how each repeat's fresh process starts: fork (from a template that has imported torch; "
-                        "distributed repeats and scripts always start fresh) or fresh (a new interpreter) "
-                        "(default: [tool.perfgate] start, else fork)", choices=("fork", "fresh"), key="start"),
+                        "distributed repeats and scripts always start fresh), fresh (a new interpreter), or auto "
+                        "(fork in a paired gate and calibrate, fresh against stored baselines) (default: "
+                        "[tool.perfgate] start, else auto)", choices=("auto", "fork", "fresh"), key="start"),
     GateOption("out", "directory for result files (default: perfgate-results)", metavar="DIR",
                default="perfgate-results", path=True),
     GateOption("cache_dir", "synthetic data cache (default: $PERFGATE_CACHE_DIR or ~/.cache/perfgate)",

@@ -34,9 +34,12 @@ PER_WORKLOAD_KEYS = {"delta", "memory_threshold", "gate_phases", "phase_q", "pha
                      "flops_threshold", "launch_threshold", "counters_off", "straggler_share"}
 RUN_KEYS = {"baselines", "history", "workloads", "repeats", "device", "workloads_path", "blocks", "budget",
             "windows", "start"}
-START_MODES = ("fork", "fresh")
+START_MODES = ("auto", "fork", "fresh")
 """How a repeat's process starts (``perfgate.measure.template``): forked from a template that
-has imported torch, or a new interpreter."""
+has imported torch, or a new interpreter; ``auto``: forked in a paired gate (where a
+template's effect, common to the four processes of its block, cancels from the block's
+contrast), fresh where repeats are compared with a stored baseline (where it would not:
+docs/repeats.md)."""
 MAX_WINDOWS = 100
 REPLACED_KEYS = {
     "looks": "the gate now looks after every block until each workload is decided; set max_blocks "
@@ -109,11 +112,17 @@ class Settings:
     """The most wall time a gate measures for (``budget = "20m"``); None: until ``max_blocks``."""
     windows: int = 1
     """Timed windows per repeat, each of the workload's ``steps`` (``windows = 3``)."""
-    start: str = "fork"
-    """How each repeat's fresh process starts (:data:`START_MODES`)."""
+    start: str = "auto"
+    """How each repeat's fresh process starts (:data:`START_MODES`; :meth:`start_for`)."""
     device: str = "auto"
     workloads_path: tuple[str, ...] = ()
     source: str = "defaults"
+
+    def start_for(self, *, paired: bool) -> str:
+        """``fork`` or ``fresh``: ``start``, with ``auto`` forking only in the paired design."""
+        if self.start != "auto":
+            return self.start
+        return "fork" if paired else "fresh"
 
     def for_workload(self, name: str) -> GateConfig:
         return self.per_workload.get(name, self.gate)
@@ -207,7 +216,7 @@ def load_settings(pyproject: Path | None, cli: Mapping[str, Any] | None = None) 
     if isinstance(windows, bool) or not isinstance(windows, int) or not 1 <= windows <= MAX_WINDOWS:
         origin = "--windows" if "windows" in cli else f"{where}: windows"
         raise UsageError(f"{origin} must be an integer from 1 to {MAX_WINDOWS}, got {windows!r}")
-    start = run_value("start", "fork")
+    start = run_value("start", "auto")
     if start not in START_MODES:
         origin = "--start" if "start" in cli else f"{where}: start"
         raise UsageError(f"{origin} must be one of {', '.join(START_MODES)}, got {start!r}")

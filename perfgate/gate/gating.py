@@ -96,7 +96,7 @@ def count_stored(jobs: Sequence[Job], results: Mapping[str, RunResult], settings
 
 def starter_of(request: GateRequest) -> Starter:
     """How the gate's repeats start (``[tool.perfgate] start``); a fallback is announced once."""
-    return Starter(request.settings.start, warn=request.announce)
+    return Starter(request.settings.start_for(paired=request.paired is not None), warn=request.announce)
 
 
 def measuring_cost(wall_s: float, results: Sequence[RunResult], starter: Starter, windows: int) -> MeasuringCost:
