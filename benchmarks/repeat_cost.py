@@ -30,7 +30,7 @@ medians and ratios from one run):
     python benchmarks/repeat_cost.py components --processes 12 --windows 12 --steps 20
     python benchmarks/repeat_cost.py efficiency --workload small-cnn --blocks 12
     python benchmarks/repeat_cost.py efficiency --workload resnet18-cifar10 --blocks 12
-    python benchmarks/repeat_cost.py aa --gates 20 --budget 60s --no-counters
+    python benchmarks/repeat_cost.py aa --gates 20 --budget none --blocks 6 --max-blocks 6 --no-counters
     python benchmarks/repeat_cost.py budget components.json --minutes 10
 """
 
@@ -165,8 +165,10 @@ def cmd_aa(args: argparse.Namespace) -> int:
     blocks, shares = [], []
     try:
         for i in range(args.gates):
-            g = _gate(repo, ["--budget", args.budget, "--start", args.start, "--windows", str(args.windows),
-                             "--delta", str(args.delta), *(["--no-counters"] if args.no_counters else [])],
+            g = _gate(repo, [*(["--budget", args.budget] if args.budget != "none" else []),
+                             *(["--max-blocks", str(args.max_blocks)] if args.max_blocks else []), "--start", args.start, "--windows", str(args.windows),
+                             "--delta", str(args.delta), "--blocks", str(args.blocks),
+                             *(["--no-counters"] if args.no_counters else [])],
                       f"aa{i}")
             verdicts[g["verdict"]] = verdicts.get(g["verdict"], 0) + 1
             blocks.append(g["blocks"])
@@ -239,11 +241,13 @@ def main() -> int:
     p.set_defaults(func=cmd_efficiency)
     p = sub.add_parser("aa")
     p.add_argument("--gates", type=int, default=20)
-    p.add_argument("--budget", default="75s")
+    p.add_argument("--budget", default="75s", help='a wall-time budget, or "none"')
     p.add_argument("--start", default="fork")
     p.add_argument("--windows", type=int, default=1)
     p.add_argument("--delta", type=float, default=0.1)
     p.add_argument("--no-counters", action="store_true", help="no counted run per side (timing only)")
+    p.add_argument("--blocks", type=int, default=6, help="blocks at the first look (default 6)")
+    p.add_argument("--max-blocks", type=int, default=0, help="the most blocks (default: the gate's)")
     p.set_defaults(func=cmd_aa)
     p = sub.add_parser("budget")
     p.add_argument("components", help="a components --out file")
