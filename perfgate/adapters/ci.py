@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from perfgate.adapters import options
+from perfgate.adapters.script_cli import add_script_options
 from perfgate.adapters.publish import publish
 from perfgate.analysis.decide import Look
 from perfgate.analysis.outcome import GateOutcome
@@ -460,5 +461,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="measure and write the result files and run.json to --out, and nothing else: the verdict "
                         "comes from `perfgate judge` in a job that ran none of the pull request's code")
     p.add_argument("-v", "--verbose", action="store_true", help="show worker output on errors")
+    add_script_options(p)  # --script PATH [-- ARGS]: the pull request's script against the base checkout's copy
     p.set_defaults(func=cmd_ci)
     return p

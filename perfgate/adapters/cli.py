@@ -33,7 +33,7 @@ from perfgate.adapters.options import (
     values_of,
 )
 from perfgate.adapters.publish import Publication, publish
-from perfgate.adapters.script_cli import add_script_options, measure_script
+from perfgate.adapters.script_cli import add_script_options
 from perfgate.analysis.outcome import GateOutcome
 from perfgate.analysis.summary import summarise
 from perfgate.gate.config import Settings
@@ -115,12 +115,7 @@ def _report_errors(args: argparse.Namespace, errors: dict[str, PerfgateError]) -
 
 def cmd_run(args: argparse.Namespace) -> int:
     settings = settings_of(args)
-    if args.script is not None:
-        jobs, outcome = measure_script(args, settings)
-    elif args.name is not None:
-        raise UsageError("--name names the result of a --script run; a workload keeps its own name")
-    else:
-        jobs, outcome, _ = _measure(args, settings, settings.repeats)
+    jobs, outcome, _ = _measure(args, settings, settings.repeats)
     for job in jobs:
         result = outcome.results.get(job.workload.name)
         if result is not None:
@@ -139,6 +134,9 @@ def cmd_rebaseline(args: argparse.Namespace) -> int:
         raise UsageError("--reason must say why the baseline changes")
     errors: dict[str, PerfgateError] = {}
     counted: dict[str, CounterSet] = {}
+    if args.from_results and args.script is not None:
+        raise UsageError("--from-results records result files already measured; --script measures the script "
+                         "(give one of them)")
     if args.from_results:
         results = {r.workload: r for r in load_results_dir(Path(args.from_results))}
         if args.workloads:
@@ -417,6 +415,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="add a recording to the existing baseline (day-to-day noise) instead of replacing it")
     p.add_argument("--max-recordings", type=int, default=10, help="recordings kept with --append (default 10)")
     p.add_argument("--from-results", metavar="DIR", help="record from result files already on disk, without measuring")
+    add_script_options(p)
     add_options(p, ("baselines", "no_counters"), help={
         "no_counters": "record no counted run beside the baseline ([tool.perfgate] counters = false does the same)"})
     add_common(p)
@@ -457,6 +456,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="after a REGRESSION, take a profiler trace of that workload (a separate run) and link it")
     p.add_argument("--trace-dir", default="perfgate-artifacts/traces", metavar="DIR",
                    help="where traces go (default: perfgate-artifacts/traces)")
+    add_script_options(p)
     add_common(p)
     p.set_defaults(func=cmd_gate)
 
@@ -480,6 +480,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile-repeat", type=int, default=1, help="profiler schedule: cycles, one trace each (default 1)")
     p.add_argument("--record-shapes", action="store_true", help="record operator input shapes (costs more)")
     p.add_argument("--top", type=int, default=15, help="operators listed per phase (default 15)")
+    add_script_options(p)
     add_common(p)
     p.set_defaults(func=cmd_trace)
 

@@ -1,4 +1,4 @@
-"""``perfgate counters WORKLOAD``: one counted run, printed as a table (or JSON) to look around.
+"""``perfgate counters WORKLOAD`` (or ``--script PATH [-- ARGS]``): one counted run, printed as a table (or JSON) to look around.
 
 The counted run is the separate, short run of :mod:`perfgate.measure.counters`: the
 workload built as a repeat builds it, its warmup, then a few counted steps. Nothing here
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.adapters import options
+from perfgate.adapters.script_cli import add_script_options
 from perfgate.model.counters import DEFAULT_STEPS
 from perfgate.model.errors import EXIT_OK, UsageError
 from perfgate.report.counters import render_counters
@@ -26,6 +27,8 @@ def cmd_counters(args: argparse.Namespace) -> int:
         raise UsageError("--steps must be at least 1")
     if args.top < 1:
         raise UsageError("--top must be at least 1")
+    if args.script is None and len(args.workloads) != 1:
+        raise UsageError("perfgate counters counts one workload: name it, or give --script PATH [-- ARGS]")
     settings = options.settings_of(args)
     device, (job,) = options.jobs_of(args, settings)
     outcome = count_job(job, device, options.cache_dir_of(args), steps=args.count_steps,
@@ -50,7 +53,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                     "the line that issued them, and on CUDA kernel launches, memory copies and allocator calls. "
                     "A counter the device cannot provide is shown as — with the reason.",
     )
-    p.add_argument("workloads", nargs=1, metavar="WORKLOAD", help="the workload to count")
+    p.add_argument("workloads", nargs="*", metavar="WORKLOAD", help="the workload to count (or --script PATH)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"],
                    help="where to count (default: [tool.perfgate] device, else auto = cuda when available)")
     p.add_argument("--steps", dest="count_steps", type=int, default=DEFAULT_STEPS, metavar="N",
@@ -66,6 +69,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=8, help="operators listed per phase (default 8)")
     p.add_argument("--timeout", type=float, default=1800.0, metavar="SECONDS",
                    help="give up on the counted run after this long (default: 1800)")
+    add_script_options(p)
     options.add_common(p)
     # --steps here is the counted steps; the workload's own steps and warmup stay as pinned.
     p.set_defaults(func=cmd_counters, steps=None, warmup=None)

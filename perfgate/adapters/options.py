@@ -404,7 +404,8 @@ def job_for(workload: Workload, device: str, assignments: Mapping[str, object], 
 def jobs_of(args: argparse.Namespace, settings: Settings, *, prefer_project: bool = False,
             shard: bool = True) -> tuple[str, list[Job]]:
     """The device (``--device``, else ``[tool.perfgate] device``) and a job per selected workload,
-    only this runner's share of them with ``--shard`` (unless ``shard`` is False).
+    only this runner's share of them with ``--shard`` (unless ``shard`` is False); with
+    ``--script PATH`` the script's one job instead.
 
     ``prefer_project``: the checkout's own version of a reference workload wins over the
     installed one (``perfgate ci``, where the harness is installed from the base commit
@@ -412,6 +413,10 @@ def jobs_of(args: argparse.Namespace, settings: Settings, *, prefer_project: boo
     from perfgate.measure.runner import resolve_device
     from perfgate.store.discovery import discover
 
+    if getattr(args, "script", None) is not None:  # --script PATH [-- ARGS]: one job, the script's
+        return script_jobs(args, settings)
+    if getattr(args, "name", None) is not None:
+        raise UsageError("--name names the result of a --script run; a workload keeps its own name")
     share = shard_of(args)  # bad input before anything is discovered or imported
     device = resolve_device(args.device or settings.device)
     registry = discover([Path(p) for p in (*settings.workloads_path, *args.workloads_path)],
@@ -423,6 +428,24 @@ def jobs_of(args: argparse.Namespace, settings: Settings, *, prefer_project: boo
     if not (args.workloads or settings.workloads):
         jobs = fitting(jobs, device)
     return device, share_of(jobs, share, quiet=getattr(args, "quiet", False)) if shard else jobs
+
+
+def script_jobs(args: argparse.Namespace, settings: Settings) -> tuple[str, list[Job]]:
+    """The device and the one job of ``--script PATH [-- ARGS]`` (``run``, ``rebaseline``, ``gate``,
+    ``counters``, ``trace``): a UsageError for what a script run does not take."""
+    if args.workloads:
+        raise UsageError(f"--script runs one script, not the workloads named with it ({', '.join(args.workloads)}); "
+                         "the script's own arguments go after --")
+    if getattr(args, "shard", None):
+        raise UsageError("--shard shares out the selected workloads; --script runs one script")
+    if getattr(args, "data_root", None):
+        raise UsageError("--data-root does not apply to --script: the script loads its own data")
+    from perfgate.measure.runner import resolve_device
+    from perfgate.measure.script_job import script_job, script_of
+
+    device = resolve_device(args.device or settings.device)
+    script = script_of(args.script, tuple(args.script_args), Path.cwd())
+    return device, [script_job(script, device, assignments_of(args), name=args.name)]
 
 
 def fitting(jobs: Sequence[Job], device: str) -> list[Job]:

@@ -287,6 +287,9 @@ def base_jobs_for(head_jobs: Sequence[Job], tree: BaseTree, *, project_dir: Path
     jobs: dict[str, Job] = {}
     for job in head_jobs:
         name = job.workload.name
+        if job.script is not None:
+            jobs[name] = base_script_job(job, tree, project_dir=project_dir, assignments=assignments, device=device)
+            continue
         workload = registry.workloads.get(name)
         kind, _, target = job.workload.source.partition(":")
         if workload is None and kind == "file":
@@ -297,6 +300,27 @@ def base_jobs_for(head_jobs: Sequence[Job], tree: BaseTree, *, project_dir: Path
             params = workload.resolve(device, assignments)
             jobs[name] = Job(workload, params, job.overrides, job.data_root)
     return jobs
+
+
+def base_script_job(job: Job, tree: BaseTree, *, project_dir: Path, assignments: Mapping[str, object],
+                    device: str) -> Job:
+    """The base side of ``gate --against REF --script PATH``: the base commit's copy of the
+    script (the same path in its worktree, hashed now), with the same arguments, name and
+    ``--set`` assignments. A UsageError naming the base side when the commit has no such file,
+    or when the script lies outside the repository (both sides would run the same file)."""
+    from perfgate.measure.script_job import script_job, script_of
+
+    assert job.script is not None
+    head = job.script
+    there = tree.mirror(head.path)
+    if there == head.path.resolve():
+        raise UsageError(f"--script {head.shown}: the file lies outside the repository, so the base commit "
+                         f"{tree.commit[:7]} has no copy of it; a paired gate compares the two commits' scripts")
+    if not there.is_file():
+        raise UsageError(f"--script {head.shown}: the base commit {tree.commit[:7]} has no such file (the base "
+                         "side cannot run it); gate a new script against a stored baseline once one is recorded")
+    script = script_of(str(there), head.args, tree.mirror(project_dir))
+    return script_job(script, device, assignments, name=job.workload.name)
 
 
 @dataclass(frozen=True)

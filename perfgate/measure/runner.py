@@ -130,7 +130,7 @@ def run_one(job: Job, device: str, index: int, cache_dir: Path, git: tuple[str |
     module = "perfgate.measure.worker" if job.script is None else "perfgate.measure.script_worker"
     try:
         # A script runs as __main__, which a forked child would share with the template.
-        run = (starter if job.script is None else FRESH).call(module, request, timeout_s, python=python)
+        run = starter.call(module, request, timeout_s, python=python, fresh=job.script is not None)
     except subprocess.TimeoutExpired:
         raise WorkloadError(f"{job.workload.name}: repeat {index + 1} did not finish within {timeout_s:.0f} s") from None
     response = run.response

@@ -66,6 +66,8 @@ class Ending:
 
     how: str
     what: str = ""
+    code: object = None
+    """``exit``: the code given to ``sys.exit``; ``raised``: the exception's type name."""
 
 
 def run_under_hooks(hooks: ScriptHooks, path: Path, args: tuple[str, ...], argv0: str) -> Ending:
@@ -82,12 +84,13 @@ def run_under_hooks(hooks: ScriptHooks, path: Path, args: tuple[str, ...], argv0
             except ScriptStop:
                 ending = Ending("stopped")
             except SystemExit as exc:
-                ending = Ending("exit", f"sys.exit({untrusted(exc.code) if exc.code is not None else ''})")
+                ending = Ending("exit", f"sys.exit({untrusted(exc.code) if exc.code is not None else ''})", exc.code)
             except KeyboardInterrupt:
                 raise
             except BaseException as exc:  # noqa: BLE001 - the script's failure, reported as its words
                 first = (str(exc).strip().splitlines() or [""])[0]
-                ending = Ending("raised", untrusted(f"{type(exc).__name__}: {first}" if first else type(exc).__name__))
+                ending = Ending("raised", untrusted(f"{type(exc).__name__}: {first}" if first else type(exc).__name__),
+                                type(exc).__name__)
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
         os.chdir(saved_cwd)
@@ -108,6 +111,14 @@ def _why_unmeasured(hooks: ScriptHooks, ending: Ending, shown: str) -> str:
             return f"{shown} ran out of data {got}: give it more data, or lower --warmup/--steps"
         return (f"{shown} finished {got}: let it train longer (more epochs, a larger max_steps), or lower "
                 "--warmup/--steps")
+    if hooks.steps_done == 0 and ending.how == "exit" and ending.code == 2:
+        return (f"{shown} exited before its first optimizer step with {ending.what}: argparse exits with 2 when "
+                "it rejects an argument; does this copy of the script take the arguments given after --? "
+                "(perfgate run --script with -v shows what it printed)")
+    if hooks.steps_done == 0 and ending.how == "raised" and ending.code in ("ModuleNotFoundError", "ImportError"):
+        return (f"{shown} could not import what it needs before its first optimizer step: {ending.what}; "
+                "install it where perfgate runs (pip install 'perfgate[frameworks]' brings Lightning, "
+                "transformers, accelerate and timm)")
     if ending.how == "exit":
         return f"{shown} exited {got}; it called {ending.what}"
     return f"{shown} failed {got}; it raised {ending.what}"

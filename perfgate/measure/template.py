@@ -371,9 +371,12 @@ class Starter:
         """Why forking was given up (None: it was not, or was never asked for)."""
         return self._failed
 
-    def call(self, module: str, request: dict[str, Any], timeout_s: float, *, python: str | None = None) -> ChildRun:
+    def call(self, module: str, request: dict[str, Any], timeout_s: float, *, python: str | None = None,
+             fresh: bool = False) -> ChildRun:
+        """One process for ``module``: forked, unless this starter starts fresh, ``python`` is
+        another interpreter, or ``fresh`` (a script, whose ``__main__`` a fork would share)."""
         self.processes += 1
-        if not self.forking or python is not None:
+        if fresh or not self.forking or python is not None:
             return call(module, request, timeout_s, python=python)
         if self._template is not None and self.renew_every and self._template.processes >= self.renew_every:
             self.renew()

@@ -1,0 +1,137 @@
+"""``perfgate gate --against REF --script PATH [-- ARGS]``: a script paired-gated against the
+base commit's copy of itself, in a scratch git repository.
+
+The head side runs the working tree's script, the base side the same path in the base
+commit's worktree, with the same arguments and name. Bad input (no such file in the base
+commit, a script outside the repository, arguments the base copy rejects, a package the
+script cannot import) is one line naming the side, exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from perfgate.adapters import cli
+from perfgate.model.errors import EXIT_ERROR, EXIT_REGRESSION
+
+from test_paired_gate import git, one_look, worktrees
+
+PLAIN = Path(__file__).parent / "fixtures" / "scripts" / "plain.py"
+FAST = ["--device", "cpu", "--no-telemetry", "--no-counters", "--warmup", "2", "--steps", "10", "-q"]
+
+
+@pytest.fixture()
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "project"
+    (root / "train").mkdir(parents=True)
+    shutil.copy(PLAIN, root / "train" / "train_loop.py")
+    (root / ".gitignore").write_text("perfgate-results/\n")
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "a training script")
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("PERFGATE_CACHE_DIR", str(tmp_path / "cache"))
+    return root
+
+
+def edit(root: Path, old: str, new: str, message: str | None = "edit") -> None:
+    path = root / "train" / "train_loop.py"
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+    if message is not None:
+        git(root, "commit", "-qam", message)
+
+
+def gate(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(["gate", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("perfgate: error: "), err
+    return lines[0]
+
+
+def test_a_script_the_base_commit_lacks_is_one_line_naming_the_base_side(
+        repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shutil.copy(repo / "train" / "train_loop.py", repo / "train" / "new_loop.py")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a second script")
+    code, _, err = gate(capsys, "--against", "HEAD~1", "--script", "train/new_loop.py", *FAST)
+    assert code == EXIT_ERROR
+    line = one_error_line(err)
+    assert "train/new_loop.py" in line and "the base commit" in line and "no such file" in line
+    assert worktrees(repo) == [f"worktree {repo}"]  # the base worktree is gone
+
+
+def test_a_script_outside_the_repository_cannot_be_paired(repo: Path, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    outside = tmp_path / "elsewhere.py"
+    shutil.copy(PLAIN, outside)
+    code, _, err = gate(capsys, "--against", "HEAD", "--script", str(outside), *FAST)
+    assert code == EXIT_ERROR
+    assert "outside the repository" in one_error_line(err)
+
+
+def test_a_missing_head_script_and_a_workload_beside_it_are_refused(repo: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = gate(capsys, "--against", "HEAD", "--script", "train/nothing.py", *FAST)
+    assert code == EXIT_ERROR and "no such file" in one_error_line(err)
+    code, _, err = gate(capsys, "tiny", "--against", "HEAD", "--script", "train/train_loop.py", *FAST)
+    assert code == EXIT_ERROR and "runs one script" in one_error_line(err)
+
+
+@pytest.mark.slow
+def test_a_slower_script_is_a_regression_in_forward_against_its_base_copy(
+        repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The head's model sleeps 4 ms in forward (a step is about 1 ms here): REGRESSION, forward flagged,
+    both sides' results written under one name, each recording its own copy of the script."""
+    base = git(repo, "rev-parse", "HEAD")
+    edit(repo, '"--forward-sleep-ms", type=float, default=0.0', '"--forward-sleep-ms", type=float, default=4.0')
+    code, out, err = gate(capsys, "--against", "HEAD~1", "--script", "train/train_loop.py", *one_look(3), *FAST,
+                          "--json", "report.json", "--", "--batch-size", "8")
+    assert code == EXIT_REGRESSION, err
+    assert f"Decided by: paired, 3 ABBA blocks against {base[:7]}." in out
+    report = json.loads(Path("report.json").read_text())
+    (workload,) = report["workloads"]
+    assert workload["workload"] == "script-train-loop" and workload["verdict"] == "REGRESSION"
+    rows = {row["phase"]: row for row in workload["phases"]}
+    assert rows["forward"]["flagged"]
+    ratios = {phase: row["estimate"]["ratio"] for phase, row in rows.items() if row["estimate"] and phase != "step"}
+    assert ratios["forward"] > 3 and max(ratios, key=ratios.get) == "forward"  # 4 ms on a step of about 1 ms
+    head = json.loads(Path("perfgate-results/script-train-loop.json").read_text())
+    based = json.loads(Path("perfgate-results/base/script-train-loop.json").read_text())
+    assert head["params"]["script_args"] == based["params"]["script_args"] == "--batch-size 8"
+    assert head["workload_source"].startswith("script:train/train_loop.py sha256:")
+    assert based["workload_source"].startswith("script:train/train_loop.py sha256:")
+    assert head["workload_source"] != based["workload_source"]  # two copies of the script, two hashes
+    assert worktrees(repo) == [f"worktree {repo}"]
+
+
+@pytest.mark.slow
+def test_arguments_the_base_copy_rejects_are_the_base_sides_error(repo: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    edit(repo, 'parser.add_argument("--chatty", action="store_true")',
+         'parser.add_argument("--chatty", action="store_true")\n    parser.add_argument("--new-flag", action="store_true")')
+    code, out, _ = gate(capsys, "--against", "HEAD~1", "--script", "train/train_loop.py", *one_look(2), *FAST,
+                        "--", "--new-flag")
+    assert code == EXIT_ERROR
+    first = next(line for line in out.splitlines() if line.startswith("script-train-loop: ERROR"))
+    assert "the base side" in first and "sys.exit(2)" in first
+    assert "argparse exits with 2" in out
+
+
+@pytest.mark.slow
+def test_a_package_the_script_cannot_import_is_named(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    edit(repo, "import torch\n", "import torch\nimport perfgate_no_such_framework\n", message=None)
+    code, out, err = gate(capsys, "--script", "train/train_loop.py", "--repeats", "2", *FAST)
+    assert code == EXIT_ERROR
+    assert "could not import" in out + err and "perfgate_no_such_framework" in out + err
+    assert "pip install 'perfgate[frameworks]'" in out + err
