@@ -19,8 +19,12 @@ one intra-op thread.
    Lightning runs ``training_step`` inside ``optimizer.step(closure)``: the wait must move
    forward, not optimizer.
 
+3. With ``--paired``: the same busy-wait as a commit in a scratch repository, paired-gated
+   against the commit before it (``perfgate gate --against HEAD~1 --script``, default
+   settings): the verdict, each phase's change and flag, the gate's wall time.
+
     .venv/bin/python benchmarks/frameworks.py [--repeats N] [--warmup N] [--steps N] [--busy-ms MS]
-                                              [--only lightning|hf] [--no-booking]
+                                              [--only lightning|hf] [--no-booking] [--paired]
 
 Needs the frameworks extra (``bash scripts/setup.sh`` installs it).
 """
@@ -33,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -192,6 +197,47 @@ def booking(repeats: int, warmup: int, steps: int, busy_ms: float, tmp: Path) ->
         print(f"  {row:<10} {before:8.2f} {after:8.2f} {after - before:+8.2f}")
 
 
+def paired(busy_ms: float, tmp: Path) -> None:
+    """``perfgate gate --against HEAD~1 --script train_lightning.py``: a scratch repository whose
+    head commit adds the busy-wait first in ``training_step``; the gate's own sequential looks."""
+    repo = tmp / "paired"
+    repo.mkdir()
+    script = repo / "train_lightning.py"
+    script.write_text(LIGHTNING_SCRIPT)
+    (repo / ".gitignore").write_text("perfgate-results/\n")
+    env = {"GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@example.invalid", "GIT_COMMITTER_NAME": "b",
+           "GIT_COMMITTER_EMAIL": "b@example.invalid", "PATH": "/usr/bin:/bin"}
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env)
+
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-qm", "base")
+    default = 'parser.add_argument("--busy-ms", type=float, default=0.0)'
+    script.write_text(LIGHTNING_SCRIPT.replace(default, default.replace("0.0", f"{busy_ms:g}")))
+    git("commit", "-qam", "a busy-wait first in training_step")
+    command = [sys.executable, "-m", "perfgate", "gate", "--against", "HEAD~1", "--script", "train_lightning.py",
+               "--device", "cpu", "--set", "num_threads=1", "--json", "report.json", "-q", "--", *SIZE]
+    began = time.perf_counter()
+    done = subprocess.run(command, cwd=repo, capture_output=True, text=True)
+    wall = time.perf_counter() - began
+    report = json.loads((repo / "report.json").read_text())
+    (workload,) = report["workloads"]
+    print(f"\nLightning fp32, paired gate of a {busy_ms:g} ms busy-wait first in training_step against the commit "
+          f"without it (perfgate gate --against HEAD~1 --script, default settings): exit {done.returncode}, "
+          f"{wall:.0f} s wall")
+    print(f"  {workload['headline']}")
+    for row in workload["phases"]:
+        estimate = row.get("estimate") or {}
+        ratio = estimate.get("ratio")
+        change = f"{ratio - 1:+.1%}" if ratio is not None else "—"
+        before, after = row.get("baseline_per_step_ms"), row.get("current_per_step_ms")
+        shown = (f"{before:8.3f} -> {after:8.3f}" if before is not None and after is not None else f"{'—':>20}")
+        print(f"  {row['phase']:<10} {shown} ms/step  {change:>9}  {'flagged' if row.get('flagged') else ''}")
+    print(f"  measuring: {report['measuring']}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=6)
@@ -200,6 +246,7 @@ def main() -> None:
     parser.add_argument("--busy-ms", type=float, default=6.5)
     parser.add_argument("--only", choices=("lightning", "hf"))
     parser.add_argument("--no-booking", action="store_true", help="print only the step table")
+    parser.add_argument("--paired", action="store_true", help="also the paired gate of the busy-wait (3.)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -207,6 +254,8 @@ def main() -> None:
         step_table(chosen, args.repeats, args.warmup, args.steps, tmp)
         if not args.no_booking and args.only != "hf":
             booking(args.repeats, args.warmup, args.steps, args.busy_ms, tmp)
+        if args.paired and args.only != "hf":
+            paired(args.busy_ms, tmp)
 
 
 if __name__ == "__main__":

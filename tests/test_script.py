@@ -441,6 +441,32 @@ def test_a_script_results_table_and_commands_say_how_to_run_the_script_again() -
     assert rebaseline_command(c).startswith(f"{run} && perfgate rebaseline script-train --from-results perfgate-results")
 
 
+def test_a_scripts_run_table_names_the_precision_its_steps_ran_in() -> None:
+    """The parameters' ``precision`` is a placeholder for a script; the table names what the
+    repeats recorded (the autocast dtype in effect), every one when they differ."""
+    import dataclasses
+
+    from factories import make_result
+
+    from perfgate.analysis.summary import summarise
+    from perfgate.report.terminal import run_table
+
+    plain = dataclasses.replace(make_result("script-train"), workload_source="script:train.py sha256:" + "a" * 64,
+                                params={**make_result("x").params, ARGS_PARAM: ""})
+
+    def recorded(*precisions: str) -> object:
+        repeats = tuple(dataclasses.replace(r, torch_settings={**r.torch_settings, "script": {
+            "precision": precisions[i % len(precisions)], "precision_from": "autocast"}})
+            for i, r in enumerate(plain.repeats))
+        return dataclasses.replace(plain, repeats=repeats)
+
+    header = run_table(recorded("bf16"), summarise(plain)).splitlines()[0]
+    assert header.endswith("the script train.py, bf16 (autocast)") and "fp32" not in header
+    header = run_table(recorded("bf16", "fp32"), summarise(plain)).splitlines()[0]
+    assert header.endswith("bf16 (autocast), fp32 (autocast)")
+    assert run_table(plain, summarise(plain)).splitlines()[0].endswith("the script train.py")
+
+
 def test_a_scripts_loader_restart_advice_is_the_scripts_own() -> None:
     import dataclasses
 

@@ -24,6 +24,18 @@ from perfgate.text.inert import terminal as t
 from perfgate.text.units import ms, percent, size, table
 
 
+def _script_precision(result: RunResult) -> str:
+    """The precision a script's measured steps ran in, as its repeats recorded it (the autocast
+    dtype in effect, else the parameters'), e.g. ``bf16 (autocast)``; several are all named."""
+    seen: dict[str, str] = {}
+    for repeat in result.repeats:
+        script = (getattr(repeat, "torch_settings", None) or {}).get("script") or {}
+        name = script.get("precision")
+        if isinstance(name, str) and name:
+            seen.setdefault(name, str(script.get("precision_from") or ""))
+    return ", ".join(f"{t(name)} ({t(source)})" if source else t(name) for name, source in seen.items())
+
+
 def run_table(result: RunResult, summary: WorkloadSummary, *, straggler_share: float = STRAGGLER_SHARE) -> str:
     """Per phase: median time, share of the step and run-to-run variation, then totals, the
     ranks of a distributed run, and the labels (``straggler_share``: STRAGGLER's threshold)."""
@@ -32,6 +44,9 @@ def run_table(result: RunResult, summary: WorkloadSummary, *, straggler_share: f
     if script is not None:  # the script sets its own batch, input and precision
         args = str(p.get(ARGS_PARAM) or "")
         what = f"the script {t(script)}" + (f" -- {t(args)}" if args else "")
+        precision = _script_precision(result)
+        if precision:
+            what += f", {precision}"
     else:
         knob = f", input {t(p['input_size'])}" if p.get("input_size") is not None else ""  # optional
         what = f"batch {t(p['batch_size'])}{knob}, {t(p['precision'])}"
