@@ -157,7 +157,7 @@ def test_an_inconclusive_gate_is_neutral_or_failing_by_the_base_setting(
     assert (values["exit-code"], values["verdict"], values["state"], values["conclusion"]) == (
         "3", "inconclusive", state, conclusion)
     kind = "error" if conclusion == "failure" else "warning"
-    assert f"::{kind} title=perfgate INCONCLUSIVE%3A tiny::relabelled INCONCLUSIVE" in out
+    assert f"::{kind} title=perfgate INCONCLUSIVE%3A tiny::time per step " in out  # the verdict line's fact
 
 
 def test_without_expect_head_sha_the_manifests_commit_is_used(tmp_path: Path, base: Path) -> None:

@@ -186,7 +186,7 @@ def test_a_base_checkout_at_another_commit_is_refused(capsys, repo: Repo) -> Non
     ({"seed": 2}, 0, "pass", None),
     ({"seed": 2, "scale": 1.10}, 1, "regression", "::error title=perfgate REGRESSION%3A tiny::time per step +"),
     ({"seed": 2, "params": {"batch_size": 16, "steps": 10}}, 2, "error",
-     "::error title=perfgate INCOMPARABLE%3A tiny::baseline "),
+     "::error title=perfgate INCOMPARABLE%3A tiny::differs from the baseline in param batch_size"),
     ({"seed": 2, "scale": 1.02}, 3, "inconclusive", "::warning title=perfgate INCONCLUSIVE%3A tiny::time per step +"),
 ])
 def test_exit_codes_outputs_and_annotations(capsys, repo: Repo, kw, code, verdict, annotation) -> None:

@@ -165,7 +165,10 @@ def test_every_report_shows_an_inconclusive_gate_by_the_setting(config: GateConf
     assert data["check"] == {"state": shown.state, "conclusion": shown.conclusion, "fails": shown.fails}
     assert [w["fails_check"] for w in data["workloads"]] == [False, config.inconclusive == "fail"]
     kind = "error" if config.inconclusive == "fail" else "warning"
-    assert annotations(outcome) == [f"::{kind} title=perfgate INCONCLUSIVE%3A w1::reason INCONCLUSIVE"]
+    (line,) = annotations(outcome)
+    # the verdict line's deciding fact, escaped as a workflow command, not the whole reason
+    fact = outcome.comparisons[1].headline.replace("%", "%25")
+    assert line == f"::{kind} title=perfgate INCONCLUSIVE%3A w1::{fact}" and len(fact) <= 200
 
 
 def test_the_annotations_follow_the_policy() -> None:
@@ -174,7 +177,7 @@ def test_the_annotations_follow_the_policy() -> None:
     assert kinds == ["::error", "::warning", "::notice", "::error", "::warning", "::error"]
     assert "(not judged; it does not fail the gate)" in annotations(outcome)[4]
     strict = outcome_of(Verdict.NO_BASELINE, config=STRICT)
-    assert annotations(strict) == ["::error title=perfgate NO_BASELINE%3A w0::reason NO_BASELINE"]
+    assert annotations(strict) == [f"::error title=perfgate NO_BASELINE%3A w0::{strict.comparisons[0].headline}"]
     assert annotations(outcome, levels=("error",)) == [a for a in annotations(outcome) if a.startswith("::error")]
 
 

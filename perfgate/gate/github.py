@@ -43,14 +43,16 @@ def workflow_command(command: str, message: str, **properties: str) -> str:
 def annotations(outcome: GateOutcome, *, levels: tuple[str, ...] = ("error", "warning", "notice")) -> list[str]:
     """One workflow annotation per workload whose verdict gets one (``VerdictPolicy.annotation``:
     an error when it fails the check under the gate's settings, else its notice level), of
-    the ``levels`` asked for; a workload that was not judged says whether that fails the gate."""
+    the ``levels`` asked for, saying the verdict line's deciding fact (at most 200 characters:
+    the title names the workload and the verdict); a workload that was not judged says whether
+    that fails the gate."""
     commands = []
     for c in outcome.comparisons:
         p = POLICY[c.verdict]
         kind = p.annotation(outcome.config)
         if kind is None or kind not in levels:
             continue
-        reason = c.reason[:1000]
+        reason = c.headline  # the deciding fact in one glance; the whole argument is in the report
         if c.verdict is Verdict.NO_BASELINE and not p.fails(outcome.config):
             reason += " (not judged; it does not fail the gate)"
         commands.append(workflow_command(kind, reason, title=f"perfgate {c.verdict.value}: {c.workload}"))
