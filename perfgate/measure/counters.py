@@ -36,6 +36,13 @@ threads, so CUDA backward work is counted too, in the ``backward`` phase.
 fresh process (``python -P -m perfgate.measure.counters REQUEST RESPONSE``) and returns
 a failure as a value, so a counted run that crashes never takes a timed verdict down.
 This module holds those two, the compile counters and the child's entry point.
+
+A script job (``perfgate run --script``'s, ``Job.script``) is counted by the same
+``count_job``: its request carries the script and goes to a child of its own, ``python -P
+-m perfgate.measure.script_count`` (as a script's repeat goes to ``script_worker``), which
+checks that the file still has the sha256 the job recorded and counts it with
+:func:`perfgate.measure.script_count.count_script` (the script run as it is, under the
+hooks of a script repeat; what it leaves out is said there).
 """
 
 from __future__ import annotations
@@ -90,6 +97,8 @@ from perfgate.model.workload import PHASES, Params, Workload
 from perfgate.store.counters import save_counters
 
 _MODULE = "perfgate.measure.counters"
+_SCRIPT_MODULE = "perfgate.measure.script_count"
+"""The child that counts a script job (it imports this module: named here, never imported)."""
 
 SYNC_SOURCE_CPU = ("aten calls that force a synchronisation on a device (.item(), nonzero, boolean-mask "
                    "indexing, unique, ...) made from the workload's own code, counted on the CPU as the stand-in "
@@ -309,7 +318,11 @@ def count_job(
             "steps": steps,
             "project_dir": str(project_dir) if project_dir else None,
         }
-        response = ask_child(_MODULE, request, timeout_s, kind=CounterError, what="counted run", python=python)
+        module = _MODULE
+        if job.script is not None:  # a user's script run as it is, in a child of its own
+            request["script"] = job.script.to_dict()
+            module = _SCRIPT_MODULE
+        response = ask_child(module, request, timeout_s, kind=CounterError, what="counted run", python=python)
         try:
             counters = counters_from_dict(response["counters"])
         except (KeyError, ValueError) as exc:
