@@ -17,6 +17,11 @@ Nothing here writes results: the profiler costs 10-30% and a traced step is neve
 measurement. :func:`trace_workload` runs in this process; :func:`trace_job` runs it in a
 fresh one (``python -m perfgate.measure.trace REQUEST RESPONSE``), like a repeat, and
 returns failures as values so a gate that asks for a trace after failing keeps its verdict.
+A script job (``perfgate trace --script``) is traced the same way by
+:func:`perfgate.measure.script_trace.trace_script`, the unmodified script with its phases
+marked by the hooks, in a child of that module (as the runner starts
+``perfgate.measure.script_worker`` for a script's repeat). What every traced run shares (the profiler as configured here, the
+checks and the artifacts, the clean-up on failure) is :func:`traced_run`.
 
 Each profiler cycle's host events are summed per phase by
 :class:`perfgate.analysis.attribution.PhaseAttribution`, which says how. The phase marks
@@ -48,13 +53,25 @@ from perfgate.measure.separate_run import (
 )
 from perfgate.model.errors import PerfgateError, UsageError
 from perfgate.model.job import Job
-from perfgate.model.trace import OPERATORS_JSON, OPERATORS_MD, TRACE_GLOB, OperatorTable, TraceError, TraceSchedule
+from perfgate.model.trace import (
+    OPERATORS_JSON,
+    OPERATORS_MD,
+    TRACE_GLOB,
+    OperatorTable,
+    PhaseOperators,
+    TraceError,
+    TraceSchedule,
+)
 from perfgate.model.version import __version__
 from perfgate.model.workload import PHASES, Params, Workload
 from perfgate.store.traces import TraceOutcome, TraceResult, render_operator_table, save_operator_table
 
 DEFAULT_ROW_LIMIT = 15
 _MODULE = "perfgate.measure.trace"
+_SCRIPT_MODULE = "perfgate.measure.script_trace"
+"""The child of a script job's traced run (it runs the script: :mod:`perfgate.measure.script_trace`)."""
+STEP_RANGE = "ProfilerStep"
+"""How the profiler names the range of each step (``ProfilerStep#N``)."""
 
 
 # --- the artifacts directory -----------------------------------------------------------
@@ -194,82 +211,135 @@ class _Collector:
         self.ranges += self.attribution.add(self.host_events(prof))
 
 
-def trace_workload(
-    workload: Workload,
-    params: Params,
+def profile_host_events(prof: Any) -> list[Any]:
+    """The profile's host events: on the CPU and synchronous (what the attribution reads)."""
+    from torch.autograd import DeviceType
+
+    return [e for e in prof.events() if e.device_type == DeviceType.CPU and not e.is_async]
+
+
+class _Lifted:
+    """A phase range seen as a child of its profiler step (its parent hidden, all else its own)."""
+
+    cpu_parent = None
+
+    def __init__(self, event: Any) -> None:
+        self._event = event
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._event, name)
+
+
+def lift_phase_ranges(events: Iterable[Any], phases: Iterable[str] = PHASES) -> list[Any]:
+    """``events`` with each outermost phase range lifted to the top of its step.
+
+    The attribution takes a phase range for a child of ``ProfilerStep#N``, as a workload's
+    loop opens it. A script's hooks open theirs where torch calls them: the optimizer's
+    range inside torch's own ``Optimizer.step#...`` range (the step's pre-hook runs in
+    it), a closure's forward and backward too. A range named after a phase with no
+    phase-named range above it is one of the run's own; it is lifted (seen without its
+    parent), one below another stays an operator row of that phase.
+    """
+    names = set(phases)
+    out = []
+    for event in events:
+        if event.name in names and event.cpu_parent is not None:
+            above = event.cpu_parent
+            while above is not None and above.name not in names:
+                above = above.cpu_parent
+            if above is None and not event.cpu_parent.name.startswith(STEP_RANGE):
+                event = _Lifted(event)
+        out.append(event)
+    return out
+
+
+class Profiling:
+    """What a traced run profiles with: ``torch.profiler`` as it is configured for every traced
+    run (the activities, the schedule, the collector as ``on_trace_ready``), the phase ranges
+    and the synchronisation at the edge of a cycle. Made inside :func:`traced_run`."""
+
+    def __init__(self, directory: Path, device: str, schedule: TraceSchedule, record_shapes: bool,
+                 host_events: Callable[[Any], list[Any]]) -> None:
+        import torch
+
+        self.device = device
+        self.schedule = schedule
+        self.record_shapes = record_shapes
+        self.cuda = device == "cuda"
+        self.sync: Callable[[], None] = torch.cuda.synchronize if self.cuda else (lambda: None)
+        self.attribution = PhaseAttribution()
+        self.collector = _Collector(directory, self.attribution, host_events)
+        self.cycle = schedule.wait + schedule.warmup + schedule.active
+        """Steps per profiler cycle: the device is synchronised after each cycle's last."""
+
+    def profile(self) -> Any:
+        """A ``torch.profiler.profile`` for the schedule, not yet entered."""
+        from torch.profiler import ProfilerActivity, profile
+        from torch.profiler import schedule as profiler_schedule
+
+        s = self.schedule
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+        return profile(
+            activities=activities,
+            schedule=profiler_schedule(wait=s.wait, warmup=s.warmup, active=s.active, repeat=s.repeat),
+            on_trace_ready=self.collector,
+            record_shapes=self.record_shapes,
+        )
+
+    def ranges(self) -> PhaseRanges:
+        from torch.profiler import record_function
+
+        return PhaseRanges(record_function)
+
+
+def traced_run(
+    name: str,
     device: str,
-    *,
-    cache_dir: Path,
     artifacts_dir: Path,
-    data_root: Path | None = None,
-    schedule: TraceSchedule = TraceSchedule(),
-    row_limit: int = DEFAULT_ROW_LIMIT,
+    run: Callable[[Profiling], None],
+    *,
+    run_params: Params,
+    warmup_steps: int,
+    schedule: TraceSchedule,
+    row_limit: int,
+    host_events: Callable[[Any], list[Any]] = profile_host_events,
+    by_step: Callable[[dict[str, PhaseOperators]], dict[str, PhaseOperators]] = lambda phases: phases,
     record_shapes: bool = False,
 ) -> TraceResult:
-    """Trace one short run of ``workload`` here; raises TraceError or WorkloadError.
+    """One traced run into ``<artifacts>/<name>``: ``run`` runs the steps under a
+    :class:`Profiling`'s profiler, this writes the artifacts: the traces (as each cycle
+    ends), ``operators.md``, then ``operators.json``. Whatever fails, nothing half-written
+    stays behind; a PerfgateError (or KeyboardInterrupt) is raised as it is, anything else
+    as a TraceError ("NAME: the traced run failed: ...", the traceback as its detail).
 
-    ``params`` are the job's resolved parameters: the same seed and settings as a repeat.
-    Only ``steps`` is changed, to size the DataLoader to warmup plus the profiled steps.
+    ``run_params`` and ``warmup_steps`` are what the table records (the parameters the
+    run used; the steps run before the profiler started). ``host_events`` gives the
+    attribution a cycle's events; ``by_step`` turns the phases it found into one entry per
+    profiled step (a workload's loop opens one range per phase and step: as they are).
     """
     if row_limit < 1:
         raise UsageError(f"row_limit must be at least 1, got {row_limit}")
     began = time.perf_counter()
-    name = workload.name
     directory = prepare_trace_dir(artifacts_dir, name)
 
     import torch
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile, record_function
-    from torch.profiler import schedule as profiler_schedule
 
-    from perfgate.measure.loop import _NoClock
-
-    run_params = dataclasses.replace(params, steps=max(2, schedule.steps))
-    built = build_workload(workload, run_params, device, data_root=data_root, cache_dir=cache_dir)
-
-    cuda = device == "cuda"
-    sync: Callable[[], None] = torch.cuda.synchronize if cuda else (lambda: None)
-    attribution = PhaseAttribution()
-
-    def host_events(prof: Any) -> list[Any]:
-        return [e for e in prof.events() if e.device_type == DeviceType.CPU and not e.is_async]
-
-    collector = _Collector(directory, attribution, host_events)
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    cycle = schedule.wait + schedule.warmup + schedule.active
     try:
-        step = training_step(built, device, run_params)
-        for _ in range(params.warmup_steps):
-            step(_NoClock())
-        sync()
-        clock = PhaseRanges(record_function)
-        with profile(
-            activities=activities,
-            schedule=profiler_schedule(wait=schedule.wait, warmup=schedule.warmup, active=schedule.active,
-                                       repeat=schedule.repeat),
-            on_trace_ready=collector,
-            record_shapes=record_shapes,
-        ) as prof:
-            for i in range(schedule.steps):
-                try:
-                    step(clock)
-                finally:
-                    clock.close()
-                if (i + 1) % cycle == 0:
-                    # The edge of a cycle: let the device finish so the trace holds every kernel.
-                    sync()
-                prof.step()
+        profiling = Profiling(directory, device, schedule, record_shapes, host_events)
+        collector = profiling.collector
+        run(profiling)
         if len(collector.traces) != schedule.repeat:
             raise TraceError(f"{name}: the profiler produced {len(collector.traces)} trace(s), "
                              f"expected {schedule.repeat}")
         if collector.ranges == 0:
             raise TraceError(f"{name}: no phase ranges ({', '.join(PHASES)}) in the profile")
-        phases, other = attribution.finish(row_limit, cuda)
+        phases, other = profiling.attribution.finish(row_limit, profiling.cuda)
+        phases = by_step(phases)
         table = OperatorTable(
             workload=name,
             device=device,
             schedule=schedule,
-            unprofiled_warmup_steps=params.warmup_steps,
+            unprofiled_warmup_steps=warmup_steps,
             profiled_steps=schedule.active_steps,
             row_limit=row_limit,
             traces=tuple(p.name for p in collector.traces),
@@ -298,6 +368,50 @@ def trace_workload(
                        directory / OPERATORS_MD, table)
 
 
+def trace_workload(
+    workload: Workload,
+    params: Params,
+    device: str,
+    *,
+    cache_dir: Path,
+    artifacts_dir: Path,
+    data_root: Path | None = None,
+    schedule: TraceSchedule = TraceSchedule(),
+    row_limit: int = DEFAULT_ROW_LIMIT,
+    record_shapes: bool = False,
+) -> TraceResult:
+    """Trace one short run of ``workload`` here; raises TraceError or WorkloadError.
+
+    ``params`` are the job's resolved parameters: the same seed and settings as a repeat.
+    Only ``steps`` is changed, to size the DataLoader to warmup plus the profiled steps.
+    """
+    run_params = dataclasses.replace(params, steps=max(2, schedule.steps))
+
+    def run(profiling: Profiling) -> None:
+        from perfgate.measure.loop import _NoClock
+
+        built = build_workload(workload, run_params, device, data_root=data_root, cache_dir=cache_dir)
+        step = training_step(built, device, run_params)
+        for _ in range(params.warmup_steps):
+            step(_NoClock())
+        profiling.sync()
+        clock = profiling.ranges()
+        with profiling.profile() as prof:
+            for i in range(schedule.steps):
+                try:
+                    step(clock)
+                finally:
+                    clock.close()
+                if (i + 1) % profiling.cycle == 0:
+                    # The edge of a cycle: let the device finish so the trace holds every kernel.
+                    profiling.sync()
+                prof.step()
+
+    return traced_run(workload.name, device, artifacts_dir, run, run_params=run_params,
+                      warmup_steps=params.warmup_steps, schedule=schedule, row_limit=row_limit,
+                      record_shapes=record_shapes)
+
+
 # --- the traced run, in a fresh process ------------------------------------------------
 
 
@@ -312,7 +426,8 @@ def trace_job(
     record_shapes: bool = False,
     timeout_s: float = 1800.0,
 ) -> TraceOutcome:
-    """Trace ``job`` in a fresh process; never raises a PerfgateError, returns it instead.
+    """Trace ``job`` (a workload's, or a script's) in a fresh process; never raises a
+    PerfgateError, returns it instead.
 
     An unwritable ``artifacts_dir`` is found before the process starts (a TraceError, exit
     code 2, in ``TraceOutcome.error``); whatever fails in the child (build, profiler,
@@ -328,9 +443,13 @@ def trace_job(
             "row_limit": row_limit,
             "record_shapes": record_shapes,
         }
+        module = _MODULE
+        if job.script is not None:  # a user's script run as it is (perfgate trace --script)
+            request["script"] = job.script.to_dict()
+            module = _SCRIPT_MODULE
         # A child that never answered may have left a half-written trace; one that
         # answered an error cleared its own.
-        response = ask_child(_MODULE, request, timeout_s, kind=TraceError, what="traced run",
+        response = ask_child(module, request, timeout_s, kind=TraceError, what="traced run",
                        on_no_answer=lambda: _clear(directory))
         return TraceResult.from_directory(Path(response["directory"]))
 
@@ -338,6 +457,8 @@ def trace_job(
 
 
 def _child(request: dict[str, Any]) -> dict[str, Any]:
+    if request.get("script") is not None:
+        raise UsageError(f"{request['workload']}: a script is traced by python -m {_SCRIPT_MODULE}, not {_MODULE}")
     result = requested_job(request).run(
         trace_workload,
         artifacts_dir=Path(request["artifacts_dir"]),
