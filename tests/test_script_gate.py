@@ -135,3 +135,26 @@ def test_a_package_the_script_cannot_import_is_named(repo: Path, capsys: pytest.
     assert code == EXIT_ERROR
     assert "could not import" in out + err and "perfgate_no_such_framework" in out + err
     assert "pip install 'perfgate[frameworks]'" in out + err
+
+
+@pytest.mark.slow
+def test_a_script_is_counted_and_rebaselined_with_its_counted_run_from_the_command_line(
+        repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``counters --script`` prints the script's counted steps; ``rebaseline --script`` records the
+    baseline and its counted run beside it, so the stored gate of the script compares counters."""
+    code = cli.main(["counters", "--script", "train/train_loop.py", "--device", "cpu", "--steps", "2", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    counted = json.loads(out)
+    assert counted["workload"] == "script-train-loop" and counted["steps"] == 2
+    assert counted["phases"]["forward"]["flops"] > 0 and counted["phases"]["backward"]["ops"]
+    code = cli.main(["rebaseline", "--script", "train/train_loop.py", "--repeats", "2", "--reason", "first",
+                     "--device", "cpu", "--no-telemetry", "--warmup", "2", "--steps", "10", "-q"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "with its counted run" in out
+    (stored,) = Path("baselines").rglob("script-train-loop.counters.json")
+    assert json.loads(stored.read_text())["workload"] == "script-train-loop"
+    code = cli.main(["rebaseline", "--script", "train/train_loop.py", "--from-results", "perfgate-results",
+                     "--reason", "x"])
+    assert code == EXIT_ERROR and "--from-results" in one_error_line(capsys.readouterr().err)
