@@ -158,3 +158,31 @@ def test_a_script_is_counted_and_rebaselined_with_its_counted_run_from_the_comma
     code = cli.main(["rebaseline", "--script", "train/train_loop.py", "--from-results", "perfgate-results",
                      "--reason", "x"])
     assert code == EXIT_ERROR and "--from-results" in one_error_line(capsys.readouterr().err)
+
+
+def test_bisect_takes_a_workload_or_a_script_not_both_nor_neither(repo: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["bisect", "HEAD", "HEAD", "--device", "cpu"])
+    assert code == EXIT_ERROR and "name it, or give --script" in one_error_line(capsys.readouterr().err)
+    code = cli.main(["bisect", "HEAD", "HEAD", "tiny", "--script", "train/train_loop.py", "--device", "cpu"])
+    assert code == EXIT_ERROR and "not the workload 'tiny'" in one_error_line(capsys.readouterr().err)
+
+
+@pytest.mark.slow
+@pytest.mark.extended
+def test_bisect_of_a_script_names_the_commit_that_slowed_its_forward(
+        repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each commit's own copy of the script, paired against GOOD's: the commit that made the
+    model sleep 8 ms in forward (a step of about 1 ms) is the first slow one."""
+    edit(repo, "import argparse\n", "import argparse  # a harmless edit\n", "c1: a harmless edit")
+    edit(repo, '"--forward-sleep-ms", type=float, default=0.0', '"--forward-sleep-ms", type=float, default=8.0',
+         "c2: forward 8 ms slower")
+    edit(repo, "import json\n", "import json  # another harmless edit\n", "c3: another harmless edit")
+    slow = git(repo, "rev-parse", "HEAD~1")
+    code = cli.main(["bisect", "HEAD~3", "HEAD", "--script", "train/train_loop.py", "--device", "cpu",
+                     "--blocks", "2", "--max-blocks", "4", "--delta", "0.9", "--no-counters", "--no-telemetry",
+                     "--warmup", "2", "--steps", "10", "-q"])
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    assert out.splitlines()[-1] == f"first slow commit: {slow} c2: forward 8 ms slower"
+    assert worktrees(repo) == [f"worktree {repo}"]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.adapters import options
+from perfgate.adapters.script_cli import add_script_options
 from perfgate.gate.bisect import (
     Bisection,
     Judgement,
@@ -75,9 +76,14 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         raise UsageError(f"--max-blocks {max_blocks} is below --blocks {blocks}")
     if args.max_reruns < 0:
         raise UsageError("--max-reruns must be 0 or more")
+    if (args.workload is None) == (args.script is None):
+        raise UsageError("perfgate bisect follows one workload: name it, or give --script PATH [-- ARGS]"
+                         if args.workload is None else
+                         f"--script bisects the script, not the workload {args.workload!r} named with it")
     plan = plan_bisection(Path.cwd(), args.good, args.bad)
-    args.workloads = [args.workload]
+    args.workloads = [args.workload] if args.workload is not None else []
     device, jobs = options.jobs_of(args, settings)
+    args.workload = jobs[0].workload.name  # a script's: script-<file name>, or --name
     quiet = args.quiet
     say = (lambda message: None) if quiet else (lambda message: print(f"perfgate: {message}", file=sys.stderr,
                                                                         flush=True))
@@ -117,7 +123,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("good", metavar="GOOD", help="a commit without the slowdown (an ancestor of BAD)")
     p.add_argument("bad", metavar="BAD", help="a commit with it")
-    p.add_argument("workload", metavar="WORKLOAD", help="the workload that became slower")
+    p.add_argument("workload", metavar="WORKLOAD", nargs="?",
+                   help="the workload that became slower (or --script PATH: each commit's copy of the script)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"],
                    help="where to measure (default: [tool.perfgate] device, else auto = cuda when available)")
     p.add_argument("--blocks", type=int, help="ABBA blocks of each step's first gate "
@@ -149,6 +156,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--no-telemetry", action="store_true",
                    help="do not sample NVML/psutil telemetry in a background thread during the window")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    add_script_options(p)  # --script PATH [-- ARGS]: each commit's own copy of the script
     options.add_common(p)
     p.set_defaults(func=cmd_bisect)
     return p

@@ -19,7 +19,15 @@ from pathlib import Path
 from perfgate.analysis.compare import compare
 from perfgate.analysis.outcome import GateOutcome
 from perfgate.gate.config import Settings
-from perfgate.gate.gating import GateRequest, GateRun, PairedPlan, base_jobs_for, entries_for, run_gate
+from perfgate.gate.gating import (
+    GateRequest,
+    GateRun,
+    PairedPlan,
+    base_jobs_for,
+    entries_for,
+    missing_script,
+    run_gate,
+)
 from perfgate.gate.worktree import BaseTree, base_worktree, check_clean, repository_root, resolve_commit
 from perfgate.measure.trace import trace_job
 from perfgate.model.counters import CounterSet
@@ -66,6 +74,9 @@ def paired_plan(request: GateRequest, tree: BaseTree, *, project_dir: Path, work
     side checked out in ``tree``."""
     base_jobs = base_jobs_for(request.jobs, tree, project_dir=project_dir, workload_paths=list(workload_paths),
                               assignments=dict(assignments), device=request.device)
+    for job in request.jobs:  # a script is named on the command line: its absence is bad input, not a verdict
+        if job.script is not None and job.workload.name not in base_jobs:
+            raise UsageError(missing_script(job, tree.commit))
     plan = PairedPlan(request.jobs, base_jobs, project_dir, tree.mirror(project_dir), tree.commit, base_python)
     return dataclasses.replace(request, paired=plan)
 

@@ -288,7 +288,9 @@ def base_jobs_for(head_jobs: Sequence[Job], tree: BaseTree, *, project_dir: Path
     for job in head_jobs:
         name = job.workload.name
         if job.script is not None:
-            jobs[name] = base_script_job(job, tree, project_dir=project_dir, assignments=assignments, device=device)
+            base = base_script_job(job, tree, project_dir=project_dir, assignments=assignments, device=device)
+            if base is not None:
+                jobs[name] = base
             continue
         workload = registry.workloads.get(name)
         kind, _, target = job.workload.source.partition(":")
@@ -303,11 +305,12 @@ def base_jobs_for(head_jobs: Sequence[Job], tree: BaseTree, *, project_dir: Path
 
 
 def base_script_job(job: Job, tree: BaseTree, *, project_dir: Path, assignments: Mapping[str, object],
-                    device: str) -> Job:
+                    device: str) -> Job | None:
     """The base side of ``gate --against REF --script PATH``: the base commit's copy of the
     script (the same path in its worktree, hashed now), with the same arguments, name and
-    ``--set`` assignments. A UsageError naming the base side when the commit has no such file,
-    or when the script lies outside the repository (both sides would run the same file)."""
+    ``--set`` assignments; None when the commit has no such file (:func:`missing_script`
+    says so). A UsageError when the script lies outside the repository (both sides would
+    run the same file)."""
     from perfgate.measure.script_job import script_job, script_of
 
     assert job.script is not None
@@ -317,10 +320,16 @@ def base_script_job(job: Job, tree: BaseTree, *, project_dir: Path, assignments:
         raise UsageError(f"--script {head.shown}: the file lies outside the repository, so the base commit "
                          f"{tree.commit[:7]} has no copy of it; a paired gate compares the two commits' scripts")
     if not there.is_file():
-        raise UsageError(f"--script {head.shown}: the base commit {tree.commit[:7]} has no such file (the base "
-                         "side cannot run it); gate a new script against a stored baseline once one is recorded")
+        return None
     script = script_of(str(there), head.args, tree.mirror(project_dir))
     return script_job(script, device, assignments, name=job.workload.name)
+
+
+def missing_script(job: Job, commit: str) -> str:
+    """Why ``job``'s script has no base side: the commit lacks the file."""
+    assert job.script is not None
+    return (f"--script {job.script.shown}: the base commit {commit[:7]} has no such file (the base side cannot "
+            "run it); gate a new script against a stored baseline once one is recorded")
 
 
 @dataclass(frozen=True)
