@@ -186,3 +186,59 @@ def test_bisect_of_a_script_names_the_commit_that_slowed_its_forward(
     assert code == 0, out + err
     assert out.splitlines()[-1] == f"first slow commit: {slow} c2: forward 8 ms slower"
     assert worktrees(repo) == [f"worktree {repo}"]
+
+
+@pytest.mark.slow
+def test_ci_measures_a_script_paired_and_the_judge_decides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """The workflows' split for a script: ``ci --measure-only --script`` runs the pull request's copy
+    against the base checkout's, ABBA blocks into result files and run.json; ``perfgate judge``
+    replays the blocks by the base's rules and finds the 4 ms forward sleep."""
+    import argparse
+
+    from test_ci import BASE_SHA, HEAD_SHA, pr_event
+
+    from perfgate.adapters.ci import add_parser as add_ci_parser
+    from perfgate.adapters.judge_cli import add_parser as add_judge_parser
+    from perfgate.adapters.judge_cli import run_judge
+
+    base, head = tmp_path / "base", tmp_path / "head"
+    for side in (base, head):
+        side.mkdir()
+        (side / "pyproject.toml").write_text("[tool.perfgate]\nblocks = 3\nmax_blocks = 3\n")
+        shutil.copy(PLAIN, side / "train.py")
+    text = (head / "train.py").read_text()
+    (head / "train.py").write_text(text.replace('"--forward-sleep-ms", type=float, default=0.0',
+                                                '"--forward-sleep-ms", type=float, default=4.0'))
+    event, out = tmp_path / "event.json", tmp_path / "output.txt"
+    event.write_text(json.dumps(pr_event()))
+    out.touch()
+    monkeypatch.chdir(head)
+    for name, value in {"GITHUB_EVENT_PATH": str(event), "GITHUB_EVENT_NAME": "pull_request",
+                        "GITHUB_OUTPUT": str(out), "PERFGATE_CACHE_DIR": str(tmp_path / "cache")}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    measured = tmp_path / "measured"
+    parser = argparse.ArgumentParser(prog="perfgate")
+    add_ci_parser(parser.add_subparsers())
+    args = parser.parse_args(["ci", "--base-dir", str(base), "--script", "train.py", "--out", str(measured),
+                              "--artifacts", str(tmp_path / "artifacts"), "--measure-only", *FAST])
+    code = args.func(args)
+    _, err = capsys.readouterr()
+    assert code == 0, err
+    manifest = json.loads((measured / "run.json").read_text())
+    assert manifest["workloads"] == ["script-train"] and manifest["errors"] == {}
+    assert (measured / "script-train.json").is_file() and (measured / "base" / "script-train.json").is_file()
+
+    parser = argparse.ArgumentParser(prog="perfgate")
+    add_judge_parser(parser.add_subparsers())
+    args = parser.parse_args(["judge", str(measured), "--base-dir", str(base), "--artifacts",
+                              str(tmp_path / "judged"), "--expect-head-sha", HEAD_SHA, "--expect-base-sha", BASE_SHA,
+                              "--expect-pr", "7"])
+    # a script is no workload either tree defines: the base must name it to have it judged
+    assert run_judge(args, {}) == EXIT_ERROR
+    assert "a script is judged when the base's [tool.perfgate] workloads lists its name" in capsys.readouterr().err
+    (base / "pyproject.toml").write_text('[tool.perfgate]\nblocks = 3\nmax_blocks = 3\nworkloads = ["script-train"]\n')
+    assert run_judge(args, {}) == EXIT_REGRESSION
+    comment = (tmp_path / "judged" / "comment.md").read_text()
+    assert "script-train" in comment and "REGRESSION" in comment

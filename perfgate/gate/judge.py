@@ -42,6 +42,7 @@ from perfgate.model.counters import COUNTERS_SUFFIX
 from perfgate.model.errors import UsageError
 from perfgate.model.manifest import MANIFEST_NAME, RunManifest
 from perfgate.model.result import RunResult
+from perfgate.model.script import script_path_of
 from perfgate.model.shard import parse_shard
 from perfgate.store.baselines import find_baseline
 from perfgate.store.definitions import Definitions, head_definitions, reference_definitions, tree_definitions
@@ -363,8 +364,12 @@ def judge_measured(measured: Measured, settings: Settings, *, design: str, again
     undefined = sorted(n for n in {*measured.head, *measured.base} if n not in defined and n not in gated)
     if undefined:
         shown = ", ".join(undefined[:5]) + (f" and {len(undefined) - 5} more" if len(undefined) > 5 else "")
+        scripts = [n for n in undefined if script_path_of(
+            (measured.head.get(n) or measured.base[n]).workload_source) is not None]
+        hint = (f"; {', '.join(scripts[:5])} {'is a script' if len(scripts) == 1 else 'are scripts'}' result(s): a "
+                "script is judged when the base's [tool.perfgate] workloads lists its name") if scripts else ""
         raise UsageError(f"results for workloads neither the base nor the pull request defines: {shown}; a result "
-                         "is judged only for a workload one of the trees defines (read as data, never run)")
+                         f"is judged only for a workload one of the trees defines (read as data, never run){hint}")
     # The family: what the base gates, and what was measured of the workloads the trees
     # define. Never what run.json lists.
     expected: dict[str, None] = {}
