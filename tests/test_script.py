@@ -417,8 +417,8 @@ def test_two_optimizers_from_the_command_line_is_exit_2(tmp_path: Path, capsys: 
 
 def test_a_script_results_table_and_commands_say_how_to_run_the_script_again() -> None:
     """A script's result is shown with the script and its arguments, not the placeholder batch
-    and input a script does not have, and the report's commands run the script (a gate
-    cannot): ``perfgate run --script ... -- ARGS`` then compare or rebaseline."""
+    and input a script does not have, and the report's commands run the script again:
+    ``perfgate run --script ... -- ARGS`` then compare or rebaseline."""
     import dataclasses
 
     from factories import make_result
