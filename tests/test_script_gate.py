@@ -193,6 +193,7 @@ def test_bisect_of_a_script_names_the_commit_that_slowed_its_forward(
 
 
 @pytest.mark.slow
+@pytest.mark.extended
 def test_ci_measures_a_script_paired_and_the_judge_decides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     """The workflows' split for a script: ``ci --measure-only --script`` runs the pull request's copy
