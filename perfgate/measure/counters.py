@@ -174,6 +174,24 @@ def _compile_info(at_start: tuple[int, dict[str, int], list[Any]] | None,
 # --- the counted run, in this process -------------------------------------------------
 
 
+def phase_counters(counts: Counts, phase: str, *, kernel_launches: int | None, memcpy_calls: int | None,
+                   allocator: AllocatorCounts | None) -> PhaseCounters:
+    """One phase's counters from the counting modes' totals, with the device pass's counts
+    (None where there was none)."""
+    return PhaseCounters(
+        ops=dict(counts.ops[phase]),
+        copies=dict(counts.copies[phase]),
+        dtype_conversions=counts.conversions[phase],
+        device_copies=counts.device_copies[phase],
+        flops=sum(counts.flops[phase].values()),
+        flops_by_op=dict(counts.flops[phase]),
+        syncs=tuple(SyncSite(loc, what, n) for (loc, what), n in sorted(counts.syncs[phase].items())),
+        kernel_launches=kernel_launches,
+        memcpy_calls=memcpy_calls,
+        allocator=allocator,
+    )
+
+
 def count_workload(
     workload: Workload,
     params: Params,
@@ -247,20 +265,12 @@ def count_workload(
     except Exception as exc:  # noqa: BLE001 - the profiler's events, not the workload
         raise CounterError(f"{name}: reading the profiler's kernel launches failed: {type(exc).__name__}: {exc}",
                            detail=traceback.format_exc()) from None
-    phases = {}
-    for p in PHASES:
-        phases[p] = PhaseCounters(
-            ops=dict(counts.ops[p]),
-            copies=dict(counts.copies[p]),
-            dtype_conversions=counts.conversions[p],
-            device_copies=counts.device_copies[p],
-            flops=sum(counts.flops[p].values()),
-            flops_by_op=dict(counts.flops[p]),
-            syncs=tuple(SyncSite(loc, what, n) for (loc, what), n in sorted(counts.syncs[p].items())),
-            kernel_launches=launches.get(p, 0) if cuda else None,
-            memcpy_calls=memcpy.get(p, 0) if cuda else None,
-            allocator=AllocatorCounts(**{k: counts.allocator[p][k] for k in AllocatorCounts.FIELDS}) if cuda else None,
-        )
+    phases = {p: phase_counters(
+        counts, p,
+        kernel_launches=launches.get(p, 0) if cuda else None,
+        memcpy_calls=memcpy.get(p, 0) if cuda else None,
+        allocator=AllocatorCounts(**{k: counts.allocator[p][k] for k in AllocatorCounts.FIELDS}) if cuda else None,
+    ) for p in PHASES}
     unavailable = {} if cuda else dict(UNAVAILABLE_CPU)
     if no_compile is not None:
         unavailable["compile"] = no_compile

@@ -55,10 +55,11 @@ from perfgate.measure.counters import (
     UNAVAILABLE_CPU,
     _compile_info,
     _dynamo_state,
+    phase_counters,
 )
 from perfgate.measure.counting import GLOBAL_HOOKS_WARNING, CountingClock, Counts, op_counter, sync_warnings
 from perfgate.measure.script_clock import IDLE
-from perfgate.model.counters import CounterError, CounterSet, PhaseCounters, SyncSite
+from perfgate.model.counters import CounterError, CounterSet
 from perfgate.model.errors import UsageError, WorkloadError
 from perfgate.model.script import SCRIPT_VERSION, Script
 from perfgate.model.version import __version__
@@ -228,20 +229,8 @@ def count_script(
         raise WorkloadError(f"{name}: loss is non-finite ({losses[bad]}) at the {where} counted step")
     compile_info, no_compile, compile_s = _compile_info(compile_at_start, line.compile_before)
 
-    phases = {}
-    for p in PHASES:
-        phases[p] = PhaseCounters(
-            ops=dict(counts.ops[p]),
-            copies=dict(counts.copies[p]),
-            dtype_conversions=counts.conversions[p],
-            device_copies=counts.device_copies[p],
-            flops=sum(counts.flops[p].values()),
-            flops_by_op=dict(counts.flops[p]),
-            syncs=tuple(SyncSite(loc, what, n) for (loc, what), n in sorted(counts.syncs[p].items())),
-            kernel_launches=None,
-            memcpy_calls=None,
-            allocator=None,
-        )
+    # the device pass is left out for a script: no launches, copies or allocator calls
+    phases = {p: phase_counters(counts, p, kernel_launches=None, memcpy_calls=None, allocator=None) for p in PHASES}
     unavailable = dict(UNAVAILABLE_SCRIPT_CUDA if cuda else UNAVAILABLE_CPU)
     if no_compile is not None:
         unavailable["compile"] = SCRIPT_NO_COMPILE
@@ -274,20 +263,10 @@ def count_script(
 def _child(request: dict[str, Any]) -> dict[str, Any]:
     """A script job's counted run (``perfgate.measure.counters.count_job`` sends it here): the
     file checked to be the one the job hashed, as a script repeat's child checks it, then counted."""
-    # Imported here so that a broken torch install is reported as an error response.
-    from perfgate.measure.script_job import file_sha256
-    from perfgate.measure.script_run import untrusted
-    from perfgate.measure.script_worker import _argv0
+    from perfgate.measure.script_worker import _argv0, checked_script
 
     name = request["workload"]
-    script = Script.from_dict(request["script"])
-    try:
-        sha = file_sha256(script.path)
-    except OSError as exc:
-        raise WorkloadError(f"{name}: cannot read {untrusted(script.shown)}: {untrusted(exc.strerror or exc)}") from None
-    if script.sha256 and sha != script.sha256:
-        raise WorkloadError(f"{name}: {untrusted(script.shown)} changed while it was being counted "
-                            f"(sha256 {sha[:12]}, {script.sha256[:12]} when the run began)")
+    script = checked_script(request, "counted")
     counters = count_script(script, Params.from_dict(request["params"]), request["device"], name=name,
                             steps=request["steps"], argv0=_argv0(script))
     return {"ok": True, "counters": counters.to_dict()}

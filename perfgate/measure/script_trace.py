@@ -43,9 +43,8 @@ from perfgate.measure.child import flush_output, serve
 from perfgate.measure.clock import WindowTimes
 from perfgate.measure.loop import apply_torch_settings
 from perfgate.measure.script_hooks import ScriptHooks, ScriptStop
-from perfgate.measure.script_job import file_sha256
 from perfgate.measure.script_run import _why_unmeasured, run_under_hooks, untrusted
-from perfgate.measure.script_worker import _argv0
+from perfgate.measure.script_worker import _argv0, checked_script
 from perfgate.measure.trace import (
     DEFAULT_ROW_LIMIT,
     STEP_RANGE,
@@ -273,15 +272,7 @@ def trace_script(
 def requested_script(request: Mapping[str, Any]) -> tuple[Script, str]:
     """The script of a trace request, and its ``sys.argv[0]``; a WorkloadError when the file
     cannot be read or is no longer the one the run began with (its sha256)."""
-    name = request["workload"]
-    script = Script.from_dict(request["script"])
-    try:
-        sha = file_sha256(script.path)
-    except OSError as exc:
-        raise WorkloadError(f"{name}: cannot read {untrusted(script.shown)}: {untrusted(exc.strerror or exc)}") from None
-    if script.sha256 and sha != script.sha256:
-        raise WorkloadError(f"{name}: {untrusted(script.shown)} changed while it was being traced "
-                            f"(sha256 {sha[:12]}, {script.sha256[:12]} when the run began)")
+    script = checked_script(request, "traced")
     return script, _argv0(script)
 
 

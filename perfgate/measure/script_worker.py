@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from perfgate.measure.child import flush_output, serve
@@ -32,10 +33,12 @@ def _argv0(script: Script) -> str:
     return str(script.path)
 
 
-def _measure(request: dict[str, Any]) -> dict[str, Any]:
+def checked_script(request: Mapping[str, Any], doing: str) -> Script:
+    """The request's script, checked to be the file the job hashed; a WorkloadError when it
+    cannot be read or ``changed while it was being {doing}`` (measured, counted, traced)."""
     # Imported here so that a broken torch install is reported as an error response.
     from perfgate.measure.script_job import file_sha256
-    from perfgate.measure.script_run import run_script_repeat, untrusted
+    from perfgate.measure.script_run import untrusted
 
     name = request["workload"]
     script = Script.from_dict(request["script"])
@@ -44,8 +47,16 @@ def _measure(request: dict[str, Any]) -> dict[str, Any]:
     except OSError as exc:
         raise WorkloadError(f"{name}: cannot read {untrusted(script.shown)}: {untrusted(exc.strerror or exc)}") from None
     if script.sha256 and sha != script.sha256:
-        raise WorkloadError(f"{name}: {untrusted(script.shown)} changed while it was being measured "
+        raise WorkloadError(f"{name}: {untrusted(script.shown)} changed while it was being {doing} "
                             f"(sha256 {sha[:12]}, {script.sha256[:12]} when the run began)")
+    return script
+
+
+def _measure(request: dict[str, Any]) -> dict[str, Any]:
+    from perfgate.measure.script_run import run_script_repeat
+
+    name = request["workload"]
+    script = checked_script(request, "measured")
     repeat, data = run_script_repeat(
         script,
         Params.from_dict(request["params"]),
