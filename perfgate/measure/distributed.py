@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -176,16 +177,52 @@ def run_ranks(request: dict[str, Any], nproc: int, timeout_s: float, *, python: 
         raise UsageError(f"{where}: the rendezvous port {port} was taken before the ranks could use it; "
                          f"run again, or pin a free one with {PORT_VARIABLE}", detail=output)
     if missing:
+        cause = root_cause(output)
+        first = cause[0] if cause is not None and cause[0] in missing else missing[0]
+        how = (_how_it_ended(cause[1]) if cause is not None and cause[0] == first
+               else "it died, or hung until the launcher ended it")
+        then = []
+        ended = [rank for rank in missing if rank != first]
+        if ended:
+            then.append(f"the launcher then ended rank {', '.join(map(str, ended))}")
         if failed:
-            others = ", ".join(map(str, failed))
-            details = "\n".join(f"rank {r}: {responses[r]['error']['message']}" for r in failed)
-            raise WorkloadError(f"{where}: rank {silent} gave no answer (it died, or hung until the launcher ended "
-                                f"it); rank {others} then failed in a collective waiting for it (--verbose shows how)",
-                                detail=details + "\n" + output)
-        tail = next((line.strip() for line in reversed(output.splitlines()) if line.strip()), "")
-        raise WorkloadError(f"{where}: rank {silent} died without answering (launcher exit "
-                            f"status {process.returncode})" + (f": {tail}" if tail else ""), detail=output)
+            then.append(f"rank {', '.join(map(str, failed))} then failed in a collective waiting for it "
+                        "(--verbose shows how)")
+        details = "\n".join(f"rank {r}: {responses[r]['error']['message']}" for r in failed)
+        if cause is None and not failed:
+            tail = next((line.strip() for line in reversed(output.splitlines())
+                         if line.strip().strip("=-*")), "")
+            raise WorkloadError(f"{where}: rank {silent} died without answering (launcher exit "
+                                f"status {process.returncode})" + (f": {tail}" if tail else ""), detail=output)
+        raise WorkloadError(f"{where}: rank {first} gave no answer ({how})" + ("; " + "; ".join(then) if then else ""),
+                            detail=(details + "\n" + output).lstrip("\n"))
     return combine([responses[rank] for rank in range(nproc)])
+
+
+def root_cause(output: str) -> tuple[int, int] | None:
+    """The rank and exit code ``torch.distributed.run`` names as the first observed failure
+    ("Root Cause (first observed failure): ... rank : 1 (local_rank: 1) ... exitcode : 3"), or
+    None when its output names none. When one rank fails the launcher ends the others, which
+    may then die before they can answer: only this section tells which went first."""
+    _, found, section = output.rpartition("Root Cause (first observed failure):")
+    if not found:
+        return None
+    rank = re.search(r"^\s*rank\s*:\s*(\d+)", section, re.MULTILINE)
+    code = re.search(r"^\s*exitcode\s*:\s*(-?\d+)", section, re.MULTILINE)
+    if rank is None or code is None:
+        return None
+    return int(rank.group(1)), int(code.group(1))
+
+
+def _how_it_ended(code: int) -> str:
+    """How a rank's process ended, from the launcher's exit code (negative: the signal)."""
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"it was ended by {name}"
+    return f"it exited with status {code} before answering"
 
 
 _PEER_FAILURE = ("connection reset", "connection closed", "connection refused", "broken pipe", "remote worker",
