@@ -242,8 +242,14 @@ def test_ci_measures_a_script_paired_and_the_judge_decides(tmp_path: Path, monke
                               "--expect-pr", "7"])
     # a script is no workload either tree defines: the base must name it to have it judged
     assert run_judge(args, {}) == EXIT_ERROR
-    assert "a script is judged when the base's [tool.perfgate] workloads lists its name" in capsys.readouterr().err
+    assert "a script is judged when the base's [tool.perfgate] scripts (or workloads) lists it" in capsys.readouterr().err
     (base / "pyproject.toml").write_text('[tool.perfgate]\nblocks = 3\nmax_blocks = 6\ndelta = 0.5\nworkloads = ["script-train"]\n')
     assert run_judge(args, {}) == EXIT_REGRESSION
     comment = (tmp_path / "judged" / "comment.md").read_text()
     assert "script-train" in comment and "REGRESSION" in comment
+    # The base's scripts setting names it as well (its path, not its result's name).
+    (base / "pyproject.toml").write_text('[tool.perfgate]\nblocks = 3\nmax_blocks = 6\ndelta = 0.5\n'
+                                         'scripts = ["train.py"]\n')
+    shutil.rmtree(tmp_path / "judged")
+    assert run_judge(args, {}) == EXIT_REGRESSION
+    assert "REGRESSION" in (tmp_path / "judged" / "comment.md").read_text()

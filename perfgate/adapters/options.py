@@ -31,7 +31,7 @@ from perfgate.model.workload import PHASES, Workload, parse_assignments
 from perfgate.text.units import parse_duration
 
 if TYPE_CHECKING:
-    from perfgate.gate.config import Settings
+    from perfgate.gate.config import ScriptEntry, Settings
     from perfgate.gate.gating import GateRequest, GateRun
     from perfgate.gate.worktree import BaseTree
     from perfgate.measure.runner import Progress
@@ -421,13 +421,62 @@ def jobs_of(args: argparse.Namespace, settings: Settings, *, prefer_project: boo
     device = resolve_device(args.device or settings.device)
     registry = discover([Path(p) for p in (*settings.workloads_path, *args.workloads_path)],
                         prefer_project=prefer_project)
-    workloads = registry.select(args.workloads or list(settings.workloads))
+    names = list(args.workloads or settings.workloads)
     assignments = assignments_of(args)
     shared_root, roots = data_roots(args.data_root, registry)
-    jobs = [job_for(w, device, assignments, roots.get(w.name, shared_root)) for w in workloads]
-    if not (args.workloads or settings.workloads):
+    jobs = selected_jobs(names, registry, settings.scripts, device, assignments,
+                         lambda name: roots.get(name, shared_root))
+    if not names:
         jobs = fitting(jobs, device)
     return device, share_of(jobs, share, quiet=getattr(args, "quiet", False)) if shard else jobs
+
+
+def selected_jobs(names: Sequence[str], registry: Registry, scripts: Sequence[ScriptEntry], device: str,
+                  assignments: Mapping[str, object], data_root: Callable[[str], Path | None]) -> list[Job]:
+    """A job per workload or configured script named in ``names``, in their order. With no
+    names, every discovered workload (sorted); with ``[tool.perfgate] scripts`` set, the
+    project's own workloads (those its files define, not perfgate's reference workloads,
+    which ``workloads`` can name) and then the scripts. A script's name may not be a
+    workload's (their results would share a file)."""
+    from perfgate.gate.config import ScriptEntry
+
+    by_name = configured_scripts(scripts, registry)
+    if not names:
+        found = registry.select([])
+        chosen: list[Workload | ScriptEntry] = (
+            [*(w for w in found if w.source.startswith("file:")), *by_name.values()] if by_name else list(found))
+    else:
+        chosen = []
+        for name in dict.fromkeys(names):
+            chosen.append(by_name[name] if name in by_name else registry.get(name))
+    return [script_entry_job(item, device, assignments) if isinstance(item, ScriptEntry)
+            else job_for(item, device, assignments, data_root(item.name)) for item in chosen]
+
+
+def configured_scripts(scripts: Sequence[ScriptEntry], registry: Registry | None = None) -> dict[str, ScriptEntry]:
+    """``[tool.perfgate] scripts`` by the name each one's results go by; a UsageError for two
+    scripts of one name, or a script named like a discovered workload."""
+    by_name: dict[str, ScriptEntry] = {}
+    for entry in scripts:
+        name = entry.job_name
+        if name in by_name:
+            first = by_name[name]
+            raise UsageError(f"the scripts {first.written!r} ({first.given.rstrip(':')}) and {entry.written!r} "
+                             f"({entry.given.rstrip(':')}) are both named {name}; give one a name of its own "
+                             "(name = \"...\" in [tool.perfgate] scripts)")
+        if registry is not None and name in registry.workloads:
+            raise UsageError(f"{entry.given} {entry.written!r} is named {name}, which is a workload's name; give the "
+                             "script a name of its own (name = \"...\" in [tool.perfgate] scripts)")
+        by_name[name] = entry
+    return by_name
+
+
+def script_entry_job(entry: ScriptEntry, device: str, assignments: Mapping[str, object]) -> Job:
+    """The job of one ``[tool.perfgate] scripts`` entry (its path relative to the pyproject's folder)."""
+    from perfgate.measure.script_job import script_job, script_of
+
+    script = script_of(entry.path, entry.args, entry.root, given=entry.given)
+    return script_job(script, device, assignments, name=entry.job_name)
 
 
 def script_jobs(args: argparse.Namespace, settings: Settings) -> tuple[str, list[Job]]:

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from perfgate.model.script import Script
+
 if TYPE_CHECKING:
     from perfgate.analysis.outcome import WorkloadComparison
     from perfgate.model.verdict import Rules
@@ -98,8 +100,36 @@ class NotJudged(pytest.skip.Exception):
 
 
 def marker_workload(marker: pytest.Mark, where: str) -> str:
+    """The name of the workload a ``@pytest.mark.perfgate`` declares: ``workload="NAME"`` (or
+    the first argument), or the script's of ``script="train.py"`` (``name=``, else
+    ``script-<file name>``)."""
+    script = marker_script(marker, where)
+    if script is not None:
+        return script[2] or Script(Path(script[0])).default_name()
     name = marker.kwargs.get("workload", marker.args[0] if marker.args else None)
     if not isinstance(name, str) or not name:
         raise pytest.UsageError(f'perfgate: {where}: @pytest.mark.{MARKER} needs a workload name, '
-                                f'e.g. @pytest.mark.{MARKER}(workload="my-model")')
+                                f'e.g. @pytest.mark.{MARKER}(workload="my-model"), or a script, '
+                                f'e.g. @pytest.mark.{MARKER}(script="train.py", args=["--max-steps", "80"])')
     return name
+
+
+def marker_script(marker: pytest.Mark, where: str) -> tuple[str, tuple[str, ...], str | None] | None:
+    """``(path, args, name)`` of ``@pytest.mark.perfgate(script="train.py", args=[...], name=...)``
+    (the path relative to the rootdir), or None for a marker that names a workload."""
+    if "script" not in marker.kwargs:
+        extra = sorted({"args", "name"} & set(marker.kwargs))
+        if extra:
+            raise pytest.UsageError(f"perfgate: {where}: @pytest.mark.{MARKER}: {extra[0]}= goes with script=")
+        return None
+    path, args, name = marker.kwargs["script"], marker.kwargs.get("args", ()), marker.kwargs.get("name")
+    if "workload" in marker.kwargs or marker.args:
+        raise pytest.UsageError(f"perfgate: {where}: @pytest.mark.{MARKER} names a workload or a script, not both")
+    if not isinstance(path, str) or not path:
+        raise pytest.UsageError(f'perfgate: {where}: @pytest.mark.{MARKER}(script=...) needs the script\'s path, '
+                                f'e.g. script="train.py"')
+    if isinstance(args, str) or not isinstance(args, (list, tuple)) or not all(isinstance(a, str) for a in args):
+        raise pytest.UsageError(f"perfgate: {where}: @pytest.mark.{MARKER}: args= must be a list of strings")
+    if name is not None and (not isinstance(name, str) or not name):
+        raise pytest.UsageError(f"perfgate: {where}: @pytest.mark.{MARKER}: name= must be a workload name")
+    return path, tuple(args), name

@@ -1,7 +1,9 @@
 """The workloads a ``pytest --perfgate`` session gates, and their jobs: those selected by
-``--perfgate-workloads`` or ``[tool.perfgate] workloads`` (else every discovered one), plus
-those the tests declare with ``@pytest.mark.perfgate``, found among the discovered
-workloads or defined in the test module itself."""
+``--perfgate-workloads`` or ``[tool.perfgate] workloads`` (else every discovered one, and
+the scripts of ``[tool.perfgate] scripts``), plus those the tests declare with
+``@pytest.mark.perfgate``, found among the discovered workloads or defined in the test
+module itself, and the scripts given with ``--perfgate-script`` or declared with
+``@pytest.mark.perfgate(script="train.py")``."""
 
 from __future__ import annotations
 
@@ -14,10 +16,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from perfgate.adapters.pytest_items import MARKER, marker_workload
+from perfgate.adapters.pytest_items import MARKER, marker_script, marker_workload
 
 if TYPE_CHECKING:
-    from perfgate.gate.config import Settings
+    from perfgate.gate.config import ScriptEntry, Settings
     from perfgate.model.job import Job
     from perfgate.model.workload import Workload
 
@@ -53,8 +55,14 @@ def _module_workload(item: pytest.Item, name: str) -> Workload | None:
 
 def plan_jobs(items: Sequence[pytest.Item], settings: Settings, *, here: Path, rootpath: Path,
               workloads: Sequence[str], workloads_path: Sequence[str], assignments: Sequence[str],
-              data_root: Sequence[str]) -> Plan | None:
-    """Validate every workload the session may need and build its job (None: no workload)."""
+              data_root: Sequence[str], scripts: Sequence[str] = ()) -> Plan | None:
+    """Validate every workload the session may need and build its job (None: no workload).
+
+    Scripts join as workloads do: ``[tool.perfgate] scripts`` with the default selection (or
+    when ``--perfgate-workloads`` names them), every ``--perfgate-script`` and every script a
+    test declares with ``@pytest.mark.perfgate(script=...)`` always."""
+    from perfgate.adapters.options import configured_scripts, script_entry_job
+    from perfgate.gate.config import ScriptEntry
     from perfgate.measure.runner import resolve_device
     from perfgate.model.errors import UsageError
     from perfgate.model.job import Job
@@ -64,13 +72,19 @@ def plan_jobs(items: Sequence[pytest.Item], settings: Settings, *, here: Path, r
     extra = [*settings.workloads_path, *(str(here / p) for p in workloads_path)]
     registry = discover([Path(p) for p in extra], project_dir=rootpath)
     # Workloads the tests declare with the marker: a discovered one, else one defined
-    # in the test module itself.
+    # in the test module itself; scripts the tests declare, by the name they go by.
     declared: dict[str, Workload] = {}
+    wanted: list[ScriptEntry] = [_option_script(value, here) for value in scripts]
     for item in items:
         marker = item.get_closest_marker(MARKER)
         if marker is None:
             continue
         name = marker_workload(marker, item.nodeid)
+        script = marker_script(marker, item.nodeid)
+        if script is not None:
+            wanted.append(ScriptEntry(script[0], script[1], script[2], rootpath,
+                                      given=f"{item.nodeid}: @pytest.mark.{MARKER}(script=...)"))
+            continue
         if name in declared:
             continue
         workload = registry.workloads.get(name) or _module_workload(item, name)
@@ -79,25 +93,35 @@ def plan_jobs(items: Sequence[pytest.Item], settings: Settings, *, here: Path, r
             raise UsageError(f"{item.nodeid}: unknown workload {name!r} in @pytest.mark.{MARKER}; "
                              f"known workloads: {known}, or a Workload defined in the test module")
         declared[name] = workload
+    configured = configured_scripts(_distinct([*settings.scripts, *wanted]), registry)
+    always = list(dict.fromkeys(entry.job_name for entry in wanted))  # in the order given
     names = _split_names(workloads) or list(settings.workloads)
+    selected: dict[str, Workload | ScriptEntry]
     if names:
-        selected = {n: declared.get(n) or registry.get(n) for n in names}
+        selected = {n: declared.get(n) or configured.get(n) or registry.get(n) for n in names}
     else:
-        selected = {w.name: w for w in registry.select([])}
+        found = registry.select([])
+        if configured:  # a project that gates its scripts: its own workloads, not the reference ones
+            found = [w for w in found if w.source.startswith("file:")]
+        selected = {w.name: w for w in found}
+        selected.update(configured)
     for name, workload in declared.items():
         selected.setdefault(name, workload)
-    chosen = list(selected.values())
-    if not chosen:
+    for name in always:
+        selected.setdefault(name, configured[name])
+    if not selected:
         return None
     device = resolve_device(settings.device)
     given: dict[str, object] = dict(parse_assignments(assignments))
-    shared_root, roots = _data_roots(data_root, {w.name for w in chosen}, here)
+    shared_root, roots = _data_roots(data_root, set(selected), here)
     jobs = {}
-    for workload in chosen:
-        params = workload.resolve(device, given)
+    for name, chosen in selected.items():
+        if isinstance(chosen, ScriptEntry):
+            jobs[name] = script_entry_job(chosen, device, given)
+            continue
+        params = chosen.resolve(device, given)
         resolved = params.to_dict()
-        jobs[workload.name] = Job(workload, params, {k: resolved[k] for k in given},
-                                  roots.get(workload.name, shared_root))
+        jobs[name] = Job(chosen, params, {k: resolved[k] for k in given}, roots.get(name, shared_root))
     if not names:
         # A default selection leaves out what this machine has too few devices for (named);
         # a workload a test declares with the marker stays, and fails in one line.
@@ -107,6 +131,36 @@ def plan_jobs(items: Sequence[pytest.Item], settings: Settings, *, here: Path, r
             warnings.warn(f"perfgate: {name} left out of the default selection: {why}", stacklevel=1)
             del jobs[name]
     return Plan(device, jobs, given, [Path(p) for p in extra])
+
+
+def _option_script(value: str, here: Path) -> ScriptEntry:
+    """``--perfgate-script "PATH [ARGS...]"`` (split as a shell would; the path relative to
+    the directory pytest was started in)."""
+    import shlex
+
+    from perfgate.gate.config import ScriptEntry
+    from perfgate.model.errors import UsageError
+
+    try:
+        words = shlex.split(value)
+    except ValueError as exc:
+        raise UsageError(f"--perfgate-script {value!r}: {exc}") from None
+    if not words:
+        raise UsageError("--perfgate-script: give the script's path, then its arguments, in one quoted value")
+    return ScriptEntry(words[0], tuple(words[1:]), None, here, given="--perfgate-script")
+
+
+def _distinct(entries: Sequence[ScriptEntry]) -> list[ScriptEntry]:
+    """``entries`` without repeats of one script (the same file and arguments under the same
+    name, named in the settings and by a marker, say); the first one named is kept."""
+    seen: set[tuple[str, Path, tuple[str, ...]]] = set()
+    kept = []
+    for entry in entries:
+        key = (entry.job_name, (entry.root / entry.path).resolve(), entry.args)
+        if key not in seen:
+            seen.add(key)
+            kept.append(entry)
+    return kept
 
 
 def _data_roots(items: Sequence[str], names: set[str], here: Path) -> tuple[Path | None, dict[str, Path]]:

@@ -52,6 +52,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--perfgate-workloads-path", action="append", default=[], metavar="PATH",
                     help="extra workload file or directory (repeatable); ./workloads/ of the rootdir "
                          "is always searched")
+    group.addoption("--perfgate-script", action="append", default=[], metavar="'PATH [ARGS...]'",
+                    help="a training script to gate as it is, with its arguments in the same quoted value "
+                         "(repeatable; its result is script-<file name>); [tool.perfgate] scripts lists them "
+                         "for every run")
     group.addoption("--perfgate-against", default=None, metavar="REF",
                     help="paired design: measure the base commit REF in the same session, alternating with the "
                          "working tree in ABBA blocks (default: judge against the stored baselines)")

@@ -21,6 +21,11 @@ from perfgate.adapters.pytest_items import (
 )
 from perfgate.text.inert import terminal
 
+
+def shown_from(path: Path, here: Path) -> str:
+    """``path`` relative to ``here`` when it lies below it, else absolute."""
+    return str(path.relative_to(here)) if path.is_relative_to(here) else str(path)
+
 if TYPE_CHECKING:
     from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
     from perfgate.gate.config import Settings
@@ -109,7 +114,8 @@ class GateSession:
 
         plan = plan_jobs(items, self.settings, here=self._here, rootpath=self.config.rootpath,
                          workloads=self._opt("workloads"), workloads_path=self._opt("workloads_path"),
-                         assignments=self._opt("set"), data_root=self._opt("data_root"))
+                         assignments=self._opt("set"), data_root=self._opt("data_root"),
+                         scripts=self._opt("script"))
         if plan is None:
             return []
         self.device, self.assignments, self.workload_paths = plan.device, plan.assignments, plan.workload_paths
@@ -239,10 +245,18 @@ class GateSession:
     def rebaseline_command(self, c: WorkloadComparison) -> str:
         """``perfgate rebaseline`` for this workload, with what the CLI needs to find and
         resolve it the same way (its file, the overrides, the store given to pytest)."""
-        parts = ["perfgate", "rebaseline", c.workload]
+        job = self.jobs.get(c.workload)
+        script = job.script if job is not None else None
+        if script is not None and not script.configured:
+            # Given to this session only: the command line names the file (relative to where
+            # pytest started), the name it goes by and its arguments after --.
+            parts = ["perfgate", "rebaseline", "--script", shown_from(script.path, self._here)]
+            if c.workload != script.default_name():
+                parts += ["--name", c.workload]
+        else:
+            parts = ["perfgate", "rebaseline", c.workload]
         if c.device:
             parts += ["--device", c.device]
-        job = self.jobs.get(c.workload)
         if job is not None and job.workload.source.startswith("file:"):
             source = Path(job.workload.source.removeprefix("file:"))
             parts += ["--workloads-path", str(source.relative_to(self._here)
@@ -251,7 +265,10 @@ class GateSession:
             parts += ["--set", f"{key}={value}"]
         if self._opt("baselines"):
             parts += ["--baselines", self._opt("baselines")]
-        return shlex.join([*parts, "--reason", "<why this change is intended>"])
+        parts += ["--reason", "<why this change is intended>"]
+        if script is not None and not script.configured and script.args:
+            parts += ["--", *script.args]
+        return shlex.join(parts)
 
     def skip_reason(self, c: WorkloadComparison) -> str:
         from perfgate.model.verdict import Verdict

@@ -18,6 +18,7 @@ not TOML or not UTF-8.
 from __future__ import annotations
 
 import dataclasses
+import shlex
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from typing import Any
 
 from perfgate.analysis.decide import GateConfig
 from perfgate.model.errors import UsageError
+from perfgate.model.script import SCRIPTS_SETTING, Script
 from perfgate.model.workload import PHASES
 from perfgate.text.units import parse_duration
 
@@ -33,7 +35,7 @@ GATE_KEYS = {f.name for f in dataclasses.fields(GateConfig)}
 PER_WORKLOAD_KEYS = {"delta", "memory_threshold", "gate_phases", "phase_q", "phase_min_share",
                      "flops_threshold", "launch_threshold", "counters_off", "straggler_share"}
 RUN_KEYS = {"baselines", "history", "workloads", "repeats", "device", "workloads_path", "blocks", "budget",
-            "windows", "start"}
+            "windows", "start", "scripts"}
 START_MODES = ("auto", "fork", "fresh")
 """How a repeat's process starts (``perfgate.measure.template``): forked from a template that
 has imported torch, or a new interpreter; ``auto``: forked in a paired gate (where a
@@ -97,6 +99,65 @@ def read_toml(path: Path) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class ScriptEntry:
+    """One training script ``[tool.perfgate] scripts`` gates like a workload: ``"train.py
+    --max-steps 80"`` (the path, then its arguments, split as a shell would) or ``{ path =
+    "train.py", args = ["--max-steps", "80"], name = "train" }``. The path is relative to
+    ``root`` (the pyproject's folder); the name defaults to ``script-<file name>``."""
+
+    path: str
+    args: tuple[str, ...] = ()
+    name: str | None = None
+    root: Path = Path(".")
+    given: str = SCRIPTS_SETTING
+    """Where it was named, for messages (``--perfgate-script``, a test's marker)."""
+
+    @property
+    def job_name(self) -> str:
+        """The name its results and baseline go by."""
+        return self.name or Script(Path(self.path)).default_name()
+
+    @property
+    def written(self) -> str:
+        """The entry as a command line would give it (``train.py --max-steps 80``)."""
+        return shlex.join([self.path, *self.args])
+
+
+def _script_entries(value: object, where: str, root: Path) -> tuple[ScriptEntry, ...]:
+    """``scripts``, checked: a list of ``"PATH ARGS"`` strings or ``{path, args, name}`` tables."""
+    shape = (f"{where}: scripts must be a list of \"PATH [ARGS...]\" strings or {{ path = \"...\", args = [...], "
+             "name = \"...\" } tables")
+    if not isinstance(value, list):
+        raise UsageError(shape)
+    entries = []
+    for item in value:
+        if isinstance(item, str):
+            try:
+                words = shlex.split(item)
+            except ValueError as exc:
+                raise UsageError(f"{where}: scripts: {item!r}: {exc}") from None
+            if not words:
+                raise UsageError(f"{where}: scripts: an empty entry names no script")
+            entries.append(ScriptEntry(words[0], tuple(words[1:]), None, root))
+        elif isinstance(item, dict):
+            extra = sorted(set(item) - {"path", "args", "name"})
+            if extra:
+                raise UsageError(f"{where}: scripts: unknown key {extra[0]!r} in a script's table; allowed: args, "
+                                 "name, path")
+            path, args, name = item.get("path"), item.get("args", []), item.get("name")
+            if not isinstance(path, str) or not path:
+                raise UsageError(f"{where}: scripts: a script's table needs path = \"the script's file\"")
+            if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+                raise UsageError(f"{where}: scripts: {path}: args must be a list of strings")
+            if name is not None and not isinstance(name, str):
+                raise UsageError(f"{where}: scripts: {path}: name must be a string")
+            entries.append(ScriptEntry(path, tuple(args), name, root))
+        else:
+            raise UsageError(shape)
+    return tuple(entries)
+
+
+@dataclass(frozen=True)
 class Settings:
     gate: GateConfig = field(default_factory=GateConfig)
     per_workload: Mapping[str, GateConfig] = field(default_factory=dict)
@@ -116,6 +177,8 @@ class Settings:
     """How each repeat's fresh process starts (:data:`START_MODES`; :meth:`start_for`)."""
     device: str = "auto"
     workloads_path: tuple[str, ...] = ()
+    scripts: tuple[ScriptEntry, ...] = ()
+    """Training scripts gated beside the workloads (``[tool.perfgate] scripts``)."""
     source: str = "defaults"
 
     def start_for(self, *, paired: bool) -> str:
@@ -236,6 +299,7 @@ def load_settings(pyproject: Path | None, cli: Mapping[str, Any] | None = None) 
     history = Path(cli["history"]) if "history" in cli else here / table.get("history", "perfgate-history.sqlite")
     if "workloads_path" not in cli:
         paths = tuple(str(here / p) for p in paths)
+    scripts = _script_entries(table["scripts"], where, here.resolve()) if "scripts" in table else ()
     return Settings(
         gate=gate,
         per_workload=per_workload,
@@ -249,5 +313,6 @@ def load_settings(pyproject: Path | None, cli: Mapping[str, Any] | None = None) 
         start=start,
         device=run_value("device", "auto"),
         workloads_path=paths,
+        scripts=scripts,
         source=source,
     )

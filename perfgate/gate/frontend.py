@@ -74,8 +74,8 @@ def paired_plan(request: GateRequest, tree: BaseTree, *, project_dir: Path, work
     side checked out in ``tree``."""
     base_jobs = base_jobs_for(request.jobs, tree, project_dir=project_dir, workload_paths=list(workload_paths),
                               assignments=dict(assignments), device=request.device)
-    for job in request.jobs:  # a script is named on the command line: its absence is bad input, not a verdict
-        if job.script is not None and job.workload.name not in base_jobs:
+    for job in request.jobs:  # a script named on the command line: its absence is bad input, not a verdict
+        if job.script is not None and job.script.named_on_command_line and job.workload.name not in base_jobs:
             raise UsageError(missing_script(job, tree.commit))
     plan = PairedPlan(request.jobs, base_jobs, project_dir, tree.mirror(project_dir), tree.commit, base_python)
     return dataclasses.replace(request, paired=plan)

@@ -317,12 +317,22 @@ def base_script_job(job: Job, tree: BaseTree, *, project_dir: Path, assignments:
     head = job.script
     there = tree.mirror(head.path)
     if there == head.path.resolve():
-        raise UsageError(f"--script {head.shown}: the file lies outside the repository, so the base commit "
+        raise UsageError(f"{head.given} {head.shown}: the file lies outside the repository, so the base commit "
                          f"{tree.commit[:7]} has no copy of it; a paired gate compares the two commits' scripts")
     if not there.is_file():
         return None
-    script = script_of(str(there), head.args, tree.mirror(project_dir))
+    script = script_of(str(there), head.args, tree.mirror(project_dir), given=head.given)
     return script_job(script, device, assignments, name=job.workload.name)
+
+
+def _missing_in_base(job: Job, commit: str) -> str:
+    """Why a head job of the paired gate has no base side: a new workload, or a new script."""
+    name = job.workload.name
+    if job.script is not None:
+        return (f"the base commit {commit[:7]} has no file {job.script.shown} (the script {name} is new); a new "
+                f"script is gated against a stored baseline once one is recorded (perfgate rebaseline {name})")
+    return (f"the base commit {commit[:7]} has no workload {name!r}; a new workload is gated against a stored "
+            f"baseline once one is recorded (perfgate rebaseline {name})")
 
 
 def missing_script(job: Job, commit: str) -> str:
@@ -416,9 +426,7 @@ class PairedMeasuring:
         self.names = [job.workload.name for job in plan.head_jobs]
         head_jobs = {job.workload.name: job for job in plan.head_jobs}
         self.missing = tuple(n for n in self.names if n not in plan.base_jobs)
-        self.extra_errors = {n: f"the base commit {plan.against[:7]} has no workload {n!r}; a new workload is "
-                                f"gated against a stored baseline once one is recorded (perfgate rebaseline {n})"
-                             for n in self.missing}
+        self.extra_errors = {n: _missing_in_base(head_jobs[n], plan.against) for n in self.missing}
         self.head_side = Side("head", head_jobs, plan.head_dir)
         self.base_side = Side("base", plan.base_jobs, plan.base_dir, plan.base_python)
         self.head = RunOutcome()

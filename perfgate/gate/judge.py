@@ -103,9 +103,11 @@ def baselines_of(settings: Settings, device: str) -> dict[str, list[str]]:
 def gated_by_base(settings: Settings, device: str) -> dict[str, str]:
     """The workloads the base gates on ``device``, each with why: its ``workloads``
     selection, or else every workload with a baseline for the device in its store."""
+    scripts = {entry.job_name: f"the base's `[tool.perfgate] scripts` lists {entry.path}" for entry in settings.scripts}
     if settings.workloads:
-        return {name: "the base's `[tool.perfgate] workloads` lists it" for name in settings.workloads}
-    return {name: f"the base has its baseline {paths[0]}" for name, paths in baselines_of(settings, device).items()}
+        return {name: scripts.get(name, "the base's `[tool.perfgate] workloads` lists it") for name in settings.workloads}
+    return {**{name: f"the base has its baseline {paths[0]}" for name, paths in baselines_of(settings, device).items()},
+            **scripts}
 
 
 # --- shards: several measuring jobs' folders judged as one run ------------------------------
@@ -367,7 +369,7 @@ def judge_measured(measured: Measured, settings: Settings, *, design: str, again
         scripts = [n for n in undefined if script_path_of(
             (measured.head.get(n) or measured.base[n]).workload_source) is not None]
         hint = (f"; {', '.join(scripts[:5])} {'is a script' if len(scripts) == 1 else 'are scripts'}' result(s): a "
-                "script is judged when the base's [tool.perfgate] workloads lists its name") if scripts else ""
+                "script is judged when the base's [tool.perfgate] scripts (or workloads) lists it") if scripts else ""
         raise UsageError(f"results for workloads neither the base nor the pull request defines: {shown}; a result "
                          f"is judged only for a workload one of the trees defines (read as data, never run){hint}")
     # The family: what the base gates, and what was measured of the workloads the trees

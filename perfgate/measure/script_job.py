@@ -40,16 +40,17 @@ def shown_path(path: Path, project_dir: Path) -> str:
         return str(path)
 
 
-def script_of(path: str, args: tuple[str, ...] | list[str], project_dir: Path) -> Script:
-    """The script at ``path`` (relative to ``project_dir``), hashed now; UsageError when it is no file."""
+def script_of(path: str, args: tuple[str, ...] | list[str], project_dir: Path, *, given: str = "--script") -> Script:
+    """The script at ``path`` (relative to ``project_dir``), hashed now; UsageError when it is no
+    file (``given`` names where the path was given: ``--script``, ``[tool.perfgate] scripts``)."""
     target = (project_dir / path).resolve()
     if not target.is_file():
-        raise UsageError(f"--script {path}: no such file")
+        raise UsageError(f"{given} {path}: no such file" + ("" if given.startswith("--") else f" (in {project_dir})"))
     try:
         sha = file_sha256(target)
     except OSError as exc:
-        raise UsageError(f"--script {path}: cannot read it: {exc.strerror or exc}") from None
-    return Script(target, tuple(args), shown_path(target, project_dir), sha)
+        raise UsageError(f"{given} {path}: cannot read it: {exc.strerror or exc}") from None
+    return Script(target, tuple(args), shown_path(target, project_dir), sha, given)
 
 
 def default_name(script: Script) -> str:

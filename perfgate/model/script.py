@@ -41,6 +41,9 @@ def script_path_of(source: str) -> str | None:
     return source.removeprefix(SCRIPT_SOURCE).rsplit(" sha256:", 1)[0]
 
 
+SCRIPTS_SETTING = "[tool.perfgate] scripts:"
+"""How a script named in the settings is named in messages (:attr:`Script.given`)."""
+
 _NAME_CHARS = re.compile(r"[^a-z0-9.-]+")
 """What a script's default name turns into ``-``: the underscore too (``train_lightning.py`` is
 ``script-train-lightning``); a result recorded under the old name is found with ``--name``."""
@@ -55,11 +58,25 @@ class Script:
     args: tuple[str, ...] = ()
     shown: str = ""
     sha256: str = ""
+    given: str = "--script"
+    """Where it was named, for messages: ``--script`` (the command line: a script the base
+    commit lacks is bad input) or ``[tool.perfgate] scripts:`` (a script a pull request adds
+    is measured on the head side alone, like a new workload)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "args", tuple(str(a) for a in self.args))
         if not self.shown:
             object.__setattr__(self, "shown", str(self.path))
+
+    @property
+    def named_on_command_line(self) -> bool:
+        """Named by a flag (``--script``, ``--perfgate-script``): the base commit must have it."""
+        return self.given.startswith("--")
+
+    @property
+    def configured(self) -> bool:
+        """Named in ``[tool.perfgate] scripts``: every command selects it by its name."""
+        return self.given == SCRIPTS_SETTING
 
     def default_name(self) -> str:
         """``script-<file name>``, lowercased, other characters as ``-``, within the workload name rule."""
