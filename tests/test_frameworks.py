@@ -395,6 +395,7 @@ def test_lightning_work_at_the_top_of_training_step_is_forward(tmp_path: Path, p
     assert (script["grad_clips_per_step"], script["lr_scheduler_steps_per_step"]) == (1, 1)
     assert script["precision"] == recorded
     assert script["precision_from"] == ("autocast" if recorded == "bf16" else "parameters")
+    assert result["params"]["precision"] == recorded  # the result's parameter, read, not a placeholder
     assert "pytorch_lightning" in script["frameworks"]
 
 

@@ -442,8 +442,8 @@ def test_a_script_results_table_and_commands_say_how_to_run_the_script_again() -
 
 
 def test_a_scripts_run_table_names_the_precision_its_steps_ran_in() -> None:
-    """The parameters' ``precision`` is a placeholder for a script; the table names what the
-    repeats recorded (the autocast dtype in effect), every one when they differ."""
+    """The table names the precision the repeats recorded (the autocast dtype in effect), every
+    one when they differ; the parameter holds the most common one."""
     import dataclasses
 
     from factories import make_result
@@ -465,6 +465,35 @@ def test_a_scripts_run_table_names_the_precision_its_steps_ran_in() -> None:
     header = run_table(recorded("bf16", "fp32"), summarise(plain)).splitlines()[0]
     assert header.endswith("bf16 (autocast), fp32 (autocast)")
     assert run_table(plain, summarise(plain)).splitlines()[0].endswith("the script train.py")
+
+
+def test_a_scripts_precision_is_its_result_parameter_and_never_makes_it_incomparable() -> None:
+    """The result's ``precision`` is what most repeats' steps ran in; a script that changes it
+    (fp32 to bf16 autocast) is measured against its baseline, a workload that does is not."""
+    import dataclasses
+
+    from factories import make_result
+
+    from perfgate.analysis.compare import incomparable
+    from perfgate.measure.runner import script_measured_params
+    from perfgate.store.baselines import updated_baseline
+
+    base = make_result("script-train")
+    base = dataclasses.replace(base, params={**base.params, "precision": "fp32"})
+    repeats = [dataclasses.replace(r, torch_settings={**r.torch_settings, "script": {"precision": p}})
+               for r, p in zip(base.repeats, ["bf16", "bf16", "fp32", "bf16", "bf16"])]
+    assert script_measured_params(repeats) == {"precision": "bf16"}
+    assert script_measured_params(base.repeats) == {}  # no repeat read one: the parameter is left as set
+    fp64 = [dataclasses.replace(r, torch_settings={"script": {"precision": "fp64"}}) for r in base.repeats]
+    assert script_measured_params(fp64) == {}  # not a workload precision: named in the run table only
+
+    stored = updated_baseline(None, base, "fp32 before", append=False)
+    changed = dataclasses.replace(base, params={**base.params, "precision": "bf16"})
+    assert incomparable(changed, stored) == {"param precision": ("fp32", "bf16")}
+    script = dataclasses.replace(changed, workload_source="script:train.py sha256:" + "a" * 64)
+    assert incomparable(script, stored) == {}
+    other_args = dataclasses.replace(script, params={**script.params, ARGS_PARAM: "--epochs 2"})
+    assert list(incomparable(other_args, stored)) == [f"param {ARGS_PARAM}"]
 
 
 def test_a_scripts_loader_restart_advice_is_the_scripts_own() -> None:

@@ -208,7 +208,8 @@ def test_a_script_that_finishes_early_is_one_line_and_leaves_no_trace(
         trace_here(loop, ["--epochs", "1", "--samples", "48"], artifacts, schedule=schedule)
     message = caught.value.message
     assert message == ("script-loop: loop.py ran out of data after 3 optimizer step(s) (3 DataLoader batch(es)); "
-                       "perfgate needs 2 warmup + 10 measured steps: give it more data, or lower --warmup/--steps")
+                       "perfgate needs 2 warmup + 10 measured steps: give it more data, or lower --warmup or the "
+                       "profiler's schedule (--profile-wait/--profile-warmup/--profile-active)")
     assert caught.value.exit_code == EXIT_ERROR
     assert list((artifacts / "script-loop").iterdir()) == []
     assert not profiler_enabled()

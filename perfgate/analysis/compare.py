@@ -52,6 +52,7 @@ from perfgate.model.benchmark import BenchmarkData, Statistics, benchmark_data
 from perfgate.model.counters import GATED, CounterSet
 from perfgate.model.repeat import MEDIAN, PER_STEP, ROWS
 from perfgate.model.result import RunResult
+from perfgate.model.script import SCRIPT_MEASURED, script_path_of
 from perfgate.model.verdict import Verdict
 from perfgate.model.workload import PHASES
 from perfgate.store.baselines import Lookup, updated_baseline
@@ -149,8 +150,10 @@ def incomparable(result: RunResult, baseline: Baseline) -> dict[str, tuple[Any, 
         diffs["workload version"] = (baseline.workload_version, result.workload_version)
     if baseline.device != result.device:
         diffs["device"] = (baseline.device, result.device)
+    measured = SCRIPT_MEASURED if script_path_of(result.workload_source) is not None else ()
     for key, pair in param_differences(baseline.params, result.params).items():
-        diffs[f"param {key}"] = pair
+        if key not in measured:  # a script's precision is its own edit: measured, not a reason to refuse
+            diffs[f"param {key}"] = pair
     recorded = baseline.recordings[-1].data
     for key in ("kind", "content_hash"):
         if recorded.get(key) != result.data.get(key):

@@ -27,6 +27,7 @@ from perfgate.model.errors import CudaUnavailable, DeviceError, PerfgateError, W
 from perfgate.model.job import Job
 from perfgate.model.result import RepeatResult, RunResult, repeat_from_dict
 from perfgate.model.version import __version__
+from perfgate.model.workload import PRECISIONS
 from perfgate.store.gitinfo import git_revision
 from perfgate.store.results import result_path, save_result
 
@@ -224,6 +225,22 @@ def measure(
     return outcome
 
 
+def script_measured_params(repeats: Sequence[RepeatResult]) -> dict[str, Any]:
+    """A script's :data:`~perfgate.model.script.SCRIPT_MEASURED` parameters from its repeats:
+    the precision most of its measured steps ran in (each repeat's ``torch_settings.script``),
+    when it is a workload precision; none when no repeat read one (fp64 is not one: it stays
+    in ``torch_settings`` and the run table)."""
+    counts: dict[str, int] = {}
+    for repeat in repeats:
+        precision = ((repeat.torch_settings or {}).get("script") or {}).get("precision")
+        if isinstance(precision, str):
+            counts[precision] = counts.get(precision, 0) + 1
+    if not counts:
+        return {}
+    precision = max(counts, key=lambda p: (counts[p], p == "fp32"))
+    return {"precision": precision} if precision in PRECISIONS else {}
+
+
 def assemble(job: Job, device: str, responses: list[dict[str, Any]],
              blocks: Sequence[int] | None = None) -> RunResult:
     """One result from the responses of a workload's repeats (with their ABBA blocks, if paired)."""
@@ -238,12 +255,15 @@ def assemble(job: Job, device: str, responses: list[dict[str, Any]],
     repeats: list[RepeatResult] = [repeat_from_dict(r["repeat"], f"repeat {i}") for i, r in enumerate(responses)]
     if blocks is not None:
         repeats = [dataclasses.replace(r, index=i, block=b) for i, (r, b) in enumerate(zip(repeats, blocks))]
+    params = job.params.to_dict()
+    if job.script is not None:
+        params.update(script_measured_params(repeats))
     return RunResult(
         workload=name,
         workload_version=job.workload.version,
         workload_source=job.workload.source,
         device=device,
-        params=job.params.to_dict(),
+        params=params,
         overrides=dict(job.overrides),
         environment=environments[0],
         data=responses[0]["data"],

@@ -99,8 +99,9 @@ def run_under_hooks(hooks: ScriptHooks, path: Path, args: tuple[str, ...], argv0
     return ending
 
 
-def _why_unmeasured(hooks: ScriptHooks, ending: Ending, shown: str) -> str:
-    """One line for a script that stopped before the window closed; the script's own words last."""
+def _why_unmeasured(hooks: ScriptHooks, ending: Ending, shown: str, *, counts: str = "--warmup/--steps") -> str:
+    """One line for a script that stopped before the window closed; the script's own words last.
+    ``counts`` names the options that set the steps it needed (a trace's come from its schedule)."""
     if hooks.steps_done == 0 and ending.how in ("returned", "exit") and hooks.batches:
         return (f"{shown}: saw 0 optimizer steps in {hooks.batches} DataLoader batches; perfgate marks the steps "
                 "with torch.optim optimizer steps")
@@ -108,9 +109,9 @@ def _why_unmeasured(hooks: ScriptHooks, ending: Ending, shown: str) -> str:
            f"{hooks.warmup_steps} warmup + {hooks.steps} measured steps")
     if ending.how == "returned":
         if hooks.exhausted:
-            return f"{shown} ran out of data {got}: give it more data, or lower --warmup/--steps"
+            return f"{shown} ran out of data {got}: give it more data, or lower {counts}"
         return (f"{shown} finished {got}: let it train longer (more epochs, a larger max_steps), or lower "
-                "--warmup/--steps")
+                f"{counts}")
     if hooks.steps_done == 0 and ending.how == "exit" and ending.code == 2:
         return (f"{shown} exited before its first optimizer step with {ending.what}: argparse exits with 2 when "
                 "it rejects an argument; does this copy of the script take the arguments given after --? "

@@ -214,6 +214,10 @@ class ProfiledTimeline:
                 prof.__exit__(None, None, None)
 
 
+TRACE_COUNTS = "--warmup or the profiler's schedule (--profile-wait/--profile-warmup/--profile-active)"
+"""The options that set a traced script's steps: its warmup, then the schedule's steps."""
+
+
 def trace_script(
     script: Script,
     params: Params,
@@ -259,7 +263,7 @@ def trace_script(
         if hooks.failure is not None:
             raise WorkloadError(f"{name}: {shown}: {hooks.failure}")
         if not hooks.done or not line.completed:
-            raise WorkloadError(f"{name}: {_why_unmeasured(hooks, ending, shown)}")
+            raise WorkloadError(f"{name}: {_why_unmeasured(hooks, ending, shown, counts=TRACE_COUNTS)}")
         if stopping is not None:
             raise stopping
 

@@ -27,6 +27,12 @@ SCRIPT_SETTABLE = ("warmup_steps", "steps", "seed", "num_threads", "cudnn_benchm
 perfgate sets before the script starts (the script may set them again itself). The others
 (batch size, loader settings, precision, ...) are the script's own."""
 
+SCRIPT_MEASURED = ("precision",)
+"""The parameters a script's result reads from what its steps did, not from what perfgate set
+(the precision: the autocast dtype in effect at each step's first forward pass, else the
+parameters'). A change in one is the script's own edit, which the gate measures: two script
+runs are never incomparable for it (results from before it was read hold ``fp32``)."""
+
 ARGS_PARAM = "script_args"
 """The parameter that records the script's arguments (``shlex.join``): other arguments, another run."""
 
