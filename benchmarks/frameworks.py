@@ -23,8 +23,19 @@ one intra-op thread.
    against the commit before it (``perfgate gate --against HEAD~1 --script``, default
    settings): the verdict, each phase's change and flag, the gate's wall time.
 
+4. With ``--in-process ROUNDS``: the hooks' cost per step, without the noise of fresh
+   processes. In one process per case, the script runs ``2 * ROUNDS`` times in ABBA order
+   (plain, hooked; hooked, plain; ...), under perfgate's hooks every other time (installed
+   around the run, as a repeat's child installs them) and plainly otherwise. Both are timed
+   by the same runner hook at the end of each outermost optimizer step, the ``--steps``
+   after ``--warmup``. Printed: the median of each, and the median of the rounds' ratios
+   (hooked / plain) with a 95% interval from the rounds' log ratios (a t interval): the
+   share of the step the hooks cost, the 2% criterion checked without process-to-process
+   noise.
+
     .venv/bin/python benchmarks/frameworks.py [--repeats N] [--warmup N] [--steps N] [--busy-ms MS]
                                               [--only lightning|hf] [--no-booking] [--paired]
+                                              [--in-process ROUNDS] [--no-table]
 
 Needs the frameworks extra (``bash scripts/setup.sh`` installs it).
 """
@@ -87,6 +98,70 @@ except Done:
 window = marks[warmup - 1 : warmup + steps]
 with open(out, "w") as handle:
     json.dump([(b - a) * 1e3 for a, b in zip(window, window[1:])], handle)
+'''
+
+
+IN_PROCESS_RUNNER = r'''
+"""Run a script as __main__ 2 * ROUNDS times in one process, ABBA, every other time under
+perfgate's hooks; print the measured steps of each run (ms) as JSON lines."""
+import json, runpy, sys, time
+
+import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+from perfgate.measure.script_clock import HostTimeline
+from perfgate.measure.script_hooks import ScriptHooks, installed
+
+rounds, warmup, steps, script = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+args = sys.argv[5:]
+torch.manual_seed(0)
+torch.set_num_threads(1)
+marks, depth = [], [0]
+
+
+class Done(BaseException):
+    pass
+
+
+def pre(*_):
+    depth[0] += 1
+
+
+def post(*_):
+    depth[0] -= 1
+    if depth[0] == 0:
+        marks.append(time.perf_counter())
+        if len(marks) >= warmup + steps:
+            raise Done
+
+
+register_optimizer_step_pre_hook(pre)
+register_optimizer_step_post_hook(post)
+
+
+def once(hooked):
+    marks.clear()
+    depth[0] = 0
+    sys.argv = [script, *args]
+    # the window never closes: the hooks time every step, as in a repeat's window
+    hooks = ScriptHooks(HostTimeline(warmup + steps + 10), warmup_steps=1, steps=warmup + steps + 5,
+                        device_type="cpu")
+    try:
+        if hooked:
+            with installed(hooks):
+                runpy.run_path(script, run_name="__main__")
+        else:
+            runpy.run_path(script, run_name="__main__")
+    except Done:
+        pass
+    window = marks[warmup - 1 : warmup + steps]
+    return [(b - a) * 1e3 for a, b in zip(window, window[1:])]
+
+
+once(False)  # the first run imports the framework: untimed
+for r in range(rounds):
+    for hooked in ((False, True) if r % 2 == 0 else (True, False)):
+        print(json.dumps({"hooked": hooked, "steps_ms": once(hooked)}), flush=True)
 '''
 
 
@@ -197,6 +272,39 @@ def booking(repeats: int, warmup: int, steps: int, busy_ms: float, tmp: Path) ->
         print(f"  {row:<10} {before:8.2f} {after:8.2f} {after - before:+8.2f}")
 
 
+def in_process(chosen: list[Case], rounds: int, warmup: int, steps: int, tmp: Path) -> None:
+    """The hooks' cost per step, in one process per case (see the module's docstring, 4.)."""
+    import math
+
+    from scipy import stats
+
+    runner = tmp / "in_process_runner.py"
+    runner.write_text(IN_PROCESS_RUNNER)
+    print(f"\nthe hooks' cost in one process: {rounds} ABBA round(s) per case, each a plain run and a hooked run of "
+          f"{warmup} warmup + {steps} measured steps, CPU, 1 thread")
+    print(f"  {'script':<38} {'plain ms':>9} {'hooked ms':>9} {'ratio':>6} {'95% interval':>17}  {'cost/step':>10}")
+    for case in chosen:
+        path = tmp / case.file
+        path.write_text(case.text)
+        done = subprocess.run([sys.executable, str(runner), str(rounds), str(warmup), str(steps), str(path),
+                               *case.args], cwd=ROOT, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"{case.label}: the in-process runner failed: {done.stderr.strip()[-800:]}")
+        runs = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+        if len(runs) != 2 * rounds or any(len(r["steps_ms"]) != steps for r in runs):
+            raise SystemExit(f"{case.label}: {len(runs)} run(s) of {2 * rounds}, or a run short of {steps} steps")
+        plain = [statistics.median(r["steps_ms"]) for r in runs if not r["hooked"]]
+        hooked = [statistics.median(r["steps_ms"]) for r in runs if r["hooked"]]
+        logs = [math.log(h / p) for h, p in zip(hooked, plain)]
+        mean = statistics.fmean(logs)
+        half = (stats.t.ppf(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+                if len(logs) > 1 else math.inf)
+        ratio = statistics.median(h / p for h, p in zip(hooked, plain))
+        cost_us = statistics.median((h - p) * 1e3 for h, p in zip(hooked, plain))
+        print(f"  {case.label:<38} {statistics.median(plain):9.2f} {statistics.median(hooked):9.2f} {ratio:6.3f} "
+              f"[{math.exp(mean - half):.3f}, {math.exp(mean + half):.3f}]  {cost_us:+8.0f} us")
+
+
 def paired(busy_ms: float, tmp: Path) -> None:
     """``perfgate gate --against HEAD~1 --script train_lightning.py``: a scratch repository whose
     head commit adds the busy-wait first in ``training_step``; the gate's own sequential looks."""
@@ -247,11 +355,17 @@ def main() -> None:
     parser.add_argument("--only", choices=("lightning", "hf"))
     parser.add_argument("--no-booking", action="store_true", help="print only the step table")
     parser.add_argument("--paired", action="store_true", help="also the paired gate of the busy-wait (3.)")
+    parser.add_argument("--in-process", type=int, default=0, metavar="ROUNDS",
+                        help="also the hooks' cost in one process, ROUNDS ABBA rounds per case (4.)")
+    parser.add_argument("--no-table", action="store_true", help="leave out the step table (1.)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         chosen = [c for c in cases(tmp) if args.only is None or c.file == f"train_{args.only}.py"]
-        step_table(chosen, args.repeats, args.warmup, args.steps, tmp)
+        if not args.no_table:
+            step_table(chosen, args.repeats, args.warmup, args.steps, tmp)
+        if args.in_process:
+            in_process(chosen, args.in_process, args.warmup, args.steps, tmp)
         if not args.no_booking and args.only != "hf":
             booking(args.repeats, args.warmup, args.steps, args.busy_ms, tmp)
         if args.paired and args.only != "hf":
