@@ -31,11 +31,17 @@ one intra-op thread.
    after ``--warmup``. Printed: the median of each, and the median of the rounds' ratios
    (hooked / plain) with a 95% interval from the rounds' log ratios (a t interval): the
    share of the step the hooks cost, the 2% criterion checked without process-to-process
-   noise.
+   noise. ``--without call,to`` leaves those hooks out of the hooked runs (a cost that
+   follows a hook shrinks without it).
+
+5. With ``--tight-loop ROUNDS``: the tiny BERT's forward and backward alone, in a tight loop,
+   plainly and under the hooks (all, or without the module-call, ``.to`` or backward hooks):
+   the cost per pass in µs, with less around it to vary.
 
     .venv/bin/python benchmarks/frameworks.py [--repeats N] [--warmup N] [--steps N] [--busy-ms MS]
                                               [--only lightning|hf] [--no-booking] [--paired]
-                                              [--in-process ROUNDS] [--no-table]
+                                              [--in-process ROUNDS] [--without HOOK,...] [--case TEXT]
+                                              [--tight-loop ROUNDS] [--no-table]
 
 Needs the frameworks extra (``bash scripts/setup.sh`` installs it).
 """
@@ -112,8 +118,9 @@ from torch.optim.optimizer import register_optimizer_step_post_hook, register_op
 from perfgate.measure.script_clock import HostTimeline
 from perfgate.measure.script_hooks import ScriptHooks, installed
 
-rounds, warmup, steps, script = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-args = sys.argv[5:]
+rounds, warmup, steps, without, script = (int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]),
+                                          [w for w in sys.argv[4].split(",") if w], sys.argv[5])
+args = sys.argv[6:]
 torch.manual_seed(0)
 torch.set_num_threads(1)
 marks, depth = [], [0]
@@ -137,6 +144,17 @@ def post(*_):
 
 register_optimizer_step_pre_hook(pre)
 register_optimizer_step_post_hook(post)
+from torch.utils.data import DataLoader
+from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+# What --without takes back out after the hooks are installed: (owner, attribute, original).
+ORIGINAL = {
+    "call": [(torch.nn.Module, "__call__", torch.nn.Module.__call__)],
+    "to": [(torch.Tensor, "to", torch.Tensor.to)],
+    "loader": [(_BaseDataLoaderIter, "__next__", _BaseDataLoaderIter.__next__),
+               (DataLoader, "__iter__", DataLoader.__iter__)],
+    "backward": [(torch.Tensor, "backward", torch.Tensor.backward), (torch.autograd, "backward", torch.autograd.backward)],
+}
 
 
 def once(hooked):
@@ -149,6 +167,9 @@ def once(hooked):
     try:
         if hooked:
             with installed(hooks):
+                for name in without:  # restored when the hooks are taken out
+                    for owner, attribute, original in ORIGINAL[name]:
+                        setattr(owner, attribute, original)
                 runpy.run_path(script, run_name="__main__")
         else:
             runpy.run_path(script, run_name="__main__")
@@ -272,7 +293,13 @@ def booking(repeats: int, warmup: int, steps: int, busy_ms: float, tmp: Path) ->
         print(f"  {row:<10} {before:8.2f} {after:8.2f} {after - before:+8.2f}")
 
 
-def in_process(chosen: list[Case], rounds: int, warmup: int, steps: int, tmp: Path) -> None:
+WITHOUT = ("call", "to", "loader", "backward")
+"""The hooks ``--without`` can leave out of the hooked runs (module calls, ``Tensor.to``, the
+DataLoader's, backward): to see whether a cost follows a hook."""
+
+
+def in_process(chosen: list[Case], rounds: int, warmup: int, steps: int, tmp: Path,
+               without: tuple[str, ...] = ()) -> None:
     """The hooks' cost per step, in one process per case (see the module's docstring, 4.)."""
     import math
 
@@ -281,13 +308,14 @@ def in_process(chosen: list[Case], rounds: int, warmup: int, steps: int, tmp: Pa
     runner = tmp / "in_process_runner.py"
     runner.write_text(IN_PROCESS_RUNNER)
     print(f"\nthe hooks' cost in one process: {rounds} ABBA round(s) per case, each a plain run and a hooked run of "
-          f"{warmup} warmup + {steps} measured steps, CPU, 1 thread")
+          f"{warmup} warmup + {steps} measured steps, CPU, 1 thread"
+          + (f"; the hooked runs without the hooks of {', '.join(without)}" if without else ""))
     print(f"  {'script':<38} {'plain ms':>9} {'hooked ms':>9} {'ratio':>6} {'95% interval':>17}  {'cost/step':>10}")
     for case in chosen:
         path = tmp / case.file
         path.write_text(case.text)
-        done = subprocess.run([sys.executable, str(runner), str(rounds), str(warmup), str(steps), str(path),
-                               *case.args], cwd=ROOT, capture_output=True, text=True)
+        done = subprocess.run([sys.executable, str(runner), str(rounds), str(warmup), str(steps), ",".join(without),
+                               str(path), *case.args], cwd=ROOT, capture_output=True, text=True)
         if done.returncode != 0:
             raise SystemExit(f"{case.label}: the in-process runner failed: {done.stderr.strip()[-800:]}")
         runs = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
@@ -303,6 +331,57 @@ def in_process(chosen: list[Case], rounds: int, warmup: int, steps: int, tmp: Pa
         cost_us = statistics.median((h - p) * 1e3 for h, p in zip(hooked, plain))
         print(f"  {case.label:<38} {statistics.median(plain):9.2f} {statistics.median(hooked):9.2f} {ratio:6.3f} "
               f"[{math.exp(mean - half):.3f}, {math.exp(mean + half):.3f}]  {cost_us:+8.0f} us")
+
+
+def tight_loop(rounds: int, passes: int = 60) -> None:
+    """The hooks' cost per forward and backward pass of the tiny BERT alone (the HF cases'
+    model and batch), in a tight loop in this process: plain, then under the hooks with each
+    of ``WITHOUT``'s module-call, ``.to`` and backward hooks left out, in ABBA order."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from perfgate.measure.script_clock import HostTimeline
+    from perfgate.measure.script_hooks import ScriptHooks, installed
+
+    torch.set_num_threads(1)
+    config = BertConfig(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=128, max_position_embeddings=64, num_labels=2)
+    model = BertForSequenceClassification(config)
+    g = torch.Generator().manual_seed(0)
+    batch = {"input_ids": torch.randint(0, 1000, (16, 32), generator=g), "labels": torch.randint(0, 2, (16,), generator=g)}
+    original = {"call": [(torch.nn.Module, "__call__", torch.nn.Module.__call__)],
+                "to": [(torch.Tensor, "to", torch.Tensor.to)],
+                "backward": [(torch.Tensor, "backward", torch.Tensor.backward),
+                             (torch.autograd, "backward", torch.autograd.backward)]}
+
+    def timed(n: int) -> float:
+        values = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            model(**batch).loss.backward()
+            values.append(time.perf_counter() - t0)
+        return statistics.median(values) * 1e6
+
+    variants: list[tuple[str, ...] | None] = [None, (), ("call",), ("to",), ("backward",), ("call", "to", "backward")]
+    medians: dict[tuple[str, ...] | None, list[float]] = {v: [] for v in variants}
+    timed(passes)
+    for r in range(rounds):
+        for v in variants if r % 2 == 0 else variants[::-1]:
+            if v is None:
+                medians[v].append(timed(passes))
+                continue
+            with installed(ScriptHooks(HostTimeline(10**5), warmup_steps=1, steps=10**5, device_type="cpu")):
+                for name in v:
+                    for owner, attribute, value in original[name]:
+                        setattr(owner, attribute, value)
+                medians[v].append(timed(passes))
+    plain = statistics.median(medians[None])
+    print(f"\nthe tiny BERT's forward and backward alone, {rounds} ABBA round(s) of {passes} passes each, CPU, 1 thread "
+          "(median of the rounds' medians)")
+    for v in variants:
+        value = statistics.median(medians[v])
+        label = "plain" if v is None else "hooks" + (f" without {', '.join(v)}" if v else ", all")
+        print(f"  {label:<34} {value:8.0f} us  {value - plain:+6.0f} us")
 
 
 def paired(busy_ms: float, tmp: Path) -> None:
@@ -358,14 +437,25 @@ def main() -> None:
     parser.add_argument("--in-process", type=int, default=0, metavar="ROUNDS",
                         help="also the hooks' cost in one process, ROUNDS ABBA rounds per case (4.)")
     parser.add_argument("--no-table", action="store_true", help="leave out the step table (1.)")
+    parser.add_argument("--without", default="", metavar="HOOK[,HOOK]",
+                        help=f"with --in-process: hooked runs without these hooks ({', '.join(WITHOUT)})")
+    parser.add_argument("--tight-loop", type=int, default=0, metavar="ROUNDS",
+                        help="also the hooks' cost per forward and backward of the tiny BERT alone (5.)")
+    parser.add_argument("--case", default="", metavar="TEXT", help="only the cases whose label holds TEXT")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        chosen = [c for c in cases(tmp) if args.only is None or c.file == f"train_{args.only}.py"]
+        chosen = [c for c in cases(tmp) if (args.only is None or c.file == f"train_{args.only}.py")
+                  and args.case in c.label]
+        without = tuple(w for w in args.without.split(",") if w)
+        if set(without) - set(WITHOUT):
+            parser.error(f"--without: one of {', '.join(WITHOUT)}")
         if not args.no_table:
             step_table(chosen, args.repeats, args.warmup, args.steps, tmp)
         if args.in_process:
-            in_process(chosen, args.in_process, args.warmup, args.steps, tmp)
+            in_process(chosen, args.in_process, args.warmup, args.steps, tmp, without)
+        if args.tight_loop:
+            tight_loop(args.tight_loop)
         if not args.no_booking and args.only != "hf":
             booking(args.repeats, args.warmup, args.steps, args.busy_ms, tmp)
         if args.paired and args.only != "hf":
