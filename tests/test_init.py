@@ -309,3 +309,50 @@ def test_a_bad_number_of_shards_is_a_one_line_error_and_writes_nothing(capsys, t
     code, out, err = init(capsys, str(tmp_path / "repo"), f"--shards={value}")
     assert code == 2 and out == "" and not (tmp_path / "repo").exists()
     assert err.startswith("perfgate: error: --shards ") and err.count("\n") == 1
+
+
+def test_init_with_scripts_lists_them_in_the_settings_and_writes_no_example_workload(capsys, tmp_path: Path) -> None:
+    target = tmp_path / "repo"
+    (target / "train").mkdir(parents=True)
+    (target / "train" / "loop.py").write_text("print('a training loop')\n")
+    (target / "finetune.py").write_text("print('another')\n")
+    code, out, _ = init(capsys, str(target), "--script", "train/loop.py --max-steps 80 --name 'a b'",
+                        "--script", "finetune.py")
+    assert code == 0
+    assert not (target / "workloads").exists()
+    settings = load_settings(target / "pyproject.toml")
+    assert settings.workloads == ()
+    assert [(s.path, s.args, s.job_name) for s in settings.scripts] == [
+        ("train/loop.py", ("--max-steps", "80", "--name", "a b"), "script-loop"), ("finetune.py", (), "script-finetune")]
+    assert "1. Try the scripts here: `perfgate run --device cpu` runs train/loop.py --max-steps 80 --name 'a b', " \
+           "finetune.py as they are" in out
+    # every other file as without scripts
+    plain = tmp_path / "plain"
+    init(capsys, str(plain))
+    assert set(digest(target)) - {"train/loop.py", "finetune.py"} == set(digest(plain)) - {"workloads/my_model.py"}
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("gone.py", "--script gone.py: no such file in "),
+    ("../outside.py", "--script ../outside.py: give the path inside the repository, relative to it"),
+    ("'train.py", "--script \"'train.py\": No closing quotation"),
+    ("", "--script: give the script's path, then its arguments, in one quoted value"),
+])
+def test_a_bad_script_for_init_is_a_one_line_error_and_writes_nothing(capsys, tmp_path: Path, value: str,
+                                                                      message: str) -> None:
+    target = tmp_path / "repo"
+    target.mkdir()
+    (target / "train.py").write_text("")
+    code, out, err = init(capsys, str(target), "--script", value)
+    assert code == 2 and out == "" and sorted(p.name for p in target.iterdir()) == ["train.py"]
+    assert err.startswith(f"perfgate: error: {message}") and err.count("\n") == 1, err
+
+
+def test_two_scripts_of_one_name_are_refused_by_init(capsys, tmp_path: Path) -> None:
+    target = tmp_path / "repo"
+    (target / "a").mkdir(parents=True)
+    (target / "a" / "train.py").write_text("")
+    (target / "train.py").write_text("")
+    code, _, err = init(capsys, str(target), "--script", "train.py", "--script", "a/train.py")
+    assert code == 2 and "--script a/train.py: its results would be script-train, as train.py's are" in err
+    assert not (target / "pyproject.toml").exists()

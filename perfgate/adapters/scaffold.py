@@ -25,7 +25,9 @@ because GitHub reports an active rule whose owner does not exist as an error.
 from __future__ import annotations
 
 import argparse
+import json
 import re
+import shlex
 import sys
 import tomllib
 from collections.abc import Sequence
@@ -79,6 +81,48 @@ class Scaffolded:
     note: str = ""
     add_settings: bool = False  # an existing pyproject.toml without [tool.perfgate]
     add_lines: str = ""    # lines to add to an existing file (CODEOWNERS)
+
+
+WORKLOADS_LINE = 'workloads = ["my-model"]         # the workloads the gate runs (default: every one found)\n'
+EXAMPLE_WORKLOAD = "workloads/my_model.py"
+
+
+def settings_text(scripts: Sequence[str] = ()) -> str:
+    """The ``[tool.perfgate]`` table ``init`` writes: with ``scripts`` (each ``"PATH ARGS"``),
+    they are what the gate runs, in place of the example workload."""
+    text = template_text(PYPROJECT_TEMPLATE)
+    if not scripts:
+        return text
+    assert WORKLOADS_LINE in text
+    listed = ", ".join(json.dumps(s) for s in scripts)  # a JSON string is a TOML basic string
+    return text.replace(WORKLOADS_LINE, f"scripts = [{listed}]  # the training scripts the gate runs as they are "
+                                        "(docs/script.md)\n")
+
+
+def parse_scripts(values: Sequence[str] | None, target: Path) -> tuple[str, ...]:
+    """``--script "PATH [ARGS...]"`` values, checked: split as a shell would, the file there in
+    ``target``, one name per script; a UsageError otherwise (nothing is written)."""
+    from perfgate.model.script import Script
+
+    scripts, names = [], {}
+    for value in values or ():
+        try:
+            words = shlex.split(value)
+        except ValueError as exc:
+            raise UsageError(f"--script {value!r}: {exc}") from None
+        if not words:
+            raise UsageError("--script: give the script's path, then its arguments, in one quoted value")
+        path = PurePosixPath(words[0])
+        if path.is_absolute() or ".." in path.parts:
+            raise UsageError(f"--script {words[0]}: give the path inside the repository, relative to it")
+        if not (target / words[0]).is_file():
+            raise UsageError(f"--script {words[0]}: no such file in {target.resolve()}")
+        name = Script(Path(words[0])).default_name()
+        if name in names:
+            raise UsageError(f"--script {words[0]}: its results would be {name}, as {names[name]}'s are")
+        names[name] = words[0]
+        scripts.append(shlex.join(words))
+    return tuple(scripts)
 
 
 def template_text(name: str) -> str:
@@ -254,22 +298,29 @@ def _codeowners(target: Path, owners: Sequence[str]) -> Scaffolded:
     return Scaffolded(existing, KEPT, note, add_lines=lines)
 
 
-def scaffold(target: Path, owners: Sequence[str] = (), shards: int = 1) -> list[Scaffolded]:
+def scaffold(target: Path, owners: Sequence[str] = (), shards: int = 1,
+             scripts: Sequence[str] = ()) -> list[Scaffolded]:
     """Write the missing files into ``target`` (created if needed); never overwrite one.
     ``owners`` (checked by :func:`parse_owners`) own the CODEOWNERS rules; ``shards``
-    above 1 writes the sharded measuring and judging workflows for that many runners."""
+    above 1 writes the sharded measuring and judging workflows for that many runners;
+    ``scripts`` (checked by :func:`parse_scripts`) are gated in place of an example workload."""
     if target.exists() and not target.is_dir():
         raise UsageError(f"{target}: not a directory")
     target.mkdir(parents=True, exist_ok=True)
     done = []
     for relative, template in FILES:
+        if scripts and relative == EXAMPLE_WORKLOAD:
+            continue
         path = target / relative
         if path.exists() or path.is_symlink():
             note, add = _pyproject_note(path) if relative == "pyproject.toml" else ("exists", False)
             done.append(Scaffolded(relative, KEPT, note, add))
             continue
         sharded = shards > 1 and relative in SHARDED
-        text = render_sharded(template_text(SHARDED[relative]), shards) if sharded else template_text(template)
+        if sharded:
+            text = render_sharded(template_text(SHARDED[relative]), shards)
+        else:
+            text = settings_text(scripts) if template == PYPROJECT_TEMPLATE else template_text(template)
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             # "x": a file that appeared since the check above is still not overwritten.
@@ -285,10 +336,17 @@ def scaffold(target: Path, owners: Sequence[str] = (), shards: int = 1) -> list[
 
 
 def next_steps(target: Path, done: Sequence[Scaffolded] = (), owners: Sequence[str] = (),
-               shards: int = 1) -> list[str]:
-    steps = [
+               shards: int = 1, scripts: Sequence[str] = ()) -> list[str]:
+    first = (
+        f"Try the script{'s' if len(scripts) > 1 else ''} here: `perfgate run --device cpu` runs "
+        f"{', '.join(scripts)} as {'they are' if len(scripts) > 1 else 'it is'} (perfgate's docs/script.md): "
+        f"{'each' if len(scripts) > 1 else 'it'} must step one torch.optim optimizer, and train for 10 warmup + "
+        "50 measured steps at least (or set them with --warmup/--steps)."
+        if scripts else
         "Edit workloads/my_model.py to build your model, optimizer and data (perfgate's README, "
-        "\"Writing your own workload\"), and list it in [tool.perfgate] workloads.",
+        "\"Writing your own workload\"), and list it in [tool.perfgate] workloads.")
+    steps = [
+        first,
         "The measuring workflow installs the base commit's project with its constraints.txt, ci.yml and "
         "the rebaseline run `pip install -c constraints.txt -e .`, and the judge installs the perfgate "
         "that constraints.txt pins: your pyproject.toml's [project] must depend on perfgate and torch, "
@@ -331,7 +389,8 @@ def cmd_init(args: argparse.Namespace) -> int:
     try:
         owners = parse_owners(args.owners)
         shards = parse_shards(args.shards)
-        done = scaffold(target, owners, shards)
+        scripts = parse_scripts(args.script, target)
+        done = scaffold(target, owners, shards, scripts)
     except PerfgateError as exc:
         print(f"perfgate: error: {exc.message}", file=sys.stderr)
         return exc.exit_code
@@ -344,7 +403,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         print(f"  {d.status:<7}  {d.path.ljust(width)}  ({d.note})" if d.note else f"  {d.status:<7}  {d.path}")
     if any(d.add_settings for d in done):
         print("\nAdd to pyproject.toml:\n")
-        print(template_text(PYPROJECT_TEMPLATE), end="")
+        print(settings_text(scripts), end="")
     for d in done:
         if d.add_lines:
             where = "" if owners else (f", with your owners in place of {PLACEHOLDER_OWNER} "
@@ -352,7 +411,7 @@ def cmd_init(args: argparse.Namespace) -> int:
             print(f"\nAdd to {d.path}{where}, below any broader rule:\n")
             print(d.add_lines, end="")
     print("\nNext steps:")
-    for number, step in enumerate(next_steps(target, done, owners, shards), 1):
+    for number, step in enumerate(next_steps(target, done, owners, shards, scripts), 1):
         print(f"  {number}. {step}")
     return EXIT_OK
 
@@ -362,7 +421,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "init", help="set a repository up for perfgate: example workload, baselines/, settings, workflows, "
                      "CODEOWNERS",
-        description="Write an example workload, an empty baselines/ store, the [tool.perfgate] settings "
+        description="Write an example workload (or, with --script, list your training scripts in the settings "
+                    "instead), an empty baselines/ store, the [tool.perfgate] settings "
                     "(only into a new pyproject.toml; an existing one is never edited), the GitHub "
                     "workflows and a .github/CODEOWNERS for the gate's inputs. Existing files are never "
                     "overwritten; each file is reported as created or kept.",
@@ -378,5 +438,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "measuring its share of the workloads (perfgate ci --shard I/N), and perfgate-judge.yml "
                         "downloads every shard's results and judges them together, Holm over all workloads "
                         "(default 1: one runner measures them all)")
+    p.add_argument("--script", action="append", metavar="'PATH [ARGS...]'",
+                   help="gate this training script as it is (repeatable; the path inside DIR, then its arguments, "
+                        "in one quoted value): [tool.perfgate] scripts lists it, and no example workload is written")
     p.set_defaults(func=cmd_init)
     return p
