@@ -136,18 +136,11 @@ def plan_jobs(items: Sequence[pytest.Item], settings: Settings, *, here: Path, r
 def _option_script(value: str, here: Path) -> ScriptEntry:
     """``--perfgate-script "PATH [ARGS...]"`` (split as a shell would; the path relative to
     the directory pytest was started in)."""
-    import shlex
-
     from perfgate.gate.config import ScriptEntry
-    from perfgate.model.errors import UsageError
+    from perfgate.model.script import script_words
 
-    try:
-        words = shlex.split(value)
-    except ValueError as exc:
-        raise UsageError(f"--perfgate-script {value!r}: {exc}") from None
-    if not words:
-        raise UsageError("--perfgate-script: give the script's path, then its arguments, in one quoted value")
-    return ScriptEntry(words[0], tuple(words[1:]), None, here, given="--perfgate-script")
+    path, args = script_words(value, "--perfgate-script")
+    return ScriptEntry(path, args, None, here, given="--perfgate-script")
 
 
 def _distinct(entries: Sequence[ScriptEntry]) -> list[ScriptEntry]:

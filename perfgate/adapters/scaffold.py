@@ -102,16 +102,12 @@ def settings_text(scripts: Sequence[str] = ()) -> str:
 def parse_scripts(values: Sequence[str] | None, target: Path) -> tuple[str, ...]:
     """``--script "PATH [ARGS...]"`` values, checked: split as a shell would, the file there in
     ``target``, one name per script; a UsageError otherwise (nothing is written)."""
-    from perfgate.model.script import Script
+    from perfgate.model.script import Script, script_words
 
     scripts, names = [], {}
     for value in values or ():
-        try:
-            words = shlex.split(value)
-        except ValueError as exc:
-            raise UsageError(f"--script {value!r}: {exc}") from None
-        if not words:
-            raise UsageError("--script: give the script's path, then its arguments, in one quoted value")
+        first, args = script_words(value, "--script")
+        words = [first, *args]
         path = PurePosixPath(words[0])
         if path.is_absolute() or ".." in path.parts:
             raise UsageError(f"--script {words[0]}: give the path inside the repository, relative to it")

@@ -27,7 +27,7 @@ from typing import Any
 
 from perfgate.analysis.decide import GateConfig
 from perfgate.model.errors import UsageError
-from perfgate.model.script import SCRIPTS_SETTING, Script
+from perfgate.model.script import SCRIPTS_SETTING, Script, script_words
 from perfgate.model.workload import PHASES
 from perfgate.text.units import parse_duration
 
@@ -132,13 +132,10 @@ def _script_entries(value: object, where: str, root: Path) -> tuple[ScriptEntry,
     entries = []
     for item in value:
         if isinstance(item, str):
-            try:
-                words = shlex.split(item)
-            except ValueError as exc:
-                raise UsageError(f"{where}: scripts: {item!r}: {exc}") from None
-            if not words:
+            if not item.strip():
                 raise UsageError(f"{where}: scripts: an empty entry names no script")
-            entries.append(ScriptEntry(words[0], tuple(words[1:]), None, root))
+            path, args = script_words(item, f"{where}: scripts:")
+            entries.append(ScriptEntry(path, args, None, root))
         elif isinstance(item, dict):
             extra = sorted(set(item) - {"path", "args", "name"})
             if extra:

@@ -47,6 +47,20 @@ def script_path_of(source: str) -> str | None:
     return source.removeprefix(SCRIPT_SOURCE).rsplit(" sha256:", 1)[0]
 
 
+def script_words(value: str, given: str) -> tuple[str, tuple[str, ...]]:
+    """``"PATH [ARGS...]"`` split as a shell would: the path and the arguments. A UsageError
+    naming ``given`` (``--perfgate-script``, ``--script``) for an unclosed quote or no path."""
+    from perfgate.model.errors import UsageError
+
+    try:
+        words = shlex.split(value)
+    except ValueError as exc:
+        raise UsageError(f"{given} {value!r}: {exc}") from None
+    if not words:
+        raise UsageError(f"{given}: give the script's path, then its arguments, in one quoted value")
+    return words[0], tuple(words[1:])
+
+
 SCRIPTS_SETTING = "[tool.perfgate] scripts:"
 """How a script named in the settings is named in messages (:attr:`Script.given`)."""
 
