@@ -128,6 +128,26 @@ def test_the_judge_takes_a_script_the_bases_settings_name(tmp_path: Path) -> Non
                                        "finetune": "the base's `[tool.perfgate] scripts` lists ft.py"}
 
 
+def test_the_base_decides_which_scripts_and_the_head_side_runs_the_pull_requests_copy(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``perfgate ci`` reads the base checkout's settings: a script they list is the pull
+    request's file on the head side (as ``workloads_path`` is), the base checkout's on the
+    base side (a bug once: both sides ran the base's copy, and the paired gate refused it as
+    "outside the repository")."""
+    from perfgate.gate.judge import base_settings
+
+    base, head = tmp_path / "base", tmp_path / "head"
+    for side in (base, head):
+        (side / "train").mkdir(parents=True)
+        (side / "pyproject.toml").write_text('[tool.perfgate]\nscripts = ["train/loop.py --epochs 1"]\n')
+        shutil.copy(PLAIN, side / "train" / "loop.py")
+    monkeypatch.chdir(head)
+    (entry,) = base_settings(base).scripts
+    assert entry.root == head.resolve() and (entry.path, entry.args) == ("train/loop.py", ("--epochs", "1"))
+    job = selected_jobs([], discover(project_dir=head), (entry,), "cpu", {}, lambda name: None)[-1]
+    assert job.script is not None and job.script.path == (head / "train" / "loop.py").resolve()
+
+
 def test_run_selects_a_configured_script_by_its_name(project: Path) -> None:
     from perfgate.adapters.cli import build_parser
     from perfgate.adapters.options import jobs_of

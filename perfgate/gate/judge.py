@@ -54,8 +54,10 @@ from perfgate.store.untrusted_folders import Measured
 def base_settings(base_dir: Path, cli: Mapping[str, Any] | None = None) -> Settings:
     """Settings, thresholds and the baseline store from the base checkout's pyproject.toml.
 
-    ``workloads_path`` entries name code, which is the pull request's: they are taken at
-    the same place in the pull request's checkout (the current directory).
+    ``workloads_path`` and ``scripts`` entries name code, which is the pull request's: they
+    are taken at the same place in the pull request's checkout (the current directory). The
+    base decides which scripts are gated; the head side runs the pull request's copy, the
+    paired base side the base checkout's.
     """
     pyproject = base_dir / PYPROJECT
     settings = load_settings(pyproject, cli or {})
@@ -67,7 +69,14 @@ def base_settings(base_dir: Path, cli: Mapping[str, Any] | None = None) -> Setti
             paths.append(str(Path(entry).relative_to(base_dir)))
         except ValueError:
             paths.append(entry)
-    return dataclasses.replace(settings, workloads_path=tuple(paths))
+    head, base = Path.cwd().resolve(), base_dir.resolve()
+    scripts = []
+    for script in settings.scripts:
+        try:
+            scripts.append(dataclasses.replace(script, root=head / script.root.relative_to(base)))
+        except ValueError:
+            scripts.append(script)
+    return dataclasses.replace(settings, workloads_path=tuple(paths), scripts=tuple(scripts))
 
 
 def git_commit_of(directory: Path) -> str | None:
