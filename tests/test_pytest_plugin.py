@@ -346,7 +346,7 @@ def test_an_unchanged_run_is_not_failed_and_the_fixture_shares_the_gate(project:
     seen = json.loads((project.path / "seen.json").read_text())
     assert seen["workload"] == "tiny" and seen["verdict"] in ("PASS", "IMPROVED", "INCONCLUSIVE")
     if seen["verdict"] == "INCONCLUSIVE":
-        result.stdout.fnmatch_lines(["SKIPPED ?1? perfgate::tiny: INCONCLUSIVE: step *"])
+        result.stdout.fnmatch_lines(["SKIPPED ?1? perfgate::tiny: INCONCLUSIVE: time per step *"])
     else:
         result.stdout.fnmatch_lines(["PASSED perfgate::tiny"])
     result.stdout.fnmatch_lines(["PASSED test_user.py::test_tiny_as_the_user_sees_it"])
