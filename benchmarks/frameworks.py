@@ -65,14 +65,7 @@ from test_frameworks import HF_SCRIPT, LIGHTNING_SCRIPT  # noqa: E402  (the docs
 
 ROWS = ("data_wait", "h2d", "forward", "backward", "optimizer", "residual", "step")
 
-OWN_RUNNER = r'''
-"""Run a script as __main__, recording the end of each outermost optimizer step; stop after enough."""
-import json, runpy, sys, time
-
-import torch
-from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
-
-warmup, steps, out, script = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+STEP_MARKS = r'''
 torch.manual_seed(0)
 torch.set_num_threads(1)
 marks, depth = [], [0]
@@ -96,7 +89,19 @@ def post(*_):
 
 register_optimizer_step_pre_hook(pre)
 register_optimizer_step_post_hook(post)
-sys.argv = [script, *sys.argv[5:]]
+'''
+"""The runners' shared clock (``warmup`` and ``steps`` set before it): the end of each
+outermost optimizer step appended to ``marks``, and ``Done`` raised after enough."""
+
+OWN_RUNNER = r'''
+"""Run a script as __main__, recording the end of each outermost optimizer step; stop after enough."""
+import json, runpy, sys, time
+
+import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+warmup, steps, out, script = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+''' + STEP_MARKS + r'''sys.argv = [script, *sys.argv[5:]]
 try:
     runpy.run_path(script, run_name="__main__")
 except Done:
@@ -121,30 +126,7 @@ from perfgate.measure.script_hooks import ScriptHooks, installed
 rounds, warmup, steps, without, script = (int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]),
                                           [w for w in sys.argv[4].split(",") if w], sys.argv[5])
 args = sys.argv[6:]
-torch.manual_seed(0)
-torch.set_num_threads(1)
-marks, depth = [], [0]
-
-
-class Done(BaseException):
-    pass
-
-
-def pre(*_):
-    depth[0] += 1
-
-
-def post(*_):
-    depth[0] -= 1
-    if depth[0] == 0:
-        marks.append(time.perf_counter())
-        if len(marks) >= warmup + steps:
-            raise Done
-
-
-register_optimizer_step_pre_hook(pre)
-register_optimizer_step_post_hook(post)
-from torch.utils.data import DataLoader
+''' + STEP_MARKS + r'''from torch.utils.data import DataLoader
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
 # What --without takes back out after the hooks are installed: (owner, attribute, original).

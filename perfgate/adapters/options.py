@@ -442,15 +442,21 @@ def selected_jobs(names: Sequence[str], registry: Registry, scripts: Sequence[Sc
 
     by_name = configured_scripts(scripts, registry)
     if not names:
-        found = registry.select([])
-        chosen: list[Workload | ScriptEntry] = (
-            [*(w for w in found if w.source.startswith("file:")), *by_name.values()] if by_name else list(found))
+        chosen = list(default_selection(registry, by_name).values())
     else:
-        chosen = []
-        for name in dict.fromkeys(names):
-            chosen.append(by_name[name] if name in by_name else registry.get(name))
+        chosen = [by_name.get(name) or registry.get(name) for name in dict.fromkeys(names)]
     return [script_entry_job(item, device, assignments) if isinstance(item, ScriptEntry)
             else job_for(item, device, assignments, data_root(item.name)) for item in chosen]
+
+
+def default_selection(registry: Registry, scripts: Mapping[str, ScriptEntry]) -> dict[str, Workload | ScriptEntry]:
+    """What runs when no workload is named, by name: every discovered workload (sorted), or,
+    with ``scripts`` (:func:`configured_scripts`), the project's own workloads (those its
+    files define, not perfgate's reference workloads) and then the scripts."""
+    found = registry.select([])
+    if scripts:  # a project that gates its scripts
+        found = [w for w in found if w.source.startswith("file:")]
+    return {**{w.name: w for w in found}, **scripts}
 
 
 def configured_scripts(scripts: Sequence[ScriptEntry], registry: Registry | None = None) -> dict[str, ScriptEntry]:

@@ -61,11 +61,10 @@ def plan_jobs(items: Sequence[pytest.Item], settings: Settings, *, here: Path, r
     Scripts join as workloads do: ``[tool.perfgate] scripts`` with the default selection (or
     when ``--perfgate-workloads`` names them), every ``--perfgate-script`` and every script a
     test declares with ``@pytest.mark.perfgate(script=...)`` always."""
-    from perfgate.adapters.options import configured_scripts, script_entry_job
+    from perfgate.adapters.options import configured_scripts, default_selection, job_for, script_entry_job
     from perfgate.gate.config import ScriptEntry
     from perfgate.measure.runner import resolve_device
     from perfgate.model.errors import UsageError
-    from perfgate.model.job import Job
     from perfgate.model.workload import parse_assignments
     from perfgate.store.discovery import discover
 
@@ -100,11 +99,7 @@ def plan_jobs(items: Sequence[pytest.Item], settings: Settings, *, here: Path, r
     if names:
         selected = {n: declared.get(n) or configured.get(n) or registry.get(n) for n in names}
     else:
-        found = registry.select([])
-        if configured:  # a project that gates its scripts: its own workloads, not the reference ones
-            found = [w for w in found if w.source.startswith("file:")]
-        selected = {w.name: w for w in found}
-        selected.update(configured)
+        selected = default_selection(registry, configured)
     for name, workload in declared.items():
         selected.setdefault(name, workload)
     for name in always:
@@ -116,12 +111,8 @@ def plan_jobs(items: Sequence[pytest.Item], settings: Settings, *, here: Path, r
     shared_root, roots = _data_roots(data_root, set(selected), here)
     jobs = {}
     for name, chosen in selected.items():
-        if isinstance(chosen, ScriptEntry):
-            jobs[name] = script_entry_job(chosen, device, given)
-            continue
-        params = chosen.resolve(device, given)
-        resolved = params.to_dict()
-        jobs[name] = Job(chosen, params, {k: resolved[k] for k in given}, roots.get(name, shared_root))
+        jobs[name] = (script_entry_job(chosen, device, given) if isinstance(chosen, ScriptEntry)
+                      else job_for(chosen, device, given, roots.get(name, shared_root)))
     if not names:
         # A default selection leaves out what this machine has too few devices for (named);
         # a workload a test declares with the marker stays, and fails in one line.

@@ -21,11 +21,6 @@ from perfgate.adapters.pytest_items import (
 )
 from perfgate.text.inert import terminal
 
-
-def shown_from(path: Path, here: Path) -> str:
-    """``path`` relative to ``here`` when it lies below it, else absolute."""
-    return str(path.relative_to(here)) if path.is_relative_to(here) else str(path)
-
 if TYPE_CHECKING:
     from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
     from perfgate.gate.config import Settings
@@ -250,7 +245,9 @@ class GateSession:
         if script is not None and not script.configured:
             # Given to this session only: the command line names the file (relative to where
             # pytest started), the name it goes by and its arguments after --.
-            parts = ["perfgate", "rebaseline", "--script", shown_from(script.path, self._here)]
+            from perfgate.measure.script_job import shown_path
+
+            parts = ["perfgate", "rebaseline", "--script", shown_path(script.path, self._here)]
             if c.workload != script.default_name():
                 parts += ["--name", c.workload]
         else:

@@ -106,18 +106,16 @@ def parse_scripts(values: Sequence[str] | None, target: Path) -> tuple[str, ...]
 
     scripts, names = [], {}
     for value in values or ():
-        first, args = script_words(value, "--script")
-        words = [first, *args]
-        path = PurePosixPath(words[0])
-        if path.is_absolute() or ".." in path.parts:
-            raise UsageError(f"--script {words[0]}: give the path inside the repository, relative to it")
-        if not (target / words[0]).is_file():
-            raise UsageError(f"--script {words[0]}: no such file in {target.resolve()}")
-        name = Script(Path(words[0])).default_name()
+        path, args = script_words(value, "--script")
+        if PurePosixPath(path).is_absolute() or ".." in PurePosixPath(path).parts:
+            raise UsageError(f"--script {path}: give the path inside the repository, relative to it")
+        if not (target / path).is_file():
+            raise UsageError(f"--script {path}: no such file in {target.resolve()}")
+        name = Script(Path(path)).default_name()
         if name in names:
-            raise UsageError(f"--script {words[0]}: its results would be {name}, as {names[name]}'s are")
-        names[name] = words[0]
-        scripts.append(shlex.join(words))
+            raise UsageError(f"--script {path}: its results would be {name}, as {names[name]}'s are")
+        names[name] = path
+        scripts.append(shlex.join([path, *args]))
     return tuple(scripts)
 
 
