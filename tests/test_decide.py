@@ -451,3 +451,28 @@ def test_missing_memory_is_not_a_verdict() -> None:
     assert decide_memory([1.0], [0.0]).verdict is None
     with pytest.raises(ValueError):
         decide_memory([-1.0], [1.0])
+
+
+# --- the step's two statistics ------------------------------------------------------------
+
+
+def _both(per_step: LogRatio, median_step: LogRatio):
+    from perfgate.analysis.decide import combine_statistics
+
+    d = decide_time({"w": per_step, "w@median": median_step}, CFG, FIRST)
+    return combine_statistics(d["w"], d["w@median"])
+
+
+def test_pass_is_the_time_per_steps_bound_alone_with_the_median_a_regression_detector() -> None:
+    """PASS needs the time per step's upper bound below δ and no REGRESSION of the median
+    step: a median step whose bound reaches above δ no longer keeps unchanged code undecided."""
+    tight, wide = est(1.0, 0.5, half=0.005), est(1.01, 0.3, half=0.09)
+    d = _both(tight, wide)
+    assert d.verdict is Verdict.PASS and d.statistic == "per_step"
+    assert "median step +1.0% (inconclusive, shown, not required to pass)" in d.reason
+    # the median's REGRESSION still fails the step, whatever the time per step says
+    slow_median = est(1.2, 1e-9, half=0.01)
+    assert _both(tight, slow_median).verdict is Verdict.REGRESSION
+    assert _both(tight, slow_median).statistic == "median"
+    # the time per step undecided: so is the step, whatever the median's bound
+    assert _both(wide, tight).verdict is Verdict.INCONCLUSIVE

@@ -210,3 +210,55 @@ def test_the_simulated_gate_runs_through_the_driver_with_counterbalanced_blocks(
     verdicts = gate.run()
     assert set(verdicts.values()) == {Verdict.PASS}
     assert gate.looks == 1 and gate.units == 6
+
+
+def _t_paths(counts: Sequence[int], paths: int, seed: int) -> np.ndarray:
+    """Independent null paths of the one-sample t at each count (J - 1 df), not the boundary's own."""
+    rng = np.random.default_rng(seed)
+    d = rng.standard_normal((paths, counts[-1]), dtype=np.float32).astype(float)
+    n = np.arange(1, counts[-1] + 1, dtype=float)
+    total, squares = np.cumsum(d, axis=1), np.cumsum(d * d, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        var = (squares - total * total / n) / (n - 1)
+        t = (total / n) / np.sqrt(var / n)
+    return t[:, np.asarray(counts) - 1]
+
+
+def test_the_t_boundary_spends_exactly_alpha_where_the_z_levels_overspend() -> None:
+    """The paired gate's statistic is a t on J - 1 df: the Brownian levels applied to its
+    p-values cross at about 1.12% for α = 1%; the simulated t boundary at 1% (checked on
+    paths of its own, 300,000: sd 0.018%)."""
+    schedule = Schedule(6, 30, pivot="t")
+    t = _t_paths(schedule.counts, 300_000, seed=11)
+    exact = np.array([schedule.critical(0.01, c) for c in schedule.counts])
+    crossed = float(np.mean((t > exact).any(axis=1)))
+    assert abs(crossed - 0.01) < 0.0006, crossed
+    z_levels = crossing_levels(0.01, tuple(c / 30 for c in schedule.counts))
+    z_as_t = np.array([special.stdtrit(c - 1, 1 - lv) for c, lv in zip(schedule.counts, z_levels)])
+    assert float(np.mean((t > z_as_t).any(axis=1))) > 0.0106
+    # The level of each look is the t tail of its boundary on that look's df: a p-value at that
+    # level is the boundary itself.
+    for c, crit in zip(schedule.counts, exact):
+        assert special.stdtr(c - 1, -crit) == pytest.approx(schedule.level(0.01, c), rel=1e-12)
+
+
+def test_the_t_boundary_is_the_same_in_every_process_and_holds_the_pass_level() -> None:
+    from perfgate.analysis.stats.sequential import simulate_t_boundaries
+
+    counts = (3, 5, 8, 12)
+    a = simulate_t_boundaries([0.025], counts, paths=200_000)
+    b = simulate_t_boundaries([0.025, 0.01], counts, paths=200_000)
+    assert a[0.025] == b[0.025]  # fixed seed, every level on the same paths
+    t = _t_paths(counts, 200_000, seed=3)
+    crossed = float(np.mean((t > np.array(a[0.025])).any(axis=1)))
+    assert abs(crossed - 0.025) < 0.0015, crossed  # sd 0.035% each, two independent sets of paths
+    with pytest.raises(ValueError, match="at least 2 blocks"):
+        Schedule(1, 5, pivot="t")
+    with pytest.raises(ValueError, match="pivot must be one of"):
+        Schedule(2, 5, pivot="normal")
+    assert Schedule(4, 4, pivot="t").level(0.01, 4) == 0.01  # one look: the whole level
+
+
+def test_a_paired_schedule_uses_the_t_boundary_and_a_stored_one_the_brownian() -> None:
+    assert schedule_for(GateConfig(), 6, "block").pivot == "t"
+    assert schedule_for(GateConfig(), 5, "repeat").pivot == "z"

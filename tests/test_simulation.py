@@ -147,7 +147,7 @@ def test_every_verdict_comes_from_compare(monkeypatch: pytest.MonkeyPatch, paire
     for call in calls:
         look = call[0]
         assert look is not None and look.unit == ("block" if paired else "repeat")
-        assert look.schedule == Schedule(first, GateConfig().max_blocks)
+        assert look.schedule == Schedule(first, GateConfig().max_blocks, pivot="t" if paired else "z")
         if look.number == 1:
             gates.append([])
         gates[-1].append(call)

@@ -280,7 +280,7 @@ def _first_looks(low: int, high: int) -> list[int]:
 def _variance_caps(first: int, config: GateConfig, family: int, power: float) -> tuple[np.ndarray, np.ndarray]:
     """The looks of the schedule from ``first`` and, at each, the largest contrast variance
     that reaches the power there (module doc)."""
-    schedule = Schedule(first, config.max_blocks, 1, config.spending_gamma)
+    schedule = Schedule(first, config.max_blocks, 1, config.spending_gamma, "t")
     counts = np.array(schedule.counts)
     level = np.array([min(schedule.level(config.alpha / family, int(c)),
                           schedule.level((1.0 - config.confidence) / 2.0, int(c))) for c in counts])

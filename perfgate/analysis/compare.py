@@ -570,7 +570,11 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: Look | None =
             continue
         judged[name] = prepared
 
-    decided_family = [key for name in already_decided for key in family_keys(name, cfg(name).gate_phases)
+    # Every name of the gate not judged at this look counts in its Holm family with p = 1:
+    # those decided at an earlier look, and those that became an ERROR (or cannot be
+    # compared) here, so that the family never shrinks when a workload fails mid-gate.
+    not_judged = [*already_decided, *(n for n in settled if n not in already_decided)]
+    decided_family = [key for name in not_judged for key in family_keys(name, cfg(name).gate_phases)
                       if key not in estimates]
     # Holm's adjusted p-values depend only on the family; δ only on the workload. So each
     # distinct configuration decides the whole family and its own workloads read from it.

@@ -110,11 +110,14 @@ def measure_paired(
         starter = FRESH  # one side cannot fork from this interpreter's template: neither does the other
     run = _Runner(device, cache_dir, timeout_s, telemetry, starter, windows)
     for block in range(first_block, last):
-        starter.renew()  # a template serves one block: its layout is a block's, sampled over blocks
         for name in names:
             if name in outcome.head.errors or name in outcome.base.errors:
                 continue
             while True:
+                # A template serves one block of one workload, a re-run included (a contended
+                # block can stop after fewer than its four processes): its layout is a block's,
+                # sampled over blocks, and never straddles two of them.
+                starter.renew()
                 may_rerun = (reruns_used or {}).get(name, 0) + len(outcome.reruns.get(name, [])) < max_reruns
                 done, why, failed = _one_block(name, block, last, sides, gits, run, contention_check, progress,
                                                stop_early=may_rerun)

@@ -19,9 +19,21 @@ DeMets' α-spending, with Hwang, Shih and DeCani's family of spending functions)
   grid, and each look's boundary solves ``P(first crossing at look k) = spent(t_k) -
   spent(t_{k-1})``.
 
-Exact for z statistics. The gate's statistics are t statistics with few degrees of freedom;
-each look's nominal level is applied to its t-test's p-value (the "significance level"
-approach), which simulations through the gate's own driver check (``benchmarks/sequential.py``).
+The boundary above is exact for z statistics. The paired gate's statistic is a t statistic
+on J - 1 degrees of freedom, whose process over the looks is pivotal (its law under the null
+depends on nothing unknown) but is not a Brownian motion: the z boundary's levels applied to
+t p-values crossed at 1.11-1.13% for α = 1% (and the PASS rule's 2.5% at 2.74%). So a
+``Schedule`` with ``pivot="t"`` finds its boundary on the t process itself
+(:func:`t_boundary`): null paths of independent normal block contrasts are simulated once
+(a fixed seed: the measuring job, the judge and a rerun find the same boundary), and at look
+k the critical value ``c_k`` is the order statistic of the paths not yet stopped such that
+the share of paths first crossing at look k equals the spending increment exactly. Each
+look's level is then ``P(t_{n_k - 1} > c_k)``, the t tail of that boundary on the look's
+own degrees of freedom, so a p-value (or an interval) at that level is the boundary itself:
+no other place converts a level to a boundary. The default schedules' boundaries are
+tabulated from 10^7 paths (``t_boundaries.json``, written by
+``benchmarks/t_boundaries.py``); others are computed from 10^6 paths (about a second) and
+kept for the process.
 
 A run that stops before its last planned look (its time budget spent) has spent less than
 α: stopping early never raises the error. Nothing here knows about workloads or verdicts.
@@ -30,14 +42,17 @@ A run that stops before its last planned look (its time budget spent) has spent 
 from __future__ import annotations
 
 import functools
+import json
 import math
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from importlib import resources
 
 import numpy as np
 from scipy import optimize, special
 
-__all__ = ["DEFAULT_GAMMA", "Schedule", "crossing_levels", "spent"]
+__all__ = ["DEFAULT_GAMMA", "PIVOTS", "Schedule", "crossing_levels", "spent", "t_boundary"]
 
 DEFAULT_GAMMA = 1.0
 """The spending function's γ: near Pocock's boundary, which spends early enough that a gate
@@ -131,6 +146,135 @@ def crossing_levels(alpha: float, fractions: tuple[float, ...], gamma: float = D
     return tuple(levels)
 
 
+PIVOTS = ("z", "t")
+"""How a schedule's levels are found: ``"z"``, the Brownian boundary (:func:`crossing_levels`),
+for statistics whose degrees of freedom are not the count's (the stored baseline's
+Satterthwaite df); ``"t"``, the exact boundary of a one-sample t on ``count - 1`` degrees of
+freedom (:func:`t_boundary`), the paired gate's block contrasts."""
+
+SIMULATED_PATHS = 1_000_000
+"""Null paths behind a boundary that is not tabulated (the crossing share of each look is
+exact on them; the true error of the whole boundary is then within about 1% of α)."""
+TABLE_PATHS = 10_000_000
+"""Null paths behind the tabulated boundaries (``t_boundaries.json``)."""
+SEED = 20261204
+"""The simulation's seed: every process that plans the same looks finds the same boundary."""
+STANDARD_ALPHAS = tuple(sorted({round(0.01 / s, 12) for s in range(1, 9)} | {0.025, 0.005, 0.0025}))
+"""The levels one simulation computes beside the one asked for (α / s for the Holm steps of up
+to 8 hypotheses at the default α, α/2 and α/4, and the PASS rule's 2.5%): one pass over the
+paths serves them all."""
+
+_TABLE_FILE = "t_boundaries.json"
+_lock = threading.Lock()
+_computed: dict[tuple[tuple[int, ...], float, int], dict[float, tuple[float, ...]]] = {}
+
+
+def _alpha_key(alpha: float) -> float:
+    return round(float(alpha), 12)
+
+
+@functools.lru_cache(maxsize=1)
+def _table() -> dict[tuple[tuple[int, ...], float], dict[float, tuple[float, ...]]]:
+    """The tabulated boundaries: {(counts, gamma): {alpha: critical t per look}}."""
+    try:
+        text = resources.files("perfgate.analysis.stats").joinpath(_TABLE_FILE).read_text(encoding="utf-8")
+    except (FileNotFoundError, OSError):
+        return {}
+    data = json.loads(text)
+    if data.get("schema") != 1:
+        raise ValueError(f"{_TABLE_FILE}: schema {data.get('schema')!r}, expected 1")
+    out: dict[tuple[tuple[int, ...], float], dict[float, tuple[float, ...]]] = {}
+    for entry in data["schedules"]:
+        key = (tuple(int(c) for c in entry["counts"]), float(entry["gamma"]))
+        out[key] = {_alpha_key(float(a)): tuple(float(c) for c in crit) for a, crit in entry["critical"].items()}
+    return out
+
+
+def simulate_t_boundaries(alphas: Iterable[float], counts: Sequence[int], gamma: float = DEFAULT_GAMMA, *,
+                          paths: int = SIMULATED_PATHS, seed: int = SEED) -> dict[float, tuple[float, ...]]:
+    """The critical one-sample t of every look at ``counts`` (J observations at each, J - 1
+    df), for each total level in ``alphas``, spent by Hwang-Shih-DeCani(``gamma``) over the
+    information fractions ``count / counts[-1]``.
+
+    Simulated on ``paths`` null paths of independent standard normal observations, drawn
+    look by look: between looks only the new observations' sum (normal) and their own sum
+    of squares about their mean (chi-square) are needed. At each look the paths not yet
+    stopped by a level's boundary are ranked by their t, and the boundary is set where the
+    share of paths crossing there is that look's spending increment (halfway between two
+    order statistics: exact to half a path). Every level is found on the same paths.
+    """
+    counts = tuple(int(c) for c in counts)
+    if not counts or counts[0] < 2 or any(b <= a for a, b in zip(counts, counts[1:])):
+        raise ValueError(f"counts must increase from at least 2, got {counts!r}")
+    levels = sorted({_alpha_key(a) for a in alphas})
+    if not levels or not all(0.0 < a < 0.5 for a in levels):
+        raise ValueError(f"alphas must lie between 0 and 0.5, got {levels!r}")
+    rng = np.random.Generator(np.random.PCG64(seed))
+    last = counts[-1]
+    fractions = [c / last for c in counts]
+    spend = {a: [spent(f, a, gamma) for f in fractions] for a in levels}
+    # The top of each look's t values holds every path a boundary can stop there, and at
+    # most max(alphas) * paths paths are stopped already: rank only that many.
+    top = min(paths, int(max(levels) * paths) * 2 + int(max(levels) * paths) + 2048)
+    alive = {a: np.ones(paths, dtype=bool) for a in levels}
+    critical: dict[float, list[float]] = {a: [] for a in levels}
+    total = np.zeros(paths)
+    m2 = np.zeros(paths)
+    n = 0
+    for k, count in enumerate(counts):
+        g = count - n
+        new_sum = rng.standard_normal(paths) * math.sqrt(g)
+        new_ss = rng.chisquare(g - 1, paths) if g > 1 else np.zeros(paths)
+        if n == 0:
+            total, m2 = new_sum, new_ss
+        else:
+            delta = total / n - new_sum / g
+            m2 = m2 + new_ss + delta * delta * (n * g / count)
+            total = total + new_sum
+        n = count
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = total / np.sqrt(m2 * n / (n - 1))
+        t = np.nan_to_num(t, nan=0.0, posinf=np.inf, neginf=-np.inf)
+        head = np.argpartition(t, paths - top)[paths - top:] if top < paths else np.arange(paths)
+        head = head[np.argsort(-t[head], kind="stable")]
+        for a in levels:
+            want = (spend[a][k] - (spend[a][k - 1] if k else 0.0)) * paths
+            ranked = t[head[alive[a][head]]]
+            if want <= 0 or ranked.size < 2:
+                c = math.inf
+            else:
+                j = min(int(round(want)), ranked.size - 1)  # paths to stop here, to half a path
+                # halfway between the j-th and (j+1)-th largest t of the paths still going
+                c = (float(ranked[j - 1]) + float(ranked[j])) / 2.0 if j > 0 else \
+                    float(ranked[0]) + abs(float(ranked[0]) - float(ranked[1])) / 2.0
+                alive[a] &= ~(t > c)
+            critical[a].append(c)
+    return {a: tuple(critical[a]) for a in levels}
+
+
+def t_boundary(alpha: float, counts: Sequence[int], gamma: float = DEFAULT_GAMMA) -> tuple[float, ...]:
+    """The critical one-sample t (J - 1 df at J = each count) of every look at ``counts``,
+    for a total one-sided level ``alpha`` spent by Hwang-Shih-DeCani(``gamma``): tabulated
+    for the default schedules, else simulated once per process (:func:`simulate_t_boundaries`)
+    together with :data:`STANDARD_ALPHAS`. One look: the t quantile itself."""
+    if not (isinstance(alpha, float) and 0.0 < alpha < 0.5):
+        raise ValueError(f"alpha must be a float between 0 and 0.5, got {alpha!r}")
+    counts = tuple(int(c) for c in counts)
+    if len(counts) == 1:
+        return (float(special.stdtrit(counts[0] - 1, 1.0 - alpha)),)
+    key = _alpha_key(alpha)
+    tabulated = _table().get((counts, float(gamma)))
+    if tabulated is not None and key in tabulated:
+        return tabulated[key]
+    cache_key = (counts, float(gamma), SIMULATED_PATHS)
+    with _lock:
+        known = _computed.setdefault(cache_key, {})
+        if key not in known:
+            wanted = {key, *(a for a in STANDARD_ALPHAS if a not in known)}
+            known.update(simulate_t_boundaries(wanted, counts, gamma))
+        return known[key]
+
+
 @dataclass(frozen=True)
 class Schedule:
     """The planned looks of one workload: at ``first`` blocks (or repeats), then after every
@@ -143,6 +287,9 @@ class Schedule:
     last: int
     every: int = 1
     gamma: float = DEFAULT_GAMMA
+    pivot: str = "z"
+    """``"t"``: the looks test one-sample t statistics on ``count - 1`` df, and their levels come
+    from the exact t boundary (:func:`t_boundary`); ``"z"``: the Brownian boundary (:data:`PIVOTS`)."""
 
     def __post_init__(self) -> None:
         for name in ("first", "last", "every"):
@@ -153,6 +300,10 @@ class Schedule:
             raise ValueError(f"the last look ({self.last}) comes before the first ({self.first})")
         if not (isinstance(self.gamma, (int, float)) and math.isfinite(self.gamma) and -40 <= self.gamma <= 40):
             raise ValueError(f"Schedule.gamma must be a number from -40 to 40, got {self.gamma!r}")
+        if self.pivot not in PIVOTS:
+            raise ValueError(f"Schedule.pivot must be one of {', '.join(PIVOTS)}, got {self.pivot!r}")
+        if self.pivot == "t" and self.first < 2:
+            raise ValueError(f"a t boundary needs at least 2 blocks at the first look, got {self.first}")
 
     @property
     def counts(self) -> tuple[int, ...]:
@@ -179,8 +330,21 @@ class Schedule:
         look = self.look_at(count)
         if look is None:
             raise ValueError(f"no look falls at {count} (looks: {_counts_text(self.counts)})")
+        if self.looks == 1:
+            return float(alpha)  # one look: the whole level, whatever the statistic
+        if self.pivot == "t":
+            return float(special.stdtr(count - 1, -self.critical(alpha, count)))
         fractions = tuple(c / self.last for c in self.counts)
         return crossing_levels(float(alpha), fractions, float(self.gamma))[look - 1]
+
+    def critical(self, alpha: float, count: int) -> float:
+        """The critical t of the look at ``count`` (``pivot="t"`` only): the boundary itself."""
+        look = self.look_at(count)
+        if look is None:
+            raise ValueError(f"no look falls at {count} (looks: {_counts_text(self.counts)})")
+        if self.pivot != "t":
+            raise ValueError("a z schedule has levels, not a t boundary")
+        return t_boundary(float(alpha), self.counts, float(self.gamma))[look - 1]
 
     def describe(self) -> str:
         if self.looks == 1:
