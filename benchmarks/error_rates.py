@@ -1,0 +1,143 @@
+"""The gate's promised error rates, measured: false REGRESSION ≤ α, PASS of a true δ ≤ 2.5%.
+
+    .venv/bin/python benchmarks/error_rates.py              # every cell, about 8 minutes on 2 cores
+    .venv/bin/python benchmarks/error_rates.py --gates 20000 --pass-gates 10000   # quicker, wider errors
+
+Paired cells run the paired rule on arrays (``perfgate.analysis.gate_arrays``, checked verdict
+for verdict against the real driver by ``tests/test_gate_arrays.py``): 1 and 3 workloads;
+ρ ∈ {1, 0.9, 0.5, 0}, the correlation of a process's time per step and median step; first
+looks at 2 and 6 blocks (then a look after every block up to max_blocks = 30); symmetric
+noise or a skewed head (2% of head processes 30% slower, the head's log-mean held exactly at
+its truth). Every process sd 5% of log, 1% of steps 5x slow (50 steps: the time per step
+moves, the median does not), δ = 3%, α = 1%, 95% confidence (PASS at δ promised ≤ 2.5%).
+
+- false REGRESSION: share of A/A gates with a REGRESSION on any workload (Holm's family-wise rate);
+- PASS at δ: the first workload's head exactly δ slower, the others unchanged: share of gates
+  that PASS it.
+
+Each figure is printed with its Monte-Carlo standard error. Then what REGRESSION means (one
+workload, ρ = 0.5, first look 6): its chance at δ/2, 2δ/3, δ and 2δ, and A/A gates' PASS
+share and blocks. Then the stored design's cells through the real simulator
+(``perfgate.analysis.simulate``), fewer gates: a 1% process noise (a GPU runner), one baseline
+recording of 10 repeats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+
+import numpy as np
+
+from perfgate.analysis.decide import GateConfig
+from perfgate.analysis.driver import schedule_for
+from perfgate.analysis.gate_arrays import IMPROVED, PASS, REGRESSION, draw_paired, paired_verdicts
+
+SD = 0.05
+DELTA = 0.03
+CHUNK = 20_000
+
+
+def _se(p: float, n: int) -> float:
+    return math.sqrt(max(p * (1 - p), 1e-12) / n)
+
+
+def _run(gates: int, seed: int, workloads: int, first: int, config: GateConfig, **draw) -> tuple[np.ndarray, np.ndarray]:
+    """Verdicts and decision counts of ``gates`` gates, drawn in chunks."""
+    rng = np.random.default_rng(seed)
+    schedule = schedule_for(config, first, "block")
+    verdicts, counts = [], []
+    left = gates
+    while left > 0:
+        n = min(CHUNK, left)
+        d = draw_paired(rng, n, workloads, config.max_blocks, sd=SD, slow_step_rate=0.01, **draw)
+        v = paired_verdicts(d, config, schedule)
+        verdicts.append(v.verdict)
+        counts.append(v.count)
+        left -= n
+    return np.concatenate(verdicts), np.concatenate(counts)
+
+
+def paired_cells(gates: int, pass_gates: int) -> list[str]:
+    config = GateConfig(delta=DELTA)
+    failed = []
+    seed = 1
+    for workloads in (1, 3):
+        for rho in (1.0, 0.9, 0.5, 0.0):
+            for first in (2, 6):
+                for skew in (0.0, 0.02):
+                    started = time.perf_counter()
+                    seed += 1
+                    null, _ = _run(gates, seed, workloads, first, config, rho=rho, skew_rate=skew)
+                    false = float(np.mean((null == REGRESSION).any(axis=1)))
+                    seed += 1
+                    slow, _ = _run(pass_gates, seed, workloads, first, config, rho=rho, skew_rate=skew,
+                                   slowdown=DELTA)
+                    passed = float(np.mean(slow[:, 0] == PASS))
+                    se_f, se_p = _se(false, gates), _se(passed, pass_gates)
+                    cell = (f"{workloads} workload{'s' if workloads > 1 else ''}, ρ {rho:g}, first look {first}, "
+                            f"{'skewed' if skew else 'symmetric'} head")
+                    ok = false <= config.alpha + 2 * se_f and passed <= 0.025 + 2 * se_p
+                    if not ok:
+                        failed.append(cell)
+                    print(f"{cell}: false REGRESSION {false * 100:.2f}% ± {se_f * 100:.2f}, "
+                          f"PASS at δ {passed * 100:.2f}% ± {se_p * 100:.2f}"
+                          f"{'' if ok else '  <-- above the promise'} ({time.perf_counter() - started:.0f} s)",
+                          flush=True)
+    return failed
+
+
+def meaning(gates: int) -> None:
+    config = GateConfig(delta=DELTA)
+    print(f"\nWhat REGRESSION means (1 workload, ρ 0.5, first look 6, sd {SD:.0%}, δ {DELTA:.0%}, "
+          f"{gates} gates each):", flush=True)
+    for label, effect in (("0 (A/A)", 0.0), ("δ/2", DELTA / 2), ("2δ/3", 2 * DELTA / 3), ("δ", DELTA),
+                          ("2δ", 2 * DELTA)):
+        v, counts = _run(gates, 1000 + int(effect * 1e4), 1, 6, config, rho=0.5, slowdown=effect)
+        r, p = float(np.mean(v[:, 0] == REGRESSION)), float(np.mean(v[:, 0] == PASS))
+        i = float(np.mean(v[:, 0] == IMPROVED))
+        undecided = 1 - r - p - i
+        print(f"  true slowdown {label:>7}: REGRESSION {r * 100:5.1f}%, PASS {p * 100:5.1f}%, "
+              f"INCONCLUSIVE {undecided * 100:5.1f}%; median blocks {np.median(counts[:, 0]):.0f}", flush=True)
+
+
+def stored_cells(gates: int) -> None:
+    from perfgate.analysis.simulate import Noise, Scenario, simulate
+    from perfgate.model.verdict import Verdict
+
+    print(f"\nStored baseline (real simulator, {gates} gates each; 1% process noise, 1 recording of 10 repeats, "
+          f"first look 5 repeats, δ {DELTA:.0%}):", flush=True)
+    noise = Noise(run_sd_log=0.01, ar=0.0, day_sd_log=0.0, outlier_rate=0.0, throttle_rate=0.0)
+    for label, effect in (("A/A", 0.0), ("δ", DELTA), ("2δ", 2 * DELTA)):
+        started = time.perf_counter()
+        cell = simulate(Scenario(noise, effect, paired=False, recordings=1, baseline_repeats=10, repeats=5),
+                        gates, GateConfig(delta=DELTA), seed=5)
+        false = cell.false_regression_share
+        print(f"  {label:>4}: REGRESSION {cell.share(Verdict.REGRESSION) * 100:5.1f}%, "
+              f"PASS {cell.share(Verdict.PASS) * 100:5.1f}%; false REGRESSION (unchanged workloads) "
+              f"{false * 100:.2f}% ± {_se(false, gates) * 100:.2f} ({time.perf_counter() - started:.0f} s)",
+              flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gates", type=int, default=100_000, help="A/A gates per paired cell")
+    parser.add_argument("--pass-gates", type=int, default=50_000, help="δ-slowdown gates per paired cell")
+    parser.add_argument("--stored-gates", type=int, default=400)
+    parser.add_argument("--only", choices=("paired", "meaning", "stored"), default=None)
+    args = parser.parse_args()
+    started = time.perf_counter()
+    failed: list[str] = []
+    if args.only in (None, "paired"):
+        failed = paired_cells(args.gates, args.pass_gates)
+    if args.only in (None, "meaning"):
+        meaning(args.pass_gates)
+    if args.only in (None, "stored"):
+        stored_cells(args.stored_gates)
+    print(f"\n{len(failed)} paired cell(s) above the promise; {time.perf_counter() - started:.0f} s in all")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
