@@ -652,3 +652,17 @@ def test_a_schedule_names_its_looks() -> None:
 def test_a_schedule_is_validated(kwargs: dict[str, object]) -> None:
     with pytest.raises(ValueError, match="Schedule|comes before"):
         Schedule(**kwargs)  # type: ignore[arg-type]
+
+
+def test_hall_is_increasing_and_inverted_exactly_and_a_right_skew_makes_the_lower_tail_stricter() -> None:
+    from perfgate.analysis.stats.logratio import hall, hall_inverse, t_test
+
+    xs = np.linspace(-8, 8, 161)
+    for gamma in (-1.5, -0.3, 0.4, 2.0):
+        ys = [hall(float(x), gamma, 10) for x in xs]
+        assert all(b > a for a, b in zip(ys, ys[1:]))
+        assert [hall_inverse(y, gamma, 10) for y in ys] == pytest.approx(list(xs), abs=1e-9)
+    plain = t_test(0.02, 0.01, 9, 0.95)
+    right = t_test(0.02, 0.01, 9, 0.95, skew=0.8)  # right-skewed: the lower tail was too permissive
+    assert right[0] == plain[0] and right[1] > plain[1] and right[3] > plain[3] and right[2] == plain[2]
+    assert t_test(0.02, 0.01, 9, 0.95, skew=-0.8) == plain  # left-skewed: nothing permissive to correct

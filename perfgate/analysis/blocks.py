@@ -36,7 +36,7 @@ import numpy as np
 from scipy import special
 
 from perfgate.analysis.stats import LogRatio, t_estimate
-from perfgate.analysis.stats.logratio import _exp
+from perfgate.analysis.stats.logratio import _exp, skewness
 
 __all__ = ["ABBA", "BlockValue", "block_log_ratio", "block_model_log_ratio", "blocks_of"]
 
@@ -185,7 +185,7 @@ def block_log_ratio(base: Sequence[BlockValue], head: Sequence[BlockValue], *,
     # Block-to-block sd of log (the drift the design removes), from the block means.
     block_means = [float(np.concatenate([h_log[h_blocks == b], b_log[b_blocks == b]]).mean()) for b in kept]
     return t_estimate(
-        diff, se, df, confidence, n_current=int(np.isin(h_blocks, kept).sum()),
+        diff, se, df, confidence, skew=skewness(d), n_current=int(np.isin(h_blocks, kept).sum()),
         n_baseline=int(np.isin(b_blocks, kept).sum()), recordings=1,
         within_sd_log=float(d.std(ddof=1)),  # Var(d) = sigma^2 (1/2 + 1/2) in a full block
         between_sd_log=float(np.std(block_means, ddof=1)),

@@ -3,7 +3,8 @@
 The rule is the one :func:`perfgate.analysis.driver.drive` applies through
 :func:`perfgate.analysis.compare.compare` (the module doc of ``decide`` has it in words): at
 every planned look, for every workload still open, the one-sample t on its blocks' log
-contrasts of each statistic (time per step, median step); Holm over the whole family (both
+contrasts of each statistic (time per step, median step), its lower tail corrected for the
+contrasts' right skew (``stats.logratio.t_test``); Holm over the whole family (both
 statistics of every workload, those decided earlier at p = 1) at the look's exact t
 boundary; REGRESSION when significant and above δ, IMPROVED when significant and faster
 by more than δ, PASS when the upper bound at the PASS level lies below δ; the step's
@@ -127,6 +128,37 @@ class ArrayVerdicts:
         return float(np.mean((self.verdict[:, workloads] == code).any(axis=1)))
 
 
+def _skewness(s1: np.ndarray, s2: np.ndarray, s3: np.ndarray, n: int) -> np.ndarray:
+    """``perfgate.analysis.stats.logratio.skewness`` of n observations from their power sums."""
+    if n < 3:
+        return np.zeros_like(s1)
+    mean = s1 / n
+    m2 = s2 / n - mean * mean
+    m3 = s3 / n - 3.0 * mean * s2 / n + 2.0 * mean ** 3
+    g = np.where(m2 > 0, m3 / np.maximum(m2, 1e-300) ** 1.5, 0.0)
+    return g * math.sqrt(n * (n - 1)) / (n - 2)
+
+
+def _hall(x: np.ndarray, gamma: np.ndarray, n: int) -> np.ndarray:
+    """``logratio.hall`` on arrays."""
+    if n < 3:
+        return x
+    safe = np.where(gamma == 0, 1.0, gamma)
+    a, b = safe / (3.0 * math.sqrt(n)), safe / (6.0 * math.sqrt(n))
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = b + ((1.0 + a * x) ** 3 - 1.0) / (3.0 * a)
+    return np.where(gamma == 0, x, out)
+
+
+def _hall_inverse(y: float, gamma: np.ndarray, n: int) -> np.ndarray:
+    """``logratio.hall_inverse`` on arrays."""
+    if n < 3:
+        return np.full_like(gamma, y)
+    safe = np.where(gamma == 0, 1.0, gamma)
+    a, b = safe / (3.0 * math.sqrt(n)), safe / (6.0 * math.sqrt(n))
+    return np.where(gamma == 0, y, (np.cbrt(1.0 + 3.0 * a * (y - b)) - 1.0) / a)
+
+
 def paired_verdicts(draws: PairedDraws, config: GateConfig, schedule: Schedule) -> ArrayVerdicts:
     """Every gate of ``draws`` judged by the paired gate's rule at the looks of ``schedule``
     (``perfgate.analysis.driver.schedule_for(config, first, "block")``)."""
@@ -136,7 +168,7 @@ def paired_verdicts(draws: PairedDraws, config: GateConfig, schedule: Schedule) 
     d_step, d_median = draws.contrasts()
     d = np.concatenate([d_step, d_median], axis=1)  # (gates, 2W, blocks): keys w..., then w@median...
     m = 2 * workloads
-    s1, s2 = np.cumsum(d, axis=-1), np.cumsum(d * d, axis=-1)
+    s1, s2, s3 = np.cumsum(d, axis=-1), np.cumsum(d * d, axis=-1), np.cumsum(d * d * d, axis=-1)
     up, down = 1.0 + config.delta, 1.0 / (1.0 + config.delta)
     verdict = np.zeros((gates, workloads), dtype=np.int8)
     count = np.full((gates, workloads), schedule.last, dtype=int)
@@ -151,9 +183,11 @@ def paired_verdicts(draws: PairedDraws, config: GateConfig, schedule: Schedule) 
         se = np.sqrt(var / n)
         with np.errstate(divide="ignore", invalid="ignore"):
             t = np.where(se > 0, mean / se, np.where(mean > 0, np.inf, np.where(mean < 0, -np.inf, 0.0)))
+            skew = _skewness(s1[..., n - 1], s2[..., n - 1], s3[..., n - 1], n)
+        down_skew = np.maximum(skew, 0.0)
         key_open = np.concatenate([open_, open_], axis=1)
         rejected = []
-        for p in (special.stdtr(n - 1, -t), special.stdtr(n - 1, t)):
+        for p in (special.stdtr(n - 1, -t), special.stdtr(n - 1, _hall(t, down_skew, n))):
             p = np.where(key_open, p, 1.0)
             order = np.argsort(p, axis=1, kind="stable")
             ranked = np.take_along_axis(p, order, axis=1)
@@ -163,7 +197,8 @@ def paired_verdicts(draws: PairedDraws, config: GateConfig, schedule: Schedule) 
             rejected.append(rej)
         slow, fast = rejected
         ratio = np.exp(mean)
-        upper = np.exp(mean + se * float(special.stdtrit(n - 1, 1.0 - pass_level)))
+        q = float(special.stdtrit(n - 1, 1.0 - pass_level))
+        upper = np.exp(mean - se * _hall_inverse(-q, down_skew, n))
         key = np.where(slow & (ratio > up), REGRESSION,
                        np.where(fast & (ratio < down), IMPROVED, np.where(upper < up, PASS, INCONCLUSIVE)))
         step_v, median_v = key[:, :workloads], key[:, workloads:]
