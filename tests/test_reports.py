@@ -152,18 +152,25 @@ def test_files_are_written_readable(tmp_path: Path) -> None:
 
 def test_every_report_shows_both_sides_time_per_step_median_step_and_samples_per_second() -> None:
     from perfgate.report.html import render_html
+    from perfgate.report.wording import sides_line, step_statistics_line
 
     outcome = scenario()
     slow = next(c for c in outcome.comparisons if c.workload == "resnet-slow")
-    line = ("baseline → current: time per step 99.58 → 108.8 ms (+9.2% [+6.4, +12.1]); median step 99.55 → 108.7 ms "
-            "(+9.2% [+6.4, +12.1]); samples/s 80.33 → 73.5 (-8.5%)")
-    from perfgate.report.wording import step_statistics_line
-
+    line = ("baseline → current: time per step 99.61 → 108.8 ms (+9.2% [+6.4, +12.1]); median step 99.57 → 108.7 ms "
+            "(+9.2% [+6.4, +12.1]); samples/s 80.32 → 73.53 (-8.5%)")
     assert step_statistics_line(slow) == line
     assert line in gate_table(outcome)  # terminal
     assert line.replace("[", "&#91;").replace("]", "&#93;") in render_markdown(outcome)
-    assert "time per step 99.58 → 108.8 ms" in render_html(outcome)
+    assert "time per step 99.61 → 108.8 ms" in render_html(outcome)
+    sides = sides_line(slow)
+    assert sides is not None and sides.startswith("Sides: geometric means as the estimate weighs the repeats")
+    assert sides in gate_table(outcome) and sides in render_markdown(outcome)
     data = outcome_to_dict(outcome)["workloads"][0]
     assert data["step"]["statistics"]["median"]["estimate"]["ratio"] == pytest.approx(1.092, abs=0.001)
+    before, after = data["step"]["sides"]["per_step"]
+    assert after / before == pytest.approx(data["step"]["statistics"]["per_step"]["estimate"]["ratio"])
+    assert data["step"]["sides"]["samples_per_s"] == pytest.approx([80.32, 73.53], abs=0.01)
+    # the raw medians over repeats stay in the JSON for machines
     assert data["current_samples_per_s"] == pytest.approx(73.5, abs=0.1)
     assert data["baseline_samples_per_s"] == pytest.approx(80.33, abs=0.01)
+    assert data["modes"] == []

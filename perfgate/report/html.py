@@ -37,6 +37,7 @@ from markupsafe import Markup
 
 from perfgate.analysis.compare import NOT_COUNTED
 from perfgate.analysis.outcome import GateOutcome, PhaseRow, WorkloadComparison
+from perfgate.model.repeat import PER_STEP
 from perfgate.model.result import ROWS
 from perfgate.model.verdict import POLICY, Verdict
 from perfgate.model.version import __version__
@@ -49,7 +50,17 @@ from perfgate.report.markdown import (
     reproduce_command,
 )
 from perfgate.report.phase_table import PhaseTable, RowKind, TableRow, flagged_rank_table, phase_table
-from perfgate.report.wording import clock_line, column_names, design_lines, looks_wording, step_statistics_line
+from perfgate.report.sides import row_sides
+from perfgate.report.wording import (
+    clock_line,
+    column_names,
+    design_lines,
+    looks_wording,
+    modes_lines,
+    sides_line,
+    step_estimate,
+    step_statistics_line,
+)
 from perfgate.store.jsonfile import write_text_atomic
 from perfgate.text.units import change_ci, ms, percent
 
@@ -128,6 +139,10 @@ class Panel:
     """``neutral``, ``slower`` or ``faster``: the colour of the current run's points."""
     excluded_current: frozenset[int] = frozenset()
     excluded_baseline: frozenset[tuple[int, int]] = frozenset()
+    levels: tuple[float, float] | None = None
+    """The two sides the subtitle's estimate compares (``perfgate.report.sides``: the baseline's
+    geometric mean as the estimate weighs it, and that × the estimated ratio), marked by the
+    bars; None (no estimate): the bars mark the medians of the points."""
 
 
 def _tone(ratio: float) -> str:
@@ -157,17 +172,24 @@ def panels(c: WorkloadComparison) -> list[Panel]:
             continue
         baseline = tuple(tuple(rec.values(name)) for rec in c.baseline.recordings)
         row: PhaseRow | None = rows.get(name)
-        est = c.time.estimate if name == "step" else (row.flag.estimate if row and row.flag else None)
+        if name == "step":  # the step row's estimate, as the phase table shows it
+            per_step = step_estimate(c)
+            est, statistic = per_step or c.time.estimate, PER_STEP if per_step is not None else c.time.statistic
+        else:
+            est, statistic = (row.flag.estimate if row and row.flag else None), PER_STEP
         subtitle, tone = "not attributed to a phase" if name == "residual" else "no estimate", "neutral"
+        levels = None
         if est is not None:
             subtitle = change_ci(est.ratio, est.ci_low, est.ci_high)
             if name == "step" and c.time.verdict in (Verdict.REGRESSION, Verdict.IMPROVED):
                 tone = _tone(est.ratio)
             elif name != "step" and row is not None and row.flag is not None and row.flag.flagged:
                 tone = _tone(est.ratio)
+            shown = row_sides(c, name, statistic, est)
+            levels = None if shown is None else (shown.before, shown.after)
         out.append(Panel(name, current, baseline, subtitle, tone,
                          frozenset(),
-                         frozenset(est.excluded_baseline) if est else frozenset()))
+                         frozenset(est.excluded_baseline) if est else frozenset(), levels))
     return out
 
 
@@ -206,19 +228,19 @@ def _draw(ax, panel: Panel) -> None:  # noqa: ANN001 - a matplotlib Axes, import
             xs = _spread(len(rec), -0.31 + band * (j + 0.5), band * 0.7)
             points += [(x, y, (j, i) in panel.excluded_baseline) for i, (x, y) in enumerate(zip(xs, rec))]
         _scatter(ax, points, BASELINE_COLOUR, 16)
-        strips.append(("baseline", 0.0, _median(flat)))
+        strips.append(("baseline", 0.0, panel.levels[0] if panel.levels else _median(flat)))
     x_current = 1.0 if panel.baseline else 0.0
     xs = _spread(len(panel.current), x_current, 0.5)
     _scatter(ax, [(x, y, i in panel.excluded_current) for i, (x, y) in enumerate(zip(xs, panel.current))],
              colour, 20)
-    strips.append(("current", x_current, _median(panel.current)))
+    strips.append(("current", x_current, panel.levels[1] if panel.levels and panel.baseline else _median(panel.current)))
     for label, x, med in strips:
         ax.hlines(med, x - 0.4, x + 0.4, colors="#000000" if label == "current" else "#555555",
                   linewidth=2, zorder=4)
     ax.set_xticks([x for _, x, _ in strips])
     ax.set_xticklabels([f"{label}\n{ms(med)} ms" for label, _, med in strips], fontsize=8.5)
     ax.set_xlim(-0.6, x_current + 0.6)
-    lo, hi = min(values), max(values)
+    lo, hi = min(values + [med for _, _, med in strips]), max(values + [med for _, _, med in strips])
     need = MIN_SPAN * max(abs(med) for _, _, med in strips) or 1e-3
     if hi - lo < need:
         mid = (hi + lo) / 2
@@ -251,7 +273,7 @@ def workload_figure(c: WorkloadComparison) -> Figure | None:
         if k < len(shown):
             _draw(ax, shown[k])
             if k % columns == 0:
-                ax.set_ylabel("median of the repeat, ms", fontsize=8)
+                ax.set_ylabel("time per step of the repeat, ms", fontsize=8)
         else:
             ax.set_axis_off()
     return fig
@@ -277,13 +299,15 @@ def _figure(c: WorkloadComparison) -> dict[str, object] | None:
     alt = (f"{c.workload}: per-repeat medians of " + ", ".join(p.row for p in shown)
            + (", baseline beside current" if judged else ", current run only (no baseline to compare with)"))
     if judged:
-        caption = ("Each point is one repeat's median time of the phase; grey: the baseline (its recordings "
+        caption = ("Each point is one repeat's time per step of the phase; grey: the baseline (its recordings "
                    "side by side, oldest first), coloured: this run (red when the phase is flagged slower or the "
                    "step regressed, green when faster). Points run left to right in the order they were measured; "
-                   "the black bars mark the medians; hollow points were set aside as outliers. Each panel has its "
+                   "the bars mark the two sides the panel's estimate compares (the baseline's geometric mean, weighed as "
+                   "the estimate weighs its repeats, and that × the estimated change; the medians where a panel has "
+                   "no estimate); hollow points were set aside as outliers. Each panel has its "
                    f"own linear scale, at least {MIN_SPAN * 100:g}% of its median tall.")
     else:
-        caption = ("This run alone: nothing to compare it with. Each point is one repeat's median time of the "
+        caption = ("This run alone: nothing to compare it with. Each point is one repeat's time per step of the "
                    "phase, in the order measured; the bar marks the median.")
     return {"data": data, "width": width, "height": height, "alt": alt, "caption": caption}
 
@@ -423,12 +447,14 @@ def _section(c: WorkloadComparison, index: int, power: float) -> dict[str, objec
                                                              Verdict.IMPROVED) else None,
         "differences": [(k, a, b) for k, (a, b) in c.differences.items()],
         "left_out": list(c.left_out),
+        "modes": modes_lines(c),
         "figure": _figure(c),
         "judged": judged,
         "columns": column_names(c) if judged else None,
         "phase_headers": phase_table(c).headers if judged else None,
         "phase_rows": _phase_rows(phase_table(c)) if judged else [],
         "statistics": step_statistics_line(c) if judged else None,
+        "sides": sides_line(c) if judged else None,
         "clocks": clock_line(c),
         "noise": noise_line(c, power) if judged else None,
         "memory": memory_line(c, plain=True) if judged else None,

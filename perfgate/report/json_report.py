@@ -10,14 +10,18 @@ from typing import Any
 from perfgate.analysis.counters import CounterChange
 from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
 from perfgate.analysis.stats import LogRatio
-from perfgate.model.repeat import MEDIAN
+from perfgate.model.repeat import MEDIAN, PER_STEP, STATISTICS
 from perfgate.model.verdict import POLICY, run_policy
 from perfgate.model.version import __version__
+from perfgate.report.sides import row_sides, samples_sides
+from perfgate.report.wording import side_modes, step_estimate
 
 REPORT_KIND = "perfgate.gate-report"
 REPORT_SCHEMA_VERSION = 2
 """2: the phases in time per step (``*_per_step_ms``) beside their medians, the step's two
-statistics (``step.statistics``), both sides' throughput and SM clocks."""
+statistics (``step.statistics``), both sides' throughput and SM clocks. Added since, without
+a new version (a reader of 2 ignores them): ``step.sides``, the sides the reports print
+beside the estimates, and ``modes``, the sides whose time per step is bimodal."""
 
 
 def _finite(value: Any) -> Any:
@@ -38,6 +42,19 @@ def _estimate(est: LogRatio | None) -> dict[str, Any] | None:
 def _change(ch: CounterChange) -> dict[str, Any]:
     return {"phase": ch.phase, "counter": ch.counter, "base": _finite(ch.before), "head": _finite(ch.after),
             "changed": list(ch.changed), "failed": ch.failed, "reason": ch.reason}
+
+
+def _sides(c: WorkloadComparison) -> dict[str, Any]:
+    """The two sides the reports print beside the step's estimates (``perfgate.report.sides``):
+    ``{statistic: [reference, other]}`` and ``samples_per_s``; null where a statistic has none."""
+    out: dict[str, Any] = {}
+    for statistic in STATISTICS:
+        shown = row_sides(c, "step", statistic, step_estimate(c, statistic))
+        out[statistic] = None if shown is None else [shown.before, shown.after]
+    assert c.time is not None
+    sps = samples_sides(c, step_estimate(c, PER_STEP) or c.time.estimate)
+    out["samples_per_s"] = None if sps is None else [sps.before, sps.after]
+    return out
 
 
 def _workload(c: WorkloadComparison, outcome: GateOutcome) -> dict[str, Any]:
@@ -77,6 +94,7 @@ def _workload(c: WorkloadComparison, outcome: GateOutcome) -> dict[str, Any]:
             "pass_bound": _finite(c.time.pass_bound),
             "statistics": {name: {"verdict": d.verdict.value, "reason": d.reason, "estimate": _estimate(d.estimate),
                                   "pass_bound": _finite(d.pass_bound)} for name, d in c.time.by_statistic.items()},
+            "sides": _sides(c),
         }
         out["gated_phases"] = {p: {"verdict": d.verdict.value, "reason": d.reason, "estimate": _estimate(d.estimate)}
                                for p, d in c.gated.items()}
@@ -95,6 +113,8 @@ def _workload(c: WorkloadComparison, outcome: GateOutcome) -> dict[str, Any]:
             }
             for row in c.phases
         ]
+    out["modes"] = [{"side": side, "low_ms": m.low_ms, "high_ms": m.high_ms, "low_count": m.low_count,
+                     "high_count": m.high_count, "separation": _finite(m.separation)} for side, m in side_modes(c)]
     if c.memory is not None:
         out["memory"] = {"verdict": c.memory.verdict.value if c.memory.verdict else None,
                          "ratio": c.memory.ratio, "reason": c.memory.reason}

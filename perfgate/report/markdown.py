@@ -37,7 +37,9 @@ from perfgate.report.wording import (
     column_names,
     design_lines,
     looks_wording,
+    modes_lines,
     noise_components_line,
+    sides_line,
     step_statistics_line,
 )
 from perfgate.store.traces import TraceOutcome, TraceResult
@@ -332,6 +334,7 @@ def _section(c: WorkloadComparison, power: float, *, details: bool, table: bool,
     if design:
         lines += [" ".join(inline(x) for x in design), ""]
     lines += [*_environment_table(c), *_diagnosis(c)]
+    lines += [x for line in modes_lines(c) for x in (f"⚠️ {inline(line)}.", "")]
     if c.verdict is Verdict.NO_BASELINE:
         lines += [
             "No baseline in this environment, so nothing was judged. Create one with:",
@@ -347,7 +350,7 @@ def _section(c: WorkloadComparison, power: float, *, details: bool, table: bool,
         lines.append(inline(c.reason))
         if table:
             lines += ["", *_phase_table(c)]
-        lines += ["", *(inline(x) for x in (step_statistics_line(c), clock_line(c)) if x)]
+        lines += ["", *(inline(x) for x in (step_statistics_line(c), sides_line(c), clock_line(c)) if x)]
         lines += _rank_lines(c)
         hints = [PHASE_HINTS[r.phase] for r in c.phases
                  if r.flag is not None and r.flag.flagged and r.phase in PHASE_HINTS]

@@ -15,9 +15,12 @@ from enum import StrEnum
 
 from perfgate.analysis.decide import level_text
 from perfgate.analysis.outcome import WorkloadComparison
+from perfgate.analysis.stats import LogRatio
 from perfgate.analysis.summary import WorkloadSummary
+from perfgate.model.repeat import PER_STEP
 from perfgate.model.result import RESIDUAL
 from perfgate.model.verdict import Verdict
+from perfgate.report.sides import row_sides
 from perfgate.report.wording import column_names, step_estimate
 from perfgate.text.units import change_ci, ms, percent
 
@@ -72,8 +75,17 @@ class PhaseTable:
                 "flag"]
 
 
+def _sides(c: WorkloadComparison, row: str, statistic: str, est: LogRatio) -> dict[str, str]:
+    """The row's two sides beside its estimate (``perfgate.report.sides``): never moving against it."""
+    shown = row_sides(c, row, statistic, est)
+    return {} if shown is None else {"before_ms": ms(shown.before), "after_ms": ms(shown.after)}
+
+
 def phase_table(c: WorkloadComparison) -> PhaseTable:
-    """The table of a judged workload (one with a time decision)."""
+    """The table of a judged workload (one with a time decision). A row with an estimate shows
+    the sides it compares (:mod:`perfgate.report.sides`): the reference's geometric mean as the
+    estimate weighs its repeats and that × the estimated ratio; a row without one (the residual,
+    a phase with no estimate) the medians over repeats."""
     assert c.time is not None
     before, after = column_names(c)
     rows = []
@@ -82,7 +94,9 @@ def phase_table(c: WorkloadComparison) -> PhaseTable:
         common = {"phase": row.phase, "before_ms": ms(row.baseline_ms), "after_ms": ms(row.current_ms),
                   "absent": absent}
         if row.phase == "step":
-            est = step_estimate(c) or c.time.estimate
+            per_step = step_estimate(c)
+            est = per_step or c.time.estimate
+            common |= _sides(c, row.phase, PER_STEP if per_step is not None else c.time.statistic, est)
             rows.append(TableRow(kind=RowKind.STEP, change=change_ci(est.ratio, est.ci_low, est.ci_high),
                                  share=row.share, verdict=c.time.verdict, **common))
             continue
@@ -96,6 +110,7 @@ def phase_table(c: WorkloadComparison) -> PhaseTable:
                                  gated=gated.verdict if gated else None, **common))
             continue
         est = flag.estimate
+        common |= _sides(c, row.phase, PER_STEP, est)
         direction = ("slower" if est.ratio > 1 else "faster") if flag.tested and flag.flagged else None
         rows.append(TableRow(kind=RowKind.PHASE, change=change_ci(est.ratio, est.ci_low, est.ci_high),
                              share=row.share, tested=flag.tested, direction=direction, q_value=flag.q_value,

@@ -12,6 +12,7 @@ from statistics import median
 from perfgate.analysis.compare import NOT_COUNTED
 from perfgate.analysis.contention import contention
 from perfgate.analysis.diagnose import diagnose
+from perfgate.analysis.modes import bimodal
 from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
 from perfgate.analysis.ranks import STRAGGLER_SHARE
 from perfgate.analysis.summary import WorkloadSummary
@@ -19,7 +20,7 @@ from perfgate.model.result import ROWS, RunResult
 from perfgate.model.script import ARGS_PARAM, script_path_of
 from perfgate.model.verdict import run_policy
 from perfgate.report.phase_table import RowKind, phase_table, rank_table
-from perfgate.report.wording import clock_line, design_lines, step_statistics_line
+from perfgate.report.wording import clock_line, design_lines, modes_line, modes_lines, sides_line, step_statistics_line
 from perfgate.text.inert import terminal as t
 from perfgate.text.units import ms, percent, size, table
 
@@ -83,6 +84,9 @@ def run_table(result: RunResult, summary: WorkloadSummary, *, straggler_share: f
                   table(headers, ranks, "r" * len(headers))]
     lines += [f"{t(label.name)} ({t(label.severity)}): {t(label.evidence)}" for label in
               diagnose(result, straggler_share=straggler_share)]
+    found = bimodal([r.per_step_ms["step"] for r in result.repeats])
+    if found is not None:
+        lines.append(modes_line("this run", found))
     lines += contended_lines(result)
     lines += telemetry_lines(result)
     return "\n".join(line for line in lines if line).rstrip() + "\n"
@@ -161,6 +165,7 @@ def gate_table(outcome: GateOutcome) -> str:
         lines += [f"  environment {t(k)}: base {t(a)}, head {t(b)}" for k, (a, b) in c.environment_differences.items()]
         lines += [f"  {t(label.name)} ({t(label.severity)}): {t(label.evidence)}" for label in c.labels]
         lines += [f"  left out: {t(note)}" for note in c.left_out]
+        lines += [f"  {t(line)}" for line in modes_lines(c)]
         lines += counter_lines(c)
     lines += ["", check_line(outcome)]
     if outcome.cost is not None:
@@ -180,7 +185,7 @@ def gate_table(outcome: GateOutcome) -> str:
                 change, mark = "—", ""
             rows.append([t(row.phase), row.before_ms, row.after_ms, change, row.share_text, mark])
         lines += ["", f"{t(c.workload)} ({c.verdict.value})", t(c.reason), table(phases.headers, rows, "lrrrrl")]
-        lines += [t(x) for x in (step_statistics_line(c), clock_line(c)) if x]
+        lines += [t(x) for x in (step_statistics_line(c), sides_line(c), clock_line(c)) if x]
         est = c.time.estimate
         if c.paired:
             lines.append(f"noise: run-to-run {percent(est.within_sd_log)} within blocks, block-to-block "
