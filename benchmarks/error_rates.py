@@ -88,10 +88,15 @@ def paired_cells(gates: int, pass_gates: int) -> list[str]:
     return failed
 
 
-def meaning(gates: int) -> None:
-    config = GateConfig(delta=DELTA)
+def meaning(gates: int, min_effects: tuple[float, ...]) -> None:
+    for min_effect in min_effects:
+        _meaning(gates, min_effect)
+
+
+def _meaning(gates: int, min_effect: float) -> None:
+    config = GateConfig(delta=DELTA, min_effect=min_effect)
     print(f"\nWhat REGRESSION means (1 workload, ρ 0.5, first look 6, sd {SD:.0%}, δ {DELTA:.0%}, "
-          f"{gates} gates each):", flush=True)
+          f"min_effect {min_effect:g}, {gates} gates each):", flush=True)
     for label, effect in (("0 (A/A)", 0.0), ("δ/2", DELTA / 2), ("2δ/3", 2 * DELTA / 3), ("δ", DELTA),
                           ("2δ", 2 * DELTA)):
         v, counts = _run(gates, 1000 + int(effect * 1e4), 1, 6, config, rho=0.5, slowdown=effect)
@@ -126,13 +131,15 @@ def main() -> int:
     parser.add_argument("--pass-gates", type=int, default=50_000, help="δ-slowdown gates per paired cell")
     parser.add_argument("--stored-gates", type=int, default=400)
     parser.add_argument("--only", choices=("paired", "meaning", "stored"), default=None)
+    parser.add_argument("--min-effect", type=float, nargs="+", default=[GateConfig().min_effect],
+                        help="the min_effect settings the meaning section shows (default: the gate's)")
     args = parser.parse_args()
     started = time.perf_counter()
     failed: list[str] = []
     if args.only in (None, "paired"):
         failed = paired_cells(args.gates, args.pass_gates)
     if args.only in (None, "meaning"):
-        meaning(args.pass_gates)
+        meaning(args.pass_gates, tuple(args.min_effect))
     if args.only in (None, "stored"):
         stored_cells(args.stored_gates)
     print(f"\n{len(failed)} paired cell(s) above the promise; {time.perf_counter() - started:.0f} s in all")

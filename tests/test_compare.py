@@ -24,7 +24,8 @@ from perfgate.model.result import RunResult
 from perfgate.model.verdict import Verdict
 from perfgate.store.baselines import Lookup, find_baseline, save_baseline, updated_baseline
 
-CFG = GateConfig()
+CFG = GateConfig(min_effect=0.0)
+"""Hand-made p-values: the tests against no change (min_effect 0)."""
 STORED = Schedule(5, CFG.max_blocks)
 """The stored gate's default looks: the first at 5 repeats, then one after every repeat up to max_blocks."""
 FIRST = Look(5, STORED, "repeat")

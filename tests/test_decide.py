@@ -24,7 +24,8 @@ from perfgate.analysis.stats import LogRatio, confidence_interval, log_ratio, mi
 from perfgate.analysis.stats.sequential import Schedule
 from perfgate.model.verdict import Verdict
 
-CFG = GateConfig()
+CFG = GateConfig(min_effect=0.0)
+"""The Holm mechanics with hand-made p-values: the tests against no change (min_effect 0)."""
 SCHEDULE = Schedule(6, CFG.max_blocks)
 """The paired gate's default looks: the first at 6 blocks, then one after every block up to max_blocks."""
 FIRST = Look(6, SCHEDULE)
@@ -476,3 +477,43 @@ def test_pass_is_the_time_per_steps_bound_alone_with_the_median_a_regression_det
     assert _both(tight, slow_median).statistic == "median"
     # the time per step undecided: so is the step, whatever the median's bound
     assert _both(wide, tight).verdict is Verdict.INCONCLUSIVE
+
+
+def test_a_regression_must_be_significant_beyond_min_effect_times_delta() -> None:
+    """min_effect 0.5 (the default): the test's null reaches up to δ/2, so +3.5% measured to a
+    1.2% standard error is significant against no change (p ≈ 0.005) but not beyond +1.5%
+    (p ≈ 0.06), while +6% is; the reason names the threshold, the printed interval clears it."""
+    config = GateConfig()
+    assert config.min_effect == 0.5
+    precise = LogRatio(ratio=1.035, ci_low=1.0, ci_high=1.1, p_slower=1e-9, p_faster=1.0, p_two_sided=2e-9,
+                       se_log=0.012, df=20.0, n_current=10, n_baseline=10, recordings=1, within_sd_log=0.01,
+                       between_sd_log=0.0, confidence=0.95)
+    d = decide_time({"w": precise}, config, SINGLE)["w"]
+    assert d.verdict is Verdict.INCONCLUSIVE
+    plain = decide_time({"w": precise}, GateConfig(min_effect=0.0), SINGLE)["w"]
+    assert plain.verdict is Verdict.REGRESSION  # against no change it would have failed
+    far = dataclasses.replace(precise, ratio=1.06)
+    d = decide_time({"w": far}, config, SINGLE)["w"]
+    assert d.verdict is Verdict.REGRESSION and "for a slowdown of more than 1.5% (Holm, one look), above δ=3%" in d.reason
+    low = float(re.search(r"\[\+(\d+\.\d),", d.reason).group(1))
+    assert low > 1.5
+    with pytest.raises(ValueError, match="GateConfig.min_effect must be in"):
+        GateConfig(min_effect=1.0)
+
+
+def test_a_stored_looks_levels_follow_its_information_not_its_count() -> None:
+    """A stored estimate whose variance is mostly the baseline's and the day's: more current
+    repeats add little, so the first look already spends nearly all of α; a paired-like one
+    (all of its variance in the current repeats) spends by the count, as a z schedule does."""
+    from perfgate.analysis.decide import information
+
+    schedule = Schedule(5, 30, pivot="information")
+    counted = Schedule(5, 30)
+    day_bound = dataclasses.replace(est(1.0, 0.5), se_log=0.015, current_sd_log=0.01, n_current=5)
+    fractions = information(day_bound, schedule.counts)
+    assert fractions is not None and fractions[0] > 0.9 and fractions[-1] == 1.0
+    first = decide_time({"w": day_bound}, CFG, Look(5, schedule, "repeat"))["w"]
+    assert first.alpha_used > 0.009 > counted.level(0.01, 5) * 3
+    current_bound = dataclasses.replace(day_bound, se_log=0.01 / math.sqrt(5))
+    same = decide_time({"w": current_bound}, CFG, Look(5, schedule, "repeat"))["w"]
+    assert same.alpha_used == pytest.approx(counted.level(0.01, 5), rel=0.05)

@@ -261,4 +261,4 @@ def test_the_t_boundary_is_the_same_in_every_process_and_holds_the_pass_level() 
 
 def test_a_paired_schedule_uses_the_t_boundary_and_a_stored_one_the_brownian() -> None:
     assert schedule_for(GateConfig(), 6, "block").pivot == "t"
-    assert schedule_for(GateConfig(), 5, "repeat").pivot == "z"
+    assert schedule_for(GateConfig(), 5, "repeat").pivot == "information"

@@ -68,12 +68,13 @@ def schedule_for(config: GateConfig, first: int, unit: str = "block") -> Schedul
 
     Blocks (the paired design) are judged by a one-sample t on ``count - 1`` df, whose exact
     boundary the schedule uses (``pivot="t"``); repeats against a stored baseline by the
-    Brownian boundary (their df are Satterthwaite's, not the count's).
+    Brownian boundary at each estimate's own information (``pivot="information"``: their
+    variance holds the baseline's and the day's, which more current repeats do not shrink).
     ValueError (one line) when ``max_blocks`` cannot hold the first look."""
     if config.max_blocks < first:
         raise ValueError(f"max_blocks = {config.max_blocks} cannot hold the first look's {first} {unit}s; "
                          f"raise max_blocks or lower the first look")
-    return Schedule(first, config.max_blocks, 1, config.spending_gamma, "t" if unit == "block" else "z")
+    return Schedule(first, config.max_blocks, 1, config.spending_gamma, "t" if unit == "block" else "information")
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ every planned look, for every workload still open, the one-sample t on its block
 contrasts of each statistic (time per step, median step), its lower tail corrected for the
 contrasts' right skew (``stats.logratio.t_test``); Holm over the whole family (both
 statistics of every workload, those decided earlier at p = 1) at the look's exact t
-boundary; REGRESSION when significant and above δ, IMPROVED when significant and faster
-by more than δ, PASS when the upper bound at the PASS level lies below δ; the step's
+boundary, each test's null reaching up to ``min_effect``·δ; REGRESSION when significant and
+above δ, IMPROVED when significant and faster by more than δ, PASS when the upper bound at the PASS level lies below δ; the step's
 verdict from its two statistics (``decide.combine_statistics``); a decided workload stops.
 
 Written again here on arrays so that 10^5 gates take seconds instead of hours; kept honest
@@ -187,7 +187,13 @@ def paired_verdicts(draws: PairedDraws, config: GateConfig, schedule: Schedule) 
         down_skew = np.maximum(skew, 0.0)
         key_open = np.concatenate([open_, open_], axis=1)
         rejected = []
-        for p in (special.stdtr(n - 1, -t), special.stdtr(n - 1, _hall(t, down_skew, n))):
+        shift = math.log1p(config.min_effect * config.delta)  # the tests' null reaches up to min_effect·δ
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t_up = np.where(se > 0, (mean - shift) / se, np.where(mean > shift, np.inf, -np.inf))
+            t_down = np.where(se > 0, (mean + shift) / se, np.where(mean < -shift, -np.inf, np.inf))
+        if shift == 0:
+            t_up = t_down = t
+        for p in (special.stdtr(n - 1, -t_up), special.stdtr(n - 1, _hall(t_down, down_skew, n))):
             p = np.where(key_open, p, 1.0)
             order = np.argsort(p, axis=1, kind="stable")
             ranked = np.take_along_axis(p, order, axis=1)

@@ -30,7 +30,7 @@ from perfgate.analysis.stats.estimate import (
     log_ratio,
     variance_components,
 )
-from perfgate.analysis.stats.logratio import LogRatio, confidence_interval, t_estimate, t_test
+from perfgate.analysis.stats.logratio import LogRatio, confidence_interval, p_beyond, t_estimate, t_test
 from perfgate.analysis.stats.multiplicity import (
     benjamini_hochberg,
     bh_adjusted,
@@ -64,6 +64,7 @@ __all__ = [
     "repeats_needed",
     "stored_look_correlation",
     "t_estimate",
+    "p_beyond",
     "t_test",
     "two_look_error",
     "two_look_levels",

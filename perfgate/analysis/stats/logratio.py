@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-__all__ = ["LogRatio", "confidence_interval", "hall", "hall_inverse", "skewness", "t_test"]
+__all__ = ["LogRatio", "confidence_interval", "hall", "hall_inverse", "p_beyond", "skewness", "t_test"]
 
 
 @dataclass(frozen=True)
@@ -141,6 +141,17 @@ def t_test(diff: float, se: float, df: float, confidence: float, skew: float = 0
                 se * q, -se * hall_inverse(-q, lower, n))
     # no noise at all: the sign of the difference is certain
     return (0.0 if diff > 0 else 1.0), (0.0 if diff < 0 else 1.0), 0.0, 0.0
+
+
+def p_beyond(est: LogRatio, shift: float) -> tuple[float, float]:
+    """One-sided p-values that ``est`` is slower than ``exp(shift)`` and faster than
+    ``exp(-shift)`` (a minimum-effect test; ``shift = 0``: ``est.p_slower``, ``est.p_faster``)."""
+    if shift == 0:
+        return est.p_slower, est.p_faster
+    diff = math.log(est.ratio)
+    slower = t_test(diff - shift, est.se_log, est.df, est.confidence, est.skew)[0]
+    faster = t_test(diff + shift, est.se_log, est.df, est.confidence, est.skew)[1]
+    return slower, faster
 
 
 def _exp(x: float) -> float:

@@ -52,7 +52,7 @@ from importlib import resources
 import numpy as np
 from scipy import optimize, special
 
-__all__ = ["DEFAULT_GAMMA", "PIVOTS", "Schedule", "crossing_levels", "spent", "t_boundary"]
+__all__ = ["DEFAULT_GAMMA", "PIVOTS", "Schedule", "crossing_levels", "information_levels", "spent", "t_boundary"]
 
 DEFAULT_GAMMA = 1.0
 """The spending function's γ: near Pocock's boundary, which spends early enough that a gate
@@ -81,7 +81,7 @@ def _norm_sf(x: np.ndarray | float) -> np.ndarray | float:
     return special.ndtr(-np.asarray(x, dtype=float)) if isinstance(x, np.ndarray) else float(special.ndtr(-x))
 
 
-@functools.lru_cache(maxsize=512)
+@functools.lru_cache(maxsize=8192)
 def crossing_levels(alpha: float, fractions: tuple[float, ...], gamma: float = DEFAULT_GAMMA) -> tuple[float, ...]:
     """The nominal one-sided level of each look, for total ``alpha`` over looks at the
     information ``fractions`` (increasing, the last one 1).
@@ -146,11 +146,13 @@ def crossing_levels(alpha: float, fractions: tuple[float, ...], gamma: float = D
     return tuple(levels)
 
 
-PIVOTS = ("z", "t")
-"""How a schedule's levels are found: ``"z"``, the Brownian boundary (:func:`crossing_levels`),
-for statistics whose degrees of freedom are not the count's (the stored baseline's
-Satterthwaite df); ``"t"``, the exact boundary of a one-sample t on ``count - 1`` degrees of
-freedom (:func:`t_boundary`), the paired gate's block contrasts."""
+PIVOTS = ("z", "t", "information")
+"""How a schedule's levels are found: ``"z"``, the Brownian boundary (:func:`crossing_levels`)
+at the counts' share of the last count; ``"t"``, the exact boundary of a one-sample t on
+``count - 1`` degrees of freedom (:func:`t_boundary`), the paired gate's block contrasts;
+``"information"``, the Brownian boundary at each estimate's own information fractions
+(:func:`information_levels`), the stored baseline's, whose variance more current repeats
+shrink only in part (without them, the count's share)."""
 
 SIMULATED_PATHS = 1_000_000
 """Null paths behind a boundary that is not tabulated (the crossing share of each look is
@@ -275,6 +277,32 @@ def t_boundary(alpha: float, counts: Sequence[int], gamma: float = DEFAULT_GAMMA
         return known[key]
 
 
+INFORMATION_STEP = 0.005
+"""Information fractions are taken to this step (down, the last one stays 1); looks that
+fall on the same step hold the same information and share one level: the later one spends
+nothing more (its statistic is the earlier one's, to that step)."""
+
+
+@functools.lru_cache(maxsize=8192)
+def information_levels(alpha: float, information: tuple[float, ...], gamma: float = DEFAULT_GAMMA) -> tuple[float, ...]:
+    """The nominal one-sided level of each look at the information fractions ``information``
+    (non-decreasing, the last 1), α spent by Hwang-Shih-DeCani(``gamma``) over the information.
+
+    The fractions are taken down to :data:`INFORMATION_STEP`; looks sharing a step share the
+    level of the first of them. A first look that already holds (to the step) all the
+    information tests at the whole α."""
+    f = np.asarray(information, dtype=float)
+    if f.size == 0 or not np.all(np.isfinite(f)) or f[0] <= 0 or abs(f[-1] - 1.0) > 1e-9 or np.any(np.diff(f) < -1e-12):
+        raise ValueError(f"information must not decrease and end at 1, got {information!r}")
+    steps = np.floor(f / INFORMATION_STEP + 1e-9) * INFORMATION_STEP
+    steps[-1] = 1.0
+    steps = np.maximum(steps, INFORMATION_STEP)
+    distinct = sorted(set(np.round(steps, 6).tolist()))
+    levels = crossing_levels(float(alpha), tuple(distinct), float(gamma))
+    by_step = dict(zip(distinct, levels))
+    return tuple(by_step[v] for v in np.round(steps, 6).tolist())
+
+
 @dataclass(frozen=True)
 class Schedule:
     """The planned looks of one workload: at ``first`` blocks (or repeats), then after every
@@ -325,15 +353,27 @@ class Schedule:
         reached = [c for c in self.counts if c <= count]
         return reached[-1] if reached else None
 
-    def level(self, alpha: float, count: int) -> float:
-        """The nominal one-sided level of the look at ``count`` for a total ``alpha``."""
+    def level(self, alpha: float, count: int, information: Sequence[float] | None = None) -> float:
+        """The nominal one-sided level of the look at ``count`` for a total ``alpha``.
+
+        ``information`` (``pivot="information"`` only): the information fraction of every planned look
+        (increasing, the last 1), when it is not the count's share of the last count: the
+        stored design's estimate carries a baseline and day variance that more current
+        repeats do not shrink, so its information grows far slower than its count
+        (:func:`information_levels`)."""
         look = self.look_at(count)
         if look is None:
             raise ValueError(f"no look falls at {count} (looks: {_counts_text(self.counts)})")
         if self.looks == 1:
             return float(alpha)  # one look: the whole level, whatever the statistic
         if self.pivot == "t":
+            if information is not None:
+                raise ValueError("a t schedule's information is its count")
             return float(special.stdtr(count - 1, -self.critical(alpha, count)))
+        if information is not None:
+            if self.pivot != "information":
+                raise ValueError("only an information schedule takes information fractions")
+            return information_levels(float(alpha), tuple(information), float(self.gamma))[look - 1]
         fractions = tuple(c / self.last for c in self.counts)
         return crossing_levels(float(alpha), fractions, float(self.gamma))[look - 1]
 
