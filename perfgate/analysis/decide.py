@@ -202,8 +202,8 @@ def pass_level(config: GateConfig, look: Look) -> float:
 
     Over the whole gate a true slowdown of exactly δ may PASS with chance at most
     ``(1 - config.confidence) / 2`` (2.5% at 95%), however many looks it takes: that chance is
-    spent over the looks as α is (passing at any look is passing). PASS needs every
-    statistic's bound below δ (an intersection), which spends nothing more.
+    spent over the looks as α is (passing at any look is passing). PASS is the time per
+    step's bound alone (:func:`combine_statistics`).
     """
     return look.level((1.0 - config.confidence) / 2.0)
 

@@ -228,12 +228,12 @@ class VerdictPolicy:
 POLICY: dict[Verdict, VerdictPolicy] = {p.verdict: p for p in (
     VerdictPolicy(
         Verdict.REGRESSION,
-        "slower by more than δ and significant after Holm's correction over the run's workloads, "
-        "or peak memory, a gated phase or a counter beyond its threshold",
+        "slower by more than δ and significantly slower than min_effect·δ (δ/2) after Holm's correction "
+        "over the run's workloads, or peak memory, a gated phase or a counter beyond its threshold",
         EXIT_REGRESSION, "❌", "bad", PYTEST_FAILED, "a regression"),
     VerdictPolicy(
         Verdict.PASS,
-        "both statistics' upper bounds below 1 + δ",
+        "the time per step's upper bound below 1 + δ, and the median step no REGRESSION",
         EXIT_OK, "✅", "good", PYTEST_PASSED, "passes"),
     VerdictPolicy(
         Verdict.INCONCLUSIVE,
