@@ -71,7 +71,8 @@ class PairedDraws:
 
 
 def draw_paired(rng: np.random.Generator, gates: int, workloads: int, blocks: int, *, sd: float = 0.05,
-                rho: float = 1.0, slowdown: float = 0.0, skew_rate: float = 0.0, skew_factor: float = 1.30,
+                rho: float = 1.0, slowdown: float = 0.0, every_slowdown: float = 0.0, skew_rate: float = 0.0,
+                skew_factor: float = 1.30,
                 steps: int = 50, slow_step_rate: float = 0.0, slow_step_factor: float = 5.0,
                 level_ms: float = 15.0) -> PairedDraws:
     """Draw ``gates`` paired gates.
@@ -83,7 +84,9 @@ def draw_paired(rng: np.random.Generator, gates: int, workloads: int, blocks: in
     - Skewed head (every workload's head processes): with chance ``skew_rate`` a head process
       is ``skew_factor`` times slower, and every head process is shifted down by
       ``skew_rate * log(skew_factor)``, so the head's log-mean stays where ``slowdown`` puts it.
-    - ``slowdown``: the first workload's head is that much slower (both statistics).
+    - ``slowdown``: the first workload's head is that much slower (both statistics);
+      ``every_slowdown``: every workload's head is that much slower (with ``min_effect·δ``: the
+      edge of every REGRESSION test's null, where its level is spent).
     """
     if not (-1.0 <= rho <= 1.0):
         raise ValueError(f"rho must lie in [-1, 1], got {rho!r}")
@@ -101,6 +104,9 @@ def draw_paired(rng: np.random.Generator, gates: int, workloads: int, blocks: in
         skewed = (rng.random(shape) < skew_rate) & heads
         shift = np.where(skewed, math.log(skew_factor), 0.0) - np.where(heads, skew_rate * math.log(skew_factor), 0.0)
         per_step, median = per_step + shift, median + shift
+    if every_slowdown:
+        bump = np.where(heads, math.log1p(every_slowdown), 0.0)
+        per_step, median = per_step + bump, median + bump
     if slowdown:
         first = np.zeros(shape, dtype=bool)
         first[:, 0] = True
