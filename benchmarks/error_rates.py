@@ -1,6 +1,6 @@
 """The gate's promised error rates, measured: false REGRESSION ≤ α, PASS of a true δ ≤ 2.5%.
 
-    .venv/bin/python benchmarks/error_rates.py              # every cell, about 8 minutes on 2 cores
+    .venv/bin/python benchmarks/error_rates.py              # every cell, about 8 minutes on 2 cores alone
     .venv/bin/python benchmarks/error_rates.py --gates 20000 --pass-gates 10000   # quicker, wider errors
 
 Paired cells run the paired rule on arrays (``perfgate.analysis.gate_arrays``, checked verdict
@@ -132,8 +132,8 @@ def stored_cells(gates: int) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--gates", type=int, default=100_000, help="A/A gates per paired cell")
-    parser.add_argument("--pass-gates", type=int, default=50_000, help="δ-slowdown gates per paired cell")
+    parser.add_argument("--gates", type=int, default=80_000, help="gates at the null's edge per paired cell")
+    parser.add_argument("--pass-gates", type=int, default=40_000, help="δ-slowdown gates per paired cell")
     parser.add_argument("--stored-gates", type=int, default=400)
     parser.add_argument("--only", choices=("paired", "meaning", "stored"), default=None)
     parser.add_argument("--min-effect", type=float, nargs="+", default=[GateConfig().min_effect],
