@@ -269,7 +269,7 @@ def test_pytest_paired_gates_a_configured_script_against_its_base_copy(tmp_path:
     (root / "train").mkdir(parents=True)
     shutil.copy(PLAIN, root / "train" / "train_loop.py")
     (root / ".gitignore").write_text("perfgate-results/\ncache/\n.pytest_cache/\n")
-    settings = ('[tool.perfgate]\nblocks = 2\nmax_blocks = 6\ndelta = 0.5\ncounters = false\n'
+    settings = ('[tool.perfgate]\nblocks = 3\nmax_blocks = 10\ndelta = 0.5\ncounters = false\n'
                 'scripts = ["train/train_loop.py --batch-size 8"]\n')
     (root / "pyproject.toml").write_text(settings)
     git(root, "init", "-q")
