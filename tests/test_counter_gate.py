@@ -459,8 +459,8 @@ def test_a_head_that_adds_an_item_in_the_loss_fails_on_its_counters(repo: Path,
                              capsys)
     assert code == 1, out + err
     line = next(x for x in out.splitlines() if x.startswith("tiny: REGRESSION"))
-    assert "counters: 1 new host synchronisation per step in forward: workloads/tiny_workloads.py:" in line, out
-    assert "  counters FAIL: 1 new host synchronisation per step in forward" in out
+    assert "counters: 1 new host synchronisation per step in forward" in line, out
+    assert "  counters FAIL: 1 new host synchronisation per step in forward: workloads/tiny_workloads.py:" in out
     assert (repo / "perfgate-results" / "tiny.counters.json").is_file()
     assert (repo / "perfgate-results" / "base" / "tiny.counters.json").is_file()
     report = json.loads((repo / "r.json").read_text())

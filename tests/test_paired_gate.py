@@ -189,7 +189,7 @@ def test_pytest_perfgate_against_runs_the_paired_gate(repo: Path) -> None:
     assert "ABBA block(s) of four processes each" in output, output
     assert "block 2/2 head" in output
     text = (repo / "r.md").read_text()
-    assert "(paired, 2 ABBA blocks against " in text
+    assert "Decided by: paired, 2 ABBA blocks against " in text
     assert worktrees(repo) == [f"worktree {repo.resolve()}"]
     # a usage error is one line: the gate could not run
     bad = subprocess.run(
