@@ -49,6 +49,12 @@ at that boundary raises :class:`ScriptStop`, a ``BaseException`` the script's ow
 Exception`` does not catch, which the runner catches around ``runpy.run_path``. A script
 with no optimizer step in :data:`MAX_BATCHES_WITHOUT_STEP` batches, or with a second
 optimizer stepping, is stopped the same way with the reason in :attr:`ScriptHooks.failure`.
+
+The hooks act in the script's process only. A process forked from it while they are
+installed (a DataLoader worker with the ``fork`` start method, forked inside the window when a
+non-persistent loader starts an epoch there) undoes every patch and disarms the timeline
+before it runs anything else (``os.register_at_fork``): a torchvision transform in a worker is
+an ``nn.Module`` call, and it must neither switch the phase nor record a CUDA event there.
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import os
 import sys
 import weakref
 from collections.abc import Callable, Iterator, Mapping
@@ -185,6 +192,8 @@ class ScriptHooks:
         self.last_iterator: weakref.ref[Any] | None = None
         self.window_loader: Any = None
         """The DataLoader of the window's last batch, kept when the window closes (its settings are recorded)."""
+        self.forked = False
+        """True in a process forked while the hooks were installed: they are disarmed there."""
 
     # --- phases ---------------------------------------------------------------------
 
@@ -400,7 +409,11 @@ def _patched(owner: Any, name: str, value: Any) -> Iterator[None]:
 
 @contextlib.contextmanager
 def installed(h: ScriptHooks) -> Iterator[ScriptHooks]:
-    """The hooks in torch for the duration; everything is restored after, also on an error."""
+    """The hooks in torch for the duration; everything is restored after, also on an error.
+
+    They act only in this process: a process forked while they are installed (a DataLoader
+    worker, a bare ``os.fork``) undoes them first thing (:func:`_disarm_in_child`), so it
+    runs torch unhooked and never touches the timeline."""
     is_compiling = torch.compiler.is_compiling
     module_call = torch.nn.Module.__call__
     tensor_to = torch.Tensor.to
@@ -578,6 +591,8 @@ def installed(h: ScriptHooks) -> Iterator[ScriptHooks]:
         h.step_end()
 
     with contextlib.ExitStack() as stack:
+        _INSTALLED.append(_disarmer(h, stack))
+        stack.callback(_INSTALLED.pop)
         stack.enter_context(_patched(torch.nn.Module, "__call__", call))
         stack.enter_context(_patched(torch.Tensor, "to", mover(tensor_to)))
         stack.enter_context(_patched(torch.Tensor, "cuda", mover(tensor_cuda)))
@@ -594,6 +609,63 @@ def installed(h: ScriptHooks) -> Iterator[ScriptHooks]:
         post = register_optimizer_step_post_hook(step_post)
         stack.callback(post.remove)
         yield h
+
+
+class _Disarmed:
+    """The timeline of hooks in a forked child: every mark does nothing."""
+
+    def switch(self, old: int, new: int) -> None:
+        return None
+
+    def open(self, current: int) -> None:
+        return None
+
+    def boundary(self, current: int) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+_INSTALLED: list[Callable[[], None]] = []
+"""Per :func:`installed` running in this process (innermost last), what disarms it in a forked child."""
+
+
+def _disarmer(h: ScriptHooks, stack: contextlib.ExitStack) -> Callable[[], None]:
+    """What a process forked under the hooks runs first (:func:`_disarm_in_child`): the timeline
+    and the window's callbacks become no-ops (a reference to a hooked call kept somewhere acts
+    on nothing), then every patch is undone and the optimizer hooks removed, so the child runs
+    torch as it was before the hooks."""
+
+    def disarm() -> None:
+        nothing = _Disarmed()
+        h.timeline = nothing
+        h.switch = nothing.switch
+        h.on_open = h.on_close = lambda: None
+        h.forked = True
+        stack.close()
+
+    return disarm
+
+
+def _disarm_in_child() -> None:
+    """``os.register_at_fork(after_in_child=...)``: the hooks act only in the process that
+    installed them. A DataLoader worker (fork start method) is forked from the script's
+    process, often inside the window (a non-persistent loader's new epoch, a validation
+    loader): torchvision transforms are ``nn.Module`` calls, and without this the worker's
+    first transform would switch the copied timeline to forward and, on CUDA, record an
+    event in a forked child of a CUDA process."""
+    while _INSTALLED:
+        disarm = _INSTALLED[-1]
+        try:
+            disarm()  # its stack's last callback pops it
+        except BaseException:  # noqa: BLE001 - nothing may escape into the forked child's start
+            pass
+        if _INSTALLED and _INSTALLED[-1] is disarm:
+            _INSTALLED.pop()
+
+
+os.register_at_fork(after_in_child=_disarm_in_child)
 
 
 def _booked_calls(booked: Callable[[Callable[..., Any], int], Callable[..., Any]]) -> list[tuple[Any, str, Any]]:
