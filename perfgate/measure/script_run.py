@@ -125,6 +125,21 @@ def _why_unmeasured(hooks: ScriptHooks, ending: Ending, shown: str, *, counts: s
     return f"{shown} failed {got}; it raised {ending.what}"
 
 
+def script_gpu_index(hooks: ScriptHooks) -> int | None:
+    """The CUDA device the script trains on, read when the window opens: that of the last
+    warmup step's loss, else of the stepped optimizer's first parameter; None (the current
+    device) when neither is on a CUDA device with an index."""
+    candidates: list[Any] = [hooks.step_loss]
+    optimizer = hooks.optimizer() if hooks.optimizer is not None else None
+    if optimizer is not None:
+        candidates += [p for group in getattr(optimizer, "param_groups", ())[:1] for p in group.get("params", ())[:1]]
+    for value in candidates:
+        where = getattr(value, "device", None)
+        if isinstance(where, torch.device) and where.type == "cuda" and where.index is not None:
+            return int(where.index)
+    return None
+
+
 def make_timeline(device: str, steps: int) -> HostTimeline | DeviceTimeline:
     if device == "cuda":
         return DeviceTimeline(steps, _created_event, synchronize=torch.cuda.synchronize,
@@ -148,25 +163,33 @@ def run_script_repeat(
     check_device_params(params, device, workload=name)
     shown = untrusted(script.shown)
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    # Nothing here may call into torch.cuda before the script's first line: the script decides
+    # when CUDA is initialised and which GPU it uses (torch.cuda.set_device, CUDA_VISIBLE_DEVICES
+    # set by the script). apply_torch_settings only sets switches (torch.manual_seed queues the
+    # CUDA seeds until CUDA is initialised); the sampler is made when the window opens, on the
+    # device the script's last warmup step ran on.
     apply_torch_settings(params, device)
     peak = _PeakMemory(device)
-    sampler = TelemetrySampler(device) if telemetry else None
     line = timeline(device, params.steps)
+    sampling: list[TelemetrySampler] = []
 
     def on_open() -> None:
         peak.reset()
-        if sampler is not None:
+        if telemetry:
+            sampler = TelemetrySampler(device, gpu_index=script_gpu_index(hooks) if device == "cuda" else None)
+            sampling.append(sampler)
             sampler.start()
 
     def on_close() -> None:
-        if sampler is not None:
+        for sampler in sampling:
             sampler.stop()
 
     hooks = ScriptHooks(line, warmup_steps=params.warmup_steps, steps=params.steps, on_open=on_open,
                         on_close=on_close, device_type=device)
     ending = run_under_hooks(hooks, script.path, script.args, argv0 or script.shown)
-    if sampler is not None and hooks.recording:
-        sampler.stop()
+    if hooks.recording:
+        on_close()
+    sampler = sampling[0] if sampling else None
     if hooks.failure is not None:
         raise WorkloadError(f"{name}: {shown}: {hooks.failure}")
     if not hooks.done or hooks.times is None:
