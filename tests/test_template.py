@@ -190,6 +190,7 @@ def test_several_windows_per_repeat_are_recorded_in_order(tmp_path: Path) -> Non
         response = one(job_in(root), root, starter, windows=3)
     repeat = repeat_from_dict(response["repeat"], "repeat")
     assert repeat.windows == 3 and repeat.steps == 12 and repeat.steps_per_window == 4
+    assert repeat.loader_restarts == 0  # make_loader holds warmup + 3 x 4 batches: no window restarts it
     assert len(repeat.window_step_ms) == 3
     assert repeat.per_step_ms["step"] == pytest.approx(sum(repeat.window_step_ms) / 3)
     assert repeat.window_s > 0 and response["repeat"]["windows"] == 3

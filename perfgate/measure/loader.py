@@ -2,8 +2,9 @@
 
 Workloads call :func:`make_loader` so that every reference and user workload gets the
 same sampling: a seeded random order that yields exactly as many full batches as the
-warmup and the measured window need, so the window never crosses an epoch boundary (a
-restart of the workers inside it would be measured as data wait).
+warmup and the measured windows need (``warmup_steps + windows * steps``, ``windows`` from
+the :class:`BuildContext`), so no window crosses an epoch boundary (a restart of the
+workers inside it would be measured as data wait).
 """
 
 from __future__ import annotations
@@ -50,13 +51,14 @@ class RankShare(DistributedSampler[Any]):
 
 
 def make_loader(dataset: Dataset[Any], ctx: BuildContext, **kwargs: Any) -> DataLoader[Any]:
-    """DataLoader with the workload's batch and loader settings and a seeded sampler (under
-    ``torch.distributed.run``, this rank's share of it: :class:`RankShare`).
+    """DataLoader with the workload's batch and loader settings and a seeded sampler of
+    ``warmup_steps + ctx.windows * steps`` batches (under ``torch.distributed.run``, this
+    rank's share of it: :class:`RankShare`).
 
     Extra keyword arguments (``collate_fn`` for example) go to ``DataLoader`` unchanged.
     """
     params = ctx.params
-    batches = params.warmup_steps + params.steps
+    batches = params.warmup_steps + max(1, ctx.windows) * params.steps  # every window's steps (--windows)
     generator = torch.Generator()
     generator.manual_seed(params.seed)
     # Without replacement, RandomSampler concatenates permutations when more samples are

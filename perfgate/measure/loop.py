@@ -162,7 +162,8 @@ class _Step:
     device: torch.device
     params: Params
     loader_restarts: int = 0
-    """Times the DataLoader ran out and was restarted (the window's count: reset before it)."""
+    """Times the DataLoader ran out and was restarted (the windows' count, all of them: reset
+    before the first, so warmup's restarts are left out)."""
     copied_from_host: bool = False
     """True once a batch tensor was copied to the device (CUDA): the copies exist."""
 
@@ -493,7 +494,8 @@ def run_repeat(
     name = workload.name
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     settings = apply_torch_settings(params, device)
-    ctx = BuildContext(params=params, device=device, data_root=data_root, cache_dir=cache_dir, workload=name)
+    ctx = BuildContext(params=params, device=device, data_root=data_root, cache_dir=cache_dir, workload=name,
+                       windows=windows)
     try:
         built = _check_built(workload.build(ctx), name)
     except WorkloadError:

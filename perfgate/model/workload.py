@@ -331,6 +331,10 @@ class BuildContext:
     data_root: Path | None
     cache_dir: Path
     workload: str = ""
+    windows: int = 1
+    """Timed windows of ``params.steps`` steps the repeat runs after its warmup (``--windows``):
+    a loader sized by hand should hold ``warmup_steps + windows * steps`` batches, as
+    ``make_loader``'s does, or it restarts inside a window."""
 
 
 @dataclass
