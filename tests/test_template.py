@@ -204,3 +204,73 @@ def test_script_mode_times_one_window() -> None:
     object.__setattr__(job, "workload", type("W", (), {"name": "script-train"})())
     with pytest.raises(WorkloadError, match="script mode times the script's own steps as one window"):
         run_one(job, "cpu", 0, Path("."), (None, None), 10.0, False, starter=FRESH, windows=2)
+
+
+POISON = '''
+import os
+
+import torch
+
+FORKS = {{"n": 0}}
+
+
+def _count():  # in the parent, before each fork
+    FORKS["n"] += 1
+
+
+def _poisoned():
+    # What torch's own fork handler does once the CUDA driver was initialised in the parent
+    # (torch.cuda.is_available() runs cuInit): the child is in the bad-fork state, the
+    # parent is not, and torch.cuda.is_initialized() stays False in both.
+    if FORKS["n"] > {clean_forks}:
+        torch.cuda._is_in_bad_fork = lambda: True
+
+
+os.register_at_fork(before=_count, after_in_child=_poisoned)
+'''
+
+
+@pytest.mark.parametrize("clean_forks", [0, 1])
+def test_a_template_whose_forks_cannot_use_cuda_falls_back_to_fresh_with_one_warning(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_forks: int) -> None:
+    """A template that imported something calling torch.cuda.is_available() (simulated: its
+    children are in torch's bad-fork state, seen when the template is ready, 0 clean forks,
+    or only as the child begins, 1) is given up with one warning; every repeat runs fresh."""
+    from perfgate.measure.template import _PRELOAD
+
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    (modules / "perfgate_test_poison.py").write_text(POISON.format(clean_forks=clean_forks))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(modules), os.environ.get("PYTHONPATH")])))
+    root = tree(tmp_path / "w", "w")
+    warnings: list[str] = []
+    with Starter("fork", warn=warnings.append, preload=(*_PRELOAD, "perfgate_test_poison")) as starter:
+        for index in range(2):
+            response = one(job_in(root), root, starter, index)
+            assert response["ok"] and response["repeat"]["torch_settings"]["process_start"] == "fresh"
+    assert len(warnings) == 1
+    assert warnings[0].startswith("warning: repeats start as fresh processes from here on: ")
+    assert ("bad-fork" in warnings[0]) if clean_forks == 0 else ("Cannot re-initialize CUDA" in warnings[0])
+    assert starter.fallback is not None and not starter.forking
+
+
+def test_torchs_bad_fork_error_in_a_forked_child_starts_that_repeat_again_fresh(tmp_path: Path) -> None:
+    """A forked child that fails with torch's "Cannot re-initialize CUDA in forked subprocess"
+    (here raised by the workload, only when forked) is the template's failure, not the
+    repeat's: one warning, and the repeat runs again in a fresh process."""
+    root = tree(tmp_path / "w", "w")
+    source = (root / "forked_workload.py").read_text()
+    (root / "forked_workload.py").write_text(source.replace(
+        "    p = ctx.params\n",
+        "    p = ctx.params\n"
+        "    from perfgate.measure.template import process_start\n"
+        "    if process_start() == 'fork':\n"
+        "        raise RuntimeError(\"Cannot re-initialize CUDA in forked subprocess. To use CUDA with \"\n"
+        "                           \"multiprocessing, you must use the 'spawn' start method\")\n", 1))
+    warnings: list[str] = []
+    with Starter("fork", warn=warnings.append) as starter:
+        response = one(job_in(root), root, starter)
+        assert response["ok"] and response["repeat"]["torch_settings"]["process_start"] == "fresh"
+        assert one(job_in(root), root, starter, 1)["ok"]
+    assert len(warnings) == 1 and "Cannot re-initialize CUDA in forked subprocess" in warnings[0]
+    assert starter.templates == 1 and not starter.forking

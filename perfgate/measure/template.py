@@ -15,6 +15,15 @@ What the template must not have touched, and is checked for before every fork
 initialises its own), torch's intra-op thread pool (OpenMP threads do not survive a fork:
 the template runs no torch op), Python threads. numpy's OpenBLAS starts its pool at
 import; it shuts it down and restarts it around a fork (``pthread_atfork``), so it is allowed.
+CUDA can be spoiled for the children without being initialised in torch's sense:
+``torch.cuda.is_available()`` runs ``cuInit`` and registers torch's fork handler while
+``torch.cuda.is_initialized()`` stays False, and every child forked after it is in torch's
+bad-fork state ("Cannot re-initialize CUDA in forked subprocess" at its first CUDA call).
+Only a child sees that state, so when the template is ready it forks one probe that reports
+it (:func:`_fork_poisoned`); a poisoned template is not used. A child that finds itself in
+the bad-fork state anyway, or fails with torch's bad-fork error, is the template's failure,
+not the repeat's: :class:`TemplateFailed`, so the starter falls back to fresh processes with
+one warning and runs that repeat again fresh.
 
 What a forked child shares with its siblings and a fresh process would not: the address
 layout and the hash seed of the template (Python's ``random`` and numpy's global state are
@@ -79,14 +88,65 @@ def _threads() -> int:
         return 0
 
 
+BAD_FORK = "Cannot re-initialize CUDA in forked subprocess"
+"""The start of torch's error in a child forked after its parent initialised the CUDA driver."""
+
+
+def _in_bad_fork() -> bool:
+    """torch's own bad-fork state of this process: True in a child forked from a process
+    that initialised the CUDA driver (looked up now: the flag is set at the fork)."""
+    torch = sys.modules.get("torch")
+    check = getattr(getattr(torch, "cuda", None), "_is_in_bad_fork", None)
+    try:
+        return bool(check()) if callable(check) else False
+    except Exception:  # noqa: BLE001 - a torch without the check: nothing known against the fork
+        return False
+
+
 def _fork_hazard() -> str | None:
     """Why forking now would not give a clean child (None: safe)."""
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         return "the template has initialised CUDA"
+    if torch is not None and _in_bad_fork():
+        return "the template is itself a forked child of a process that initialised CUDA (torch's bad-fork state)"
     if threading.active_count() > 1:
         return f"the template runs {threading.active_count() - 1} Python thread(s)"
     return None
+
+
+_POISONED = 3
+"""The fork probe's exit status when the child it forked is in torch's bad-fork state."""
+
+
+def _fork_poisoned() -> str | None:
+    """Why a child forked now could not use CUDA (None: it could), asked of a child itself.
+
+    ``torch.cuda.is_available()`` (and anything else that counts devices through the CUDA
+    runtime) runs ``cuInit`` and registers torch's fork handler without initialising CUDA in
+    torch's sense: ``torch.cuda.is_initialized()`` stays False in the template, while every
+    child forked from it is in the bad-fork state and raises "Cannot re-initialize CUDA in
+    forked subprocess" at its first CUDA call. Only a forked child sees the flag, so the
+    template forks one that reports it and exits (once, when the template is ready: it runs
+    nothing after that)."""
+    if "torch" not in sys.modules:
+        return None
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = _POISONED if _in_bad_fork() else 0
+        finally:
+            os._exit(code)
+    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    if status == 0:
+        return None
+    if status == _POISONED:
+        return ("a child forked from the template cannot use CUDA (torch's bad-fork state: something the template "
+                "imported initialised the CUDA driver, e.g. torch.cuda.is_available())")
+    return f"the template's fork probe ended with exit status {status}"
 
 
 def _reseed() -> None:
@@ -117,6 +177,13 @@ def _run_child(command: dict[str, Any], inherited: tuple[int, ...]) -> None:
     importlib.import_module("perfgate.measure.template")._FORKED = True
     code = 1
     try:
+        if _in_bad_fork():  # CUDA would fail at its first call: answer so, and the parent starts it fresh
+            from perfgate.store.jsonfile import write_json_atomic
+
+            write_json_atomic(Path(command["response"]), {"ok": False, "error": {
+                "type": "TemplateFailed", "message": f"{BAD_FORK} (torch's bad-fork state, seen as the child began)",
+                "detail": ""}})
+            return
         os.setpgid(0, 0)  # its own group: a timeout kills it with its DataLoader workers
         for fd in inherited:  # the template's protocol pipes are not the child's
             os.close(fd)
@@ -201,7 +268,7 @@ def serve_template(commands: IO[str], replies: IO[str], preload: tuple[str, ...]
     # its timed windows, and its pages are not copied by the collector touching them).
     gc.collect()
     gc.freeze()
-    hazard = _fork_hazard()
+    hazard = _fork_hazard() or _fork_poisoned()
     replies.write(json.dumps({"ready": hazard is None, "why": hazard, "pid": os.getpid(),
                               "import_s": round(time.perf_counter() - began, 3), "threads": _threads()}) + "\n")
     replies.flush()
@@ -245,6 +312,22 @@ def main(argv: list[str]) -> int:
 
 class TemplateFailed(Exception):
     """The template could not start or stopped answering (the message says why)."""
+
+
+def _bad_fork_error(response: dict[str, Any] | None, output: str) -> str | None:
+    """torch's bad-fork error, when that is why a forked child failed (its answer, else the
+    last line of its output that names it); None otherwise. The child is then started again
+    fresh: the error is the template's, not the repeat's."""
+    if response is not None:
+        if response.get("ok"):
+            return None
+        error = response.get("error") or {}
+        for text in (str(error.get("message") or ""), str(error.get("detail") or "")):
+            if BAD_FORK in text:
+                return next(line.strip() for line in text.splitlines() if BAD_FORK in line)[:300]
+        return None
+    lines = [line.strip() for line in output.splitlines() if BAD_FORK in line]
+    return lines[-1][:300] if lines else None
 
 
 class Template:
@@ -308,6 +391,9 @@ class Template:
             if reply["returncode"] is None:
                 raise subprocess.TimeoutExpired(module, timeout_s, output=output)
             response = json.loads(resp.read_text()) if resp.exists() else None
+        bad_fork = _bad_fork_error(response, output)
+        if bad_fork is not None:
+            raise TemplateFailed(f"a child forked from the template could not use CUDA: {bad_fork}")
         return ChildRun(response, output, int(reply["returncode"]))
 
     def close(self) -> None:
