@@ -147,3 +147,37 @@ def test_the_sampler_samples_the_gpu_the_script_trains_on() -> None:
     holder.param_groups = optimizer.param_groups  # type: ignore[attr-defined]
     hooks.optimizer = weakref.ref(holder)
     assert script_gpu_index(hooks) == 2
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_cuda_a_script_run_leaves_cuda_to_the_script_and_samples_its_gpu(tmp_path: Path) -> None:
+    """A real script repeat on CUDA in its own process: CUDA is not initialised at the
+    script's first line, and the telemetry samples the GPU the script trains on."""
+    from perfgate.measure.runner import run_one
+    from perfgate.measure.script_job import script_job, script_of
+    from perfgate.model.result import repeat_from_dict
+
+    seen = tmp_path / "seen.txt"
+    (tmp_path / "train_cuda.py").write_text(
+        "import torch\n"
+        f"open({str(seen)!r}, 'w').write(str(torch.cuda.is_initialized()))\n"
+        "device = torch.device('cuda', torch.cuda.device_count() - 1)\n"
+        "torch.cuda.set_device(device)\n"
+        "model = torch.nn.Linear(64, 8).to(device)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.01)\n"
+        "for _ in range(100):\n"
+        "    model(torch.randn(32, 64, device=device)).sum().backward()\n"
+        "    opt.step()\n"
+        "    opt.zero_grad()\n")
+    job = script_job(script_of(str(tmp_path / "train_cuda.py"), [], tmp_path), "cuda",
+                     {"warmup_steps": "3", "steps": "10"})
+    response = run_one(job, "cuda", 0, tmp_path / "cache", (None, None), 300.0, True, project_dir=tmp_path)
+    assert seen.read_text() == "False"
+    repeat = repeat_from_dict(response["repeat"], "repeat")
+    assert repeat.timing == "cuda_events"
+    gpu = (repeat.telemetry or {}).get("gpu") or {}
+    if isinstance(gpu.get("device"), dict):  # NVML present: the CUDA device it found and sampled
+        import torch
+
+        assert gpu["device"].get("cuda_device") == torch.cuda.device_count() - 1

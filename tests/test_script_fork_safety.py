@@ -170,3 +170,51 @@ def test_a_process_forked_under_the_hooks_runs_torch_unhooked(tmp_path: Path) ->
     assert answer.read_text() == "True 0"
     assert calls  # the parent's module call switched the timeline
     assert torch.nn.Module.__call__ is before
+
+
+GPU_SCRIPT = SCRIPT.replace('model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(48, 4))',
+                            'model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(48, 4)).cuda()').replace(
+    '        torch.nn.functional.cross_entropy(model(x), y).backward()',
+    '        torch.nn.functional.cross_entropy(model(x.cuda(non_blocking=True)), y.cuda()).backward()').replace(
+    'persistent_workers=persistent,', 'persistent_workers=persistent, pin_memory=True,')
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.parametrize("persistent", [False, True])
+def test_cuda_forked_workers_record_no_event_and_the_window_is_device_timed(tmp_path: Path, persistent: bool) -> None:
+    """On CUDA, with the real events wrapped by a spy: a worker forked from this CUDA process
+    (non-persistent: inside the window) records nothing, and the repeat is timed on the device."""
+    import torch
+
+    from perfgate.measure.loop import _created_event
+    from perfgate.measure.script_clock import DeviceTimeline
+    from perfgate.measure.script_job import script_job, script_of
+    from perfgate.measure.script_run import run_script_repeat
+
+    owner = os.getpid()
+    marks = tmp_path / "marks"
+    marks.mkdir()
+
+    class SpyEvent:
+        def __init__(self) -> None:
+            self.inner = _created_event()
+
+        def record(self, stream: Any = None) -> None:
+            if os.getpid() != owner:
+                (marks / f"{os.getpid()}-record").write_text("record")
+            self.inner.record(stream)
+
+        def elapsed_time(self, end: Any) -> float:
+            return self.inner.elapsed_time(end.inner)
+
+    (tmp_path / "train_fork_cuda.py").write_text(GPU_SCRIPT)
+    job = script_job(script_of(str(tmp_path / "train_fork_cuda.py"), ["--persistent"] if persistent else [], tmp_path),
+                     "cuda", {"warmup_steps": "2", "steps": "8"})
+    repeat, _ = run_script_repeat(
+        job.script, job.params, "cuda", name=job.workload.name, index=0, telemetry=False,
+        timeline=lambda device, steps: DeviceTimeline(steps, SpyEvent, synchronize=torch.cuda.synchronize,
+                                                      current_stream=torch.cuda.current_stream))
+    assert repeat.timing == "cuda_events" and repeat.steps == 8 and repeat.loader_restarts == 2
+    assert sorted(p.name for p in marks.iterdir()) == []
+    assert 0.9 <= repeat.torch_settings["cuda_window"]["device_steps_over_window"] <= 1.02

@@ -274,3 +274,40 @@ def test_torchs_bad_fork_error_in_a_forked_child_starts_that_repeat_again_fresh(
         assert one(job_in(root), root, starter, 1)["ok"]
     assert len(warnings) == 1 and "Cannot re-initialize CUDA in forked subprocess" in warnings[0]
     assert starter.templates == 1 and not starter.forking
+
+
+@pytest.mark.gpu
+def test_cuda_a_template_that_called_is_available_is_given_up_with_one_warning(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real poisoned fork: a module the template imports calls torch.cuda.is_available()
+    (cuInit, torch's fork handler). The template sees it when ready; the repeats on CUDA run
+    fresh, with one warning, instead of failing in the forked children."""
+    from perfgate.measure.template import _PRELOAD
+
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    (modules / "perfgate_test_is_available.py").write_text("import torch\nAVAILABLE = torch.cuda.is_available()\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(modules), os.environ.get("PYTHONPATH")])))
+    root = tree(tmp_path / "w", "w")
+    workload = discover([root / "forked_workload.py"], project_dir=root).get("forked")
+    job = Job(workload, workload.resolve("cuda", {}), {})
+    warnings: list[str] = []
+    with Starter("fork", warn=warnings.append, preload=(*_PRELOAD, "perfgate_test_is_available")) as starter:
+        response = run_one(job, "cuda", 0, root / "cache", (None, None), 300.0, False, project_dir=root,
+                           starter=starter)
+    assert response["ok"] and response["repeat"]["torch_settings"]["process_start"] == "fresh"
+    assert len(warnings) == 1 and "bad-fork" in warnings[0]
+
+
+@pytest.mark.gpu
+def test_cuda_a_clean_template_forks_repeats_that_use_cuda(tmp_path: Path) -> None:
+    root = tree(tmp_path / "w", "w")
+    workload = discover([root / "forked_workload.py"], project_dir=root).get("forked")
+    job = Job(workload, workload.resolve("cuda", {}), {})
+    warnings: list[str] = []
+    with Starter("fork", warn=warnings.append) as starter:
+        response = run_one(job, "cuda", 0, root / "cache", (None, None), 300.0, False, project_dir=root,
+                           starter=starter)
+    assert not warnings, warnings
+    assert response["ok"] and response["repeat"]["torch_settings"]["process_start"] == "fork"
+    assert response["repeat"]["timing"] == "cuda_events"
