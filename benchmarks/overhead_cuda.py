@@ -4,9 +4,11 @@ Needs a CUDA device. Both loops run in this one process on the same model, optim
 batches (pinned host tensors, cycled, so no loader runs). The plain loop is what a user
 writes (``next``, ``.to(device, non_blocking=True)``, forward, loss, backward, step,
 ``zero_grad``). The measured one is what the runner executes inside its window on CUDA:
-``loop._Step`` with :class:`perfgate.measure.clock.DeviceClock` (five CUDA events per step
-on the current stream, one host clock read at the start and after the data), the loss
-kept on the device.
+``loop._Step`` with :class:`perfgate.measure.clock.DeviceClock` as it is now (six CUDA
+events per step on the current stream, one at each mark, the first before the host asks the
+DataLoader for the batch; two host clock reads bracketing the DataLoader's ``next``), the
+loss kept on the device. The figures in docs/measuring.md were measured with an earlier
+clock (five events, one host read per step); this clock's cost on CUDA is not measured yet.
 
 Blocks of ``--steps`` steps alternate, plain then measured then measured then plain
 (ABBA), each ended by one synchronisation and timed on the host from its start to the
