@@ -69,6 +69,34 @@ def test_init_into_an_empty_directory(capsys, tmp_path: Path) -> None:
     assert list((target / "baselines").iterdir()) == [target / "baselines" / "README.md"]
 
 
+def test_the_settings_set_a_budget_the_gate_plans_its_looks_from(capsys, tmp_path: Path) -> None:
+    """A default gate fills its budget: 10 minutes, no max_blocks (so the paired gate plans its
+    last look from the budget), explained where it is set; the workflows leave it there, where
+    the judge reads it too, and give the measuring job time for it."""
+    from perfgate.analysis.driver import MAX_PLANNED, BudgetPlan
+
+    target = tmp_path / "repo"
+    assert init(capsys, str(target))[0] == 0
+    settings = load_settings(target / "pyproject.toml")
+    assert settings.budget_s == 600.0 and not settings.max_blocks_given
+    assert settings.budget_plan(paired=True) == BudgetPlan(600.0, settings.blocks, MAX_PLANNED)
+    text = (target / "pyproject.toml").read_text()
+    comment = text[text.index("# The most wall time"):text.index('budget = "10m"')]
+    for words in ("plans its", "last look to fill the budget", "INCONCLUSIVE", "docs/repeats.md", "the judge",
+                  "max_blocks", "500 blocks"):
+        assert words in " ".join(comment.replace("#", " ").split()), words
+    for relative in (".github/workflows/perfgate.yml",):
+        workflow = (target / relative).read_text()
+        code = [line for line in workflow.splitlines() if not line.lstrip().startswith("#")]
+        assert not any("--budget" in line or "--max-blocks" in line for line in code)
+        assert "[tool.perfgate] budget" in workflow
+        assert re.search(r"^    timeout-minutes: 60$", workflow, re.M)
+    sharded = tmp_path / "sharded"
+    assert init(capsys, str(sharded), "--shards", "3")[0] == 0
+    workflow = (sharded / ".github/workflows/perfgate.yml").read_text()
+    assert "[tool.perfgate] budget" in workflow and "shortest of the shards' planned last looks" in workflow
+
+
 def test_init_never_overwrites_and_says_what_to_add(capsys, tmp_path: Path) -> None:
     (tmp_path / "workloads").mkdir()
     (tmp_path / "workloads" / "my_model.py").write_text("# my own workload\n")

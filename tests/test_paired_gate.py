@@ -291,10 +291,12 @@ def _fake_blocks(name: str, side: str, blocks: range) -> "RunResult":
 class FakeBlocks:
     """``measure_paired`` without processes: records each call, and can raise Ctrl-C at a call."""
 
-    def __init__(self, interrupt_at: int | None = None, seconds: float = 0.0) -> None:
+    def __init__(self, interrupt_at: int | None = None, seconds: float = 0.0, window_s: float | None = None) -> None:
         self.calls: list[tuple[tuple[str, ...], int, int]] = []
         self.interrupt_at = interrupt_at
         self.seconds = seconds
+        self.window_s = window_s
+        """Each repeat's recorded window (None: the factory's), which a budget's plan times blocks by."""
 
     def __call__(self, head, base, names, *, blocks, first_block=0, **kwargs):
         import time
@@ -310,6 +312,13 @@ class FakeBlocks:
         for name in names:
             out.head.results[name] = _fake_blocks(name, "head", span)
             out.base.results[name] = _fake_blocks(name, "base", span)
+            if self.window_s is not None:
+                import dataclasses
+
+                for side in (out.head, out.base):
+                    result = side.results[name]
+                    side.results[name] = dataclasses.replace(result, repeats=tuple(
+                        dataclasses.replace(r, window_s=self.window_s) for r in result.repeats))
         return out
 
 
@@ -323,7 +332,7 @@ def _paired_request(tmp_path: Path, names: tuple[str, ...], *, max_blocks: int =
     jobs = [SimpleNamespace(workload=SimpleNamespace(name=n)) for n in names]
     plan = PairedPlan(jobs, {n: job for n, job in zip(names, jobs)}, tmp_path, tmp_path, "ba5e" * 10)
     settings = Settings(baselines=tmp_path / "baselines", blocks=3, budget_s=budget_s,
-                        gate=GateConfig(max_blocks=max_blocks))
+                        gate=GateConfig(max_blocks=max_blocks), max_blocks_given=True)
     return GateRequest(jobs, settings, "cpu", tmp_path / "cache", tmp_path / "out",  # type: ignore[arg-type]
                        paired=plan)
 
@@ -403,7 +412,8 @@ def test_a_budget_stops_the_undecided_workloads_before_max_blocks(tmp_path: Path
     from perfgate.model.errors import UsageError
     from perfgate.model.verdict import Verdict
 
-    fake = FakeBlocks(seconds=0.05)  # 0.05 s per block of a workload
+    # 0.05 s per block of a workload; its recorded windows plan far beyond max_blocks, which caps the plan
+    fake = FakeBlocks(seconds=0.05, window_s=1e-4)
     fake_paired(fake)
     run = run_gate(_paired_request(tmp_path, ("stuck",), max_blocks=30, budget_s=0.6))
     (stuck,) = run.outcome.comparisons

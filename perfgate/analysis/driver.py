@@ -6,7 +6,8 @@ files (the blocks are read, never run) and the simulation's draws. :func:`drive`
 they share:
 
 - the looks: at the schedule's first count, then after every ``every`` more, up to its last
-  (``GateConfig.max_blocks``); α and the PASS bound are spent over them
+  (``GateConfig.max_blocks``, or, with a :class:`BudgetPlan`, the last look the budget holds at
+  the wall time of the first block measured); α and the PASS bound are spent over them
   (:mod:`perfgate.analysis.stats.sequential`), Holm over the whole family at each look;
 - a decided workload (REGRESSION, PASS, IMPROVED, an ERROR) stops measuring, the others go on;
 - the wall-time budget: no next group of blocks is started that the time measured so far says
@@ -23,18 +24,21 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Protocol
 
 from perfgate.analysis.compare import compare
 from perfgate.analysis.decide import GateConfig, Look, pass_level
 from perfgate.analysis.outcome import Entry, GateOutcome, WorkloadComparison
 from perfgate.analysis.stats.sequential import Schedule
+from perfgate.model.result import RunResult
 from perfgate.model.verdict import Verdict
 from perfgate.text.units import duration as duration_text
 
-__all__ = ["BudgetTooSmall", "Driven", "Strategy", "drive", "needed_count", "schedule_for"]
+__all__ = ["MAX_PLANNED", "BudgetPlan", "BudgetTooSmall", "Driven", "PlannedLast", "Strategy", "drive",
+           "first_block_seconds", "needed_count", "schedule_for"]
 
 
 class BudgetTooSmall(ValueError):
@@ -62,6 +66,120 @@ class Strategy(Protocol):
     def notes(self, name: str) -> tuple[str, ...]:
         """Lines to show under the workload: each block measured again, or kept although contended."""
 
+    # A strategy driven with a :class:`BudgetPlan` also has
+    #     def recorded(self, names: Sequence[str]) -> Iterable[RunResult]
+    # the results measured so far of ``names``, both sides, as their files hold them.
+
+
+MAX_PLANNED = 500
+"""The most blocks a budget plans when no ``max_blocks`` is given (``GateConfig.max_blocks``'s own limit)."""
+
+
+def _instant(text: object) -> datetime | None:
+    """A recorded ``started_at`` as an aware datetime (a naive one is taken as UTC); None when it is not ISO 8601."""
+    if not isinstance(text, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+
+def first_block_seconds(results: Iterable[RunResult]) -> float | None:
+    """The wall time of the first ABBA block (block 0) of all the gate's workloads, from what
+    their result files record; the one definition the measuring gate and the judge both use.
+
+    Over the n processes of block 0 (every workload's, both sides): the span from the first
+    process's ``started_at`` to the last one's, times n / (n - 1) (the last process's own time
+    taken as the mean gap), and at least the sum of their timed windows (the processes run one
+    after the other). Only block 0 is read: the next block's start cannot end it, because the
+    counted runs come between them. What comes before the first process's start (the first
+    template's start) is not recorded, so it is left out. Independent of the order of the
+    results: the sum is exact (``math.fsum``), the span a difference of recorded instants.
+    None when no repeat of block 0 is recorded."""
+    starts: list[datetime] = []
+    windows: list[float] = []
+    for result in results:
+        for repeat in result.repeats:
+            if repeat.block != 0:
+                continue
+            windows.append(float(repeat.window_s))
+            moment = _instant(getattr(repeat, "started_at", None))
+            if moment is not None:
+                starts.append(moment)
+    if not windows:
+        return None
+    timed = math.fsum(windows)
+    if len(starts) < 2:
+        return timed
+    span = (max(starts) - min(starts)).total_seconds() * len(starts) / (len(starts) - 1)
+    return max(span, timed)
+
+
+@dataclass(frozen=True)
+class PlannedLast:
+    """The last look a :class:`BudgetPlan` planned from a first block's recorded wall time."""
+
+    last: int
+    block_s: float | None
+    """The first block's wall time (:func:`first_block_seconds`); None: none was recorded."""
+    allowed: int | None
+    """``floor(budget / block_s)``: the blocks the budget holds, before the first look and the cap bound it."""
+    plan: BudgetPlan
+
+    def describe(self) -> str:
+        """How the last look was planned: "planned up to 37 blocks: budget 10 min at about 15.8 s a block"."""
+        plan = self.plan
+        head = f"planned up to {self.last} blocks"
+        if self.block_s is None:
+            return f"{head}, the first look: no block was recorded to time the budget's blocks by"
+        each = f"{self.block_s:.3g} s" if self.block_s < 60 else duration_text(self.block_s)
+        budget = f"budget {duration_text(plan.budget_s)} at about {each} a block"
+        assert self.allowed is not None
+        if self.allowed < plan.first:
+            return f"{head}, the first look ({budget} holds {self.allowed})"
+        if self.allowed > plan.cap:
+            cap = "max_blocks" if plan.cap_given else "the most a budget plans"
+            return f"{head}, {cap} ({budget} would hold {self.allowed})"
+        return f"{head}: {budget}"
+
+
+@dataclass(frozen=True)
+class BudgetPlan:
+    """The paired gate's last look from its wall-time budget: ``clamp(floor(budget_s / block_s),
+    first, cap)``, ``block_s`` the first block's recorded wall time (:func:`first_block_seconds`).
+
+    The boundary depends on the planned last look, never on an outcome, so planning it from the
+    first block, before the first look is judged, keeps every look's level. ``cap``: an explicit
+    ``max_blocks``, else :data:`MAX_PLANNED`."""
+
+    budget_s: float
+    first: int
+    cap: int
+    cap_given: bool = False
+    """True when ``cap`` is a ``max_blocks`` the user set (settings or ``--max-blocks``)."""
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.budget_s, (int, float)) and math.isfinite(self.budget_s) and self.budget_s > 0):
+            raise ValueError(f"BudgetPlan.budget_s must be a positive number of seconds, got {self.budget_s!r}")
+        if not 1 <= self.first <= self.cap:
+            raise ValueError(f"BudgetPlan: the cap ({self.cap}) cannot hold the first look ({self.first})")
+
+    def last_for(self, block_s: float | None) -> int:
+        """The planned last look at ``block_s`` seconds a block (None: the first look)."""
+        if block_s is None or not (math.isfinite(block_s) and block_s > 0):
+            return self.first
+        return max(self.first, min(self.cap, math.floor(self.budget_s / block_s)))
+
+    def planned(self, results: Iterable[RunResult]) -> PlannedLast:
+        """The last look planned from the recorded ``results`` (their first block)."""
+        block_s = first_block_seconds(results)
+        if block_s is not None and not (math.isfinite(block_s) and block_s > 0):
+            block_s = None
+        allowed = None if block_s is None else math.floor(self.budget_s / block_s)
+        return PlannedLast(self.last_for(block_s), block_s, allowed, self)
+
 
 def schedule_for(config: GateConfig, first: int, unit: str = "block") -> Schedule:
     """The planned looks: at ``first`` units, then after every one more, up to ``config.max_blocks``.
@@ -86,6 +204,8 @@ class Driven:
     """Units (blocks or repeats) of the last look taken."""
     seconds: float
     interrupted: bool = False
+    planned: PlannedLast | None = None
+    """How the last look was planned from the budget (None: the schedule as given)."""
 
 
 def needed_count(comparison: WorkloadComparison, config: GateConfig, look: Look) -> int | None:
@@ -124,13 +244,21 @@ def drive(
     per_workload: Mapping[str, GateConfig] | None = None,
     budget_s: float | None = None,
     replay: bool = False,
+    plan: BudgetPlan | PlannedLast | None = None,
     clock: Callable[[], float] = time.monotonic,
     announce: Callable[[str], None] = lambda message: None,
 ) -> Driven:
     """Look at ``names`` at every count of ``schedule`` until each is decided, the budget is
     spent, or the last look is taken. ``replay``: the units are read, not measured; a workload
     with fewer units than the next look is stopped there ("stopped at the budget": the
-    measuring job measured no further), never judged on what the files claim."""
+    measuring job measured no further), never judged on what the files claim.
+
+    ``plan``: a :class:`BudgetPlan` (measuring; ``budget_s`` defaults to its budget): the first
+    unit is measured first, and the schedule's last look becomes the one the budget holds at
+    the first block's recorded wall time (``strategy.recorded``), before the first look is
+    judged. A :class:`PlannedLast` (the judge's replay): the last look already planned from the
+    recorded files, which ``schedule`` ends at. Either way every progress line says how the
+    last look was planned."""
     unit = strategy.unit
     started = clock()
     final: dict[str, WorkloadComparison] = {}
@@ -141,9 +269,34 @@ def drive(
     look: Look | None = None
     stopped: dict[str, str] = {}
     interrupted = False
+    planned = plan if isinstance(plan, PlannedLast) else None
+    if isinstance(plan, BudgetPlan) and budget_s is None:
+        budget_s = plan.budget_s
 
     def plural(n: int) -> str:
         return f"{n} {unit}{'s' if n != 1 else ''}"
+
+    if not replay and open_names and budget_s is not None and (schedule.first > 1 or isinstance(plan, BudgetPlan)):
+        # The first look is the least a gate measures: one unit first, to see whether it fits,
+        # and to time the block the budget's plan counts in.
+        try:
+            strategy.measure(open_names, 1)
+        except KeyboardInterrupt:
+            interrupted = True
+            stopped = {name: "interrupted before the first look was measured" for name in open_names}
+            open_names = []
+        else:
+            per = strategy.seconds_per_unit(open_names)
+            if schedule.first > 1 and per is not None and per * schedule.first > budget_s:
+                raise BudgetTooSmall(
+                    f"budget = {duration_text(budget_s)} cannot hold the first look: {plural(schedule.first)} at "
+                    f"about {duration_text(per)} each need about {duration_text(per * schedule.first)}; raise "
+                    f"the budget or lower the first look (blocks / repeats)")
+            if isinstance(plan, BudgetPlan):
+                planned = plan.planned(strategy.recorded(names))  # type: ignore[attr-defined]
+                schedule = dataclasses.replace(schedule, last=max(planned.last, schedule.first))
+                announce(planned.describe())
+    how = f"; {planned.describe()}" if planned is not None else ""
 
     for target in schedule.counts:
         if not open_names:
@@ -169,15 +322,6 @@ def drive(
                 break
         if not replay:
             try:
-                if count == 0 and budget_s is not None and target > 1:
-                    # The first look is the least a gate measures: one unit first, to see whether it fits.
-                    strategy.measure(open_names, 1)
-                    per = strategy.seconds_per_unit(open_names)
-                    if per is not None and per * target > budget_s:
-                        raise BudgetTooSmall(
-                            f"budget = {duration_text(budget_s)} cannot hold the first look: {plural(target)} at "
-                            f"about {duration_text(per)} each need about {duration_text(per * target)}; raise the "
-                            f"budget or lower the first look (blocks / repeats)")
                 strategy.measure(open_names, target)
             except KeyboardInterrupt:
                 interrupted = True
@@ -201,10 +345,11 @@ def drive(
             else:
                 progress = None
                 if c.verdict is Verdict.INCONCLUSIVE:
-                    progress = f"undecided at the last planned look ({plural(count)}, max_blocks)"
+                    progress = (f"undecided at the last planned look ({plural(count)}){how}" if planned else
+                                f"undecided at the last planned look ({plural(count)}, max_blocks)")
                 elif c.verdict not in (Verdict.ERROR, Verdict.INCOMPARABLE, Verdict.NO_BASELINE):
-                    progress = (f"decided after {plural(count)} ({duration_text(elapsed)})" if not replay
-                                else f"decided after {plural(count)} (look {look.number} of {look.looks})")
+                    progress = (f"decided after {plural(count)} ({duration_text(elapsed)}){how}" if not replay
+                                else f"decided after {plural(count)} (look {look.number} of {look.looks}){how}")
                 final[c.workload] = dataclasses.replace(c, progress=progress)
         if going:
             announce(f"look {look.number} of {look.looks} at {plural(count)} ({duration_text(elapsed)}): "
@@ -217,14 +362,14 @@ def drive(
         why = stopped.get(name, "undecided")
         before = last.get(name)
         if before is None:
-            final[name] = WorkloadComparison(name, Verdict.INCONCLUSIVE, why, progress=why)
+            final[name] = WorkloadComparison(name, Verdict.INCONCLUSIVE, why, progress=f"{why}{how}")
             continue
         need = needed_count(before, config, look) if look is not None else None
         tail = (f"; this runner would need about {plural(need)} for δ={config.delta * 100:g}%"
                 if need and need > count else "")
         reason = before.reason.replace("; measuring on", "")
         final[name] = dataclasses.replace(before, verdict=Verdict.INCONCLUSIVE, reason=f"{reason}; {why}",
-                                          progress=f"{why}{tail}")
+                                          progress=f"{why}{tail}{how}")
     comparisons = []
     for name in names:
         c = final[name]
@@ -234,4 +379,4 @@ def drive(
     if stopped:
         reason = next(iter(stopped.values()))
     outcome = GateOutcome(tuple(comparisons), config, look or Look.single(max(schedule.first, 1), unit), reason)
-    return Driven(outcome, looks, count, clock() - started, interrupted)
+    return Driven(outcome, looks, count, clock() - started, interrupted, planned)

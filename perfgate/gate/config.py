@@ -7,7 +7,8 @@ correction are allowed in a workload table (``delta``, ``memory_threshold``,
 ``gate_phases``, ``phase_q``, ``phase_min_share``, and the counters' ``flops_threshold``,
 ``launch_threshold``, ``counters_off``); α, the looks (``max_blocks``, ``budget``,
 ``spending_gamma``), ``inconclusive`` and ``counters`` (the counted runs on or off) belong to
-the whole run.
+the whole run. With a ``budget`` and no ``max_blocks``, a paired gate plans its last look from
+the budget (:meth:`Settings.budget_plan`).
 
 The TOML is read by :func:`parse_toml`, which a pull request's pyproject.toml cannot crash:
 a file nested deeper than :data:`MAX_TOML_DEPTH` levels (an array inside 200,000 arrays,
@@ -23,13 +24,16 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perfgate.analysis.decide import GateConfig
 from perfgate.model.errors import UsageError
 from perfgate.model.script import SCRIPTS_SETTING, Script, script_words
 from perfgate.model.workload import PHASES
 from perfgate.text.units import parse_duration
+
+if TYPE_CHECKING:
+    from perfgate.analysis.driver import BudgetPlan
 
 GATE_KEYS = {f.name for f in dataclasses.fields(GateConfig)}
 PER_WORKLOAD_KEYS = {"delta", "memory_threshold", "gate_phases", "phase_q", "phase_min_share",
@@ -167,7 +171,11 @@ class Settings:
     blocks: int = 6
     """ABBA blocks at the first look of a paired gate (four processes each)."""
     budget_s: float | None = None
-    """The most wall time a gate measures for (``budget = "20m"``); None: until ``max_blocks``."""
+    """The most wall time a gate measures for (``budget = "20m"``); None: until ``max_blocks``.
+    In a paired gate it also plans the last look (:meth:`budget_plan`)."""
+    max_blocks_given: bool = False
+    """``max_blocks`` was set (``[tool.perfgate]`` or ``--max-blocks``), not the default: with a
+    budget it caps the planned last look instead of :data:`~perfgate.analysis.driver.MAX_PLANNED`."""
     windows: int = 1
     """Timed windows per repeat, each of the workload's ``steps`` (``windows = 3``)."""
     start: str = "auto"
@@ -186,6 +194,23 @@ class Settings:
 
     def for_workload(self, name: str) -> GateConfig:
         return self.per_workload.get(name, self.gate)
+
+    def budget_plan(self, *, paired: bool) -> BudgetPlan | None:
+        """How a paired gate's last look follows its budget: the blocks the budget holds at the
+        first block's recorded wall time, from ``blocks`` up to ``max_blocks`` when it was given,
+        else up to :data:`~perfgate.analysis.driver.MAX_PLANNED`. The measuring gate and the judge
+        both plan with it (the judge from the base's settings).
+
+        None (the looks end at ``max_blocks``, as without a budget): no budget; the stored
+        design (its estimate holds the baseline's variance, which more current repeats do not
+        shrink, so a longer plan buys little); or a one-look design (``max_blocks`` not above
+        ``blocks``, as each step of ``perfgate bisect`` is)."""
+        from perfgate.analysis.driver import MAX_PLANNED, BudgetPlan
+
+        if not paired or self.budget_s is None or self.gate.max_blocks <= self.blocks:
+            return None
+        cap = self.gate.max_blocks if self.max_blocks_given else MAX_PLANNED
+        return BudgetPlan(self.budget_s, self.blocks, cap, self.max_blocks_given)
 
 
 def _gate_config(values: Mapping[str, Any], where: str, base: GateConfig | None = None) -> GateConfig:
@@ -306,6 +331,7 @@ def load_settings(pyproject: Path | None, cli: Mapping[str, Any] | None = None) 
         repeats=repeats,
         blocks=blocks,
         budget_s=budget_s,
+        max_blocks_given="max_blocks" in gate_values or "max_blocks" in cli_gate,
         windows=windows,
         start=start,
         device=run_value("device", "auto"),

@@ -6,7 +6,10 @@ measuring itself is a strategy of ``perfgate.analysis.driver.drive``: :class:`St
 (more current repeats against the stored baselines) or :class:`PairedMeasuring` (more ABBA
 blocks of base and head). The driver looks after every block from the first look on, with α
 and the PASS bound spent over the planned looks, stops each workload once it is decided, and
-stops the rest at ``max_blocks`` or the wall-time budget; it is never "re-run until green".
+stops the rest at the last planned look or the wall-time budget; it is never "re-run until
+green". With a budget, the paired gate's last look is the one the budget holds at the first
+block's recorded wall time (:meth:`perfgate.gate.config.Settings.budget_plan`), so that its α
+is spent over the looks it can take.
 """
 
 from __future__ import annotations
@@ -164,9 +167,10 @@ def run_gate(request: GateRequest) -> GateRun:
     settings = request.settings
     config = settings.gate
     paired = request.paired is not None
-    try:  # before anything is measured
-        schedule = schedule_for(config, settings.blocks if paired else settings.repeats,
-                                "block" if paired else "repeat")
+    plan = settings.budget_plan(paired=paired)
+    try:  # before anything is measured; with a plan, its cap bounds the looks until the first block is timed
+        schedule = schedule_for(config if plan is None else dataclasses.replace(config, max_blocks=plan.cap),
+                                settings.blocks if paired else settings.repeats, "block" if paired else "repeat")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     began = time.perf_counter()
@@ -174,7 +178,7 @@ def run_gate(request: GateRequest) -> GateRun:
     names = strategy.names
     try:
         driven = drive(strategy, names, config, schedule, per_workload=settings.per_workload,
-                       budget_s=settings.budget_s, announce=request.announce)
+                       budget_s=settings.budget_s, plan=plan, announce=request.announce)
     except BudgetTooSmall as exc:
         raise UsageError(str(exc)) from None
     finally:
@@ -493,6 +497,11 @@ class PairedMeasuring:
     def seconds_per_unit(self, names: Sequence[str]) -> float | None:
         known = [self.per_unit[n] for n in names if n in self.per_unit]
         return sum(known) if known else None
+
+    def recorded(self, names: Sequence[str]) -> list[RunResult]:
+        """Both sides' results of ``names`` as measured so far, as their files hold them (the
+        budget's plan times the first block from them, as the judge does from the files)."""
+        return [side.results[n] for n in names for side in (self.head, self.base) if n in side.results]
 
     def entries(self, names: Sequence[str], count: int) -> list[Entry]:
         head = RunOutcome({n: _blocks_below(res, count) for n, res in self.head.results.items()}, self.head.errors)

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.analysis.compare import stored_counted
-from perfgate.analysis.driver import drive, schedule_for
+from perfgate.analysis.driver import PlannedLast, drive, schedule_for
 from perfgate.analysis.outcome import Counted, Entry, GateOutcome, Pairing
 from perfgate.gate.config import Settings, load_settings
 from perfgate.gate.inputs import PYPROJECT, InputChanges
@@ -206,6 +206,14 @@ def _combined_manifest(parts: Sequence[tuple[str, Measured]]) -> RunManifest | N
     )
 
 
+@dataclass(frozen=True)
+class ShardedMeasured(Measured):
+    """The folders of a sharded run combined, each shard's own measurement kept: every shard
+    planned its own last look from its own first block and budget (:func:`planned_last`)."""
+
+    shards: tuple[Measured, ...] = ()
+
+
 def combine_shards(parts: Sequence[tuple[str, Measured]]) -> Measured:
     """The folders of a sharded run (``perfgate ci --measure-only --shard I/N`` on each
     runner, or ``perfgate run --shard I/N``), each named by where it came from, as one
@@ -227,12 +235,13 @@ def combine_shards(parts: Sequence[tuple[str, Measured]]) -> Measured:
             _check_shares([(parts[0][0], manifest)])
         return parts[0][1]
     every = [m for _, m in parts]
-    return Measured(
+    return ShardedMeasured(
         _combined_manifest(parts),
         {k: v for m in every for k, v in m.head.items()},
         {k: v for m in every for k, v in m.base.items()},
         {k: v for m in every for k, v in m.head_counters.items()},
         {k: v for m in every for k, v in m.base_counters.items()},
+        shards=tuple(every),
     )
 
 
@@ -354,6 +363,29 @@ class TreeDefinitions:
 
 
 
+def planned_last(measured: Measured, settings: Settings) -> PlannedLast | None:
+    """The paired gate's last look as the measuring job planned it, re-derived from the base's
+    settings (``budget``, ``max_blocks``, ``blocks``: :meth:`Settings.budget_plan`) and the first
+    block its result files record, with the function the measuring gate uses
+    (:meth:`perfgate.analysis.driver.BudgetPlan.planned`); never a count the artifact states.
+    None: the looks end at ``max_blocks`` (no budget, or a one-look design).
+
+    A sharded run: each shard planned from its own first block, on its own runner. The judge
+    replays one schedule over all of them and takes the shortest plan: its boundary at each
+    look is then no stricter than any shard's, so a workload a shard stopped as decided is
+    decided there by the judge too, and no look the judge takes lies beyond what a shard
+    measured."""
+    plan = settings.budget_plan(paired=True)
+    if plan is None:
+        return None
+    parts = measured.shards if isinstance(measured, ShardedMeasured) and measured.shards else (measured,)
+    plans = [plan.planned([*part.head.values(), *part.base.values()]) for part in parts
+             if part.head or part.base]
+    if not plans:
+        return plan.planned(())
+    return min(plans, key=lambda p: (p.last, -(p.block_s or 0.0)))
+
+
 def _with_notes(outcome: GateOutcome, notes: Mapping[str, Sequence[str]]) -> GateOutcome:
     comparisons = [dataclasses.replace(c, left_out=(*c.left_out, *notes[c.workload])) if notes.get(c.workload)
                    else c for c in outcome.comparisons]
@@ -419,17 +451,21 @@ def judge_measured(measured: Measured, settings: Settings, *, design: str, again
     config = settings.gate
     notes = manifest.notes if manifest else {}
 
-    # Blocks, looks, α, δ and max_blocks are the judge's configuration alone (the base's
-    # settings): nothing in run.json chooses where the gate stops. The judge replays every
-    # look from the blocks in the files with its own boundary.
+    # Blocks, looks, α, δ, max_blocks and the budget are the judge's configuration alone (the
+    # base's settings): nothing in run.json chooses where the gate stops. The judge replays every
+    # look from the blocks in the files with its own boundary, planned to the last look the
+    # measuring gate planned from the same settings and the first block the files record.
     paired = design == "paired"
-    replay = ReplayedBlocks(measured, settings, names, errors, against) if paired else ReplayedRepeats(
+    planned = planned_last(measured, settings) if paired else None
+    last = planned.last if planned is not None else config.max_blocks
+    replay = ReplayedBlocks(measured, settings, names, errors, against, limit=last) if paired else ReplayedRepeats(
         measured, settings, names, errors)
     try:
-        schedule = schedule_for(config, settings.blocks if paired else settings.repeats, replay.unit)
+        schedule = schedule_for(dataclasses.replace(config, max_blocks=last), settings.blocks if paired
+                                else settings.repeats, replay.unit)
     except ValueError as exc:
         raise UsageError(f"the base's [tool.perfgate]: {exc}") from None
-    driven = drive(replay, names, config, schedule, per_workload=settings.per_workload, replay=True)
+    driven = drive(replay, names, config, schedule, per_workload=settings.per_workload, replay=True, plan=planned)
     return Judgement(_with_notes(driven.outcome, notes), retired)
 
 
@@ -464,17 +500,18 @@ class _Replay:
 class ReplayedBlocks(_Replay):
     """The judge's strategy for the paired design: the blocks are read from the measured files.
 
-    Every repeat must carry a block; the blocks below the judge's ``max_blocks`` must run
-    0, 1, 2, ... without a gap, each holding two repeats of each side (its ABBA or BAAB set);
-    anything else is an ERROR naming it. Blocks from ``max_blocks`` on are not read."""
+    Every repeat must carry a block; the blocks below the judge's last planned look (``limit``:
+    ``max_blocks``, or the budget's plan) must run 0, 1, 2, ... without a gap, each holding two
+    repeats of each side (its ABBA or BAAB set); anything else is an ERROR naming it. Blocks
+    from ``limit`` on are not read."""
 
     unit = "block"
 
     def __init__(self, measured: Measured, settings: Settings, names: Sequence[str], errors: Mapping[str, str],
-                 against: str | None) -> None:
+                 against: str | None, limit: int | None = None) -> None:
         self.measured, self.settings, self.against = measured, settings, against
         self.errors = dict(errors)
-        self.limit = settings.gate.max_blocks
+        self.limit = settings.gate.max_blocks if limit is None else limit
         self.counts: dict[str, int] = {}
         for name in names:
             if name in self.errors:
