@@ -27,6 +27,17 @@ class WindowTimes:
     device_window_ratio: float | None = None
     """CUDA: the device steps' sum over the window's wall time (about 1 when the events
     time all of the window's work; well below 1 when work ran where the events did not)."""
+    clamps: tuple[tuple[int, float], ...] = ()
+    """CUDA, per window: how many event stamps were below the one before them and raised to
+    it (:func:`_monotone`), and the largest such raise in milliseconds. Event resolution
+    gives raises of about half a microsecond; larger ones mean the stamps are not what the
+    accounting assumes (see :data:`CLAMP_NOTE_MS`)."""
+
+
+CLAMP_NOTE_MS = 0.005
+"""A raise of an event stamp above this (5 µs, ten times the events' resolution) is not
+resolution: the result records the count and the largest raise per window
+(``torch_settings.cuda_window.clamped_stamps``, ``largest_clamp_ms``) for the diagnosis."""
 
 
 class PhaseClock(Protocol):
@@ -104,13 +115,25 @@ def _monotone(stamps: list[float]) -> list[float]:
     back: it is raised to the stamp before it. Every difference of consecutive stamps is
     then >= 0 and the differences of a span add up to the span exactly.
     """
+    return _monotone_counted(stamps)[0]
+
+
+def _monotone_counted(stamps: list[float]) -> tuple[list[float], tuple[int, float]]:
+    """:func:`_monotone`, with how many stamps it raised and the largest raise (ms), so a
+    raise is never silent: the result records both per window."""
     out: list[float] = []
     top = 0.0
+    raised = 0
+    largest = 0.0
     for stamp in stamps:
         if stamp > top:
             top = stamp
+        elif stamp < top:
+            raised += 1
+            if top - stamp > largest:
+                largest = top - stamp
         out.append(top)
-    return out
+    return out, (raised, largest)
 
 
 class DeviceClock:
@@ -212,7 +235,8 @@ class DeviceClock:
                 + ("" if self._closed else ", not closed")
             )
         origin = self._origin
-        *stamps, end = _monotone([origin.elapsed_time(e) for e in (*self._events, self._end)])
+        raw = [origin.elapsed_time(e) for e in (*self._events, self._end)]
+        (*stamps, end), clamps = _monotone_counted(raw)
         rows = [stamps[i : i + 6] for i in range(0, len(stamps), 6)]
         begins = [r[0] for r in rows]
         host = [self._host[i : i + 2] for i in range(0, len(self._host), 2)]
@@ -229,4 +253,4 @@ class DeviceClock:
             "device_busy": [r[5] - r[1] for r in rows],
         }
         ratio = end / (window_s * 1e3) if window_s > 0 else None
-        return WindowTimes(series, window_s, device_window_ratio=ratio)
+        return WindowTimes(series, window_s, device_window_ratio=ratio, clamps=(clamps,))

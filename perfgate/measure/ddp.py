@@ -237,7 +237,7 @@ class CommClock:
                               for (launches, _), end in zip(steps, self._ends)]
             series["comm_total"] = [_union_ms(list(zip(launches, dones))) if len(dones) == len(launches) else 0.0
                                     for launches, dones in steps]
-        return WindowTimes(series, times.window_s, device_window_ratio=times.device_window_ratio)
+        return WindowTimes(series, times.window_s, device_window_ratio=times.device_window_ratio, clamps=times.clamps)
 
 
 def wrap(model: torch.nn.Module, device: str, rank: Rank, timer: CommTimer) -> torch.nn.Module:

@@ -582,6 +582,7 @@ def run_repeat(
         settings["cuda_window"] = {
             "device_steps_over_window": times.device_window_ratio,
             "max_memory_reserved_bytes": reserved_bytes,
+            **clamp_record(times),
         }
     samples_per_s = windows * params.steps * params.batch_size / times.window_s
     repeat = RepeatResult(
@@ -618,7 +619,16 @@ def join_windows(parts: list[WindowTimes]) -> WindowTimes:
     window_s = math.fsum(p.window_s for p in parts)
     ratio = (math.fsum(r * p.window_s for r, p in zip(ratios, parts)) / window_s
              if all(r is not None for r in ratios) else None)  # type: ignore[operator]
-    return WindowTimes(series, window_s, ratio)
+    return WindowTimes(series, window_s, ratio, clamps=tuple(c for p in parts for c in p.clamps))
+
+
+def clamp_record(times: WindowTimes) -> dict[str, Any]:
+    """The CUDA window's raised event stamps, per window (``torch_settings.cuda_window``):
+    how many, and the largest raise in ms; empty when the clock raised none it could count."""
+    if not times.clamps:
+        return {}
+    return {"clamped_stamps": [n for n, _ in times.clamps],
+            "largest_clamp_ms": [largest for _, largest in times.clamps]}
 
 
 def _loader_settings(loader: object) -> dict[str, Any]:

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from perfgate.measure.clock import TimingEvent, WindowTimes, _monotone, _step_series
+from perfgate.measure.clock import TimingEvent, WindowTimes, _monotone_counted, _step_series
 from perfgate.model.workload import PHASES
 
 DATA, H2D, FORWARD, BACKWARD, OPTIMIZER, IDLE = range(6)
@@ -202,7 +202,7 @@ class DeviceTimeline:
         if len(bounds) != self._steps + 1:
             raise RuntimeError(f"expected {self._steps} steps in the window, got {len(bounds) - 1}")
         origin = self._events[0]
-        stamps = _monotone([0.0] + [origin.elapsed_time(e) for e in self._events[1:]])
+        stamps, clamps = _monotone_counted([0.0] + [origin.elapsed_time(e) for e in self._events[1:]])
         labels = self._labels
         rows = []
         for start, end in zip(bounds, bounds[1:]):
@@ -226,4 +226,4 @@ class DeviceTimeline:
         }
         device_ms = stamps[bounds[-1]]
         ratio = device_ms / (window_s * 1e3) if window_s > 0 else None
-        return WindowTimes(series, window_s, device_window_ratio=ratio)
+        return WindowTimes(series, window_s, device_window_ratio=ratio, clamps=(clamps,))

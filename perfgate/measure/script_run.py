@@ -32,6 +32,7 @@ from perfgate.measure.loop import (
     _loader_settings,
     _PeakMemory,
     apply_torch_settings,
+    clamp_record,
     torch_settings_in_effect,
 )
 from perfgate.measure.script_clock import DeviceTimeline, HostTimeline
@@ -219,7 +220,7 @@ def run_script_repeat(
     }
     if device == "cuda":
         settings["cuda_window"] = {"device_steps_over_window": times.device_window_ratio,
-                                   "max_memory_reserved_bytes": reserved_bytes}
+                                   "max_memory_reserved_bytes": reserved_bytes, **clamp_record(times)}
     loader = hooks.window_loader
     repeat = RepeatResult(
         index=index,
