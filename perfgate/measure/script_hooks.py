@@ -88,9 +88,11 @@ class ScriptStop(BaseException):
 
 
 COUNTS = ("batches", "samples", "forwards", "backwards", "h2d_copies", "zero_grads", "grad_clips",
-          "lr_scheduler_steps")
-"""What the hooks count per measured step, in this order (a list per step, cheap to bump)."""
-BATCHES, SAMPLES, FORWARDS, BACKWARDS, COPIES, ZERO_GRADS, CLIPS, SCHEDULER_STEPS = range(len(COUNTS))
+          "lr_scheduler_steps", "scaler_skips")
+"""What the hooks count per measured step, in this order (a list per step, cheap to bump).
+``scaler_skips``: ``GradScaler.step`` calls that skipped the optimizer's step (an fp16
+overflow): such a step has no boundary and merges with the next, which holds them."""
+BATCHES, SAMPLES, FORWARDS, BACKWARDS, COPIES, ZERO_GRADS, CLIPS, SCHEDULER_STEPS, SCALER_SKIPS = range(len(COUNTS))
 _NO_COUNTS = (0,) * len(COUNTS)
 
 PRECISION_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16", torch.float64: "fp64"}
@@ -582,6 +584,19 @@ def installed(h: ScriptHooks) -> Iterator[ScriptHooks]:
 
         return run
 
+    scaler_step = torch.amp.GradScaler.step
+
+    def scaled_step(self: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+        """``GradScaler.step``: when it returns without the optimizer having stepped (inf or NaN
+        gradients), the skip is counted in the step now running, which the next boundary ends."""
+        if is_compiling():
+            return scaler_step(self, optimizer, *args, **kwargs)
+        before = h.steps_done
+        result = scaler_step(self, optimizer, *args, **kwargs)
+        if h.steps_done == before:
+            h.count[SCALER_SKIPS] += 1
+        return result
+
     def step_post(optimizer: Any, args: Any, kwargs: Any) -> None:
         h.opt_depth -= 1
         if h.opt_depth > 0:
@@ -602,6 +617,7 @@ def installed(h: ScriptHooks) -> Iterator[ScriptHooks]:
         stack.enter_context(_patched(DataLoader, "__iter__", iterate))
         stack.enter_context(_patched(torch.optim.Optimizer, "zero_grad", zero_grad(optimizer_zero_grad)))
         stack.enter_context(_patched(torch.nn.Module, "zero_grad", zero_grad(module_zero_grad)))
+        stack.enter_context(_patched(torch.amp.GradScaler, "step", scaled_step))
         for owner, name, wrapped in _booked_calls(booked):
             stack.enter_context(_patched(owner, name, wrapped))
         pre = register_optimizer_step_pre_hook(step_pre)

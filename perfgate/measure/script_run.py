@@ -39,6 +39,7 @@ from perfgate.measure.script_clock import DeviceTimeline, HostTimeline
 from perfgate.measure.script_hooks import (
     COUNTS,
     SAMPLES,
+    SCALER_SKIPS,
     ScriptHooks,
     ScriptStop,
     end_loader_workers,
@@ -212,6 +213,9 @@ def run_script_repeat(
     settings["script"] = {
         "optimizer": hooks.optimizer_name,
         **{f"{what}_per_step": median(c[i] for c in counts) for i, what in enumerate(COUNTS)},
+        # GradScaler steps that skipped the optimizer (fp16 overflow) in the window: each merged
+        # with the step after it, which is then about two steps long.
+        "scaler_skipped_steps": sum(c[SCALER_SKIPS] for c in counts),
         "samples_counted": samples > 0,
         # The autocast dtype (else the parameters') the measured steps ran in: the script's
         # own choice, which the parameters' fixed ``precision`` does not know.
