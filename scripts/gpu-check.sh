@@ -28,10 +28,10 @@
 #   gpu-tests    pytest -m gpu
 # OUT_DIR gets each step's log (<step>.log), steps.tsv, the results and pytest-gpu.xml.
 # Exit status: 0 every step passed, 1 one failed, timed out or was skipped, 2 it cannot run
-# here (no CUDA device, or no Python with torch and perfgate). It needs no network: the
-# Python is PERFGATE_PYTHON, else .venv/bin/python, else python3, with torch installed;
-# perfgate is installed into it (pip --no-deps --no-build-isolation, offline) when it cannot
-# import it.
+# here (no nvidia-smi, no CUDA device, or no Python with torch and perfgate). It needs no
+# network: the Python is PERFGATE_PYTHON, else .venv/bin/python, else python3, with torch
+# installed; perfgate is installed into it (pip --no-deps --no-build-isolation, offline)
+# when it cannot import it.
 
 set -uo pipefail
 
@@ -39,7 +39,7 @@ dry=0
 out=""
 for arg in "$@"; do
     case "$arg" in
-        -h | --help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         --dry-run) dry=1 ;;
         -*) echo "gpu-check: unknown option $arg; usage: bash scripts/gpu-check.sh [--dry-run] [OUT_DIR]" >&2; exit 2 ;;
         *)
@@ -51,6 +51,13 @@ for arg in "$@"; do
             ;;
     esac
 done
+
+# Before anything else is made: a machine without the NVIDIA driver gets one clear line.
+if [ "$dry" -eq 0 ] && ! command -v nvidia-smi >/dev/null 2>&1; then
+    echo "gpu-check: nvidia-smi is not on PATH: this check needs a machine with an NVIDIA GPU and its driver" >&2
+    echo "gpu-check: (on a CPU machine: bash scripts/gpu-check.sh --dry-run, and perfgate doctor)" >&2
+    exit 2
+fi
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 out="${out:-gpu-check-$(date +%Y%m%d-%H%M%S)}"
@@ -88,7 +95,7 @@ if [ "$dry" -eq 0 ]; then
         echo "gpu-check: torch sees no CUDA device here; on a CPU machine: bash scripts/gpu-check.sh --dry-run" >&2
         exit 2
     fi
-    command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -q -d CLOCK,PERFORMANCE >"$out/nvidia-smi.txt" 2>&1
+    nvidia-smi -q -d CLOCK,PERFORMANCE >"$out/nvidia-smi.txt" 2>&1
 fi
 
 export PERFGATE_CACHE_DIR="$out/cache"  # the synthetic data, made here once, never downloaded
