@@ -17,6 +17,8 @@ MANIFEST_NAME = "run.json"
 MANIFEST_KIND = "perfgate.ci-run"
 MANIFEST_SCHEMA_VERSION = 1
 DESIGNS = ("paired", "stored")
+INTERRUPT_SIGNALS = ("SIGINT", "SIGTERM")
+"""The signals that end a measuring job early as an interruption (``RunManifest.interrupted``)."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,10 @@ class RunManifest:
     clocks: str | None = None
     shard: str | None = None
     """``I/N`` when the job measured one share of a sharded run (``--shard``); None otherwise."""
+    interrupted: str | None = None
+    """The signal (:data:`INTERRUPT_SIGNALS`) that ended the measuring before the gate's course
+    was run: the results hold only what was measured until then, and are never a verdict.
+    None: the job measured to its end."""
     perfgate_version: str = __version__
 
     def to_dict(self) -> dict[str, Any]:
@@ -74,4 +80,5 @@ class RunManifest:
             "second_look_blocks": self.second_look_blocks,
             "clocks": self.clocks,
             **({"shard": self.shard} if self.shard is not None else {}),
+            **({"interrupted": self.interrupted} if self.interrupted is not None else {}),
         }

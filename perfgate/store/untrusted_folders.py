@@ -23,7 +23,14 @@ from perfgate.model.baseline import baseline_from_dict
 from perfgate.model.counters import COUNTERS_SUFFIX, CounterSet, counters_from_dict
 from perfgate.model.environment import Environment
 from perfgate.model.errors import FileFormatError, UsageError
-from perfgate.model.manifest import DESIGNS, MANIFEST_KIND, MANIFEST_NAME, MANIFEST_SCHEMA_VERSION, RunManifest
+from perfgate.model.manifest import (
+    DESIGNS,
+    INTERRUPT_SIGNALS,
+    MANIFEST_KIND,
+    MANIFEST_NAME,
+    MANIFEST_SCHEMA_VERSION,
+    RunManifest,
+)
 from perfgate.model.result import RunResult, result_from_dict
 from perfgate.model.shard import parse_shard
 from perfgate.store.untrusted import KEY_RE, LIMITS, SHA_RE, Limits, list_folder, read_untrusted_json, safe_name
@@ -100,6 +107,9 @@ def manifest_from_dict(data: object) -> RunManifest:
             shard = str(parse_shard(shard, "shard"))
         except UsageError as exc:
             raise ValueError(exc.message) from None
+    interrupted = data.get("interrupted")
+    if interrupted is not None and interrupted not in INTERRUPT_SIGNALS:
+        raise ValueError(f"interrupted: expected null or one of {', '.join(INTERRUPT_SIGNALS)}")
     second = data.get("second_look_blocks")
     if second is not None and (isinstance(second, bool) or not isinstance(second, int) or not 1 <= second <= 1000):
         raise ValueError("second_look_blocks: expected an integer from 1 to 1000")
@@ -113,7 +123,7 @@ def manifest_from_dict(data: object) -> RunManifest:
         base_missing=_names(data.get("base_missing") or [], "base_missing"),
         base_only=_names(data.get("base_only") or [], "base_only"),
         notes=notes, failure=_str_or_none(data, "failure", ""), second_look_blocks=second,
-        clocks=_str_or_none(data, "clocks", ""), shard=shard,
+        clocks=_str_or_none(data, "clocks", ""), shard=shard, interrupted=interrupted,
         perfgate_version=_str_or_none(data, "perfgate_version", "") or "unknown",
     )
 
