@@ -171,6 +171,69 @@ def test_device_steps_that_do_not_fill_the_window_are_a_clock_mismatch() -> None
     assert label.evidence.startswith("the device steps add up to 60% of the window's wall time (median of 5 repeat(s)")
 
 
+def _round_trip(result):
+    """Through the result reader, as a judge reads a result file."""
+    from perfgate.model.result import result_from_dict
+
+    return result_from_dict(result.to_dict())
+
+
+def test_event_stamps_raised_beyond_resolution_are_a_clock_mismatch_and_resolution_is_not() -> None:
+    def cuda(counts, largest):
+        return _round_trip(everywhere(make_result(), torch_settings={"synchronizes": [], "cuda_window": {
+            "device_steps_over_window": 0.999, "max_memory_reserved_bytes": 1,
+            "clamped_stamps": counts, "largest_clamp_ms": largest}}))
+
+    # Half a microsecond raises, many of them: the events' resolution, no label.
+    assert "CLOCK-MISMATCH" not in [label.name for label in diagnose(cuda([40, 37], [0.0005, 0.0004]))]
+    (label,) = [label for label in diagnose(cuda([0, 3], [0.0, 0.42])) if label.name == "CLOCK-MISMATCH"]
+    assert label.severity == "warning" and label.share == 1.0
+    assert "in 5 of 5 repeat(s) event stamps came out of order: 15 stamp(s)" in label.evidence
+    assert "by up to 0.420 ms" in label.evidence and "add up to" not in label.evidence
+    # Both findings at once are named together.
+    both = everywhere(make_result(), torch_settings={"cuda_window": {
+        "device_steps_over_window": 0.5, "clamped_stamps": [2], "largest_clamp_ms": [1.5]}})
+    (label,) = [label for label in diagnose(both) if label.name == "CLOCK-MISMATCH"]
+    assert "add up to 50%" in label.evidence and "by up to 1.500 ms" in label.evidence
+
+
+def test_the_reader_refuses_clamp_records_that_do_not_pair_up_or_are_not_counts() -> None:
+    import pytest
+
+    from perfgate.model.result import result_from_dict
+
+    def data(window):
+        result = everywhere(make_result(), torch_settings={"cuda_window": window})
+        return result.to_dict()
+
+    for window, says in [({"clamped_stamps": [1, 2], "largest_clamp_ms": [0.1]}, "one value per window"),
+                         ({"largest_clamp_ms": [0.1]}, "one value per window"),
+                         ({"clamped_stamps": [-1], "largest_clamp_ms": [0.1]}, "clamped_stamps[0]"),
+                         ({"clamped_stamps": [True], "largest_clamp_ms": [0.1]}, "clamped_stamps[0]"),
+                         ({"clamped_stamps": [1], "largest_clamp_ms": [float("nan")]}, "largest_clamp_ms[0]"),
+                         ({"clamped_stamps": [1], "largest_clamp_ms": ["1"]}, "largest_clamp_ms[0]")]:
+        with pytest.raises(ValueError, match=says.replace("[", r"\[").replace("]", r"\]")):
+            result_from_dict(data(window))
+
+
+def test_a_script_whose_grad_scaler_skipped_steps_in_the_window_is_told_so() -> None:
+    def script(skips):
+        return _round_trip(everywhere(make_result(), torch_settings={"script": {"scaler_skipped_steps": skips}}))
+
+    assert "SCALER-SKIPS" not in [label.name for label in diagnose(script(0))]
+    assert "SCALER-SKIPS" not in [label.name for label in diagnose(make_result())]
+    result = with_repeats(make_result(), r1={"torch_settings": {"script": {"scaler_skipped_steps": 3}}})
+    (label,) = [label for label in diagnose(_round_trip(result)) if label.name == "SCALER-SKIPS"]
+    assert label.severity == "warning" and label.share == 0.2
+    assert label.evidence.startswith("the GradScaler skipped the optimizer step 3 time(s) in 1 of 5 repeat(s)")
+    import pytest
+
+    from perfgate.model.result import result_from_dict
+
+    with pytest.raises(ValueError, match="scaler_skipped_steps"):
+        result_from_dict(everywhere(make_result(), torch_settings={"script": {"scaler_skipped_steps": -2}}).to_dict())
+
+
 def stalled(result, every: int = 4, wait_ms: float = 90.0):
     """Every ``every``-th step waits ``wait_ms`` more for data (a loader that cannot keep up)."""
     repeats = []

@@ -13,14 +13,17 @@ all steps decides the label (a median, so a few slow steps do not relabel a run)
 - COMPUTE-BOUND: forward + backward + optimizer ≥ 90% of the step (informational);
 - BALANCED: none of the above.
 
-Three more labels are read from what each repeat recorded rather than from the shares:
+More labels are read from what each repeat recorded rather than from the shares:
 
 - SYNC-PER-STEP: the workload's settings synchronise the host with the device every
   step on CUDA (a GradScaler over an optimizer that cannot take its inf check on the
   device, copies from unpinned memory), with what to change (warning);
 - LOADER-RESTART: the DataLoader ran out inside the window and was restarted (warning);
 - CLOCK-MISMATCH: on CUDA the device steps do not add up to the window's wall time, so
-  the events miss part of the work (warning);
+  the events miss part of the work, or event stamps came out of order by more than the
+  events' resolution (``cuda_window.clamped_stamps``/``largest_clamp_ms``) (warning);
+- SCALER-SKIPS: a script's GradScaler skipped optimizer steps inside the window (an fp16
+  overflow), each merged with the next step (warning);
 - STALLS: the steps' time beyond the median step is 10% of the window or more (20%:
   critical), with the phase that holds most of it and how often a step takes over twice
   the median. The shares above and the gate's per-repeat medians are medians: a stall
@@ -45,7 +48,7 @@ from enum import StrEnum
 from statistics import median
 
 from perfgate.analysis.ranks import COMM, STRAGGLER_SHARE, comm_share, stragglers
-from perfgate.model.result import RunResult, finite_number
+from perfgate.model.result import CLAMP_NOTE_MS, RunResult, finite_number
 from perfgate.model.script import script_path_of
 from perfgate.model.workload import PHASES
 
@@ -190,7 +193,8 @@ def diagnose(result: RunResult, *, straggler_share: float = STRAGGLER_SHARE) -> 
                             f"{median(shares['data_wait']) * 100:.0f}%, h2d {median(shares['h2d']) * 100:.0f}% "
                             f"of a {step_ms:.1f} ms step ({where}){busy_note}"))
     labels += [label for label in (_stall_label(result), _sync_label(result), _restart_label(result),
-                                   _clock_label(result), _comm_label(result)) if label is not None]
+                                   _clock_label(result), _scaler_label(result), _comm_label(result))
+               if label is not None]
     labels += _straggler_labels(result, straggler_share)
     order = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
     return sorted(labels, key=lambda label: order[label.severity])
@@ -312,25 +316,64 @@ def _restart_label(result: RunResult) -> Label | None:
 
 
 def _clock_label(result: RunResult) -> Label | None:
-    """CLOCK-MISMATCH: on CUDA the device steps should tile the window's wall time."""
-    ratios = []
+    """CLOCK-MISMATCH: on CUDA the device steps should tile the window's wall time, and the
+    events' stamps should come in order (a stamp raised to the one before it by more than
+    :data:`~perfgate.model.result.CLAMP_NOTE_MS` is not the events' resolution)."""
+    ratios, raised, counts, largest = [], 0, 0, 0.0
     for r in result.repeats:
         window = r.torch_settings.get("cuda_window")
-        ratio = finite_number(window.get("device_steps_over_window")) if isinstance(window, dict) else None
+        if not isinstance(window, dict):
+            continue
+        ratio = finite_number(window.get("device_steps_over_window"))
         if ratio is not None:
             ratios.append(ratio)
-    if not ratios:
-        return None
-    ratio = median(ratios)
+        pairs = list(zip(window.get("clamped_stamps") or [], window.get("largest_clamp_ms") or []))
+        big = [(n, ms) for n, ms in pairs if ms > CLAMP_NOTE_MS]
+        if big:
+            raised += 1
+            counts += sum(n for n, _ in big)
+            largest = max(largest, max(ms for _, ms in big))
     low, high = CLOCK_RATIO
-    if low <= ratio <= high:
-        return None
+    ratio = median(ratios) if ratios else None
     off = [x for x in ratios if not low <= x <= high]
-    return Label("CLOCK-MISMATCH", Severity.WARNING, len(off) / len(result.repeats),
-                 f"the device steps add up to {ratio * 100:.0f}% of the window's wall time (median of "
-                 f"{len(ratios)} repeat(s); about 100% expected): the step's events miss part of the work, such as "
-                 f"kernels on a stream the step does not wait for, or the device and host clocks disagree "
-                 f"(perfgate doctor checks that); the step times of this run are not reliable")
+    findings = []
+    if ratio is not None and not low <= ratio <= high:
+        findings.append(f"the device steps add up to {ratio * 100:.0f}% of the window's wall time (median of "
+                        f"{len(ratios)} repeat(s); about 100% expected): the step's events miss part of the work, "
+                        f"such as kernels on a stream the step does not wait for, or the device and host clocks "
+                        f"disagree (perfgate doctor checks that)")
+    if raised:
+        findings.append(f"in {raised} of {len(result.repeats)} repeat(s) event stamps came out of order: {counts} "
+                        f"stamp(s) in windows with a raise above {CLAMP_NOTE_MS * 1000:.0f} µs were raised to the "
+                        f"one before them, by up to {largest:.3f} ms (events recorded on another stream than the "
+                        f"step's, or a stream the step does not wait for), so the phases they bound are not "
+                        f"what they say")
+    if not findings:
+        return None
+    share = max(len(off), raised) / len(result.repeats)
+    return Label("CLOCK-MISMATCH", Severity.WARNING, share,
+                 "; ".join(findings) + "; the step times of this run are not reliable")
+
+
+def _scaler_label(result: RunResult) -> Label | None:
+    """SCALER-SKIPS: a script's GradScaler skipped the optimizer step inside the window (an fp16
+    overflow); each skipped step merges with the next, so the steps counted are fewer than run."""
+    skipped = []
+    for r in result.repeats:
+        script = r.torch_settings.get("script")
+        count = _count(script.get("scaler_skipped_steps")) if isinstance(script, dict) else None
+        if count:
+            skipped.append(count)
+    if not skipped:
+        return None
+    steps = result.params.get("steps")
+    per = f" of {steps} steps a window" if isinstance(steps, int) and steps > 0 else ""
+    return Label("SCALER-SKIPS", Severity.WARNING, len(skipped) / len(result.repeats),
+                 f"the GradScaler skipped the optimizer step {sum(skipped)} time(s) in {len(skipped)} of "
+                 f"{len(result.repeats)} repeat(s) (up to {max(skipped)}{per}): an fp16 overflow, after which each "
+                 f"skipped step merged with the next, so those steps read about twice as long and the time per "
+                 f"step holds them; a loss scale that still overflows after warmup (raise --warmup, or start the "
+                 f"scaler's init_scale lower) makes the two sides differ by how often they overflow, not by speed")
 
 
 def _comm_label(result: RunResult) -> Label | None:

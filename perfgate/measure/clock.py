@@ -31,13 +31,7 @@ class WindowTimes:
     """CUDA, per window: how many event stamps were below the one before them and raised to
     it (:func:`_monotone`), and the largest such raise in milliseconds. Event resolution
     gives raises of about half a microsecond; larger ones mean the stamps are not what the
-    accounting assumes (see :data:`CLAMP_NOTE_MS`)."""
-
-
-CLAMP_NOTE_MS = 0.005
-"""A raise of an event stamp above this (5 µs, ten times the events' resolution) is not
-resolution: the result records the count and the largest raise per window
-(``torch_settings.cuda_window.clamped_stamps``, ``largest_clamp_ms``) for the diagnosis."""
+    accounting assumes (see :data:`perfgate.model.result.CLAMP_NOTE_MS`)."""
 
 
 class PhaseClock(Protocol):

@@ -35,7 +35,7 @@ from perfgate.model.repeat import (
     row_medians,
     row_shares,
 )
-from perfgate.model.schema import MAX_COUNT, MIN_DURATION, Fields, migrate, number_series
+from perfgate.model.schema import MAX_COUNT, MAX_DURATION, MIN_DURATION, Fields, migrate, number_series
 
 RESULT_KIND = "perfgate.run-result"
 RESULT_SCHEMA_VERSION = 1
@@ -248,6 +248,13 @@ def _strings(values: object, where: str) -> list[str]:
     return values
 
 
+CLAMP_NOTE_MS = 0.005
+"""A CUDA event stamp raised to the one before it by more than this (5 µs, ten times the
+events' resolution) is not resolution: the result records each window's count of raised
+stamps and the largest raise (``torch_settings.cuda_window.clamped_stamps``,
+``largest_clamp_ms``), and the diagnosis names larger raises (CLOCK-MISMATCH)."""
+
+
 def _torch_settings(f: Fields) -> dict[str, Any]:
     """``torch_settings``: free-form, but the values that are read are checked: the
     synchronisations a step makes (a list of strings) and the CUDA window's facts."""
@@ -259,7 +266,27 @@ def _torch_settings(f: Fields) -> dict[str, Any]:
         window = settings.sub("cuda_window")
         window.number("device_steps_over_window", optional=True, low=0.0)
         window.integer("max_memory_reserved_bytes", optional=True, low=0, high=MAX_COUNT)
+        counts = _counts(window.get("clamped_stamps", list, optional=True), f"{window.where}.clamped_stamps")
+        raises = window.get("largest_clamp_ms", list, optional=True)
+        if raises is not None:
+            for i, value in enumerate(raises):
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_DURATION:
+                    raise ValueError(f"{window.where}.largest_clamp_ms[{i}]: expected a number from 0 to {MAX_DURATION}")
+            if counts is None or len(raises) != len(counts):
+                raise ValueError(f"{window.where}.largest_clamp_ms: expected one value per window of clamped_stamps")
+    if settings.get("script", dict, optional=True) is not None:
+        settings.sub("script").integer("scaler_skipped_steps", optional=True, low=0, high=MAX_COUNT)
     return settings.data
+
+
+def _counts(values: list[Any] | None, where: str) -> list[int] | None:
+    """A recorded list of counts (one per window), each an integer from 0 to MAX_COUNT."""
+    if values is None:
+        return None
+    for i, value in enumerate(values):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
+            raise ValueError(f"{where}[{i}]: expected an integer from 0 to {MAX_COUNT}")
+    return values
 
 
 def _loader_settings(f: Fields) -> dict[str, Any]:
