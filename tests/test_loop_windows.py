@@ -7,6 +7,8 @@ the repeat LOADER-RESTART); a loader that does run out in any window is counted.
 
 from __future__ import annotations
 
+import re
+
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +73,8 @@ def test_make_loader_holds_every_windows_batches(tmp_path: Path, keep_threads: N
     assert repeat.loader_settings["num_batches"] == batches
     # every batch of every window is a new one: warmup + windows x steps batches, no index read twice
     assert len(seen) == batches * 2 and len(set(seen)) == len(seen)
+    # the start is recorded to the millisecond: the budget plans the last look from these spans
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", repeat.started_at)
 
 
 def test_a_restart_inside_any_window_is_counted(tmp_path: Path, keep_threads: None) -> None:

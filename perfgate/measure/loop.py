@@ -492,7 +492,7 @@ def run_repeat(
                             "times one window; set windows = 1")
     check_device_params(params, device)
     name = workload.name
-    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
     settings = apply_torch_settings(params, device)
     ctx = BuildContext(params=params, device=device, data_root=data_root, cache_dir=cache_dir, workload=name,
                        windows=windows)

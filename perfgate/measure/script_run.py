@@ -164,7 +164,7 @@ def run_script_repeat(
     (one line: what the script did, how many steps it got)."""
     check_device_params(params, device, workload=name)
     shown = untrusted(script.shown)
-    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
     # Nothing here may call into torch.cuda before the script's first line: the script decides
     # when CUDA is initialised and which GPU it uses (torch.cuda.set_device, CUDA_VISIBLE_DEVICES
     # set by the script). apply_torch_settings only sets switches (torch.manual_seed queues the
