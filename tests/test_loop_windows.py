@@ -8,7 +8,6 @@ the repeat LOADER-RESTART); a loader that does run out in any window is counted.
 from __future__ import annotations
 
 import re
-
 from pathlib import Path
 from typing import Any
 
