@@ -52,38 +52,58 @@ ICON = {v: POLICY[v].icon for v in Verdict}
 """Each verdict's icon (``perfgate.model.verdict.POLICY``)."""
 
 
-def _run_args(c: WorkloadComparison) -> str:
-    device = f" --device {shlex.quote(c.device)}" if c.device else ""
-    sets = "".join(f" {shlex.quote(f'{k}={v}')}" for k, v in sorted(c.overrides.items()))
-    return device + (f" --set{sets}" if sets else "")
+REASON_PLACEHOLDER = ' --reason "<why this change is intended>"'
+"""perfgate's own placeholder after a rebaseline command (its text, never a run's, so it stays as written)."""
 
 
-def _script_run(c: WorkloadComparison) -> str | None:
+def _run_args(c: WorkloadComparison) -> list[str]:
+    """``--device D --set K=V ...``: the words that make a run comparable, as an argv."""
+    words = ["--device", c.device] if c.device else []
+    sets = [f"{k}={v}" for k, v in sorted(c.overrides.items())]
+    return words + (["--set", *sets] if sets else [])
+
+
+def script_argv(recorded: object) -> list[str]:
+    """A script's arguments as a result records them (``shlex.join``), as an argv. The result is
+    untrusted: a string that does not split (an unclosed quote) is one argument, whole, so that
+    quoting it again shows it literally and nothing in it reaches a shell unquoted."""
+    text = str(recorded or "")
+    if not text:
+        return []
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return [text]
+
+
+def _script_run(c: WorkloadComparison) -> list[str] | None:
     """``perfgate run --script PATH --name NAME ... -- ARGS`` for a script's result; None otherwise."""
     path = script_path_of(c.source)
     if path is None:
         return None
-    args = str(c.params.get(ARGS_PARAM) or "")
-    return (f"perfgate run --script {shlex.quote(path)} --name {shlex.quote(c.workload)}{_run_args(c)}"
-            + (f" -- {args}" if args else ""))
+    args = script_argv(c.params.get(ARGS_PARAM))
+    return (["perfgate", "run", "--script", path, "--name", c.workload, *_run_args(c)]
+            + (["--", *args] if args else []))
 
 
 def reproduce_command(c: WorkloadComparison) -> str:
+    """The command that measures and judges this workload again, every word quoted (``shlex.join``)."""
     script = _script_run(c)
     if script is not None:  # a script is measured by run, then compared
-        return f"{script} && perfgate compare {shlex.quote(c.workload)}"
-    against = f" --against {shlex.quote(c.against)}" if c.against else ""
-    return f"perfgate gate {shlex.quote(c.workload)}{_run_args(c)}{against}"
+        return f"{shlex.join(script)} && {shlex.join(['perfgate', 'compare', c.workload])}"
+    against = ["--against", c.against] if c.against else []
+    return shlex.join(["perfgate", "gate", c.workload, *_run_args(c), *against])
 
 
 def rebaseline_command(c: WorkloadComparison) -> str:
+    """The command that records a new baseline with the run's parameters, every word quoted."""
     # the same parameters as the run, or the new baseline would not be comparable
     script = _script_run(c)
     if script is not None:
-        return (f"{script} && perfgate rebaseline {shlex.quote(c.workload)} --from-results perfgate-results"
-                ' --reason "<why this change is intended>"')
-    return (f"perfgate rebaseline {shlex.quote(c.workload)}{_run_args(c)}"
-            ' --reason "<why this change is intended>"')
+        return (f"{shlex.join(script)} && "
+                f"{shlex.join(['perfgate', 'rebaseline', c.workload, '--from-results', 'perfgate-results'])}"
+                + REASON_PLACEHOLDER)
+    return shlex.join(["perfgate", "rebaseline", c.workload, *_run_args(c)]) + REASON_PLACEHOLDER
 
 
 def _command(command: str) -> str:
