@@ -194,7 +194,7 @@ def run_judge(args: argparse.Namespace, environ: Mapping[str, str] | None = None
                        compose(outcome, judged, changes, retired=judgement.retired, limit=n), CHECK_RUN_TEXT_LIMIT)
             _write_check_run(check_run, head_sha=head_sha, conclusion=shown.conclusion, title=outcome.headline,
                              summary=text, details_url=run_url)
-        print(outcome.headline, file=out)
+        print(terminal(outcome.headline), file=out)
         for command in annotations(outcome):
             print(command, file=out)
         if output is not None:

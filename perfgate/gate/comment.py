@@ -22,7 +22,7 @@ from perfgate.gate.inputs import InputChanges, notice_markdown
 from perfgate.model.errors import EXIT_ERROR
 from perfgate.model.verdict import POLICY, RUN_POLICY, RunPolicy, Verdict, run_policy
 from perfgate.report.markdown import GITHUB_COMMENT_LIMIT, MARKER, render_markdown
-from perfgate.text.inert import code, inline
+from perfgate.text.inert import code, flatten, inline
 
 VERDICT_WORD = {code_: p.word for code_, p in RUN_POLICY.items()}
 """The step output ``verdict`` for each exit code (``perfgate.model.verdict.RUN_POLICY``)."""
@@ -109,6 +109,7 @@ def error_report(message: str, changes: InputChanges | None, context: ReportCont
 
 
 def status_description(outcome: GateOutcome) -> str:
-    """One line for the commit status (at most 140 characters; perfgate's words only)."""
-    text = outcome.headline.removeprefix("perfgate: ")
+    """One line for the commit status (at most 140 characters; perfgate's words only, and
+    never a control character)."""
+    text = flatten(outcome.headline.removeprefix("perfgate: "), 10_000)
     return text if len(text) <= 140 else text[:139] + "…"

@@ -2,7 +2,9 @@
 the check run's payload.
 
 Every value that came from a pull request (a workload's name, a reason) is escaped so
-that it cannot start a workflow command of its own or add an output line.
+that it cannot start a workflow command of its own or add an output line, and loses its
+control characters (C0, DEL, C1; an ANSI escape sequence whole, an OSC 8 hyperlink or a
+window title included), so that an annotation cannot recolour, retitle or link the log.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from perfgate.analysis.outcome import GateOutcome
 from perfgate.model.verdict import CHECK_CONCLUSIONS, POLICY, Verdict
+from perfgate.text.inert import flatten
 
 CHECK_RUN_NAME = "perfgate verdict"
 """The check run the judge reports beside the ``perfgate`` commit status."""
@@ -26,18 +29,29 @@ CUT_NOTE = "\n\n**Report cut to fit the check run's limit; the full report is in
 _SHA = re.compile(r"[0-9a-f]{40}")
 
 
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
 def _escape_data(text: str) -> str:
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
+def _without_controls(text: str) -> str:
+    """``text`` with its lines kept and, on each, the control characters and escape sequences
+    removed (``perfgate.text.inert.flatten``)."""
+    return "\n".join(flatten(line, max(len(line), 1)) if line else "" for line in _LINE_BREAK.split(text))
+
+
 def workflow_command(command: str, message: str, **properties: str) -> str:
     """A GitHub workflow command (``::error title=...::message``), escaped so that text
-    from a pull request (a workload's name, a reason) cannot start a command of its own."""
+    from a pull request (a workload's name, a reason) cannot start a command of its own,
+    and free of control characters: the message keeps its line breaks (escaped), a
+    property is one line."""
     props = ",".join(
-        f"{key}={_escape_data(value).replace(':', '%3A').replace(',', '%2C')}"
+        f"{key}={_escape_data(flatten(value, max(len(value), 1))).replace(':', '%3A').replace(',', '%2C')}"
         for key, value in properties.items() if value
     )
-    return f"::{command}{' ' + props if props else ''}::{_escape_data(message)}"
+    return f"::{command}{' ' + props if props else ''}::{_escape_data(_without_controls(message))}"
 
 
 def annotations(outcome: GateOutcome, *, levels: tuple[str, ...] = ("error", "warning", "notice")) -> list[str]:
@@ -125,6 +139,7 @@ def check_run_payload(*, head_sha: str, conclusion: str, title: str, summary: st
     if conclusion not in CHECK_CONCLUSIONS:
         raise ValueError(f"{conclusion!r} is not one of the check run conclusions {', '.join(CHECK_CONCLUSIONS)}")
     one_line = " ".join(title.split())
+    one_line = flatten(one_line, max(len(one_line), 1))  # no control character, no escape sequence
     if len(one_line) > CHECK_RUN_TITLE_LIMIT:
         one_line = one_line[:CHECK_RUN_TITLE_LIMIT - 1] + "…"
     payload: dict[str, Any] = {
