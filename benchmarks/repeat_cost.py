@@ -1,6 +1,6 @@
 """What a repeat costs, and where the noise is: fresh processes against forked ones.
 
-Three measurements, each printed as numbers (run with nothing else on the machine; quote
+Measurements, each printed as numbers (run with nothing else on the machine; quote
 medians and ratios from one run):
 
 ``components``
@@ -21,6 +21,14 @@ medians and ratios from one run):
     A/A paired gates with the sequential driver and a wall-time budget: the verdicts (0 false
     REGRESSION expected), the PASS share and the blocks used.
 
+``defaults``
+    Real paired gates with nothing on the command line but ``--against HEAD~1``, in a scratch
+    repository whose ``[tool.perfgate]`` is the table ``perfgate init`` writes (budget 10 min)
+    with ``--delta``: ``--aa`` gates whose head commit only adds a comment, ``--slow`` gates whose
+    head busy-waits ``--spin-ms`` a step in forward. Per gate: the verdict, blocks, wall time and
+    share inside timed windows; for the A/A gates the spread of log ratio / its se (1 when the
+    gates' own intervals hold the spread between gates).
+
 ``budget``
     From a ``components --out`` file: per start, the blocks a fixed budget (10 minutes) holds at
     the measured cost per process, and the smallest δ at which 80% of simulated A/A gates
@@ -32,6 +40,7 @@ medians and ratios from one run):
     python benchmarks/repeat_cost.py efficiency --workload resnet18-cifar10 --blocks 12
     python benchmarks/repeat_cost.py aa --gates 20 --budget none --blocks 6 --max-blocks 6 --no-counters
     python benchmarks/repeat_cost.py budget components.json --minutes 10
+    python benchmarks/repeat_cost.py defaults --aa 10 --slow 5 --delta 0.05 --out defaults.json
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -184,6 +194,107 @@ def cmd_aa(args: argparse.Namespace) -> int:
     return 0
 
 
+TEMPLATE = HERE.parent / "perfgate" / "adapters" / "templates" / "tool_perfgate.toml"
+
+
+def _init_scratch(delta: float) -> Path:
+    """A scratch repository whose settings are what ``perfgate init`` writes (its template),
+    with the small CNN as the workload, the CPU as the device and ``delta`` as the smallest
+    slowdown that fails; one commit."""
+    repo = Path(tempfile.mkdtemp(prefix="perfgate-bench-repo-"))
+    (repo / "workloads").mkdir()
+    shutil.copy(SMALL, repo / "workloads" / "small_cnn.py")
+    table = TEMPLATE.read_text()
+    table = table.replace('workloads = ["my-model"]', 'workloads = ["small-cnn"]\nworkloads_path = ["workloads"]'
+                          '\ndevice = "cpu"')
+    table = re.sub(r"(?m)^delta = [0-9.]+", f"delta = {delta}", table)
+    (repo / "pyproject.toml").write_text(table)
+    _commit(repo, "scratch")
+    return repo
+
+
+def _commit(repo: Path, message: str) -> None:
+    for command in (["init", "-q"] if not (repo / ".git").exists() else [], ["add", "."],
+                    ["-c", "user.name=bench", "-c", "user.email=bench@localhost", "commit", "-q", "-m", message]):
+        if command:
+            subprocess.run(["git", *command], cwd=repo, check=True)
+
+
+def _head_commit(repo: Path, tag: str, spin_ms: float) -> None:
+    """The head: the base plus a comment (an A/A gate), or a busy-wait of ``spin_ms`` in forward."""
+    path = repo / "workloads" / "small_cnn.py"
+    subprocess.run(["git", "checkout", "-q", "--detach", "main" if _has(repo, "main") else "master"], cwd=repo,
+                   check=True)
+    text = path.read_text()
+    if spin_ms:
+        text = text.replace('os.environ.get("SMALL_CNN_SPIN_MS", "0")', f'"{spin_ms}"')
+    path.write_text(text + f"\n# {tag}\n")
+    _commit(repo, tag)
+
+
+def _has(repo: Path, branch: str) -> bool:
+    return subprocess.run(["git", "rev-parse", "--verify", "-q", branch], cwd=repo, capture_output=True).returncode == 0
+
+
+def cmd_defaults(args: argparse.Namespace) -> int:
+    """Real paired gates with the settings ``perfgate init`` writes (budget 10 min), head one
+    commit on the base: a comment (A/A) or a busy-wait in forward; nothing on the command line
+    but ``--against``."""
+    repo = _init_scratch(args.delta)
+    rows = []
+    try:
+        plan = [("aa", 0.0)] * args.aa + [("slow", args.spin_ms)] * args.slow
+        for i, (kind, spin) in enumerate(plan):
+            tag = f"{kind}{i}"
+            _head_commit(repo, tag, spin)
+            g = _gate_full(repo, ["--against", "HEAD~1"], tag)
+            rows.append({"kind": kind, **g})
+            est = g["estimate"] or {}
+            print(f"gate {i + 1:2} {kind:4}: {g['verdict']:12} {g['blocks']:3} blocks, {g['wall_s']:4.0f} s, "
+                  f"{g['measuring']['share']:.0%} timed; {g['reason'][:150]}", flush=True)
+    finally:
+        shutil.rmtree(repo, ignore_errors=True)
+    for kind in ("aa", "slow"):
+        these = [r for r in rows if r["kind"] == kind]
+        if not these:
+            continue
+        counts: dict[str, int] = {}
+        for r in these:
+            counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+        print(f"\n{kind}: {len(these)} gates: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+        print(f"  blocks median {median(r['blocks'] for r in these)}, wall median "
+              f"{median(r['wall_s'] for r in these):.0f} s, timed share median "
+              f"{median(r['measuring']['share'] for r in these):.0%} (min {min(r['measuring']['share'] for r in these):.0%})")
+        z = [math.log(r["estimate"]["ratio"]) / r["estimate"]["se_log"] for r in these
+             if r["estimate"] and r["estimate"].get("se_log")]
+        if kind == "aa" and len(z) >= 3:
+            mean = sum(z) / len(z)
+            sd = (sum((x - mean) ** 2 for x in z) / (len(z) - 1)) ** 0.5
+            print(f"  z = log ratio / its se over {len(z)} gates: mean {mean:+.2f}, sd {sd:.2f} (1 when the "
+                  f"intervals hold the between-gate spread), sum of z^2 {sum(x * x for x in z):.1f} on {len(z)} df")
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    if args.out:
+        Path(args.out).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+def _gate_full(repo: Path, extra: list[str], tag: str) -> dict:
+    report = repo.parent / f"{repo.name}-{tag}.json"
+    began = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "perfgate", "gate", "--json", str(report),
+                           "--out", str(repo.parent / f"{repo.name}-results-{tag}"), "-q", *extra],
+                          cwd=repo, capture_output=True, text=True)
+    wall = time.perf_counter() - began
+    if not report.exists():
+        print(proc.stdout[-2000:], proc.stderr[-2000:], sep="\n")
+        raise SystemExit(f"gate {tag} wrote no report (exit {proc.returncode})")
+    data = json.loads(report.read_text())
+    workload = data["workloads"][0]
+    step = workload.get("step") or {}
+    return {"exit": proc.returncode, "wall_s": wall, "measuring": data["measuring"], "verdict": workload["verdict"],
+            "blocks": data["look_count"], "reason": workload.get("reason", ""), "estimate": step.get("estimate")}
+
+
 def cmd_budget(args: argparse.Namespace) -> int:
     from perfgate.analysis.decide import GateConfig
     from perfgate.analysis.simulate import Noise, Scenario, simulate
@@ -227,6 +338,13 @@ def cmd_budget(args: argparse.Namespace) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="what", required=True)
+    p = sub.add_parser("defaults", help="real paired gates with perfgate init's settings")
+    p.add_argument("--aa", type=int, default=10, help="A/A gates (a comment-only head commit)")
+    p.add_argument("--slow", type=int, default=5, help="gates whose head busy-waits in forward")
+    p.add_argument("--spin-ms", type=float, default=1.3, help="the busy-wait in forward, ms a step")
+    p.add_argument("--delta", type=float, default=0.05)
+    p.add_argument("--out", help="every gate's row as JSON")
+    p.set_defaults(func=cmd_defaults)
     p = sub.add_parser("components")
     p.add_argument("--processes", type=int, default=12, help="processes per start (default 12)")
     p.add_argument("--windows", type=int, default=12)

@@ -335,6 +335,22 @@ def test_each_record_holds_the_blocks_its_gate_used_and_the_card_sums_them_up(ti
     assert result.config.max_blocks == Settings().gate.max_blocks
 
 
+def test_the_card_says_where_a_budget_planned_the_gates_last_looks(tiny):
+    fake = CountingGates([])
+    settings = dataclasses.replace(Settings(), budget_s=600.0)
+    result = run_selftest(Job(tiny, tiny.resolve("cpu"), {}), settings=settings, gate=fake, probe=PROBE,
+                          now=fake.now, gates=1, sizes=(0.10,), blocks=6, cache_dir=Path("/cache"), device="cpu")
+    assert ("then a look after every block up to the blocks its 10 min budget holds at the first block's "
+            "recorded time (at most 500); alpha") in result.card()
+    # max_blocks given caps the plan, and the card says so
+    capped = dataclasses.replace(settings, gate=dataclasses.replace(settings.gate, max_blocks=40),
+                                 max_blocks_given=True)
+    result = run_selftest(Job(tiny, tiny.resolve("cpu"), {}), settings=capped, gate=CountingGates([]),
+                          probe=PROBE, now=fake.now, gates=1, sizes=(0.10,), blocks=6, cache_dir=Path("/cache"),
+                          device="cpu")
+    assert "(at most 40)" in result.card()
+
+
 def _card_lines(card: str) -> list[str]:
     lines = card.splitlines()
     found = []

@@ -45,6 +45,7 @@ from perfgate.model.errors import EXIT_OK, EXIT_REGRESSION, UsageError, Workload
 from perfgate.model.job import Job
 from perfgate.model.verdict import Verdict
 from perfgate.model.workload import PHASES
+from perfgate.text.units import duration as duration_text
 
 DEFAULT_SIZES = (0.05, 0.10)
 DEFAULT_GATES = 10
@@ -161,6 +162,9 @@ class SelftestResult:
     stopped: str | None = None
     """Why fewer gates ran than planned (the time budget), or None."""
     notes: tuple[str, ...] = field(default=())
+    last_look: str | None = None
+    """How each gate's last look was planned when its budget plans it ("the blocks its 10 min
+    budget holds at the first block's recorded time, at most 500"); None: at ``max_blocks``."""
 
     @property
     def aa(self) -> list[GateRecord]:
@@ -198,7 +202,7 @@ class SelftestResult:
                  f"({self.probe.environment_key})"]
         lines.append(f"design: paired gates as `perfgate gate --against` runs them, both sides this tree; "
                      f"the first look at {self.blocks} ABBA blocks of 4 processes, then a look after every block up "
-                     f"to {c.max_blocks}; alpha {c.alpha:g} (one-sided, spent over the looks), delta "
+                     f"to {self.last_look or c.max_blocks}; alpha {c.alpha:g} (one-sided, spent over the looks), delta "
                      f"{c.delta * 100:g}%")
         shares = ", ".join(f"{p} {self.probe.shares[p] * 100:.1f}%" for p in PHASES)
         lines.append(f"probe: one repeat in {_duration(self.probe.seconds)}, step median "
@@ -476,4 +480,14 @@ def run_selftest(
         workload=name, version=job.workload.version, device=device, config=config, blocks=blocks,
         probe=probe, phases=chosen, phase_choice=why, sizes=sizes,
         planned=len(plan), records=tuple(records), seconds=now() - began, stopped=stopped, notes=tuple(notes),
+        last_look=_last_look(settings, blocks),
     )
+
+
+def _last_look(settings: Settings, blocks: int) -> str | None:
+    """The card's words for where each gate's looks end when its budget plans them."""
+    plan = replace(settings, blocks=blocks).budget_plan(paired=True)
+    if plan is None:
+        return None
+    return (f"the blocks its {duration_text(plan.budget_s)} budget holds at the first block's recorded time "
+            f"(at most {plan.cap})")
