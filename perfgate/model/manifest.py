@@ -19,6 +19,13 @@ MANIFEST_SCHEMA_VERSION = 1
 DESIGNS = ("paired", "stored")
 INTERRUPT_SIGNALS = ("SIGINT", "SIGTERM")
 """The signals that end a measuring job early as an interruption (``RunManifest.interrupted``)."""
+DECISION_RULE = 1
+"""The version of the rule by which a gate stops each workload: the boundary, the spending of α
+and the PASS bound over the looks, Holm, the estimates, what leaves a repeat out, how a budget
+plans the last look (``perfgate.analysis``). Bump it with any change that can make a gate stop
+a workload at another look or with another verdict: the judge replays the measuring job's looks
+by its own rule and refuses results a job of another rule measured (``RunManifest.decision_rule``),
+since that job's stops are not where the judge's rule would stop."""
 
 
 @dataclass(frozen=True)
@@ -60,12 +67,15 @@ class RunManifest:
     was run: the results hold only what was measured until then, and are never a verdict.
     None: the job measured to its end."""
     perfgate_version: str = __version__
+    decision_rule: int | None = DECISION_RULE
+    """The measuring perfgate's :data:`DECISION_RULE`; None: not recorded (a perfgate from before it was)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "kind": MANIFEST_KIND,
             "schema_version": MANIFEST_SCHEMA_VERSION,
             "perfgate_version": self.perfgate_version,
+            "decision_rule": self.decision_rule,
             "design": self.design,
             "device": self.device,
             "workloads": list(self.workloads),

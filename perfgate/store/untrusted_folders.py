@@ -110,6 +110,9 @@ def manifest_from_dict(data: object) -> RunManifest:
     interrupted = data.get("interrupted")
     if interrupted is not None and interrupted not in INTERRUPT_SIGNALS:
         raise ValueError(f"interrupted: expected null or one of {', '.join(INTERRUPT_SIGNALS)}")
+    rule = data.get("decision_rule")
+    if rule is not None and (isinstance(rule, bool) or not isinstance(rule, int) or not 1 <= rule <= 10**6):
+        raise ValueError("decision_rule: expected null or an integer from 1 to 1000000")
     second = data.get("second_look_blocks")
     if second is not None and (isinstance(second, bool) or not isinstance(second, int) or not 1 <= second <= 1000):
         raise ValueError("second_look_blocks: expected an integer from 1 to 1000")
@@ -124,7 +127,7 @@ def manifest_from_dict(data: object) -> RunManifest:
         base_only=_names(data.get("base_only") or [], "base_only"),
         notes=notes, failure=_str_or_none(data, "failure", ""), second_look_blocks=second,
         clocks=_str_or_none(data, "clocks", ""), shard=shard, interrupted=interrupted,
-        perfgate_version=_str_or_none(data, "perfgate_version", "") or "unknown",
+        perfgate_version=_str_or_none(data, "perfgate_version", "") or "unknown", decision_rule=rule,
     )
 
 
