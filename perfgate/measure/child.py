@@ -5,14 +5,25 @@ the child answers ``{"ok": true, ...}`` or ``{"ok": false, "error": {type, messa
 detail}}`` in the response file, and exits 0 only when it measured. Keeping each run in
 its own process is what makes repeats independent samples; keeping the protocol in one
 place is what keeps the two kinds of child alike.
+
+Each child leads its own process group (a fresh one its own session), and whatever is left
+of that group when the child ends is killed with it (:func:`wait_group`): a DataLoader
+worker, a compile worker, a process the workload's code started and left behind. However
+the child ends, by answering, by dying, at its timeout or because the gate was interrupted
+while it ran, nothing of one repeat outlives it into the next. A process that leaves the
+group itself (``setsid``, a double fork into another group) is beyond this.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import select
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,8 +48,64 @@ class ChildRun:
         return f"{what} process died (exit status {self.returncode})" + (f": {tail}" if tail else "")
 
 
+def end_group(pid: int) -> None:
+    """SIGKILL to every process left in the process group ``pid`` leads (none left: nothing)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:  # the group is empty, or was never made: the leader alone
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    except PermissionError:  # a group of someone else's: never ours to end
+        pass
+
+
+def wait_group(pid: int, timeout_s: float | None, *, stop_fd: int | None = None) -> int | None:
+    """Wait for the child ``pid``, the leader of its own process group, then kill what is left
+    of the group and reap the child; its exit status, or None when it was ended at
+    ``timeout_s`` (None: no limit) or because ``stop_fd`` became readable (the template's
+    command pipe at EOF: its parent closed it or died).
+
+    The group is killed while the exited child is not yet reaped, so its pid, which names
+    the group, cannot have been given to another process. It is killed however the wait
+    ends, a KeyboardInterrupt in the caller included (raised again once the group is gone)."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    pidfd: int | None = None
+    ended = False
+    try:
+        pidfd = os.pidfd_open(pid) if hasattr(os, "pidfd_open") else None
+        while True:
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                break  # exited, not reaped
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                ended = True
+                break
+            watched = [fd for fd in (pidfd, stop_fd) if fd is not None]
+            if pidfd is None:
+                ready, _, _ = select.select(watched, [], [], min(0.05, left) if left is not None else 0.05)
+            else:
+                ready, _, _ = select.select(watched, [], [], left)
+            if stop_fd is not None and stop_fd in ready:
+                ended = True
+                break
+    finally:
+        end_group(pid)
+        try:
+            _, status = os.waitpid(pid, 0)
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)
+    return None if ended else os.waitstatus_to_exitcode(status)
+
+
 def call(module: str, request: dict[str, Any], timeout_s: float, *, python: str | None = None) -> ChildRun:
     """Run ``python -m module`` on ``request``; raises ``subprocess.TimeoutExpired``.
+
+    The child runs in a session of its own (Ctrl-C at the terminal reaches the parent only,
+    which ends it); when it ends, however it ends, what is left of its process group is
+    killed (:func:`wait_group`).
 
     ``python`` is another interpreter (it must have this perfgate installed). The child
     runs in ``request["project_dir"]`` (the tree under test; default: this directory).
@@ -53,17 +120,22 @@ def call(module: str, request: dict[str, Any], timeout_s: float, *, python: str 
         req, resp, log = Path(tmp, "request.json"), Path(tmp, "response.json"), Path(tmp, "output.log")
         req.write_text(dumps(request))
         with open(log, "w") as out:
+            command = [python or sys.executable, "-P", "-m", module, str(req), str(resp)]
             try:
-                proc = subprocess.run(
-                    [python or sys.executable, "-P", "-m", module, str(req), str(resp)],
-                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, timeout=timeout_s,
-                    cwd=cwd,
-                )
+                proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                        cwd=cwd, start_new_session=True)
             except (FileNotFoundError, PermissionError) as exc:
                 return ChildRun(None, f"cannot start {python or sys.executable}: {exc}", 127)
+            returncode: int | None = None
+            try:
+                returncode = wait_group(proc.pid, timeout_s)
+            finally:  # wait_group reaped it, whatever happened: Popen must not wait for it again
+                proc.returncode = -signal.SIGKILL if returncode is None else returncode
         output = log.read_text(errors="replace")
+        if returncode is None:
+            raise subprocess.TimeoutExpired(command, timeout_s, output=output)
         response = json.loads(resp.read_text()) if resp.exists() else None
-    return ChildRun(response, output, proc.returncode)
+    return ChildRun(response, output, returncode)
 
 
 def _add_project_dir(project_dir: Path) -> None:

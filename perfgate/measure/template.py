@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from perfgate.measure.child import ChildRun, call
+from perfgate.measure.child import ChildRun, call, wait_group
 from perfgate.store.jsonfile import dumps
 
 START_MODES = ("fork", "fresh")
@@ -184,7 +184,7 @@ def _run_child(command: dict[str, Any], inherited: tuple[int, ...]) -> None:
                 "type": "TemplateFailed", "message": f"{BAD_FORK} (torch's bad-fork state, seen as the child began)",
                 "detail": ""}})
             return
-        os.setpgid(0, 0)  # its own group: a timeout kills it with its DataLoader workers
+        os.setpgid(0, 0)  # its own group: when it ends, what is left of the group goes with it
         for fd in inherited:  # the template's protocol pipes are not the child's
             os.close(fd)
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -214,32 +214,6 @@ def _run_child(command: dict[str, Any], inherited: tuple[int, ...]) -> None:
             except (OSError, ValueError):
                 pass
         os._exit(code)
-
-
-def _wait(pid: int, timeout_s: float) -> int | None:
-    """The child's exit status, or None after killing it at the timeout."""
-    deadline = time.monotonic() + timeout_s
-    pidfd = os.pidfd_open(pid) if hasattr(os, "pidfd_open") else None
-    try:
-        while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                return os.waitstatus_to_exitcode(status)
-            left = deadline - time.monotonic()
-            if left <= 0:
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except ProcessLookupError:  # not yet its own group
-                    os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                return None
-            if pidfd is not None:
-                select.select([pidfd], [], [], left)
-            else:
-                time.sleep(min(0.05, left))
-    finally:
-        if pidfd is not None:
-            os.close(pidfd)
 
 
 def serve_template(commands: IO[str], replies: IO[str], preload: tuple[str, ...] = _PRELOAD) -> int:
@@ -291,10 +265,15 @@ def serve_template(commands: IO[str], replies: IO[str], preload: tuple[str, ...]
             os.setpgid(pid, pid)  # as the child does: whichever runs first
         except (PermissionError, ProcessLookupError):
             pass
-        returncode = _wait(pid, float(command["timeout_s"]))
-        replies.write(json.dumps({"pid": pid, "returncode": returncode,
-                                  "seconds": round(time.perf_counter() - forked, 3)}) + "\n")
-        replies.flush()
+        # However the child ends (an answer, a crash, its timeout, or the parent closing the
+        # command pipe: Ctrl-C, or the parent died), what is left of its group is killed.
+        returncode = wait_group(pid, float(command["timeout_s"]), stop_fd=commands.fileno())
+        try:
+            replies.write(json.dumps({"pid": pid, "returncode": returncode,
+                                      "seconds": round(time.perf_counter() - forked, 3)}) + "\n")
+            replies.flush()
+        except (BrokenPipeError, OSError):  # the parent is gone
+            return 1
     return 0
 
 
