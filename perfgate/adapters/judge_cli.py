@@ -37,7 +37,18 @@ from perfgate.gate.comment import (
     status_description,
 )
 from perfgate.gate.config import Settings
-from perfgate.gate.github import CHECK_RUN_TEXT_LIMIT, annotations, check_run_payload, fit, path_variable, set_output
+from perfgate.gate.github import (
+    CHECK_RUN_TEXT_LIMIT,
+    annotations,
+    check_run_payload,
+    fit,
+    head_verdict,
+    path_variable,
+    read_acknowledgement,
+    read_recorded_verdicts,
+    set_output,
+    workflow_command,
+)
 from perfgate.gate.inputs import (
     HEAD_PYPROJECT_BYTES,
     PYPROJECT,
@@ -173,6 +184,11 @@ def run_judge(args: argparse.Namespace, environ: Mapping[str, str] | None = None
             clocks=manifest.clocks if manifest else None, run_id=run_id, run_url=run_url,
             judged_by=f"Judged by perfgate {__version__}, outside the measuring job" + (
                 f"s, their {len(args.results)} shards as one run." if len(args.results) > 1 else "."))
+        recorded = read_recorded_verdicts(Path(args.previous_verdicts)) if args.previous_verdicts else []
+        acknowledgement = read_acknowledgement(Path(args.acknowledgement)) if args.acknowledgement else None
+        if (recorded or acknowledgement) and head_sha is None:
+            raise UsageError("--previous-verdicts, --acknowledgement: they are the head commit's; give "
+                             "--expect-head-sha SHA (40 hex digits)")
         head_files = Path(args.head_files) if args.head_files else None
         if head_files is not None and not head_files.is_dir():
             raise UsageError(f"--head-files {head_files}: not a directory")
@@ -180,26 +196,37 @@ def run_judge(args: argparse.Namespace, environ: Mapping[str, str] | None = None
         judgement = judge_measured(measured, settings, design=args.design, against=against, changes=changes,
                                    definitions=definitions)
         outcome = judgement.outcome
-        report = compose(outcome, context, changes, retired=judgement.retired)
+        code_ = outcome.exit_code
+        shown = consequence(outcome)  # the exit code under [tool.perfgate] inconclusive: status, check run
+        history = head_verdict(code_, head_sha or "", recorded, acknowledgement)
+        policy = None
+        if history.exit_code != code_:  # the head commit's recorded REGRESSION stands, or was accepted
+            code_ = history.exit_code
+            shown = policy = RUN_POLICY[code_]
+        description = history.description or status_description(outcome)
+        headline = f"perfgate: {description}" if history.description else outcome.headline
+        report = compose(outcome, context, changes, retired=judgement.retired, policy=policy, note=history.note)
         _write(artifacts, report, outcome)
         if summary is not None:
             with open(summary, "a", encoding="utf-8") as handle:
                 handle.write(report)
-        code_ = outcome.exit_code
-        shown = consequence(outcome)  # the exit code under [tool.perfgate] inconclusive: status, check run
         if check_run is not None:
             assert head_sha is not None
             judged = context
             text = fit(lambda n: report if len(report) <= n else
-                       compose(outcome, judged, changes, retired=judgement.retired, limit=n), CHECK_RUN_TEXT_LIMIT)
-            _write_check_run(check_run, head_sha=head_sha, conclusion=shown.conclusion, title=outcome.headline,
+                       compose(outcome, judged, changes, retired=judgement.retired, limit=n, policy=policy,
+                               note=history.note), CHECK_RUN_TEXT_LIMIT)
+            _write_check_run(check_run, head_sha=head_sha, conclusion=shown.conclusion, title=headline,
                              summary=text, details_url=run_url)
-        print(terminal(outcome.headline), file=out)
+        print(terminal(headline), file=out)
         for command in annotations(outcome):
             print(command, file=out)
+        if history.note:
+            print(workflow_command("error" if shown.fails else "notice", history.note, title="perfgate head commit"),
+                  file=out)
         if output is not None:
             set_output(output, {"verdict": shown.word, "exit-code": str(code_), "state": shown.state,
-                                "conclusion": shown.conclusion, "description": status_description(outcome),
+                                "conclusion": shown.conclusion, "description": description,
                                 "inputs-changed": "true" if changes is not None and changes.any else "false"})
         return code_
     except Exception as exc:  # noqa: BLE001 - every failure ends as exit 2 with its report and outputs
@@ -297,6 +324,16 @@ def add_parser(subparsers: Any) -> None:
                         "or neutral for an inconclusive gate under inconclusive = \"pass\"; the report as its "
                         "summary) for `gh api --method POST repos/OWNER/REPO/check-runs --input FILE`; also when "
                         "the judge fails (conclusion failure)")
+    p.add_argument("--previous-verdicts", metavar="FILE",
+                   help="the `perfgate` commit statuses already set on the head commit, one JSON object a line "
+                        "(state, description, created_at, creator; from the API, read as untrusted data): a "
+                        "REGRESSION recorded for the commit stands over re-runs (exit 1) until a new commit or "
+                        "--acknowledgement")
+    p.add_argument("--acknowledgement", metavar="FILE",
+                   help="who accepted the slowdown with the label 'perfgate: accept slowdown', as a JSON object "
+                        "(by, at, permission from the collaborators permission API, via: label), or an empty file: "
+                        "with admin, maintain or write access, given after the REGRESSION was recorded, it turns "
+                        "the recorded REGRESSION into a pass naming who and when")
     p.set_defaults(func=cmd_judge)
     v = subparsers.add_parser(
         "validate-baselines", help="check a downloaded baseline folder before it is copied into the store",

@@ -68,9 +68,12 @@ def run_link(environ: Mapping[str, str]) -> tuple[str | None, str | None]:
 
 def compose(outcome: GateOutcome, context: ReportContext, changes: InputChanges | None, *,
             retired: Sequence[str] = (), traces: Mapping[str, Any] | None = None,
-            artifacts: Path | None = None, limit: int = GITHUB_COMMENT_LIMIT) -> str:
+            artifacts: Path | None = None, limit: int = GITHUB_COMMENT_LIMIT,
+            policy: RunPolicy | None = None, note: str = "") -> str:
     """The whole report: the gate's markdown with the check line, the notice and the context,
-    at most ``limit`` characters (as long as the check line and the context fit)."""
+    at most ``limit`` characters (as long as the check line and the context fit). ``policy``
+    and ``note``: what the head commit's history makes of this run (``perfgate.gate.github.
+    head_verdict``): its check line, and the note that says why, above it."""
     text = (f"Judged against the baselines and `[tool.perfgate]` of the base branch {code(context.base_ref)} "
             f"({code(context.base_sha[:12])}"
             f"{'' if context.base_verified else ', base checkout not verified as a git commit'})")
@@ -88,7 +91,9 @@ def compose(outcome: GateOutcome, context: ReportContext, changes: InputChanges 
         retired_lines = ["> [!NOTE]", "> **Retired by this pull request** (their definitions, or the baselines that "
                          f"gate them, are removed, so they are no longer gated): {', '.join(code(n) for n in retired)}.", ""]
     notice = notice_markdown(changes, context.base_ref, context.base_sha) if changes is not None else []
-    extra = ["", consequence(outcome).check_line, "", *notice, *retired_lines, f"<sub>{text}</sub>"]
+    noted = ["> [!IMPORTANT]", f"> {inline(note, limit=1000)}", ""] if note else []
+    check_line = (policy or consequence(outcome)).check_line
+    extra = ["", *noted, check_line, "", *notice, *retired_lines, f"<sub>{text}</sub>"]
     extra_text = "\n".join(extra)
     report = render_markdown(outcome, limit=limit - len(extra_text) - 2, traces=traces,
                              relative_to=artifacts.resolve() if artifacts is not None else None)

@@ -9,13 +9,16 @@ window title included), so that an annotation cannot recolour, retitle or link t
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from perfgate.analysis.outcome import GateOutcome
+from perfgate.model.errors import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION, UsageError
 from perfgate.model.verdict import CHECK_CONCLUSIONS, POLICY, Verdict
 from perfgate.text.inert import flatten
 
@@ -149,3 +152,171 @@ def check_run_payload(*, head_sha: str, conclusion: str, title: str, summary: st
     if details_url:
         payload["details_url"] = details_url
     return payload
+
+
+# --- a verdict belongs to the head commit -------------------------------------------------------
+
+ACCEPT_LABEL = "perfgate: accept slowdown"
+"""The label by which someone with write access accepts a REGRESSION recorded for the head commit."""
+WRITE_PERMISSIONS = ("admin", "maintain", "write")
+"""The collaborator permissions (``GET /repos/{owner}/{repo}/collaborators/{user}/permission``) that
+may accept a slowdown: those that could merge it."""
+_PERMISSIONS = (*WRITE_PERMISSIONS, "triage", "read", "none")
+_STATES = ("success", "failure", "error", "pending")
+_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
+_LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?")
+_RECORD_BYTES = 1 << 20
+_RECORDS = 1000
+
+
+@dataclass(frozen=True)
+class RecordedVerdict:
+    """A ``perfgate`` commit status already set on the head commit, as the API lists it."""
+
+    state: str
+    description: str
+    created_at: str
+    creator: str = ""
+
+    @property
+    def regression(self) -> bool:
+        """A REGRESSION the judge recorded (its description begins with the verdict's word)."""
+        return self.state == "failure" and self.description.startswith("REGRESSION")
+
+
+@dataclass(frozen=True)
+class Acknowledgement:
+    """Someone's acceptance of the slowdown: who (their permission, from the API), when, how."""
+
+    by: str
+    at: str
+    permission: str
+    via: str = "label"
+
+    @property
+    def may_accept(self) -> bool:
+        return self.permission in WRITE_PERMISSIONS
+
+
+@dataclass(frozen=True)
+class HeadVerdict:
+    """What the head commit's earlier verdicts and an acknowledgement make of this run's exit code."""
+
+    exit_code: int
+    note: str = ""
+    description: str = ""
+    """The commit status's line when it differs from the gate's headline, else empty."""
+
+
+def _bad(option: str, path: Path, why: str) -> UsageError:
+    return UsageError(f"{option} {path}: {why}")
+
+
+def _read_small(option: str, path: Path) -> str:
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(_RECORD_BYTES + 1)
+    except OSError as exc:
+        raise _bad(option, path, f"cannot be read ({exc.strerror})") from None
+    if len(raw) > _RECORD_BYTES:
+        raise _bad(option, path, f"larger than {_RECORD_BYTES} bytes")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _bad(option, path, "not UTF-8 text") from None
+
+
+def _field(option: str, path: Path, data: dict[str, Any], key: str, where: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str):
+        raise _bad(option, path, f"{where}: {key!r} is not a string")
+    return value
+
+
+def read_recorded_verdicts(path: Path, option: str = "--previous-verdicts") -> list[RecordedVerdict]:
+    """The ``perfgate`` statuses already on the head commit: one JSON object a line
+    (``state``, ``description``, ``created_at``, ``creator``), as the judge workflow writes them
+    from the API. Read as untrusted: a line that is not such an object is a UsageError."""
+    records = []
+    lines = [line for line in _read_small(option, path).splitlines() if line.strip()]
+    if len(lines) > _RECORDS:
+        raise _bad(option, path, f"more than {_RECORDS} records")
+    for number, line in enumerate(lines, 1):
+        where = f"line {number}"
+        try:
+            data = json.loads(line)
+        except ValueError:
+            raise _bad(option, path, f"{where} is not JSON") from None
+        if not isinstance(data, dict):
+            raise _bad(option, path, f"{where} is not a JSON object")
+        state, description, created = (_field(option, path, data, k, where)
+                                       for k in ("state", "description", "created_at"))
+        creator = data.get("creator", "")
+        if not isinstance(creator, str):
+            raise _bad(option, path, f"{where}: 'creator' is not a string")
+        if state not in _STATES:
+            raise _bad(option, path, f"{where}: state {flatten(state, 20)!r} is not a commit status state")
+        if not _TIME.fullmatch(created):
+            raise _bad(option, path, f"{where}: created_at is not a time like 2026-12-04T05:00:00Z")
+        records.append(RecordedVerdict(state, flatten(description, 200), created, flatten(creator, 60)))
+    return records
+
+
+def read_acknowledgement(path: Path, option: str = "--acknowledgement") -> Acknowledgement | None:
+    """An acceptance of the slowdown as the judge workflow found it through the API (the label,
+    who applied it last and when, and that person's permission): a JSON object, or an empty
+    file for none. Read as untrusted: anything else is a UsageError."""
+    text = _read_small(option, path)
+    if not text.strip():
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise _bad(option, path, "not JSON") from None
+    if not isinstance(data, dict):
+        raise _bad(option, path, "not a JSON object")
+    by, at, permission = (_field(option, path, data, k, "the acknowledgement") for k in ("by", "at", "permission"))
+    via = data.get("via", "label")
+    if not _LOGIN.fullmatch(by):
+        raise _bad(option, path, "'by' is not a GitHub login")
+    if not _TIME.fullmatch(at):
+        raise _bad(option, path, "'at' is not a time like 2026-12-04T05:00:00Z")
+    if permission not in _PERMISSIONS:
+        raise _bad(option, path, f"permission {flatten(permission, 20)!r} is not one GitHub reports")
+    if via != "label":
+        raise _bad(option, path, "'via' is not 'label'")
+    return Acknowledgement(by, at, permission, via)
+
+
+def head_verdict(exit_code: int, head_sha: str, recorded: Sequence[RecordedVerdict],
+                 acknowledgement: Acknowledgement | None) -> HeadVerdict:
+    """This run's exit code under the head commit's history: a REGRESSION recorded for the
+    commit stands over re-runs (a pass or an inconclusive gate becomes exit 1) until someone
+    with write access accepts it after it was recorded (then exit 0, naming who and when).
+    An error stays an error; a new commit has no history."""
+    first = min((r for r in recorded if r.regression), key=lambda r: r.created_at, default=None)
+    sha = head_sha[:12]
+    ack = acknowledgement
+    if first is None:
+        if ack is not None and exit_code == EXIT_REGRESSION:
+            return HeadVerdict(exit_code, note=(
+                f"The label {ACCEPT_LABEL!r} (applied by @{ack.by} at {ack.at}) accepts only a REGRESSION already "
+                f"recorded for this commit: it counts from the next run of perfgate for {sha}."))
+        return HeadVerdict(exit_code)
+    if exit_code == EXIT_ERROR:
+        return HeadVerdict(exit_code, note=f"A REGRESSION was recorded for {sha} at {first.created_at}.")
+    if ack is not None and ack.may_accept and ack.at >= first.created_at:
+        return HeadVerdict(EXIT_OK, note=(
+            f"REGRESSION recorded for {sha} at {first.created_at}, accepted by @{ack.by} ({ack.permission} access) "
+            f"with the label {ACCEPT_LABEL!r} at {ack.at}: the check passes. This run's own verdict is below."),
+            description=f"pass: the REGRESSION of {first.created_at} accepted by @{ack.by} at {ack.at}")
+    why = ""
+    if ack is not None and not ack.may_accept:
+        why = f" @{ack.by} applied the label {ACCEPT_LABEL!r} but has {ack.permission} access, not write."
+    elif ack is not None:
+        why = f" The label {ACCEPT_LABEL!r} was applied at {ack.at}, before the REGRESSION was recorded."
+    note = (f"REGRESSION recorded for {sha} at {first.created_at} stands; re-running does not clear it. A new commit, "
+            f"or the label {ACCEPT_LABEL!r} applied by someone with write access, does.{why}")
+    return HeadVerdict(EXIT_REGRESSION, note=note,
+                       description=f"REGRESSION recorded for {sha} at {first.created_at} stands; re-running does not "
+                                   "clear it")
