@@ -297,7 +297,8 @@ def test_the_judge_runs_only_after_the_measuring_workflow_of_a_pull_request() ->
     # the run's workflow file, exactly (GitHub may append '@<ref>' to the path)
     assert "github.event.workflow_run.path == '.github/workflows/perfgate.yml'" in condition
     assert "startsWith(github.event.workflow_run.path, '.github/workflows/perfgate.yml@')" in condition
-    assert "github.event.workflow_run.conclusion == 'success'" in condition
+    # every conclusion of the measuring run is answered: a skipped or cancelled run is never silence
+    assert "conclusion" not in condition
     (permissions,) = re.findall(r"^    permissions:\n((?:      .*\n)+)", job, re.M)
     assert [line.split("#")[0].strip() for line in permissions.splitlines()] == [
         "actions: read", "checks: write", "contents: read", "pull-requests: write", "statuses: write"]
@@ -532,17 +533,19 @@ def identify(tmp_path: Path, bin_dir: Path):
           *"/actions/runs/99/jobs"*) cat "{tmp_path}/jobs.tsv" ;;
           *"repos/acme/train/pulls/7 "*) [ -f "{tmp_path}/pr.txt" ] || exit 1; cat "{tmp_path}/pr.txt" ;;
           *"repos/acme/train/pulls?state=open&head=acme:feature "*) cat "{tmp_path}/open.tsv" ;;
+          *"repos/acme/train/commits/{HEAD}/statuses?per_page=100 "*) cat "{tmp_path}/latest.txt" ;;
           *) exit 1 ;;
         esac
         """)
+    (tmp_path / "latest.txt").write_text("\n")
     script = step_script(template("perfgate-judge.yml"), "Identify the pull request")
 
-    def run(downloaded: str = "success"):
+    def run(downloaded: str = "success", head_repo: str = "acme/train"):
         for leftover in ("out", "gh-calls"):
             (tmp_path / leftover).unlink(missing_ok=True)
         (tmp_path / "out").touch()
         env = {"GH_TOKEN": "t", "GH_REPO": "acme/train", "DOWNLOADED": downloaded, "RUN_ID": "99",
-               "HEAD_SHA": HEAD, "HEAD_REPO": "acme/train", "HEAD_BRANCH": "feature", "RESULTS": str(results),
+               "HEAD_SHA": HEAD, "HEAD_REPO": head_repo, "HEAD_BRANCH": "feature", "RESULTS": str(results),
                "GATE_JOB": "perfgate (T4)", "GITHUB_OUTPUT": str(tmp_path / "out")}
         done = bash(script, tmp_path, env, bin_dir)
         calls = (tmp_path / "gh-calls").read_text().splitlines() if (tmp_path / "gh-calls").exists() else []
@@ -578,15 +581,63 @@ def test_a_second_pull_request_from_the_same_head_cannot_borrow_the_first_ones_s
                             "per head commit"}
 
 
-def test_without_results_the_judge_is_quiet_only_if_the_measuring_job_did_not_run(identify) -> None:
-    done, out, _ = identify(downloaded="failure")
-    assert done.returncode == 0 and out == {}, done.stderr
-    assert "the measuring job did not run" in done.stdout
+def test_without_results_a_fork_waiting_for_its_label_is_pending(identify) -> None:
+    done, out, _ = identify(downloaded="failure", head_repo="mallory/train")
+    assert done.returncode == 0 and out == {"waiting": "true"}, done.stderr
+    assert "the measuring job did not run" in done.stdout and "pending" in done.stdout
     (identify.dir / "jobs.tsv").write_text("perfgate (T4)\tfailure\n")
-    done, out, _ = identify(downloaded="failure")
+    done, out, _ = identify(downloaded="failure", head_repo="mallory/train")
     assert done.returncode == 0, done.stderr
     assert out == {"error": "the measuring job ended (failure) without results to judge"}
     assert done.stdout.startswith("::error title=perfgate judge::")
+
+
+@pytest.mark.parametrize(("jobs_tsv", "head_repo", "error"), [
+    ("perfgate (T4)\tskipped\nperfgate verdict\tsuccess\n", "acme/train",
+     "the measuring job 'perfgate (T4)' skipped in this run: nothing was measured for this commit"),
+    ("perfgate verdict\tsuccess\n", "acme/train",
+     "the measuring job 'perfgate (T4)' is missing (renamed or removed) in this run: nothing was measured for this "
+     "commit"),
+    ("perfgate (T4) \tsuccess\nperfgate\tskipped\n", "mallory/train",
+     "the measuring job 'perfgate (T4)' is missing (renamed or removed) in this run: nothing was measured for this "
+     "commit"),
+    ("perfgate (T4)\tcancelled\n", "acme/train", "the measuring job ended (cancelled) without results to judge"),
+    ("perfgate (T4)\tsuccess\n", "acme/train", "the measuring job ended (success) without results to judge"),
+    ("", "acme/train",
+     "the measuring job 'perfgate (T4)' is missing (renamed or removed) in this run: nothing was measured for this "
+     "commit"),
+], ids=["skipped", "renamed, with a job named like the check", "fork renamed", "cancelled", "no artifact",
+        "no jobs"])
+def test_a_run_that_measured_nothing_is_an_error_not_silence(identify, jobs_tsv: str, head_repo: str,
+                                                            error: str) -> None:
+    """Case 1: the pull request's own perfgate.yml skips or renames the measuring job (and adds
+    a job named like the required check). The identify step, run with a stub `gh`, used to exit 0
+    with no outputs, so no status was set; now it sets an error status on the head commit."""
+    (identify.dir / "jobs.tsv").write_text(jobs_tsv)
+    done, out, calls = identify(downloaded="failure", head_repo=head_repo)
+    assert done.returncode == 0, done.stderr
+    assert out == {"error": error}
+    assert done.stdout.startswith("::error title=perfgate judge::")
+
+
+@pytest.mark.parametrize("latest", ["success", "failure"])
+def test_a_verdict_already_set_for_the_commit_stands_when_a_run_measured_nothing(identify, latest: str) -> None:
+    """A label's run of the same commit (the measuring job skipped) leaves the verdict as it is."""
+    (identify.dir / "latest.txt").write_text(f"{latest}\n")
+    for head_repo in ("acme/train", "mallory/train"):
+        done, out, calls = identify(downloaded="failure", head_repo=head_repo)
+        assert done.returncode == 0 and out == {}, done.stderr
+        assert f"the verdict already set for {HEAD} ({latest}) stands" in done.stdout
+        assert calls[-1].startswith(f"api repos/acme/train/commits/{HEAD}/statuses?per_page=100 --jq ")
+    (identify.dir / "latest.txt").write_text("error\n")  # an error does not stand: the run is answered again
+    done, out, _ = identify(downloaded="failure")
+    assert list(out) == ["error"]
+
+
+def test_statuses_that_cannot_be_read_are_an_error(identify) -> None:
+    (identify.dir / "latest.txt").unlink()
+    done, out, _ = identify(downloaded="failure")
+    assert out == {"error": f"the statuses of {HEAD} could not be read"}
 
 
 def test_the_judge_refuses_results_over_64_mb_before_reading_them(identify) -> None:
@@ -681,10 +732,69 @@ def test_the_base_commit_must_be_on_the_base_branch(tmp_path: Path, bin_dir: Pat
     assert run(second, first) == {"error": "the base checkout is not the measured base commit"}
 
 
+STATUSES = (f"api --paginate repos/acme/train/commits/{HEAD}/statuses?per_page=100 --jq .[] | select(.context == "
+            '"perfgate") | {state, description: (.description // ""), created_at, creator: (.creator.login // "")} | '
+            "tojson")
+EVENTS = ("api --paginate repos/acme/train/issues/7/events?per_page=100 --jq .[] | select((.event == \"labeled\" or "
+          ".event == \"unlabeled\") and .label.name == $ENV.ACCEPT_LABEL) | [.event, (.actor.login // \"\"), "
+          ".created_at] | @tsv")
+RECORDED = ('{"state":"failure","description":"REGRESSION (1 REGRESSION)","created_at":"2026-12-04T05:00:00Z",'
+            '"creator":"github-actions[bot]"}\n')
+
+
+@pytest.mark.parametrize(("events", "acknowledged"), [
+    ("", ""),
+    ("labeled\tmaintainer-1\t2026-12-04T06:00:00Z\n",
+     '{"by": "maintainer-1", "at": "2026-12-04T06:00:00Z", "permission": "write", "via": "label"}'),
+    ("labeled\tmaintainer-1\t2026-12-04T06:00:00Z\nunlabeled\tmaintainer-1\t2026-12-04T06:01:00Z\n", ""),
+    ("labeled\t../../evil\t2026-12-04T06:00:00Z\n", ""),
+], ids=["no label", "labelled", "label removed", "odd login"])
+def test_the_judge_step_reads_the_head_commits_history_from_the_api(tmp_path: Path, bin_dir: Path, events: str,
+                                                                     acknowledged: str) -> None:
+    """The recorded `perfgate` statuses of the head commit and who applied the accepting label
+    (with their permission) reach perfgate judge as files, fetched by the trusted job."""
+    (tmp_path / "events.tsv").write_text(events)
+    fake(bin_dir, "gh", f"""\
+        printf '%s\\n' "$*" >> "{tmp_path}/gh-calls"
+        case "$*" in
+          *"/pulls/7/files --jq "*) printf 'modified\\tx.py\\t\\n' ;;
+          *"/contents/pyproject.toml?ref={HEAD}") exit 1 ;;
+          *"/commits/{HEAD}/statuses?per_page=100 "*) printf '%s' '{RECORDED}' ;;
+          *"/issues/7/events?per_page=100 "*) cat "{tmp_path}/events.tsv" ;;
+          *"repos/acme/train/collaborators/maintainer-1/permission --jq .permission") echo write ;;
+          *) echo "unexpected: $*" >&2; exit 1 ;;
+        esac
+        """)
+    fake(tmp_path / "perfgate-venv" / "bin", "perfgate", f'printf "%s\\n" "$@" > "{tmp_path}/argv"\nexit 1\n')
+    script = step_script(template("perfgate-judge.yml"), "Judge")
+    env = {"GH_TOKEN": "t", "GH_REPO": "acme/train", "NUMBER": "7", "HEAD_SHA": HEAD, "HEAD_REPO": "acme/train",
+           "RESULTS": str(tmp_path / "perfgate-results"), "BASE_SHA": BASE, "ACCEPT_LABEL": "perfgate: accept slowdown"}
+    done = bash(script, tmp_path, env, bin_dir)
+    assert done.returncode == 0, done.stderr
+    argv = (tmp_path / "argv").read_text().splitlines()
+    verdicts, acknowledgement = tmp_path / "perfgate-verdicts.jsonl", tmp_path / "perfgate-acknowledgement.json"
+    assert argv[argv.index("--previous-verdicts") + 1] == str(verdicts)
+    assert argv[argv.index("--acknowledgement") + 1] == str(acknowledgement)
+    calls = (tmp_path / "gh-calls").read_text().splitlines()
+    assert STATUSES in calls and EVENTS in calls
+    assert verdicts.read_text() == RECORDED
+    assert acknowledgement.read_text().strip() == acknowledged
+    assert any("collaborators" in call for call in calls) == bool(acknowledged)
+    # what the step wrote is what perfgate judge reads
+    from perfgate.gate.github import read_acknowledgement, read_recorded_verdicts
+
+    assert [r.regression for r in read_recorded_verdicts(verdicts)] == [True]
+    ack = read_acknowledgement(acknowledgement)
+    assert (ack is not None and ack.may_accept) == bool(acknowledged)
+    text = template("perfgate-judge.yml")
+    assert '          ACCEPT_LABEL: "perfgate: accept slowdown"\n' in step_text(text, "Judge")
+
+
 @pytest.mark.parametrize("pyproject", [True, False], ids=["head pyproject", "none"])
 def test_the_judge_step(tmp_path: Path, bin_dir: Path, pyproject: bool) -> None:
     fake(bin_dir, "gh", f"""\
         case "$*" in
+          *"/commits/{HEAD}/statuses?per_page=100 "* | *"/issues/7/events?per_page=100 "*) ;;
           *"--paginate repos/acme/train/pulls/7/files --jq "*)
             printf 'modified\\tbaselines/a/w.json\\t\\nadded\\tworkloads/new.py\\t\\nadded\\tworkloads/../x.py\\t\\n' ;;
           *"-H Accept: application/vnd.github.raw repos/mallory/train/contents/workloads/new.py?ref={HEAD}")
@@ -707,7 +817,9 @@ def test_the_judge_step(tmp_path: Path, bin_dir: Path, pyproject: bool) -> None:
     head = ["--head-pyproject", f"{tmp_path}/head-pyproject.toml"] if pyproject else []
     assert argv == ["judge", f"{tmp_path}/perfgate-results", "--base-dir", ".perfgate-base",
                     "--artifacts", f"{tmp_path}/perfgate-judged", "--changed-files", f"{tmp_path}/changed.tsv",
-                    "--head-files", f"{tmp_path}/perfgate-head-files", *head, "--expect-head-sha", HEAD,
+                    "--head-files", f"{tmp_path}/perfgate-head-files", *head,
+                    "--previous-verdicts", f"{tmp_path}/perfgate-verdicts.jsonl",
+                    "--acknowledgement", f"{tmp_path}/perfgate-acknowledgement.json", "--expect-head-sha", HEAD,
                     "--expect-pr", "7", "--expect-base-sha", BASE,
                     "--check-run", f"{tmp_path}/perfgate-judged/check-run.json"]
     assert (tmp_path / "changed.tsv").read_text().startswith("modified\tbaselines/a/w.json\t\n")
@@ -809,13 +921,19 @@ def test_no_comment_without_a_number_or_a_comment_file(comment_run) -> None:
      "error", "perfgate judge failed before a verdict (see the run)"),
     ({"JUDGED_STATE": "error", "JUDGED_DESCRIPTION": "é\x1b[31m" + "y" * 200},
      "error", "é[31m" + "y" * 135),
-], ids=["regression", "inconclusive", "no results", "base", "no verdict", "bad state", "long"])
+    ({"JUDGED_STATE": "failure", "JUDGED_DESCRIPTION": "a\x7fb\u0085c\u009bd\x07e"}, "failure", "abcde"),
+    ({"WAITING": "true"}, "pending", "waiting for a maintainer's 'perfgate:run' label (a pull request from a fork)"),
+    ({"JUDGED_STATE": "pending", "JUDGED_DESCRIPTION": "pass"},
+     "error", "perfgate judge failed before a verdict (see the run)"),
+], ids=["regression", "inconclusive", "no results", "base", "no verdict", "bad state", "long", "controls",
+        "waiting", "pending is the identify step's only"])
 def test_the_commit_status(tmp_path: Path, bin_dir: Path, env: dict[str, str], state: str, description: str) -> None:
     fake(bin_dir, "gh", f'printf "%s\\n" "$@" > "{tmp_path}/gh-argv"\n')
     script = step_script(template("perfgate-judge.yml"), "Set the commit status")
     variables = {"GH_TOKEN": "t", "GH_REPO": "acme/train", "HEAD_SHA": HEAD, "GITHUB_SERVER_URL": "https://github.com",
                  "GITHUB_REPOSITORY": "acme/train", "GITHUB_RUN_ID": "123",
-                 **{k: "" for k in ("IDENTIFY_ERROR", "BASE_ERROR", "JUDGED_STATE", "JUDGED_DESCRIPTION")}, **env}
+                 **{k: "" for k in ("IDENTIFY_ERROR", "BASE_ERROR", "JUDGED_STATE", "JUDGED_DESCRIPTION", "WAITING")},
+                 **env}
     done = bash(script, tmp_path, variables, bin_dir)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "gh-argv").read_text().split("\n")[:-1] == [
@@ -849,10 +967,12 @@ def test_the_comment_status_and_verdict_come_after_the_judge_whatever_it_said() 
     assert judge.rstrip().endswith('--expect-head-sha "$HEAD_SHA" --expect-pr "$NUMBER" --expect-base-sha "$BASE_SHA" '
                                    '\\\n  --check-run "$RUNNER_TEMP/perfgate-judged/check-run.json" || code=$?\n'
                                    'echo "perfgate judge exited with $code"')
+    answered = ("${{ !cancelled() && (steps.identify.outcome == 'failure' || steps.identify.outputs.ok "
+                "== 'true' || steps.identify.outputs.error != ''")
     for name in ("Set the commit status", "Report the check run", "Verdict"):
         condition = " ".join(step_text(text, name).split("if: >-\n", 1)[1].split("env:", 1)[0].split())
-        assert condition == ("${{ !cancelled() && (steps.identify.outcome == 'failure' || steps.identify.outputs.ok "
-                             "== 'true' || steps.identify.outputs.error != '') }}")
+        waiting = " || steps.identify.outputs.waiting == 'true'" if name == "Set the commit status" else ""
+        assert condition == f"{answered}{waiting}) }}}}"
 
 
 # --- the rebaseline workflow's steps --------------------------------------------------------
@@ -1114,18 +1234,19 @@ def identify_shards(tmp_path: Path, bin_dir: Path):
           *"/actions/runs/99/jobs"*) cat "{tmp_path}/jobs.tsv" ;;
           *"repos/acme/train/pulls/7 "*) cat "{tmp_path}/pr.txt" ;;
           *"repos/acme/train/pulls?state=open&head=acme:feature "*) printf '7\\t{HEAD}\\n' ;;
+          *"repos/acme/train/commits/{HEAD}/statuses?per_page=100 "*) printf '\\n' ;;
           *) exit 1 ;;
         esac
         """)
     script = step_script(sharded("perfgate-judge.yml"), "Identify the pull request")
     (prefix,) = re.findall(r"GATE_JOB: (.*?)  #", sharded("perfgate-judge.yml"))
 
-    def run(downloaded: str = "success", shards: str = "2"):
+    def run(downloaded: str = "success", shards: str = "2", head_repo: str = "acme/train"):
         for leftover in ("out", "gh-calls"):
             (tmp_path / leftover).unlink(missing_ok=True)
         (tmp_path / "out").touch()
         env = {"GH_TOKEN": "t", "GH_REPO": "acme/train", "DOWNLOADED": downloaded, "RUN_ID": "99",
-               "HEAD_SHA": HEAD, "HEAD_REPO": "acme/train", "HEAD_BRANCH": "feature", "RESULTS": str(results),
+               "HEAD_SHA": HEAD, "HEAD_REPO": head_repo, "HEAD_BRANCH": "feature", "RESULTS": str(results),
                "GATE_JOB": prefix, "PERFGATE_SHARDS": shards, "GITHUB_OUTPUT": str(tmp_path / "out")}
         done = bash(script, tmp_path, env, bin_dir)
         calls = (tmp_path / "gh-calls").read_text().splitlines() if (tmp_path / "gh-calls").exists() else []
@@ -1176,9 +1297,12 @@ def test_a_shard_without_results_is_an_error(identify_shards) -> None:
 def test_without_any_results_the_sharded_judge_asks_whether_the_shards_ran(identify_shards) -> None:
     for i in (1, 2):
         shutil.rmtree(identify_shards.results / f"perfgate-results-{i}")
-    done, out, _ = identify_shards()  # the download found nothing: no artifact matched
-    assert done.returncode == 0 and out == {}, done.stderr
+    done, out, _ = identify_shards(head_repo="mallory/train")  # the download found nothing: no artifact matched
+    assert done.returncode == 0 and out == {"waiting": "true"}, done.stderr
     assert "the measuring jobs did not run" in done.stdout
+    done, out, _ = identify_shards()  # a same-repository pull request whose measuring jobs were skipped
+    assert out == {"error": "the measuring jobs 'perfgate (T4, shard...' skipped in this run: nothing was measured "
+                            "for this commit"}
     (identify_shards.dir / "jobs.tsv").write_text("perfgate (T4, shard 1)\tfailure\nperfgate (T4, shard 2)\tcancelled\n"
                                                   "perfgate (waiting for a maintainer)\tskipped\n")
     done, out, _ = identify_shards(downloaded="failure")
@@ -1213,7 +1337,8 @@ def test_a_shard_over_64_mb_is_not_read(identify_shards) -> None:
 
 
 def test_the_sharded_judge_step_judges_every_shard_together(tmp_path: Path, bin_dir: Path) -> None:
-    fake(bin_dir, "gh", 'case "$*" in *"/files --jq "*) printf "modified\\tx.py\\t\\n" ;; *) exit 1 ;; esac\n')
+    fake(bin_dir, "gh", 'case "$*" in *"/files --jq "*) printf "modified\\tx.py\\t\\n" ;; *"/statuses?"* | *"/events?"*) ;; '
+                        '*) exit 1 ;; esac\n')
     fake(tmp_path / "perfgate-venv" / "bin", "perfgate", f'printf "%s\\n" "$@" > "{tmp_path}/argv"\nexit 3\n')
     script = step_script(sharded("perfgate-judge.yml"), "Judge")
     results = tmp_path / "perfgate-results"
@@ -1226,6 +1351,8 @@ def test_the_sharded_judge_step_judges_every_shard_together(tmp_path: Path, bin_
     shards = [f"{results}/perfgate-results-{i}" for i in (1, 2, 3)]
     assert argv == ["judge", *shards, "--base-dir", ".perfgate-base", "--artifacts", f"{tmp_path}/perfgate-judged",
                     "--changed-files", f"{tmp_path}/changed.tsv", "--head-files", f"{tmp_path}/perfgate-head-files",
+                    "--previous-verdicts", f"{tmp_path}/perfgate-verdicts.jsonl",
+                    "--acknowledgement", f"{tmp_path}/perfgate-acknowledgement.json",
                     "--expect-head-sha", HEAD, "--expect-pr", "7", "--expect-base-sha", BASE,
                     "--check-run", f"{tmp_path}/perfgate-judged/check-run.json"]
     parser = argparse.ArgumentParser()
