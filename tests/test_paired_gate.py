@@ -165,9 +165,10 @@ def test_the_worktree_is_removed_on_ctrl_c(repo: Path, capsys: pytest.CaptureFix
 
     monkeypatch.setattr(gating, "measure_paired", interrupted)
     code, out, _ = run_cli(["gate", "tiny", "--against", "HEAD", *FAST], capsys)
-    # the gate ends with the looks completed (none): undecided, and it says why
-    assert code == 3, out
-    assert "tiny: INCONCLUSIVE — interrupted before the first look was measured" in out
+    # an interrupted gate is never a verdict: exit 130, the looks completed (none) shown under INTERRUPTED
+    assert code == 130, out
+    assert out.startswith("perfgate: INTERRUPTED by SIGINT: no verdict (exit code 130)")
+    assert "tiny: not decided: interrupted before the first look was measured" in out
     assert len(seen) == 1 and len(seen[0]) == 2  # the base worktree existed while measuring
     assert worktrees(repo) == [f"worktree {repo.resolve()}"]
     assert not Path(seen[0][1].removeprefix("worktree ")).exists()

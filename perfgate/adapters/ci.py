@@ -37,8 +37,16 @@ from perfgate.adapters.publish import publish
 from perfgate.analysis.decide import Look
 from perfgate.analysis.outcome import GateOutcome
 from perfgate.gate.comment import CHECK_LINE, VERDICT_WORD, ReportContext, compose, error_report, run_link
+from perfgate.report.markdown import MARKER
 from perfgate.gate.config import Settings
-from perfgate.gate.frontend import judge_on_disk, select_results, trace_regressions
+from perfgate.gate.frontend import (
+    Interruption,
+    interruptible,
+    interrupted_lines,
+    judge_on_disk,
+    select_results,
+    trace_regressions,
+)
 from perfgate.gate.gating import GateRun
 from perfgate.gate.github import path_variable as _path_variable
 from perfgate.gate.github import annotations, set_output, workflow_command
@@ -64,7 +72,7 @@ from perfgate.store.benchmark_json import load_results_dir
 from perfgate.store.counters import load_counters_beside
 from perfgate.store.jsonfile import write_json_atomic
 from perfgate.store.traces import TraceOutcome
-from perfgate.text.inert import terminal
+from perfgate.text.inert import inline, terminal
 
 __all__ = ["add_parser", "read_pull_request", "run_ci", "workflow_command", "set_output", "CHECK_LINE"]
 
@@ -222,7 +230,7 @@ def judge(args: argparse.Namespace,
     else:
         gate = options.stored_gate(args, settings, device, jobs)
     traces: dict[str, TraceOutcome] = {}
-    if args.trace_on_fail:
+    if args.trace_on_fail and not gate.interrupted:
         traces = trace_regressions(gate.outcome, jobs, device, cache_dir=options.cache_dir_of(args),
                                    trace_dir=Path(args.artifacts) / "traces", timeout_s=args.timeout)
     return Judged(gate.outcome, settings, traces, gate, tuple(j.workload.name for j in jobs), base_only,
@@ -302,8 +310,10 @@ def _context(pr: PullRequest, base_commit: str | None, clocks: str | None,
                          base_verified=base_commit is not None, clocks=clocks, run_id=run_id, run_url=run_url)
 
 
-def manifest_for(judged: Judged, pr: PullRequest, design: str, clocks: str | None) -> RunManifest:
-    """What ``--measure-only`` writes beside the result files for the judge."""
+def manifest_for(judged: Judged, pr: PullRequest, design: str, clocks: str | None,
+                 interrupted: str | None = None) -> RunManifest:
+    """What ``--measure-only`` writes beside the result files for the judge; ``interrupted``:
+    the signal that ended the measuring early (the judge refuses such results)."""
     run = judged.run
     device = next((c.device for c in judged.outcome.comparisons if c.device), None) or judged.settings.device
     return RunManifest(
@@ -312,7 +322,7 @@ def manifest_for(judged: Judged, pr: PullRequest, design: str, clocks: str | Non
         base_sha=pr.base_sha, base_ref=pr.base_ref,
         errors=dict(run.errors) if run else {}, base_errors=dict(run.base_errors) if run else {},
         base_missing=run.base_missing if run else (), base_only=judged.base_only,
-        notes=dict(run.notes) if run else {}, clocks=clocks, shard=judged.shard,
+        notes=dict(run.notes) if run else {}, clocks=clocks, shard=judged.shard, interrupted=interrupted,
     )
 
 
@@ -326,6 +336,17 @@ def run_ci(args: argparse.Namespace, environ: Mapping[str, str] | None = None,
     summary = _path_variable(environ, "GITHUB_STEP_SUMMARY")
     artifacts = Path(args.artifacts)
     done = Published()
+    with interruptible() as interruption:
+        try:
+            return _run_ci(args, environ, out, err, done)
+        except KeyboardInterrupt:  # outside the gate's looks (its set-up, a trace, the reports): no partial report
+            return _interrupted(interruption, None, args, output, summary, artifacts, done, out, err)
+
+
+def _run_ci(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, err: TextIO, done: Published) -> int:
+    output = _path_variable(environ, "GITHUB_OUTPUT")
+    summary = _path_variable(environ, "GITHUB_STEP_SUMMARY")
+    artifacts = Path(args.artifacts)
     try:
         if not args.measure_only:
             if summary is None:
@@ -364,7 +385,10 @@ def run_ci(args: argparse.Namespace, environ: Mapping[str, str] | None = None,
         paired = None
         if args.design == "paired" and not args.results:
             paired = BaseTree(pr.base_sha, base_dir.resolve(), Path.cwd().resolve())
-        judged = judge(args, lambda cli: ci_settings(base_dir, cli), paired)
+        with interruptible() as interruption:
+            judged = judge(args, lambda cli: ci_settings(base_dir, cli), paired)
+        if judged.run is not None and judged.run.interrupted:
+            return _interrupted(interruption, judged, args, output, summary, artifacts, done, out, err)
         outcome = judged.outcome
         print(gate_table(outcome), end="", file=out)
         if args.measure_only:
@@ -394,6 +418,60 @@ def run_ci(args: argparse.Namespace, environ: Mapping[str, str] | None = None,
             message = f"internal error: {type(exc).__name__}: {exc}"
             traceback.print_exc(file=err)
         return _fail(message, args, output, summary, artifacts, done, out, err)
+
+
+def _interrupted(interruption: Interruption, judged: Judged | None, args: argparse.Namespace, output: Path | None,
+                 summary: Path | None, artifacts: Path, done: Published, out: TextIO, err: TextIO) -> int:
+    """An interrupted gate (Ctrl-C, the SIGTERM of a cancelled job) is never a verdict: its
+    partial report under an INTERRUPTED headline, an error annotation, and the signal's exit
+    code (130, 143). ``--measure-only``: run.json records ``interrupted`` (what was measured
+    too, when the gate had begun), which the judge refuses; otherwise the report files say
+    it and the step outputs are ``verdict=interrupted``."""
+    code, name = interruption.exit_code, interruption.name
+    if judged is not None and judged.run is not None:
+        lines = interrupted_lines(judged.run, interruption)
+    else:
+        lines = [f"perfgate: INTERRUPTED by {name}: no verdict (exit code {code})",
+                 "The gate was interrupted before it ran its course: run it again to its end for a verdict."]
+    print("\n".join(lines), file=out)
+    print(workflow_command("error", f"the gate was interrupted by {name} before it ran its course: no verdict",
+                           title="perfgate interrupted"), file=out)
+    try:
+        if args.measure_only:
+            pr = done.pr
+            if judged is not None and pr is not None:
+                manifest = manifest_for(judged, pr, args.design, done.context.clocks if done.context else None,
+                                        interrupted=name)
+            else:
+                manifest = RunManifest(
+                    design=args.design, device="cpu", workloads=(), interrupted=name,
+                    failure=f"interrupted by {name} before the gate ran its course",
+                    pr_number=pr.number if pr else None, head_sha=pr.head_sha if pr else None,
+                    base_sha=pr.base_sha if pr else None, head_ref=pr.head_ref if pr else None,
+                    head_repo=pr.head_repo if pr else None, base_ref=pr.base_ref if pr else None)
+            write_json_atomic(Path(args.out) / MANIFEST_NAME, manifest.to_dict())
+            print(f"perfgate: interrupted by {name}: {Path(args.out) / MANIFEST_NAME} records it, and the judge "
+                  "refuses an interrupted run", file=err)
+            if output is not None:
+                set_output(output, {"measured": "false", "interrupted": name, "exit-code": str(code)})
+            return code
+        notice = []
+        if done.changes is not None and done.context is not None:
+            from perfgate.gate.inputs import notice_markdown
+
+            notice = notice_markdown(done.changes, done.context.base_ref, done.context.base_sha)
+        markdown = "\n".join([
+            MARKER, "## perfgate: interrupted", "",
+            f"**Check: fails** (exit code {code}): the gate was interrupted by {name} before it ran its course; "
+            "what it measured is not a verdict. Run it again to its end.", "", *notice,
+            *(f"- {inline(line)}" for line in lines[2:] if line), ""])
+        values = {"verdict": "interrupted", "exit-code": str(code)}
+        values["markdown"] = str(_write_report(markdown, artifacts, summary).resolve())
+        if output is not None:
+            set_output(output, values)
+    except OSError as exc:  # PublishError is one: the exit code still says interrupted
+        print(f"perfgate: error: could not write what the interruption leaves: {exc}", file=err)
+    return code
 
 
 def _fail(message: str, args: argparse.Namespace, output: Path | None, summary: Path | None,

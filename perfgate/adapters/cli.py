@@ -37,7 +37,15 @@ from perfgate.adapters.script_cli import add_script_options
 from perfgate.analysis.outcome import GateOutcome
 from perfgate.analysis.summary import summarise
 from perfgate.gate.config import Settings
-from perfgate.gate.frontend import checked_out, judge_on_disk, select_results, trace_regressions
+from perfgate.gate.frontend import (
+    Interruption,
+    checked_out,
+    interruptible,
+    interrupted_lines,
+    judge_on_disk,
+    select_results,
+    trace_regressions,
+)
 from perfgate.gate.gating import GateRun, count_each
 from perfgate.measure.runner import Progress, ProgressStatus, RunOutcome, measure, resolve_device
 from perfgate.measure.template import Starter
@@ -255,14 +263,28 @@ def _paired_gate(args: argparse.Namespace, settings: Settings, device: str, jobs
         return paired_gate_in(tree, args, settings, device, jobs)
 
 
+def _interrupted(args: argparse.Namespace, code: int, lines: list[str]) -> int:
+    """An interrupted gate: its partial report on stdout, no report file written (a report
+    holds a verdict), and the signal's exit code."""
+    print("\n".join(lines))
+    asked = [flag for flag, value in (("--markdown", args.markdown), ("--json", args.json), ("--html", args.html))
+             if value]
+    if asked:
+        _err(f"the gate was interrupted: no report written ({', '.join(asked)})")
+    return code
+
+
 def cmd_gate(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     require_gate_repeats(settings, values_of(args))
     device, jobs = jobs_of(args, settings)
-    if args.against:
-        gate = _paired_gate(args, settings, device, jobs)
-    else:
-        gate = stored_gate(args, settings, device, jobs)
+    with interruptible() as interruption:
+        if args.against:
+            gate = _paired_gate(args, settings, device, jobs)
+        else:
+            gate = stored_gate(args, settings, device, jobs)
+    if gate.interrupted:
+        return _interrupted(args, interruption.exit_code, interrupted_lines(gate, interruption))
     traces: dict[str, TraceOutcome] = {}
     if args.trace_on_fail:
         traces = trace_regressions(
@@ -506,6 +528,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    with interruptible() as interruption:  # Ctrl-C and SIGTERM: every cleanup runs, exit 130 or 143
+        return _run_command(args, interruption)
+
+
+def _run_command(args: argparse.Namespace, interruption: Interruption) -> int:
     try:
         return int(args.func(args))
     except PerfgateError as exc:
@@ -519,8 +546,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(exc.detail, file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        _err("interrupted")
-        return 130
+        _err(f"interrupted ({interruption.name})")
+        return interruption.exit_code
     except BrokenPipeError:
         # The reader went away (`perfgate list | head`): stop quietly, as other CLIs do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

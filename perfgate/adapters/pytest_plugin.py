@@ -25,6 +25,9 @@ How verdicts become outcomes:
 - ERROR and INCOMPARABLE (and NO_BASELINE with ``fail_on_missing_baseline``) raise in
   setup, so pytest reports a test error: the gate could not judge, and a tool failure
   is never shown as a slowdown.
+- Ctrl-C or SIGTERM while the gate measures ends the session: no item passes or skips on
+  a partial gate, the summary shows what was measured under an INTERRUPTED headline, and
+  the exit status is 130 (SIGINT) or 143 (SIGTERM), never a verdict's.
 """
 
 from __future__ import annotations

@@ -24,7 +24,8 @@ from perfgate.text.inert import terminal
 if TYPE_CHECKING:
     from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
     from perfgate.gate.config import Settings
-    from perfgate.gate.gating import GateRequest
+    from perfgate.gate.frontend import Interruption
+    from perfgate.gate.gating import GateRequest, GateRun
     from perfgate.measure.runner import Progress
     from perfgate.model.job import Job
 
@@ -43,6 +44,10 @@ class GateSession:
         self.device: str | None = None
         self.outcome: GateOutcome | None = None
         self.error: BaseException | None = None
+        self.interruption: Interruption | None = None
+        """The gate's record of Ctrl-C or SIGTERM (its signal None while none came)."""
+        self.interrupted: GateRun | None = None
+        """The gate's run when a signal ended it before its course: a partial report, never a verdict."""
         self.written: list[Path] = []
         self.unwritten: list[str] = []
         self._session: pytest.Session | None = None
@@ -155,17 +160,29 @@ class GateSession:
                       f"after {event.seconds:.1f} s: {event.message}")
 
     def run(self) -> GateOutcome:
-        """The gate's outcome, measuring on the first call only; a failed run is not retried."""
+        """The gate's outcome, measuring on the first call only; a failed run is not retried.
+
+        Ctrl-C or SIGTERM while the gate runs ends the session as an interruption (a
+        KeyboardInterrupt): no test passes or skips on a partial gate, the summary shows
+        what was measured under an INTERRUPTED headline, and the exit status is 130 or 143
+        (:meth:`pytest_sessionfinish`)."""
         if not self._started:
             self._started = True
-            try:
-                self.outcome = self._run()
-            except BaseException as exc:
-                self.error = exc
-                if not isinstance(exc, Exception):
-                    raise  # KeyboardInterrupt and the like end the session
-            else:
-                self._publish(self.outcome)
+            from perfgate.gate.frontend import interruptible
+
+            with interruptible() as self.interruption:
+                try:
+                    gate = self._run()
+                except BaseException as exc:
+                    self.error = exc
+                    if not isinstance(exc, Exception):
+                        raise  # KeyboardInterrupt and the like end the session
+                else:
+                    if gate.interrupted:
+                        self.interrupted = gate
+                        raise KeyboardInterrupt
+                    self.outcome = gate.outcome
+                    self._publish(self.outcome)
         if self.error is not None:
             from perfgate.model.errors import PerfgateError
 
@@ -185,7 +202,7 @@ class GateSession:
                                     announce=lambda message: self._say(f"perfgate: {message}"),
                                     flag=options.pytest_flag)
 
-    def _run(self) -> GateOutcome:
+    def _run(self) -> GateRun:
         from perfgate.gate.gating import run_gate
 
         names = self._needed()
@@ -195,9 +212,9 @@ class GateSession:
         self._say(f"perfgate: one gate over {len(names)} workload(s) on {self.device} "
                   f"({', '.join(names)}), {self.settings.repeats} repeat(s) each at the first look, one process "
                   "per repeat")
-        return run_gate(request).outcome
+        return run_gate(request)
 
-    def _run_paired(self, request: GateRequest) -> GateOutcome:
+    def _run_paired(self, request: GateRequest) -> GateRun:
         """``--perfgate-against REF``: the base commit in a temporary worktree, ABBA blocks."""
         from perfgate.gate.frontend import checked_out, paired_gate
 
@@ -205,9 +222,8 @@ class GateSession:
             self._say(f"perfgate: one paired gate over {len(request.jobs)} workload(s) on {self.device} against "
                       f"{tree.commit[:7]}, {self.settings.blocks} ABBA block(s) of four processes each at the "
                       "first look")
-            gate = paired_gate(request, tree, project_dir=self.config.rootpath, workload_paths=self.workload_paths,
+            return paired_gate(request, tree, project_dir=self.config.rootpath, workload_paths=self.workload_paths,
                                assignments=self.assignments)
-        return gate.outcome
 
     def _publish(self, outcome: GateOutcome) -> None:
         """Write the reports asked for, each atomically; a file that cannot be written loses no verdict."""
@@ -302,10 +318,37 @@ class GateSession:
                 report.longrepr = (path, None if line is None else line + 1, call.excinfo.value.reason)
         return report
 
+    def _interrupted_code(self) -> int | None:
+        """130 or 143 when Ctrl-C or SIGTERM ended the gate; None otherwise."""
+        if self.interruption is None:
+            return None
+        if self.interrupted is not None or self.interruption.signum is not None or \
+                isinstance(self.error, KeyboardInterrupt):
+            return self.interruption.exit_code
+        return None
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        code = self._interrupted_code()
+        if code is not None:
+            session.exitstatus = code  # pytest's own would be 2, which reads as a usage error
+
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         if not self._started:
             return
         terminalreporter.write_sep("=", "perfgate")
+        if self._interrupted_code() is not None:
+            from perfgate.gate.frontend import interrupted_lines
+
+            assert self.interruption is not None
+            if self.interrupted is not None:
+                lines = interrupted_lines(self.interrupted, self.interruption)
+            else:
+                lines = [f"perfgate: INTERRUPTED by {self.interruption.name}: no verdict (exit code "
+                         f"{self.interruption.exit_code})"]
+            terminalreporter.write_line(lines[0], bold=True, red=True)
+            for line in lines[1:]:
+                terminalreporter.write_line(line)
+            return
         if self.outcome is None:
             message = getattr(self.error, "message", None) or f"{type(self.error).__name__}: {self.error}"
             terminalreporter.write_line(f"perfgate: the gate could not run: {message}", red=True)

@@ -7,13 +7,19 @@ the same way, written once. The front ends only turn their own options into thes
   the paired gate of the working tree against it.
 - :func:`trace_regressions`: a profiler trace of each workload the gate found slower (a
   separate run that never feeds a verdict).
+- :func:`interruptible` and :func:`interrupted_report`: an interrupted gate (Ctrl-C, a
+  cancelled CI job's SIGTERM) is never a verdict: the front ends print what was measured
+  under an INTERRUPTED headline and exit 128 + the signal (130 for SIGINT, 143 for SIGTERM).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import signal
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from perfgate.analysis.compare import compare
@@ -36,6 +42,8 @@ from perfgate.model.job import Job
 from perfgate.model.result import RunResult
 from perfgate.model.verdict import Verdict
 from perfgate.store.traces import TraceOutcome
+from perfgate.text.inert import terminal
+from perfgate.text.units import duration
 
 
 def select_results(results: Mapping[str, RunResult], wanted: Sequence[str], where: str, verb: str) -> list[str]:
@@ -103,3 +111,84 @@ def trace_regressions(outcome: GateOutcome, jobs: Sequence[Job], device: str, *,
             if not traces[name].ok:
                 failed(name, traces[name])
     return traces
+
+
+# --- an interrupted gate ------------------------------------------------------------------
+
+INTERRUPTING = (signal.SIGINT, signal.SIGTERM)
+"""The signals that interrupt a gate: Ctrl-C, and the SIGTERM a cancelled CI job gets."""
+
+
+@dataclass
+class Interruption:
+    """The signal that interrupted the gate; ``signum`` None while none has."""
+
+    signum: int | None = None
+
+    @property
+    def name(self) -> str:
+        """"SIGINT" or "SIGTERM" (a KeyboardInterrupt raised without a signal counts as SIGINT)."""
+        return signal.Signals(self.signum or signal.SIGINT).name
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal, as a shell reports a process the signal ended: 130, 143."""
+        return 128 + int(self.signum or signal.SIGINT)
+
+
+_ACTIVE: list[Interruption] = []
+
+
+@contextmanager
+def interruptible() -> Iterator[Interruption]:
+    """While the block runs, SIGINT and SIGTERM raise KeyboardInterrupt (so every cleanup
+    runs: the worktree, the template, each repeat's process group) and the signal is kept
+    in the :class:`Interruption` yielded, for the exit code. Nested, the outer block's
+    record is yielded; a signal ignored when the block starts (a background job's SIGINT)
+    stays ignored; off the main thread nothing is installed."""
+    if _ACTIVE:
+        yield _ACTIVE[-1]
+        return
+    state = Interruption()
+    if threading.current_thread() is not threading.main_thread():
+        yield state
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        if state.signum is None:
+            state.signum = signum
+        raise KeyboardInterrupt
+
+    previous = {}
+    for sig in INTERRUPTING:
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            previous[sig] = signal.signal(sig, interrupt)
+    _ACTIVE.append(state)
+    try:
+        yield state
+    finally:
+        _ACTIVE.remove(state)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def interrupted_lines(run: GateRun, interruption: Interruption) -> list[str]:
+    """The partial report of an interrupted gate, plain text made inert: an INTERRUPTED
+    headline with no verdict, then what each workload had reached (a workload decided at
+    a look before the interruption says so; the others' last estimates decide nothing)."""
+    unit = run.outcome.look.unit
+    done = (f"after {run.looks} look{'s' if run.looks != 1 else ''} ({run.count} {unit}{'s' if run.count != 1 else ''}, "
+            f"{duration(run.seconds)})" if run.looks else "before the first look was measured")
+    lines = [f"perfgate: INTERRUPTED by {interruption.name}: no verdict (exit code {interruption.exit_code})",
+             f"The gate was interrupted {done}, before it ran its course. What it measured until then is "
+             "below and decides nothing: run the gate again to its end for a verdict.", ""]
+    for c in run.outcome.comparisons:
+        stopped = (c.progress or "").startswith("interrupted") or c.reason.startswith("interrupted")
+        if stopped or c.goes_on:
+            lines.append(f"{terminal(c.workload)}: not decided: {terminal(c.progress or c.reason)}")
+            if c.time is not None:
+                lines.append(f"  the last look: {terminal(c.reason)}")
+        else:
+            lines.append(f"{terminal(c.workload)}: {c.verdict.value} at a look before the interruption: "
+                         f"{terminal(c.headline)}")
+    return lines

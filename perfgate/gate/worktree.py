@@ -100,15 +100,21 @@ class BaseTree:
 
 @contextlib.contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
-    """A cancelled CI job gets SIGTERM: turn it into KeyboardInterrupt so cleanup runs."""
+    """A cancelled CI job gets SIGTERM: turn it into KeyboardInterrupt so cleanup runs.
+
+    A Python handler already installed (the front end's, which also keeps which signal came,
+    for the exit code 143) is called first; it raises, and whatever it does, this raises."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def interrupt(signum: int, frame: object) -> None:
+        if callable(previous):
+            previous(signum, frame)
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, interrupt)
     try:
         yield
     finally:
