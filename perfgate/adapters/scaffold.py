@@ -352,9 +352,16 @@ def next_steps(target: Path, done: Sequence[Scaffolded] = (), owners: Sequence[s
         "Record the first baseline: run the \"perfgate rebaseline\" workflow (or `perfgate rebaseline "
         "--device cuda --reason \"first baseline\"` on the runner) and merge the pull request it opens.",
         "Make the `perfgate` commit status a required check in the default branch's protection "
-        "(Settings > Branches, or a ruleset: \"Require status checks to pass\"). The \"perfgate judge\" "
-        "workflow sets it (pass, regression, error) once that workflow is on the default branch: it is the "
-        "verdict, not the measuring job's own check.",
+        "(Settings > Branches, or a ruleset: \"Require status checks to pass\"), with GitHub Actions as its "
+        "expected source, and require a review from Code Owners. The \"perfgate judge\" workflow sets it "
+        "(pass, regression, error; pending while a fork waits for its label) once that workflow is on the "
+        "default branch: it is the verdict, not the measuring job's own check. Do not require the `perfgate "
+        "verdict` check run in this setup (a workflow job of that name is a check run of that name). A pull "
+        "request that edits its workflows can still write a check or status named `perfgate`: the Code "
+        "Owners review of .github/ is the control, and a dedicated GitHub App as the expected source of the "
+        "check closes it (perfgate's docs/ci.md, \"The required check\"). Create the label "
+        "`perfgate: accept slowdown`: applied by someone with write access after a REGRESSION, it accepts "
+        "that commit's slowdown.",
     ]
     if shards > 1:
         steps.insert(3, f"The gate is sharded over {shards} runners: register {shards} alike ones (the same GPU, "
