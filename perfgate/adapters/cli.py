@@ -69,7 +69,7 @@ from perfgate.store.baselines import (
 )
 from perfgate.store.benchmark_json import load_benchmark_files, load_results_dir
 from perfgate.store.counters import load_counters_beside, save_counters
-from perfgate.store.pyproject_edit import edited_text, replace_text
+from perfgate.store.pyproject_edit import SettingsFile, edited, read_settings_file, write_edited
 from perfgate.store.traces import TraceOutcome, render_operator_table
 from perfgate.text.units import ms
 from perfgate.tune import DEFAULT_REPEATS, MIN_REPEATS, tune_loader
@@ -348,8 +348,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     repeats = args.repeats or 12
     if repeats < 4:
         raise UsageError("calibrate needs at least 4 repeats (two A/A halves of 2)")
-    if args.auto and not Path(args.config).is_file():
+    if args.auto and not Path(args.config).exists():
         raise UsageError(f"--auto writes the design into {args.config}, which does not exist")
+    # read now, before measuring: a file --auto cannot write is refused before the minutes of
+    # measuring, and one edited meanwhile is not overwritten with an edit of this reading
+    settings_file = read_settings_file(Path(args.config)) if args.auto else None
     windows = settings.windows if settings.windows > 1 else CALIBRATE_WINDOWS
     device, jobs = jobs_of(args, settings)
     seconds: list[float] = []
@@ -387,16 +390,20 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         return EXIT_OK
     if advice.pinned is None:
         raise UsageError("--auto: no design to write (see above); nothing written")
-    return _write_design(Path(args.config), advice.pinned.windows, advice.pinned.blocks)
+    assert settings_file is not None
+    return _write_design(settings_file, advice.pinned.windows, advice.pinned.blocks)
 
 
-def _write_design(pyproject: Path, windows: int, blocks: int) -> int:
-    """``windows`` and ``blocks`` into ``[tool.perfgate]``, checked as the settings they become
-    before the file is replaced (a file that would not load is left as it was)."""
+def _write_design(settings_file: SettingsFile, windows: int, blocks: int) -> int:
+    """``windows`` and ``blocks`` into ``[tool.perfgate]`` of the file as it was read, checked
+    as the settings they become before it is written (a file that would not load is left as
+    it was), and written only if it still holds what was read
+    (:mod:`perfgate.store.pyproject_edit`: links, mode and newlines kept)."""
     from perfgate.gate.config import load_settings, parse_toml
 
+    pyproject = settings_file.path
     values = {"windows": windows, "blocks": max(blocks, 2)}
-    text = edited_text(pyproject, values)
+    text = edited(settings_file, values)
     parse_toml(text, str(pyproject))
     with tempfile.TemporaryDirectory(prefix="perfgate-calibrate-") as tmp:
         check = Path(tmp, "pyproject.toml")
@@ -404,7 +411,7 @@ def _write_design(pyproject: Path, windows: int, blocks: int) -> int:
         loaded = load_settings(check)
     if (loaded.windows, loaded.blocks) != (values["windows"], values["blocks"]):
         raise UsageError(f"{pyproject}: the edited file would not hold the design; nothing written")
-    replace_text(pyproject, text)
+    write_edited(settings_file, text)
     print(f"wrote windows = {values['windows']} and blocks = {values['blocks']} into [tool.perfgate] of {pyproject}")
     return EXIT_OK
 
