@@ -183,13 +183,24 @@ def test_results_for_workloads_no_tree_defines_are_refused(tmp_path: Path, base:
     folder = write_run(tmp_path / "r", head, side)
     code, _, err, _ = run(tmp_path, folder, base)
     assert code == 2 and "neither the base nor the pull request defines: pad-00" in err
-    # a workload the pull request adds is defined by its own files (fetched as data)
+    # a workload the pull request adds is defined by its own files (fetched as data), but the
+    # base commit cannot measure it: base-side results for it are refused (they padded Holm:
+    # the REGRESSION of tiny read exit 3 among 40 judged pads)
     head_files = tmp_path / "head-files"
     define_workloads(head_files, *(f"pad-{i:02d}" for i in range(40)), file="workloads/new.py")
     changed = tmp_path / "changed.tsv"
     changed.write_text("added\tworkloads/new.py\n")
-    code, _, _, comment = run(tmp_path, folder, base, "--head-files", str(head_files), "--changed-files", str(changed))
-    assert code in (1, 3), comment  # judged, as the pull request's own workloads
+    code, _, err, _ = run(tmp_path, folder, base, "--head-files", str(head_files), "--changed-files", str(changed))
+    assert code == 2 and "base-side results for workloads the base tree does not define: pad-00" in err, err
+    # measured on the head alone, as the measuring job does a new workload: each is an ERROR
+    # naming it (no base side), and tiny's REGRESSION stands beside them (exit 1 before 2)
+    head_only = write_run(tmp_path / "head-only", head, {"tiny": side["tiny"]},
+                          RunManifest(design="paired", device="cpu", workloads=tuple(head), pr_number=7,
+                                      head_sha=HEAD_SHA, base_sha=BASE_SHA, base_missing=tuple(sorted(head)[:40])))
+    code, _, _, comment = run(tmp_path, head_only, base, "--head-files", str(head_files), "--changed-files",
+                              str(changed))
+    assert code == 1 and "has no workload 'pad-00' measured" in comment, comment
+    assert any("tiny" in line and "REGRESSION" in line for line in comment.splitlines()), comment
 
 
 # 7. a decoy file retires a workload -------------------------------------------------------

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
-from factories import make_result
+from factories import define_workloads, make_result
 from test_judge import base, run, write_run  # noqa: F401 (base: the fixture)
 
 from perfgate.model.result import RunResult
@@ -37,14 +38,98 @@ def judged(tmp_path: Path, base: Path, head: RunResult, base_side: RunResult, fo
     return {"code": code, "err": err, "comment": comment, "workload": workload, "report": report}
 
 
-def test_an_artifact_that_stops_undecided_before_max_blocks_is_inconclusive_stopped_at_the_budget(
-        tmp_path: Path, base: Path) -> None:
-    head, base_side = noisy_pair(8, seed=3)
+# --- a short run is no decision ---------------------------------------------------------------
+
+START = datetime(2026, 12, 1, 9, 0, 0, tzinfo=timezone.utc)
+
+
+def first(result: RunResult, blocks: int) -> RunResult:
+    """``result`` with its first ``blocks`` blocks: what a job that stopped there uploads."""
+    return dataclasses.replace(result, repeats=tuple(r for r in result.repeats if r.block < blocks))
+
+
+def timed(result: RunResult, side: str, *, block_s: float = 5.0, gap_s: float = 0.0) -> RunResult:
+    """Each repeat started as a measuring gate starts it: block ``b`` at ``b * block_s`` (and
+    ``gap_s`` later from block 1 on: the counted runs after block 0), its four processes a
+    quarter block apart, base, head, head, base."""
+    quarters = (0, 3) if side == "base" else (1, 2)
+    repeats = []
+    for r in result.repeats:
+        at = r.block * block_s + (gap_s if r.block else 0.0) + quarters[r.index % 2] * block_s / 4
+        repeats.append(dataclasses.replace(r, started_at=(START + timedelta(seconds=at)).isoformat(
+            timespec="milliseconds")))
+    return dataclasses.replace(result, repeats=tuple(repeats))
+
+
+def renamed(result: RunResult, name: str) -> RunResult:
+    return dataclasses.replace(result, workload=name)
+
+
+def with_settings(base: Path, extra: str) -> None:
+    (base / "pyproject.toml").write_text((base / "pyproject.toml").read_text() + extra)
+
+
+SLOW_AT_9 = {"seed": 18, "slow": 0.06, "sd": 0.05}
+"""A head 6% slower whose 30 blocks the judge decides REGRESSION at the 9th (max_blocks 30)."""
+
+
+def test_a_short_run_without_a_budget_is_an_error_not_a_stop_at_the_budget(tmp_path: Path, base: Path) -> None:
+    head, base_side = noisy_pair(30, **SLOW_AT_9)
+    control = judged(tmp_path, base, head, base_side, "all")
+    assert (control["code"], control["workload"]["verdict"]) == (1, "REGRESSION")
+    assert control["workload"]["progress"] == "decided after 9 blocks (look 7 of 28)"
+    # the same blocks, the first 8 uploaded (a job run with --max-blocks 8, or cut short)
+    out = judged(tmp_path, base, first(head, 8), first(base_side, 8), "short")
+    w = out["workload"]
+    assert (out["code"], w["verdict"]) == (2, "ERROR"), w
+    assert w["reason"].startswith("tiny: the results hold 8 block(s), the base's settings plan looks up to 30 "
+                                  "and the boundary had not decided at 8; the base sets no budget"), w["reason"]
+    assert "stopped at the budget" not in out["comment"]
+
+
+def test_a_short_run_under_a_budget_it_did_not_spend_is_an_error(tmp_path: Path, base: Path) -> None:
+    """The base's budget holds 30 blocks of 5 s; the first 8 blocks, 40 s of the 2 min 30 s."""
+    with_settings(base, 'budget = "150s"\n')
+    head, base_side = (timed(r, side) for r, side in zip(noisy_pair(30, **SLOW_AT_9), ("head", "base")))
+    control = judged(tmp_path, base, head, base_side, "all")
+    assert (control["code"], control["workload"]["verdict"]) == (1, "REGRESSION")
+    out = judged(tmp_path, base, first(head, 8), first(base_side, 8), "short")
+    w = out["workload"]
+    assert (out["code"], w["verdict"]) == (2, "ERROR"), w
+    assert w["reason"].startswith("tiny: the results hold 8 block(s), the base's settings plan looks up to 30"), w
+    assert "its blocks record about 40 s of the base's budget of 2 min 30 s: the budget was not spent" in w["reason"], w
+
+
+def test_a_run_whose_recorded_time_fills_the_budget_is_stopped_at_the_budget(tmp_path: Path, base: Path) -> None:
+    """Planned to 30 blocks from its first (5 s); the counted runs after it took 110 s, so the
+    budget ended after 8 blocks: undecided, INCONCLUSIVE, as the measuring gate stopped it."""
+    with_settings(base, 'budget = "150s"\n')
+    head, base_side = (timed(r, side, gap_s=110.0) for r, side in zip(noisy_pair(8, seed=3), ("head", "base")))
     out = judged(tmp_path, base, head, base_side)
     w = out["workload"]
-    assert w["verdict"] == "INCONCLUSIVE", w["reason"]
+    assert (out["code"], w["verdict"]) == (3, "INCONCLUSIVE"), w
     assert w["progress"].startswith("stopped at the budget: the results hold 8 blocks"), w["progress"]
-    assert out["code"] == 3
+
+
+def test_a_budget_stops_every_undecided_workload_at_the_same_block(tmp_path: Path, base: Path) -> None:
+    define_workloads(base, "other", file="workloads/other.py")
+    with_settings(base, 'budget = "150s"\n')
+    tiny = [timed(r, side, gap_s=110.0) for r, side in zip(noisy_pair(12, seed=3), ("head", "base"))]
+    other = [timed(renamed(r, "other"), side, gap_s=110.0) for r, side in zip(noisy_pair(12, seed=7), ("head", "base"))]
+    # the control: both stopped after 8 blocks, the budget spent
+    folder = write_run(tmp_path / "same", {"tiny": first(tiny[0], 8), "other": first(other[0], 8)},
+                       {"tiny": first(tiny[1], 8), "other": first(other[1], 8)})
+    code, _, _, comment = run(tmp_path, folder, base)
+    assert code == 3 and comment.count("stopped at the budget") >= 2, comment
+    # tiny's files end after 8 blocks, other's went on to 12, undecided at 8: not a budget stop
+    folder = write_run(tmp_path / "apart", {"tiny": first(tiny[0], 8), "other": other[0]},
+                       {"tiny": first(tiny[1], 8), "other": other[1]})
+    code, _, _, comment = run(tmp_path, folder, base)
+    report = json.loads((tmp_path / "judged" / "report.json").read_text())
+    verdicts = {w["workload"]: w for w in report["workloads"]}
+    assert code == 2 and verdicts["tiny"]["verdict"] == "ERROR", comment
+    assert "other, undecided too, holds 12: a budget stops every workload still undecided at the same block" \
+        in verdicts["tiny"]["reason"]
 
 
 def test_blocks_after_the_judges_decision_are_not_read(tmp_path: Path, base: Path) -> None:

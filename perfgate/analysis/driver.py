@@ -37,8 +37,8 @@ from perfgate.model.result import RunResult
 from perfgate.model.verdict import Verdict
 from perfgate.text.units import duration as duration_text
 
-__all__ = ["MAX_PLANNED", "BudgetPlan", "BudgetTooSmall", "Driven", "PlannedLast", "Strategy", "drive",
-           "first_block_seconds", "needed_count", "schedule_for"]
+__all__ = ["BUDGET_SLACK", "MAX_PLANNED", "BudgetPlan", "BudgetTooSmall", "Driven", "PlannedLast", "Strategy",
+           "budget_spent", "drive", "first_block_seconds", "needed_count", "recorded_seconds", "schedule_for"]
 
 
 class BudgetTooSmall(ValueError):
@@ -69,6 +69,11 @@ class Strategy(Protocol):
     # A strategy driven with a :class:`BudgetPlan` also has
     #     def recorded(self, names: Sequence[str]) -> Iterable[RunResult]
     # the results measured so far of ``names``, both sides, as their files hold them.
+    # A strategy driven with ``replay=True`` also has
+    #     def stopped_short(self, name: str, count: int, last: int, open_names: Sequence[str]) -> str | None
+    # for an undecided workload whose files end before the next look (the last one taken at
+    # ``count``, the schedule planned up to ``last``): None when its files show the measuring
+    # job stopped it at the budget, else the ERROR that says why they do not.
 
 
 MAX_PLANNED = 500
@@ -115,6 +120,47 @@ def first_block_seconds(results: Iterable[RunResult]) -> float | None:
         return timed
     span = (max(starts) - min(starts)).total_seconds() * len(starts) / (len(starts) - 1)
     return max(span, timed)
+
+
+def recorded_seconds(results: Iterable[RunResult], below: int | None = None) -> float | None:
+    """The wall time the repeats of ``results`` took, from what their files record: as
+    :func:`first_block_seconds` measures block 0, over every repeat (only those of a block below
+    ``below`` when it is given; a repeat without a block is always read). None when none is."""
+    starts: list[datetime] = []
+    windows: list[float] = []
+    for result in results:
+        for repeat in result.repeats:
+            if below is not None and repeat.block is not None and repeat.block >= below:
+                continue
+            windows.append(float(repeat.window_s))
+            moment = _instant(getattr(repeat, "started_at", None))
+            if moment is not None:
+                starts.append(moment)
+    if not windows:
+        return None
+    timed = math.fsum(windows)
+    if len(starts) < 2:
+        return timed
+    span = (max(starts) - min(starts)).total_seconds() * len(starts) / (len(starts) - 1)
+    return max(span, timed)
+
+
+BUDGET_SLACK = 0.05
+"""The share of the budget a measuring job may leave unspent, unrecorded, when it stops at the
+budget (:func:`budget_spent`): what its files cannot show (the first template's start, the
+processes' own start before their recorded instant, a block measured again)."""
+
+
+def budget_spent(recorded_s: float | None, units: int, budget_s: float) -> bool:
+    """Whether ``units`` blocks (or repeats) that took ``recorded_s`` seconds, as their files
+    record them (:func:`recorded_seconds`), show a wall-time budget of ``budget_s`` spent: the
+    measuring gate stops when the time so far and one more unit's would pass the budget, and
+    the files leave out what no repeat records, so the recorded time with one more unit must
+    reach the budget less the larger of two units and :data:`BUDGET_SLACK` of it."""
+    if recorded_s is None or units < 1 or not (math.isfinite(recorded_s) and recorded_s > 0):
+        return False
+    per = recorded_s / units
+    return recorded_s + per >= budget_s - max(2 * per, BUDGET_SLACK * budget_s)
 
 
 @dataclass(frozen=True)
@@ -249,9 +295,10 @@ def drive(
     announce: Callable[[str], None] = lambda message: None,
 ) -> Driven:
     """Look at ``names`` at every count of ``schedule`` until each is decided, the budget is
-    spent, or the last look is taken. ``replay``: the units are read, not measured; a workload
-    with fewer units than the next look is stopped there ("stopped at the budget": the
-    measuring job measured no further), never judged on what the files claim.
+    spent, or the last look is taken. ``replay``: the units are read, not measured; an undecided
+    workload with fewer units than the next look is stopped there: "stopped at the budget" when
+    the strategy finds the files show it (``stopped_short`` returns None), else an ERROR saying
+    why they do not. A short run is never a decision, nor judged on what the files claim.
 
     ``plan``: a :class:`BudgetPlan` (measuring; ``budget_s`` defaults to its budget): the first
     unit is measured first, and the schedule's last look becomes the one the budget holds at
@@ -306,9 +353,15 @@ def drive(
             for name in short:
                 if count == 0:
                     continue  # the first look not there whole: the strategy's entry says so (an ERROR)
+                problem = strategy.stopped_short(name, count, schedule.last, open_names)  # type: ignore[attr-defined]
+                if problem is not None:
+                    final[name] = WorkloadComparison(name, Verdict.ERROR, problem, progress=(
+                        f"measured short: {plural(strategy.available(name))} of the {plural(schedule.last)} "
+                        f"planned{how}"))
+                    continue
                 stopped[name] = (f"stopped at the budget: the results hold {plural(strategy.available(name))}, "
                                  f"the last look there was at {plural(count)}, and its boundary had not decided")
-            open_names = [n for n in open_names if n not in stopped]
+            open_names = [n for n in open_names if n not in stopped and n not in final]
             if not open_names:
                 break
         elif count and budget_s is not None:

@@ -310,19 +310,25 @@ def base_jobs_for(head_jobs: Sequence[Job], tree: BaseTree, *, project_dir: Path
 
 def base_script_job(job: Job, tree: BaseTree, *, project_dir: Path, assignments: Mapping[str, object],
                     device: str) -> Job | None:
-    """The base side of ``gate --against REF --script PATH``: the base commit's copy of the
-    script (the same path in its worktree, hashed now), with the same arguments, name and
-    ``--set`` assignments; None when the commit has no such file (:func:`missing_script`
-    says so). A UsageError when the script lies outside the repository (both sides would
-    run the same file)."""
-    from perfgate.measure.script_job import script_job, script_of
+    """The base side of ``gate --against REF --script PATH`` (or a ``[tool.perfgate] scripts``
+    entry): the base commit's file at the path the entry names, ``base_root / path`` (the head's
+    script was resolved from the same path, with no link in it: :func:`script_of`), hashed now,
+    with the same arguments, name and ``--set`` assignments; None when the commit has no such
+    file (:func:`missing_script` says so). A UsageError when the script lies outside the
+    repository (both sides would run the same file), or when a part of its path is a symbolic
+    link in the base commit (the base side would run another file than the one it names)."""
+    from perfgate.measure.script_job import refuse_links, script_job, script_of
 
     assert job.script is not None
     head = job.script
-    there = tree.mirror(head.path)
-    if there == head.path.resolve():
+    try:
+        relative = head.path.resolve().relative_to(tree.repo.resolve())
+    except ValueError:
         raise UsageError(f"{head.given} {head.shown}: the file lies outside the repository, so the base commit "
-                         f"{tree.commit[:7]} has no copy of it; a paired gate compares the two commits' scripts")
+                         f"{tree.commit[:7]} has no copy of it; a paired gate compares the two commits' "
+                         "scripts") from None
+    refuse_links(tree.root, relative.as_posix(), f"{head.given} (in the base commit {tree.commit[:7]})")
+    there = tree.root / relative
     if not there.is_file():
         return None
     script = script_of(str(there), head.args, tree.mirror(project_dir), given=head.given)

@@ -27,6 +27,8 @@ composed by ``perfgate.gate.comment``.
 from __future__ import annotations
 
 import dataclasses
+import posixpath
+import shlex
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,20 +36,22 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.analysis.compare import stored_counted
-from perfgate.analysis.driver import PlannedLast, drive, schedule_for
+from perfgate.analysis.driver import PlannedLast, budget_spent, drive, recorded_seconds, schedule_for
 from perfgate.analysis.outcome import Counted, Entry, GateOutcome, Pairing
-from perfgate.gate.config import Settings, load_settings
+from perfgate.gate.config import ScriptEntry, Settings, load_settings
 from perfgate.gate.inputs import PYPROJECT, InputChanges
+from perfgate.measure.script_job import linked_part
 from perfgate.model.counters import COUNTERS_SUFFIX
 from perfgate.model.errors import UsageError
-from perfgate.model.manifest import MANIFEST_NAME, RunManifest
+from perfgate.model.manifest import DECISION_RULE, MANIFEST_NAME, RunManifest
 from perfgate.model.result import RunResult
-from perfgate.model.script import script_path_of
+from perfgate.model.script import ARGS_PARAM, script_path_of
 from perfgate.model.shard import parse_shard
 from perfgate.store.baselines import find_baseline
 from perfgate.store.definitions import Definitions, head_definitions, reference_definitions, tree_definitions
 from perfgate.store.untrusted import KEY_RE, safe_name
 from perfgate.store.untrusted_folders import Measured
+from perfgate.text.units import duration as duration_text
 
 # --- the base's rules ------------------------------------------------------------------------
 
@@ -72,6 +76,10 @@ def base_settings(base_dir: Path, cli: Mapping[str, Any] | None = None) -> Setti
     head, base = Path.cwd().resolve(), base_dir.resolve()
     scripts = []
     for script in settings.scripts:
+        linked = linked_part(script.root, script.path)
+        if linked is not None:
+            raise UsageError(f"{script.given} {script.path}: {linked} is a symbolic link in the base checkout; a "
+                             "script is gated as the file its own path names, never through a link")
         try:
             scripts.append(dataclasses.replace(script, root=head / script.root.relative_to(base)))
         except ValueError:
@@ -122,7 +130,7 @@ def gated_by_base(settings: Settings, device: str) -> dict[str, str]:
 # --- shards: several measuring jobs' folders judged as one run ------------------------------
 
 _AGREE = ("design", "device", "pr_number", "head_sha", "head_ref", "head_repo", "base_sha", "base_ref",
-          "second_look_blocks")
+          "second_look_blocks", "decision_rule")
 """What every shard's manifest must say alike: one run of one pull request."""
 
 
@@ -245,6 +253,115 @@ def combine_shards(parts: Sequence[tuple[str, Measured]]) -> Measured:
     )
 
 
+# --- what the results may hold: the base's names, rule and design -----------------------------
+
+def check_rule(manifest: RunManifest | None) -> None:
+    """The measuring job stopped each workload by its perfgate's decision rule, which the judge
+    replays with its own: results of another rule (or of a perfgate that did not record its rule)
+    are refused, naming both versions. A live decision the judge's rule does not reproduce would
+    otherwise read as a run cut short, or stopped at the budget."""
+    if manifest is None or manifest.decision_rule == DECISION_RULE:
+        return
+    from perfgate.model.version import __version__
+
+    theirs = "not recorded" if manifest.decision_rule is None else str(manifest.decision_rule)
+    raise UsageError(f"the results were measured by perfgate {_shown(manifest.perfgate_version)} (decision rule "
+                     f"{theirs}); this judge is perfgate {__version__} (decision rule {DECISION_RULE}): the "
+                     "measuring job stopped each workload by a rule the judge does not replay; measure with a "
+                     "perfgate of the judge's rule (update the base branch)")
+
+
+def _listed(names: Sequence[str]) -> str:
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+
+def check_names(measured: Measured, defined: TreeDefinitions, gated: Mapping[str, str]) -> None:
+    """Every result is of a workload the base gates (its selection, baselines or scripts) or a tree
+    defines; a base side's result is of one the base gates or its own tree defines (the base commit
+    cannot measure what only the pull request defines); a reference workload installed with
+    perfgate is judged only when the base selects it (or its baselines, or its own files, name it).
+    A one-line :class:`UsageError` naming them otherwise: results nobody asked for would pad the
+    Holm family (each is one more workload to correct for)."""
+    both = {*measured.head, *measured.base}
+    undefined = sorted(n for n in both if n not in defined and n not in gated)
+    reference = [n for n in undefined if n in defined.reference]
+    undefined = [n for n in undefined if n not in defined.reference]
+    if undefined:
+        scripts = [n for n in undefined if script_path_of(
+            (measured.head.get(n) or measured.base[n]).workload_source) is not None]
+        hint = (f"; {', '.join(scripts[:5])} {'is a script' if len(scripts) == 1 else 'are scripts'}' result(s): a "
+                "script is judged when the base's [tool.perfgate] scripts (or workloads) lists it") if scripts else ""
+        raise UsageError(f"results for workloads neither the base nor the pull request defines: {_listed(undefined)}; "
+                         "a result is judged only for a workload one of the trees defines (read as data, never run)"
+                         f"{hint}")
+    if reference:
+        raise UsageError(f"results for perfgate's reference workloads {_listed(reference)}, which the base does not "
+                         "select: a reference workload is judged only when the base's [tool.perfgate] workloads "
+                         "names it (or the base has its baseline for this device)")
+    foreign = sorted(n for n in measured.base if n not in defined.base and n not in gated)
+    if foreign:
+        raise UsageError(f"base-side results for workloads the base tree does not define: {_listed(foreign)}; the "
+                         "base side measures the base commit's own workloads, and a workload only the pull request "
+                         "defines has none")
+
+
+def _script_entry_path(entry: ScriptEntry) -> str:
+    """The path a script result of ``entry`` records (``script:PATH``): the entry's own path,
+    relative to the project, normalised as the measuring job shows it."""
+    return posixpath.normpath(entry.path)
+
+
+def script_problem(name: str, result: RunResult, side: str, entry: ScriptEntry | None) -> str | None:
+    """Why the ``side`` result of ``name`` is not the base's ``[tool.perfgate] scripts`` entry of
+    that name (the file it names, with its arguments), or a script's result where the base gates
+    a workload; None when it is what the entry runs."""
+    recorded = script_path_of(result.workload_source)
+    if entry is None:
+        if recorded is None:
+            return None
+        return (f"the {side} side's result is of the script {_shown(recorded)}, but the base's [tool.perfgate] "
+                f"scripts names no script {name!r}: a script's result is judged against the base's entry of its "
+                "name (its path and arguments)")
+    if recorded is None:
+        return (f"the base's [tool.perfgate] scripts runs {name!r} as the script {_shown(entry.written)}, but the "
+                f"{side} side's result is of a workload ({_shown(result.workload_source)})")
+    expected = _script_entry_path(entry)
+    if recorded != expected:
+        return (f"script path: the base's [tool.perfgate] scripts entry names {_shown(expected)}, the {side} side's "
+                f"result ran {_shown(recorded)}")
+    args = result.params.get(ARGS_PARAM)
+    if args != shlex.join(entry.args):
+        return (f"script arguments: the base's [tool.perfgate] scripts entry gives {_shown(shlex.join(entry.args))}, "
+                f"the {side} side's result ran with {_shown(args)}")
+    return None
+
+
+def design_problem(result: RunResult, side: str, settings: Settings, *, paired: bool) -> str | None:
+    """The first way the ``side`` result was not measured as the base's settings design it, naming
+    the field and both values; None when it was. Re-derived from the base's settings, never from
+    what the result says it was asked: ``windows`` per repeat; no ``--set``, ``--steps`` or
+    ``--warmup`` (the base's settings set no parameter, so its overrides are none); each process
+    started as ``start`` gives (``fork`` or ``fresh``; a repeat that does not record it, as a
+    script's, whose processes always start fresh, is not read)."""
+    for repeat in result.repeats:
+        if repeat.windows != settings.windows:
+            return (f"windows: the base's settings give {settings.windows}, the {side} side's repeat "
+                    f"{repeat.index + 1} holds {repeat.windows}")
+    if result.overrides:
+        given = ", ".join(f"{k}={v}" for k, v in sorted(result.overrides.items()))
+        return (f"overrides (--set, --steps, --warmup): the base's settings give none, the {side} side's result "
+                f"was measured with {_shown(given)}")
+    start = settings.start_for(paired=paired)
+    for repeat in result.repeats:
+        started = repeat.torch_settings.get("process_start") if isinstance(repeat.torch_settings, Mapping) else None
+        if started is not None and started != start:
+            fallback = (" (a template that cannot fork falls back to fresh processes: set start = \"fresh\" in the "
+                        "base's [tool.perfgate] for this runner)") if start == "fork" and started == "fresh" else ""
+            return (f"start: the base's settings give {start}, the {side} side's repeat {repeat.index + 1} started "
+                    f"{_shown(started)}{fallback}")
+    return None
+
+
 # --- judging: the looks replayed from the measured blocks or repeats --------------------------
 
 @dataclass(frozen=True)
@@ -298,11 +415,21 @@ def _whole_blocks(head: RunResult, base: RunResult, limit: int) -> tuple[str | N
 
 def judged_device(measured: Measured, settings: Settings) -> str:
     """The device the gate judges: the base's ``device`` setting when it names one, else the
-    results' own. Every result must be of it, with an environment of it; the manifest (the
-    measuring job's word) must agree, never choose."""
+    device of the base's baselines when they are of one; only a base with neither (nothing
+    device-specific to gate) takes the results' own. Every result must be of it, with an
+    environment of it; the manifest (the measuring job's word) must agree, never choose."""
     configured = settings.device
     if configured not in ("auto", "cpu", "cuda"):
         raise UsageError(f"the base's [tool.perfgate] device is {configured!r}; expected auto, cpu or cuda")
+    whose = "[tool.perfgate] device"
+    if configured == "auto":
+        having = [d for d in ("cpu", "cuda") if baselines_of(settings, d)]
+        if len(having) > 1:
+            raise UsageError("the base's [tool.perfgate] sets no device and its store holds baselines for both cpu and "
+                             "cuda: set device in the base's settings, so that the measuring job's device never "
+                             "chooses which baselines gate")
+        if having:
+            configured, whose = having[0], "its baselines' device; its [tool.perfgate] sets none"
     results = [*measured.head.values(), *measured.base.values()]
     if not results:
         raise UsageError("no results to judge: the measuring job measured nothing, which is never a pass")
@@ -313,7 +440,7 @@ def judged_device(measured: Measured, settings: Settings) -> str:
     if device not in ("cpu", "cuda"):
         raise UsageError(f"the results are of device {device!r}; perfgate measures on cpu or cuda")
     if configured != "auto" and device != configured:
-        raise UsageError(f"the base gates on {configured} ([tool.perfgate] device), but the results were measured "
+        raise UsageError(f"the base gates on {configured} ({whose}), but the results were measured "
                          f"on {device}: a runner whose {configured} could not be used is not a pass")
     manifest = measured.manifest
     if manifest is not None and manifest.device != device:
@@ -336,7 +463,9 @@ class TreeDefinitions:
     reference: Definitions = field(default_factory=Definitions)
 
     def __contains__(self, name: object) -> bool:
-        return name in self.base or name in self.head or name in self.reference
+        """A tree defines ``name`` (the base's or the pull request's). The reference workloads
+        installed with perfgate are not a tree's: they are judged when the base selects them."""
+        return name in self.base or name in self.head
 
     def removed(self, name: str) -> bool:
         """The base's own files define ``name`` and the pull request's no longer do. A file
@@ -398,21 +527,17 @@ def judge_measured(measured: Measured, settings: Settings, *, design: str, again
     manifest = measured.manifest
     if manifest is not None and manifest.failure:
         raise UsageError(f"the measuring job could not measure: {manifest.failure}")
+    if manifest is not None and manifest.interrupted:
+        raise UsageError(f"the measuring job was interrupted ({manifest.interrupted}) before the gate ran its course: "
+                         "what it measured until then is no verdict")
     if manifest is not None and manifest.design != design:
         raise UsageError(f"the results were measured for the {manifest.design} design; this judge applies the "
                          f"{design} design (the rule is the judge's, not the measuring job's)")
+    check_rule(manifest)
     device = judged_device(measured, settings)
     defined = definitions or TreeDefinitions.none()
     gated = gated_by_base(settings, device)  # the base's own selection and store: trusted names
-    undefined = sorted(n for n in {*measured.head, *measured.base} if n not in defined and n not in gated)
-    if undefined:
-        shown = ", ".join(undefined[:5]) + (f" and {len(undefined) - 5} more" if len(undefined) > 5 else "")
-        scripts = [n for n in undefined if script_path_of(
-            (measured.head.get(n) or measured.base[n]).workload_source) is not None]
-        hint = (f"; {', '.join(scripts[:5])} {'is a script' if len(scripts) == 1 else 'are scripts'}' result(s): a "
-                "script is judged when the base's [tool.perfgate] scripts (or workloads) lists it") if scripts else ""
-        raise UsageError(f"results for workloads neither the base nor the pull request defines: {shown}; a result "
-                         f"is judged only for a workload one of the trees defines (read as data, never run){hint}")
+    check_names(measured, defined, gated)
     # The family: what the base gates, and what was measured of the workloads the trees
     # define. Never what run.json lists.
     expected: dict[str, None] = {}
@@ -448,6 +573,21 @@ def judge_measured(measured: Measured, settings: Settings, *, design: str, again
                 errors[name] = (f"the base commit {(against or '?')[:7]} has no workload {name!r} measured; a new "
                                 f"workload is gated against a stored baseline once one is recorded "
                                 f"(perfgate rebaseline {name})")
+    # The design is the base's: each result must be the base's scripts entry it is named after,
+    # measured with the windows, parameters and process start the base's settings give.
+    entries = {entry.job_name: entry for entry in settings.scripts}
+    for name in names:
+        if name in errors:
+            continue
+        sides = [("head", measured.head[name])]
+        if design == "paired" and name in measured.base:
+            sides.append(("base", measured.base[name]))
+        for side, result in sides:
+            problem = (script_problem(name, result, side, entries.get(name))
+                       or design_problem(result, side, settings, paired=design == "paired"))
+            if problem:
+                errors[name] = f"not measured as the base's settings design it: {problem}"
+                break
     config = settings.gate
     notes = manifest.notes if manifest else {}
 
@@ -471,9 +611,61 @@ def judge_measured(measured: Measured, settings: Settings, *, design: str, again
 
 class _Replay:
     """What the judge's replays share: nothing is measured, and each look's entries are the
-    workloads' own, or their error, or the first look's shortfall."""
+    workloads' own, or their error, or the first look's shortfall; an undecided workload whose
+    files end before its last planned look is stopped at the budget only when they show it
+    (:meth:`stopped_short`)."""
 
     unit = "block"
+    measured: Measured
+    settings: Settings
+    errors: dict[str, str]
+    limit: int
+
+    def available(self, name: str) -> int:
+        raise NotImplementedError
+
+    def _part(self, name: str) -> Measured:
+        """The measuring job's folder that holds ``name``: a shard of a sharded run (each
+        shard stops at its own budget, on its own clock), else the whole run."""
+        measured = self.measured
+        if isinstance(measured, ShardedMeasured):
+            for part in measured.shards:
+                if name in part.head or name in part.base:
+                    return part
+        return measured
+
+    def stopped_short(self, name: str, count: int, last: int, open_names: Sequence[str]) -> str | None:
+        """None when the files show that the measuring job stopped ``name``, undecided at the look
+        of ``count`` units, at the base's wall-time budget; else the ERROR that says why not.
+
+        A measuring gate stops an undecided workload before its last planned look (``last``) only
+        at its budget, which stops every workload still undecided at once, when the time measured
+        and one more unit's would pass it. So: the base must set a budget; every other workload of
+        the same run (the same shard) still undecided here holds as many units; and the wall time
+        the run's repeats record (:func:`~perfgate.analysis.driver.recorded_seconds`) must show the
+        budget spent (:func:`~perfgate.analysis.driver.budget_spent`). Anything else (a job that
+        stopped early, a run cut short, a perfgate that decided by another rule) is no decision."""
+        held = self.available(name)
+        unit = self.unit
+        head = (f"{name}: the results hold {held} {unit}(s), the base's settings plan looks up to {last} and the "
+                f"boundary had not decided at {count}")
+        budget = self.settings.budget_s
+        if budget is None:
+            return (f"{head}; the base sets no budget (max_blocks = {self.settings.gate.max_blocks}), so the gate "
+                    f"measures to its last planned look: a run measured short of it is no decision")
+        part = self._part(name)
+        for other in open_names:
+            if other != name and other not in self.errors and self.available(other) != held and (
+                    other in part.head or other in part.base):
+                return (f"{head}; {other}, undecided too, holds {self.available(other)}: a budget stops every "
+                        f"workload still undecided at the same {unit}, so this run was not stopped by it")
+        below = self.limit if unit == "block" else None
+        seconds = recorded_seconds([*part.head.values(), *part.base.values()], below)
+        if not budget_spent(seconds, held, budget):
+            spent = "no recorded time" if seconds is None else f"about {duration_text(seconds)}"
+            return (f"{head}; its {unit}s record {spent} of the base's budget of {duration_text(budget)}: the budget "
+                    "was not spent, so the run was not stopped by it")
+        return None
 
     def measure(self, names: Sequence[str], upto: int) -> None:
         raise AssertionError("a replay measures nothing")

@@ -40,9 +40,42 @@ def shown_path(path: Path, project_dir: Path) -> str:
         return str(path)
 
 
+def linked_part(root: Path, path: str) -> str | None:
+    """The first part of ``path`` (below ``root`` when it is relative, or lies inside it) that is
+    a symbolic link, as ``path`` names it; None when none is. An absolute path outside ``root``:
+    its last part only (the folders above a checkout are the machine's, not the repository's)."""
+    given = Path(path)
+    if given.is_absolute():
+        try:
+            rel, current = given.relative_to(root), root
+        except ValueError:
+            return path if given.is_symlink() else None
+    else:
+        rel, current = given, root
+    walked: list[str] = []
+    for part in rel.parts:
+        current = current / part
+        walked.append(part)
+        if current.is_symlink():
+            return "/".join(walked)
+    return None
+
+
+def refuse_links(root: Path, path: str, given: str) -> None:
+    """A one-line UsageError when ``path`` (below ``root``) reaches its file through a symbolic
+    link: a gate measures the file the path names, on either side, never another one a link
+    points to (which the other side may hold under the linked name)."""
+    linked = linked_part(root, path)
+    if linked is not None:
+        raise UsageError(f"{given} {path}: {linked} is a symbolic link; a script is measured as the file its own "
+                         "path names, never through a link")
+
+
 def script_of(path: str, args: tuple[str, ...] | list[str], project_dir: Path, *, given: str = "--script") -> Script:
     """The script at ``path`` (relative to ``project_dir``), hashed now; UsageError when it is no
-    file (``given`` names where the path was given: ``--script``, ``[tool.perfgate] scripts``)."""
+    file (``given`` names where the path was given: ``--script``, ``[tool.perfgate] scripts``),
+    or when a part of the path is a symbolic link (:func:`refuse_links`)."""
+    refuse_links(project_dir, path, given)
     target = (project_dir / path).resolve()
     if not target.is_file():
         raise UsageError(f"{given} {path}: no such file" + ("" if given.startswith("--") else f" (in {project_dir})"))
