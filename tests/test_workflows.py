@@ -958,6 +958,17 @@ def test_the_verdict_step_maps_exit_codes(tmp_path: Path, bin_dir: Path, code: s
         assert done.stdout.startswith(annotation)
 
 
+
+@pytest.mark.parametrize("error", ["IDENTIFY_ERROR", "BASE_ERROR"])
+def test_the_verdict_step_fails_a_run_that_could_not_be_judged(tmp_path: Path, bin_dir: Path, error: str) -> None:
+    """A run that measured nothing (or of the wrong base) fails the judge's job too, saying why."""
+    script = step_script(template("perfgate-judge.yml"), "Verdict")
+    done = bash(script, tmp_path, {"EXIT_CODE": "", "CONCLUSION": "", error: "the measuring job 'perfgate (T4)' skipped"},
+                bin_dir)
+    assert done.returncode == 1
+    assert done.stdout.startswith("::error title=perfgate error::perfgate could not judge this run")
+
+
 def test_the_comment_status_and_verdict_come_after_the_judge_whatever_it_said() -> None:
     text = template("perfgate-judge.yml")
     names = re.findall(r"^      - name: (.*)$", text, re.M)
