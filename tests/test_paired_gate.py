@@ -219,16 +219,36 @@ def _github_measure(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     for name in ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY"):
         monkeypatch.delenv(name, raising=False)
     results = tmp_path / "perfgate-results"
+    # No --set: the judge takes the design from the base's settings, which set no parameter
     code, out, err = run_cli(["ci", workload, "--measure-only", "--base-dir", str(base_dir), "--out", str(results),
-                              "--artifacts", str(tmp_path / "artifacts"), *SETS], capsys)
+                              "--artifacts", str(tmp_path / "artifacts"), "--device", "cpu", "--no-telemetry"], capsys)
     assert code == 0, out + err
     return base_dir
 
 
-def _judge(results: Path, base_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+def _judge(results: Path, base_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+           *extra: str) -> tuple[int, str]:
     code, out, err = run_cli(["judge", str(results), "--base-dir", str(base_dir),
-                              "--artifacts", str(tmp_path / "judged")], capsys)
-    return code, (tmp_path / "judged" / "comment.md").read_text()
+                              "--artifacts", str(tmp_path / "judged"), *extra], capsys)
+    comment = tmp_path / "judged" / "comment.md"
+    return code, comment.read_text() if comment.exists() else err
+
+
+def _pull_request_files(repo: Path, base_sha: str, tmp_path: Path) -> list[str]:
+    """What the judge workflow gives ``perfgate judge`` of the pull request: the files it
+    changes (``--changed-files``) and its own copies of those (``--head-files``), as data."""
+    changed = tmp_path / "changed.tsv"
+    head_files = tmp_path / "head-files"
+    words = {"A": "added", "D": "removed", "M": "modified"}
+    lines = []
+    for line in git(repo, "diff", "--name-status", base_sha, "HEAD").splitlines():
+        status, path = line.split("\t", 1)
+        lines.append(f"{words[status[0]]}\t{path}\n")
+        if status[0] != "D":
+            (head_files / path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(repo / path, head_files / path)
+    changed.write_text("".join(lines))
+    return ["--changed-files", str(changed), "--head-files", str(head_files)]
 
 
 @pytest.mark.slow
@@ -262,10 +282,17 @@ def test_the_github_flow_names_a_renamed_workload(
     base = git(repo, "rev-parse", "HEAD")
     commit_change(repo, 'name="tiny",', 'name="tiny2",', "rename the workload")
     base_dir = _github_measure(repo, tmp_path, monkeypatch, capsys, base, "tiny2")
-    code, comment = _judge(tmp_path / "perfgate-results", base_dir, tmp_path, capsys)
+    # judged as the judge workflow judges: with the pull request's changed files, as data. The
+    # rename is what it is: the old name's definition removed (retired, in plain view), and a
+    # new name the base commit has no side of (an ERROR: the gate still fails)
+    code, comment = _judge(tmp_path / "perfgate-results", base_dir, tmp_path, capsys,
+                           *_pull_request_files(repo, base, tmp_path))
     assert code == 2, comment
-    assert any("**tiny**" in line and "removed or renamed" in line for line in comment.splitlines()), comment
+    assert any("Retired by this pull request" in line and "`tiny`" in line for line in comment.splitlines()), comment
     assert any("**tiny2**" in line and "has no workload" in line for line in comment.splitlines()), comment
+    # without the pull request's files, no tree the judge reads defines tiny2: refused
+    code, err = _judge(tmp_path / "perfgate-results", base_dir, tmp_path / "blind", capsys)
+    assert code == 2 and "neither the base nor the pull request defines: tiny2" in err, err
 
 
 # --- the sequential looks of run_gate, on fake blocks (no processes) -----------------------------
