@@ -112,3 +112,32 @@ def test_the_reports_show_the_commands_inert(argv: list[str]) -> None:
     for block in printed:  # a block may hold several commands; a newline inside quotes is part of an argument
         operators = [t for t in words(block, quotes=True) if t in OPERATORS]
         assert operators == ["&&"] * block.count("perfgate run --script"), block
+
+
+@pytest.mark.parametrize("argv", HOSTILE, ids=lambda a: repr(a)[:30])
+def test_the_terminal_run_table_names_the_scripts_arguments_quoted(argv: list[str]) -> None:
+    from perfgate.analysis.summary import summarise
+    from perfgate.report.terminal import run_table
+
+    base = make_result("script-train")
+    result = dataclasses.replace(base, workload_source="script:train.py sha256:" + "a" * 64,
+                                 params={**base.params, ARGS_PARAM: shlex.join(argv)})
+    line = next(line for line in run_table(result, summarise(result)).splitlines() if "the script" in line)
+    shown = line.split(" -- ", 1)[1].split(", ")[0] if ", " in line.split(" -- ", 1)[1] else line.split(" -- ", 1)[1]
+    assert "\n" not in shown
+    if "\n" not in " ".join(argv):  # a newline is shown escaped by the terminal's inert text
+        assert shlex.split(shown) == argv
+
+
+@pytest.mark.parametrize("recorded", ["--epochs 1; touch x", "--out $(touch x) && rm -rf y", "a | b > f"])
+def test_the_terminal_run_table_quotes_a_hand_written_argument_string(recorded: str) -> None:
+    from perfgate.analysis.summary import summarise
+    from perfgate.report.terminal import run_table
+
+    base = make_result("script-train")
+    result = dataclasses.replace(base, workload_source="script:train.py sha256:" + "a" * 64,
+                                 params={**base.params, ARGS_PARAM: recorded})
+    line = next(line for line in run_table(result, summarise(result)).splitlines() if "the script" in line)
+    shown = line.split(" -- ", 1)[1]
+    assert not OPERATORS & set(words(shown, quotes=True)), shown
+    assert shlex.split(shown) == shlex.split(recorded)

@@ -7,6 +7,7 @@ terminal (or a CI log) escape sequences, nor start a line of its own.
 
 from __future__ import annotations
 
+import shlex
 from statistics import median
 
 from perfgate.analysis.compare import NOT_COUNTED
@@ -19,6 +20,7 @@ from perfgate.analysis.summary import WorkloadSummary
 from perfgate.model.result import ROWS, RunResult
 from perfgate.model.script import ARGS_PARAM, script_path_of
 from perfgate.model.verdict import run_policy
+from perfgate.report.markdown import script_argv
 from perfgate.report.phase_table import RowKind, phase_table, rank_table
 from perfgate.report.wording import clock_line, design_lines, modes_line, modes_lines, sides_line, step_statistics_line
 from perfgate.text.inert import terminal as t
@@ -43,8 +45,8 @@ def run_table(result: RunResult, summary: WorkloadSummary, *, straggler_share: f
     p = result.params
     script = script_path_of(result.workload_source)
     if script is not None:  # the script sets its own batch, input and precision
-        args = str(p.get(ARGS_PARAM) or "")
-        what = f"the script {t(script)}" + (f" -- {t(args)}" if args else "")
+        argv = script_argv(p.get(ARGS_PARAM))
+        what = f"the script {t(script)}" + (f" -- {t(shlex.join(argv))}" if argv else "")
         precision = _script_precision(result)
         if precision:
             what += f", {precision}"
