@@ -147,7 +147,8 @@ def test_script_results_of_another_file_or_other_arguments_are_an_error(tmp_path
 
 def test_a_script_result_in_a_workloads_place_or_a_workload_in_a_scripts_is_an_error(
         tmp_path: Path, script_base: Path) -> None:
-    as_workload = write_run(tmp_path / "r", {SCRIPT: paired(SCRIPT, scale=SLOW, seed=1), "tiny": paired("tiny", seed=3)},
+    as_workload = write_run(tmp_path / "r",
+                            {SCRIPT: paired(SCRIPT, scale=SLOW, seed=1), "tiny": paired("tiny", seed=3)},
                             {SCRIPT: paired(SCRIPT, seed=2), "tiny": paired("tiny", seed=4)})
     code, _, _, _ = run(tmp_path, as_workload, script_base)
     assert code == 2 and "runs 'script-train' as the script 'train.py --model big', but the head side's result is " \
@@ -257,8 +258,8 @@ def test_baselines_of_both_devices_and_no_device_setting_are_refused(tmp_path: P
     from perfgate.store.baselines import save_baseline, updated_baseline
 
     record(base, "tiny")
-    save_baseline(updated_baseline(None, make_result("tiny", env=CUDA_ENV), "test", append=True),  # type: ignore[arg-type]
-                  base / "baselines")
+    gpu_baseline = updated_baseline(None, make_result("tiny", env=CUDA_ENV), "test", append=True)
+    save_baseline(gpu_baseline, base / "baselines")  # type: ignore[arg-type]
     code, _, err, _ = run(tmp_path, control(tmp_path), base)
     assert code == 2 and "holds baselines for both cpu and cuda" in err
     settings(base, 'device = "cpu"\n')

@@ -16,6 +16,15 @@ run.json's lists choose nothing. A workload with no result is an ERROR naming it
 unless the pull request removes its definition, or every baseline that gates it on this
 device (matched by full path), which retires it in plain view of the reviewers.
 
+How it was measured is the base's too: each result must be measured with the windows, the
+parameters (no ``--set``, ``--steps``, ``--warmup``) and the process start the base's
+settings give, a script's result must be the base's ``scripts`` entry of its name (its path,
+with no link in it, and its arguments), and run.json's decision rule must be the judge's;
+an undecided workload whose files end before its last planned look is stopped at the budget
+only when the base sets one and the files show it spent, else an ERROR. A reference workload
+installed with perfgate is judged only when the base selects it, and a base side's result
+only for a workload the base gates or its own tree defines.
+
 A sharded run (each runner measuring its share, ``--shard I/N``) leaves one folder per
 shard; :func:`combine_shards` makes them one measurement, so that they are judged as one
 run, with Holm over all the shards' workloads.
