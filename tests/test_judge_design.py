@@ -160,6 +160,14 @@ def test_a_script_result_in_a_workloads_place_or_a_workload_in_a_scripts_is_an_e
     assert code == 2 and "scripts names no script 'tiny'" in judged_workload(tmp_path, "tiny")["reason"]
 
 
+def test_a_script_the_base_selects_by_name_alone_is_no_entry_to_match(tmp_path: Path, base: Path) -> None:
+    """`workloads = ["script-train"]` names a result, not a file and its arguments: any script
+    could fill it."""
+    settings(base, f'workloads = ["tiny", "{SCRIPT}"]\n')
+    code, _, _, _ = run(tmp_path, script_run(tmp_path, "r", "small.py", "--model tiny"), base)
+    assert code == 2 and "scripts names no script 'script-train'" in judged_workload(tmp_path, SCRIPT)["reason"]
+
+
 def test_a_script_linked_to_another_file_is_refused(tmp_path: Path, script_base: Path) -> None:
     """The pull request makes train.py a link to train_old.py: the measuring harness resolved
     the link, so its results name train_old.py on both sides, and the merged train.py was

@@ -299,7 +299,7 @@ def check_names(measured: Measured, defined: TreeDefinitions, gated: Mapping[str
         scripts = [n for n in undefined if script_path_of(
             (measured.head.get(n) or measured.base[n]).workload_source) is not None]
         hint = (f"; {', '.join(scripts[:5])} {'is a script' if len(scripts) == 1 else 'are scripts'}' result(s): a "
-                "script is judged when the base's [tool.perfgate] scripts (or workloads) lists it") if scripts else ""
+                "script is judged when the base's [tool.perfgate] scripts lists it (its path and arguments)") if scripts else ""
         raise UsageError(f"results for workloads neither the base nor the pull request defines: {_listed(undefined)}; "
                          "a result is judged only for a workload one of the trees defines (read as data, never run)"
                          f"{hint}")
