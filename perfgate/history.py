@@ -8,6 +8,6 @@ alone does not (the package loads this module on first use of the attribute).
 
 from __future__ import annotations
 
-from perfgate.analysis.history import DTYPES, SERIES_COLUMNS, frame, load, per_run, run_series
+from perfgate.analysis.history import DTYPES, SERIES_COLUMNS, VALUE_COLUMNS, frame, load, per_run, run_series
 
-__all__ = ["DTYPES", "SERIES_COLUMNS", "frame", "load", "per_run", "run_series"]
+__all__ = ["DTYPES", "SERIES_COLUMNS", "VALUE_COLUMNS", "frame", "load", "per_run", "run_series"]

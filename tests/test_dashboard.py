@@ -28,16 +28,19 @@ from perfgate.store.baselines import save_baseline, updated_baseline
 from perfgate.text.units import ms
 
 COLUMNS = ["run_id", "recorded_at", "date", "commit", "dirty", "branch", "design", "workload", "workload_version",
-           "device", "environment_key", "perfgate_version", "repeat", "block", "phase", "median_ms", "share",
+           "device", "environment_key", "perfgate_version", "runner", "gpu_model", "gpu_uuid", "repeat", "block",
+           "phase", "per_step_ms", "median_ms", "share",
            "samples_per_s", "peak_memory_bytes", "ops", "copies", "flops", "syncs", "launches"]
 """The documented columns of ``perfgate.analysis.history.load``."""
 DTYPES = {"commit": "string", "dirty": "boolean", "branch": "category", "design": "category",
           "workload": "category", "device": "category", "environment_key": "category",
-          "perfgate_version": "category", "block": "Int64", "peak_memory_bytes": "Int64",
+          "perfgate_version": "category", "runner": "category", "gpu_model": "category", "gpu_uuid": "category",
+          "block": "Int64", "peak_memory_bytes": "Int64",
           "phase": pd.CategoricalDtype(["data_wait", "h2d", "forward", "backward", "optimizer", "residual", "step"],
                                        ordered=True)}
 """The documented dtypes that are not plain numbers (dates are datetime64[ns, UTC])."""
 KEY = ENV.key()
+PER_STEP_OVER_MEDIAN = 1.25
 RUNS = 40
 STEP_AT = 25
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -76,7 +79,9 @@ def split_finder(values: Sequence[float]) -> list[Found]:
 def history(workloads: dict[str, int | None], *, runs: int = RUNS, seed: int = 7, key: str = KEY,
             commits: Sequence[str] | None = None) -> pd.DataFrame:
     """A history table with exactly the documented columns: per workload ``runs`` runs of three
-    repeats, one a day, 1% noise, every row scaled by 1.05 from the run given (None: no step)."""
+    repeats, one a day, 1% noise, every row scaled by 1.05 from the run given (None: no step).
+    Each repeat's time per step is its median step × :data:`PER_STEP_OVER_MEDIAN`, so a test
+    tells which statistic a panel shows."""
     rng = random.Random(seed)
     rows = []
     start = datetime(2026, 3, 1, 6, tzinfo=UTC)
@@ -96,7 +101,9 @@ def history(workloads: dict[str, int | None], *, runs: int = RUNS, seed: int = 7
                         "run_id": run_id, "recorded_at": date + timedelta(hours=1), "date": date, "commit": commit,
                         "dirty": run == 3, "branch": "main", "design": "stored", "workload": workload,
                         "workload_version": 1, "device": "cpu", "environment_key": key, "perfgate_version": "0.1.0",
-                        "repeat": repeat, "block": None, "phase": phase, "median_ms": value,
+                        "runner": "runner-1", "gpu_model": None, "gpu_uuid": None,
+                        "repeat": repeat, "block": None, "phase": phase,
+                        "per_step_ms": value * PER_STEP_OVER_MEDIAN, "median_ms": value,
                         "share": value / values["step"], "samples_per_s": 80.0, "peak_memory_bytes": 1_000_000,
                         "ops": math.nan, "copies": math.nan, "flops": math.nan, "syncs": math.nan,
                         "launches": math.nan})
@@ -213,7 +220,8 @@ def test_the_figure_marks_the_change_and_the_baseline(synthetic: pd.DataFrame, b
                                               "residual"]
     stored = find_baseline(baselines, KEY, "resnet").baseline
     assert stored is not None
-    level = statistics.median(r.medians_ms["step"] for rec in stored.recordings for r in rec.repeats)
+    # the dashboard shows the time per step, and the baseline's level is of the same statistic
+    level = statistics.median(r.per_step_ms["step"] for rec in stored.recordings for r in rec.repeats)
     assert resnet.panels[0].baseline == pytest.approx(level)
     assert all(p.baseline is None for p in bert.panels)  # no baseline stored for bert
     assert any("stored baseline" in n for n in resnet.notes) and not bert.notes
@@ -370,10 +378,40 @@ def test_each_panel_follows_the_rolling_median_of_the_last_five_runs() -> None:
     df = pd.DataFrame({
         "run_id": range(40), "date": pd.date_range("2026-01-01", periods=40, freq="D", tz="UTC"),
         "commit": [f"c{i:02d}" for i in range(40)], "dirty": False, "workload": "w",
-        "environment_key": "cpu-x", "device": "cpu", "phase": "step", "median_ms": values,
+        "environment_key": "cpu-x", "device": "cpu", "phase": "step", "per_step_ms": values,
     })
     (section,) = sections(df, find=lambda series: [])
     (panel,) = section.panels
     assert panel.rolling[:2] == (None, None)  # from the third run on
     assert panel.rolling[2] == 10.0 and panel.rolling[21] == 10.0 and panel.rolling[23] == 11.0
     assert panel.rolling[-1] == statistics.median(values[-ROLLING_RUNS:])
+
+
+def test_every_panel_shows_the_time_per_step_unless_told_and_says_which() -> None:
+    df = history({"tiny": None}, runs=4).query("phase in ['step', 'forward']")
+    (per_step,) = dashboard.sections(df, find=split_finder)
+    (median,) = dashboard.sections(df, find=split_finder, statistic="median")
+    for a, b in zip(per_step.panels, median.panels):
+        assert a.statistic == "per_step" and b.statistic == "median"
+        assert a.values == pytest.approx([v * PER_STEP_OVER_MEDIAN for v in b.values])
+    fig = dashboard.section_figure(per_step)
+    assert fig is not None
+    assert fig.axes[0].get_title(loc="left").startswith("step, time per step: latest ")
+    assert fig.axes[0].get_ylabel() == "time per step (ms)"
+    assert fig.axes[1].get_title(loc="left").startswith("forward, time per step: ")
+    text = dashboard.render_dashboard(df, find=split_finder)
+    assert "Every panel shows the time per step" in text and "each repeat's time per step;" in text
+    text = dashboard.render_dashboard(df, find=split_finder, statistic="median")
+    assert "Every panel shows the median step" in text and "each repeat's median step;" in text
+    with pytest.raises(ValueError, match="unknown statistic 'mean'"):
+        dashboard.sections(df, find=split_finder, statistic="mean")
+
+
+def test_runs_recorded_before_the_time_per_step_was_kept_are_left_out_and_counted() -> None:
+    df = history({"tiny": None}, runs=6).query("phase == 'step'").copy()
+    df.loc[df["run_id"] <= 2, "per_step_ms"] = math.nan  # two runs of a version-1 store
+    (section,) = dashboard.sections(df, find=split_finder)
+    assert section.runs == 4 and len(section.panels[0].values) == 4
+    assert any(n.startswith("2 run(s) recorded before the time per step was kept are not shown") for n in section.notes)
+    (median,) = dashboard.sections(df, find=split_finder, statistic="median")
+    assert median.runs == 6 and not any("recorded before" in n for n in median.notes)

@@ -122,11 +122,14 @@ def test_two_recorded_runs_load_as_the_documented_long_table(tmp_path: Path, cap
         assert set(rows["environment_key"].astype(str)) == {result.environment.key()}
         for repeat in result.repeats:
             mine = rows[rows["repeat"] == repeat.index]  # the same doubles, bit for bit
+            assert dict(zip(mine["phase"].astype(str), mine["per_step_ms"])) == repeat.per_step_ms
             assert dict(zip(mine["phase"].astype(str), mine["median_ms"])) == repeat.medians_ms
             assert dict(zip(mine["phase"].astype(str), mine["share"])) == repeat.shares
             assert set(mine["samples_per_s"]) == {repeat.samples_per_s}
             assert set(mine["peak_memory_bytes"]) == {repeat.peak_memory_bytes}
     run1, run2 = df[df["run_id"] == 1], df[df["run_id"] == 2]
+    assert set(run1["runner"].astype(str)) == {store.runner_name()}  # RUNNER_NAME, else the host name
+    assert run1["gpu_model"].isna().all() and run1["gpu_uuid"].isna().all()  # on the CPU; no UUID known
     assert set(run1["branch"].astype(str)) == {"main"} and run2["branch"].isna().all()
     assert (~run1["dirty"]).all() and run2["dirty"].isna().all()
     assert set(run1["design"].astype(str)) == {"stored"} and run1["block"].isna().all()
@@ -147,6 +150,7 @@ def test_kernel_launches_per_step_on_cuda(tmp_path: Path) -> None:
     store.record(db, store.recordings_of(results_dir(tmp_path / "r", result,
                                                      counters=(counted("gpu", device="cuda"),))))
     df = load(db)
+    assert set(df["gpu_model"].astype(str)) == {"Test GPU"}
     launches = dict(zip(df["phase"].astype(str), df["launches"]))
     assert launches["forward"] == 20.0 and launches["optimizer"] == 1.0
     assert launches["step"] == 24.0 and math.isnan(launches["residual"])
@@ -173,6 +177,8 @@ def test_a_paired_results_folder_records_the_head_side_only(tmp_path: Path, caps
 
 
 def test_run_series_is_the_median_over_repeats_per_run_in_date_order(tmp_path: Path) -> None:
+    """Of the time per step by default (what the gate decides on; the series were of the
+    median step before schema version 2, and ``statistic="median"`` still gives them)."""
     db = tmp_path / "h.sqlite"
     late, early = result_of("tiny", commit="c2", created_at=DAY3), result_of("tiny", commit="c1", created_at=DAY1,
                                                                               scale=1.1, seed=3)
@@ -182,18 +188,27 @@ def test_run_series_is_the_median_over_repeats_per_run_in_date_order(tmp_path: P
         store.record(db, store.recordings_of(results_dir(tmp_path / f"r{i}", r)))
     df = load(db)
     series = run_series(df, "tiny", environment_key=ENV.key())
-    assert list(series.columns) == ["run_id", "commit", "date", "environment_key", "median_ms", "n_repeats"]
+    assert list(series.columns) == ["run_id", "commit", "date", "environment_key", "statistic", "value_ms",
+                                    "n_repeats"]
     assert list(series["commit"]) == ["c1", "c2"] and list(series["run_id"]) == [2, 1]
-    for value, result in zip(series["median_ms"], (early, late)):
+    assert set(series["statistic"]) == {"per_step"}
+    for value, result in zip(series["value_ms"], (early, late)):
+        assert value == pytest.approx(pd.Series([r.per_step_ms["step"] for r in result.repeats]).median())
+    medians = run_series(df, "tiny", environment_key=ENV.key(), statistic="median")
+    assert set(medians["statistic"]) == {"median"}
+    for value, result in zip(medians["value_ms"], (early, late)):
         assert value == pytest.approx(pd.Series([r.medians_ms["step"] for r in result.repeats]).median())
+    assert not (medians["value_ms"] == series["value_ms"]).any()  # two statistics, two series
     assert list(series["n_repeats"]) == [5, 5]
     assert list(run_series(df, "tiny")["commit"]) == ["c1", "c9", "c2"]  # every key, by date
     forward = run_series(df, "tiny", "forward", ENV.key())
-    assert forward["median_ms"].iloc[0] == pytest.approx(
-        pd.Series([r.medians_ms["forward"] for r in early.repeats]).median())
+    assert forward["value_ms"].iloc[0] == pytest.approx(
+        pd.Series([r.per_step_ms["forward"] for r in early.repeats]).median())
     assert run_series(df, "other").empty
     with pytest.raises(ValueError, match="unknown phase 'fwd'"):
         run_series(df, "tiny", "fwd")
+    with pytest.raises(ValueError, match="unknown statistic 'mean'"):
+        run_series(df, "tiny", statistic="mean")
 
 
 # --- refusals: one line, exit 2, the file unchanged ------------------------------------------
@@ -330,11 +345,11 @@ def test_bad_record_input_is_one_line(tmp_path: Path, capsys, argv: list[str], m
 CHILD = """
 import sys, time
 from pathlib import Path
-from perfgate.store import history
+from perfgate.store import history, history_sql
 from perfgate.adapters.cli import main
 
 role, db, results, marker, other = sys.argv[1:6]
-insert, connect = history._insert_run, history._connect
+insert, connect = history._insert_run, history_sql._connect
 
 def holding_insert(conn, recording, recorded_at):
     run_id = insert(conn, recording, recorded_at)
@@ -356,7 +371,7 @@ def announced_connect(path, *, create, timeout_s):
 if role in ("holder", "killed"):
     history._insert_run = holding_insert
 else:
-    history._connect = announced_connect
+    history_sql._connect = announced_connect
 sys.exit(main(["history", "record", "--results", results, "--history", db]))
 """
 
@@ -456,7 +471,14 @@ def test_export_parquet_keeps_the_dtypes(tmp_path: Path, capsys) -> None:
     code, out, err = run_cli(capsys, "history", "export", "--format", "parquet", "--out", str(out_file),
                              "--history", str(db))
     assert code == 0 and out == "" and "wrote 70 rows (2 runs)" in err
-    pd.testing.assert_frame_equal(pd.read_parquet(out_file), load(db))
+    back, df = pd.read_parquet(out_file), load(db)
+    # a category column with no value at all (no GPU UUID known) comes back a category
+    # without values, whose empty categories Parquet types as object rather than str
+    empty = [c for c in df.columns if isinstance(df[c].dtype, pd.CategoricalDtype) and df[c].isna().all()]
+    assert "gpu_uuid" in empty
+    for column in empty:
+        assert isinstance(back[column].dtype, pd.CategoricalDtype) and back[column].isna().all()
+    pd.testing.assert_frame_equal(back.drop(columns=empty), df.drop(columns=empty))
     code, _, err = run_cli(capsys, "history", "export", "--format", "parquet", "--history", str(db))
     assert code == 2 and "give --out FILE" in one_error_line(err)
 
@@ -561,9 +583,10 @@ def test_changes_finds_a_5_percent_step_with_its_commit_range(tmp_path: Path, ca
     assert code == 0, err
     # the short series is left out with one line, the other searched
     assert err.count("perfgate: left out ") == 1 and "small on cpu-" in err and "at least 10 runs" in err
-    lines = out.splitlines()
-    assert lines[0].split()[:3] == ["workload", "environment", "phase"]
-    (row,) = lines[2:]
+    lines = out.splitlines()  # the statistic searched first: the time per step, as the gate decides
+    assert lines[0] == "time per step: each run's value is the median over its repeats"
+    assert lines[1].split()[:3] == ["workload", "environment", "phase"]
+    (row,) = lines[3:]
     assert row.startswith("tiny ") and ENV.key() in row and " step " in row
     assert "c11..c12" in row and "2026-10-13 10:00" in row
     size = float(row.split("%")[0].split()[-1])
@@ -573,12 +596,18 @@ def test_changes_finds_a_5_percent_step_with_its_commit_range(tmp_path: Path, ca
     code, out, err = run_cli(capsys, "history", "changes", "tiny", "--phase", "forward", "--environment",
                              ENV.key(), "--history", str(db))
     assert code == 0 and err == ""
-    (row,) = out.splitlines()[2:]
+    (row,) = out.splitlines()[3:]
     assert " forward " in row and "c11..c12" in row
+    # the median step has the same step (the whole step is 5% slower)
+    code, out, err = run_cli(capsys, "history", "changes", "tiny", "--statistic", "median", "--history", str(db))
+    assert code == 0 and err == "" and out.startswith("median step: ")
+    (row,) = out.splitlines()[3:]
+    assert "c11..c12" in row
     # and a series without a step
     code, out, err = run_cli(capsys, "history", "changes", "tiny", "--history", str(stepped_store(tmp_path / "flat",
                                                                                                   step_at=99)))
-    assert (code, out, err) == (0, "no lasting steps found\n", "")
+    assert (code, out, err) == (0, "time per step: each run's value is the median over its repeats\n"
+                                   "no lasting steps found\n", "")
 
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -591,7 +620,7 @@ def test_changes_on_a_series_it_cannot_search_is_one_line(tmp_path: Path, capsys
                                                           message: str) -> None:
     db = stepped_store(tmp_path, runs=12, short=4)
     if "residual" in argv:  # a residual of 0 or below, which the method (on logarithms) cannot take
-        sql(db, "UPDATE medians SET median_ms = -0.1 WHERE phase = 'residual'")
+        sql(db, "UPDATE phase_times SET per_step_ms = -0.1 WHERE phase = 'residual'")
     code, out, err = run_cli(capsys, "history", "changes", *argv, "--history", str(db))
     assert code == 2 and out == ""
     assert message in one_error_line(err)

@@ -5,10 +5,16 @@
 - ``export --format csv|parquet|json``: the long table of ``perfgate.analysis.history.load``;
 - ``changes [WORKLOAD]``: the lasting steps of each workload's per-run series
   (``run_series``, ``perfgate.analysis.changepoints.find_changes``,
-  ``perfgate.report.changes.render_changes``).
+  ``perfgate.report.changes.render_changes``), of the time per step unless
+  ``--statistic median``;
+- ``html DIR``: the dashboard (``perfgate.report.dashboard``);
+- ``migrate``: create the store, or bring it forward to the current schema;
+- ``copy SRC DST``: a whole store into another (SQLite into PostgreSQL and back).
 
-The store is ``--history PATH``, else ``[tool.perfgate] history``, else
-``perfgate-history.sqlite`` beside the pyproject. pandas is imported only by the commands
+The store is ``--history PATH|URL``, else ``PERFGATE_HISTORY_URL`` (the shared store a CI
+secret names), else ``[tool.perfgate] history``, else ``perfgate-history.sqlite`` beside
+the pyproject. A ``postgresql://`` URL is a PostgreSQL server; any other ``scheme://`` is
+refused (``perfgate.store.history_sql.parse_location``). pandas is imported only by the commands
 that need it, so ``perfgate`` starts as fast as before. A recorded run the store's reader
 leaves out (a value ``record`` would not have stored, such as a ``created_at`` of
 "yesterday") is named on stderr, one ``perfgate: warning:`` line per run, and the
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -26,18 +33,62 @@ from perfgate.analysis.changepoints import ChangePoint, find_changes
 from perfgate.gate.config import load_settings
 from perfgate.model.errors import EXIT_OK, UsageError
 from perfgate.model.manifest import DESIGNS
+from perfgate.model.repeat import MEDIAN, PER_STEP, STATISTIC_WORDS, STATISTICS
 from perfgate.model.result import ROWS
 from perfgate.report.changes import ChangeRow, render_changes
-from perfgate.store.history import read_rows, record, recordings_of, write_export
+from perfgate.store.history import (
+    HISTORY_SCHEMA_VERSION,
+    Location,
+    copy,
+    migrate,
+    read_rows,
+    record,
+    recordings_of,
+    runner_name,
+    write_export,
+)
+from perfgate.store.history_sql import URL_ENV, environment_url, looks_like_url, parse_location, sqlite_location
 from perfgate.text.inert import terminal
 
 FORMATS = ("csv", "parquet", "json")
 MAX_BRANCH_CHARS = 200
 
 
-def store_of(args: argparse.Namespace) -> Path:
-    """``--history``, else the ``history`` setting of ``--config``'s ``[tool.perfgate]``."""
-    return load_settings(Path(args.config), {"history": args.history}).history
+STATISTIC_HELP = (f"the per-repeat statistic each run's value is the median of: {PER_STEP} (the time per step, the "
+                  f"window's total over its steps: what the gate decides on; the default) or {MEDIAN} (the median "
+                  "step; the only one kept in runs recorded before schema version 2)")
+
+
+def store_of(args: argparse.Namespace) -> Location:
+    """``--history``, else ``PERFGATE_HISTORY_URL``, else the ``history`` setting of
+    ``--config``'s ``[tool.perfgate]`` (a path there is relative to the pyproject), else
+    ``perfgate-history.sqlite`` beside it."""
+    if args.history is not None:
+        return parse_location(args.history, origin="--history")
+    url = environment_url()
+    if url is not None:
+        return parse_location(url, origin=URL_ENV)
+    pyproject = Path(args.config)
+    settings = load_settings(pyproject)  # checks the whole table, as every command does
+    written = _history_setting(pyproject)
+    if written is not None and looks_like_url(written):
+        return parse_location(written, origin=f"{pyproject} [tool.perfgate] history")
+    return sqlite_location(settings.history)
+
+
+def _history_setting(pyproject: Path) -> str | None:
+    """``[tool.perfgate] history`` as written (the settings hold it as a path, which would
+    fold a URL's ``//``); None when not there."""
+    try:
+        table = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {}).get("perfgate", {})
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, AttributeError):
+        return None  # load_settings has said what is wrong with a file it could read
+    value = table.get("history") if isinstance(table, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def _statistic(args: argparse.Namespace) -> str:
+    return str(getattr(args, "statistic", PER_STEP))
 
 
 def _branch(value: str | None) -> str | None:
@@ -51,7 +102,8 @@ def _branch(value: str | None) -> str | None:
 
 def cmd_record(args: argparse.Namespace) -> int:
     store = store_of(args)
-    recordings = recordings_of(Path(args.results), design=args.design, branch=_branch(args.branch))
+    recordings = recordings_of(Path(args.results), design=args.design, branch=_branch(args.branch),
+                               runner=_runner(args.runner))
     run_ids = record(store, recordings)
     for run_id, r in zip(run_ids, recordings):
         commit = (r.result.environment.git_commit or "unknown commit")[:12]
@@ -63,7 +115,16 @@ def cmd_record(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def load_table(store: Path) -> Any:
+def _runner(value: str | None) -> str | None:
+    if value is None:
+        return runner_name()
+    name = value.strip()
+    if not name or len(name) > MAX_BRANCH_CHARS or any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+        raise UsageError(f"--runner: expected a runner name (1 to {MAX_BRANCH_CHARS} printable characters)")
+    return name
+
+
+def load_table(store: Location) -> Any:
     """The store as ``perfgate.analysis.history``'s table, each run its reader left out
     named on stderr (one line per run)."""
     from perfgate.analysis.history import frame  # pandas, only for the commands that need it
@@ -118,23 +179,27 @@ def cmd_changes(args: argparse.Namespace) -> int:
     for workload in ([args.workload] if args.workload is not None else recorded):
         keys = sorted({str(k) for k in df.loc[df["workload"] == workload, "environment_key"]})
         for key in keys if args.environment is None else [k for k in keys if k == args.environment]:
-            series = run_series(df, workload, args.phase, key)
+            series = run_series(df, workload, args.phase, key, statistic=_statistic(args))
             if series.empty:
                 continue
             searched += 1
             try:
-                changes = find_changes([float(v) for v in series["median_ms"]])
+                changes = find_changes([float(v) for v in series["value_ms"]])
             except ValueError as exc:  # too few runs for the method, or a value it cannot take
                 skipped.append(f"{terminal(workload)} on {terminal(key)}, {args.phase}: {exc}")
                 continue
             rows.extend(_change_rows(workload, key, args.phase, series, changes))
     if searched == 0:
+        if _statistic(args) == PER_STEP:
+            raise UsageError(f"no run in {store} holds a time per step (runs recorded before schema version 2 "
+                             "hold the median step only: --statistic median)")
         raise UsageError(f"{terminal(args.workload)}: no runs on {terminal(args.environment)} in {store}")
     if len(skipped) == searched:
         raise UsageError(skipped[0] if searched == 1 else f"none of the {searched} series can be searched: "
                                                           f"{skipped[0]}")
     for line in skipped:
         print(f"perfgate: left out {line}", file=sys.stderr)
+    print(f"{STATISTIC_WORDS[_statistic(args)]}: each run's value is the median over its repeats")
     print(render_changes(rows))
     return EXIT_OK
 
@@ -160,14 +225,40 @@ def cmd_html(args: argparse.Namespace) -> int:
 
     baselines = None if args.no_baselines else load_settings(
         Path(args.config), {"baselines": args.baselines}).baselines
-    path = write_dashboard(load_table(store), Path(args.dir), baselines_root=baselines, title=args.title)
+    path = write_dashboard(load_table(store), Path(args.dir), baselines_root=baselines, title=args.title,
+                           statistic=_statistic(args))
     print(f"perfgate: wrote {path}", file=sys.stderr)
     return EXIT_OK
 
 
+def cmd_migrate(args: argparse.Namespace) -> int:
+    store = store_of(args)
+    before, after = migrate(store)
+    if before == 0:
+        print(f"perfgate: created the history store at {store} (schema version {after})", file=sys.stderr)
+    elif before < after:
+        print(f"perfgate: brought the history store at {store} from schema version {before} to {after}",
+              file=sys.stderr)
+    else:
+        print(f"perfgate: the history store at {store} is at schema version {after} already", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_copy(args: argparse.Namespace) -> int:
+    source = parse_location(args.source, origin="SRC")
+    destination = parse_location(args.destination, origin="DST")
+    counts = copy(source, destination, replace=args.replace)
+    print(f"perfgate: copied {counts['runs']} run(s) from {source} to {destination}: "
+          f"{', '.join(f'{n} {table}' for table, n in counts.items())} rows, each table counted on both sides",
+          file=sys.stderr)
+    return EXIT_OK
+
+
 def _store_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--history", metavar="PATH",
-                        help="the history store (default: [tool.perfgate] history, else perfgate-history.sqlite "
+    parser.add_argument("--history", metavar="PATH|URL",
+                        help=f"the history store: an SQLite file, or postgresql://[user@]host[:port]/database "
+                             f"(its password in PGPASSWORD, ~/.pgpass or a service file, never in the URL) "
+                             f"(default: {URL_ENV}, else [tool.perfgate] history, else perfgate-history.sqlite "
                              "beside the pyproject)")
     parser.add_argument("--config", default="pyproject.toml", metavar="PYPROJECT",
                         help="where [tool.perfgate] is read from (default: ./pyproject.toml)")
@@ -175,11 +266,12 @@ def _store_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_parser(subparsers: Any) -> None:
-    """Add ``perfgate history`` and its commands ``record``, ``export``, ``changes`` and ``html``."""
+    """Add ``perfgate history`` and its commands ``record``, ``export``, ``changes``, ``html``, ``migrate`` and ``copy``."""
     h = subparsers.add_parser(
-        "history", help="record runs in the history store (SQLite), export it, find lasting steps",
-        description="The history store keeps every recorded run of every workload (per repeat, the median and "
-                    "share of each phase, samples/s, peak memory, counters per step) in one SQLite file.",
+        "history", help="record runs in the history store (SQLite or PostgreSQL), export it, find lasting steps",
+        description="The history store keeps every recorded run of every workload (per repeat, the time per step, "
+                    "median and share of each phase, samples/s, peak memory, counters per step, the runner) in one "
+                    "SQLite file or on a PostgreSQL server shared by several runners.",
         epilog="exit codes: 0 done, 2 error or bad input (the store is then left as it was)")
     commands = h.add_subparsers(dest="history_command", required=True, metavar="COMMAND")
 
@@ -196,6 +288,8 @@ def add_parser(subparsers: Any) -> None:
                    help="the design the results were measured in; default: as measured (paired when in ABBA "
                         "blocks), and a different value is refused")
     r.add_argument("--branch", metavar="NAME", help="the branch the commit was measured on (recorded as given)")
+    r.add_argument("--runner", metavar="NAME",
+                   help="the runner that measured the results (default: RUNNER_NAME, else this machine's host name)")
     _store_options(r)
     r.set_defaults(func=cmd_record)
 
@@ -212,12 +306,13 @@ def add_parser(subparsers: Any) -> None:
     c = commands.add_parser(
         "changes", help="lasting steps in each workload's per-run times, with their commit range",
         description="For each workload (or WORKLOAD) and environment key, the per-run series of a phase (the "
-                    "median over each run's repeats), and each lasting step in it: the commits either side, "
-                    "its size and its confidence.",
+                    "median over each run's repeats of their time per step, or of their median step), and each "
+                    "lasting step in it: the commits either side, its size and its confidence.",
         epilog="exit codes: 0 done (steps or none), 2 error or bad input (a series too short for the method)")
     c.add_argument("workload", nargs="?", metavar="WORKLOAD", help="one workload (default: every one recorded)")
     c.add_argument("--phase", default="step", choices=ROWS, help="the row whose series is searched (default: step)")
     c.add_argument("--environment", metavar="KEY", help="only the runs of this environment key")
+    c.add_argument("--statistic", default=PER_STEP, choices=STATISTICS, help=STATISTIC_HELP)
     _store_options(c)
     c.set_defaults(func=cmd_changes)
 
@@ -231,5 +326,31 @@ def add_parser(subparsers: Any) -> None:
     d.add_argument("--baselines", metavar="DIR", help="the baseline store (default: [tool.perfgate] baselines)")
     d.add_argument("--no-baselines", action="store_true", help="draw no baseline lines")
     d.add_argument("--title", default="perfgate history", help="the page's heading")
+    d.add_argument("--statistic", default=PER_STEP, choices=STATISTICS, help=STATISTIC_HELP)
     _store_options(d)
     d.set_defaults(func=cmd_html)
+
+    m = commands.add_parser(
+        "migrate", help="create the history store, or bring it forward to this perfgate's schema",
+        description=f"Create the history store (SQLite or PostgreSQL) when it is missing or empty, or bring a store "
+                    f"of an older schema forward to version {HISTORY_SCHEMA_VERSION}, in one transaction (the data "
+                    "kept; version 1's runs keep their median step and have no time per step). A store of a "
+                    "newer schema is refused. perfgate history record does the same before it records.",
+        epilog="exit codes: 0 created, upgraded or already current, 2 error (the store left as it was)")
+    _store_options(m)
+    m.set_defaults(func=cmd_migrate)
+
+    k = commands.add_parser(
+        "copy", help="copy a whole history store into another (SQLite into PostgreSQL, and back)",
+        description="Copy every run of SRC into DST (each an SQLite file or a postgresql:// URL), run ids kept, in "
+                    "one transaction on DST, which is created or brought forward when needed. Each table of DST is "
+                    "counted after the copy and must hold as many rows as SRC's, else nothing is written. DST "
+                    "must hold no run, unless --replace. SRC is only read, and must be at the current schema "
+                    "(perfgate history migrate --history SRC).",
+        epilog="exit codes: 0 copied, 2 error or bad input (DST left as it was). Example: PGPASSWORD=... "
+               "perfgate history copy perfgate-history.sqlite postgresql://recorder@db.internal/perfgate")
+    k.add_argument("source", metavar="SRC", help="the store to copy from (a path or a postgresql:// URL)")
+    k.add_argument("destination", metavar="DST", help="the store to copy into (a path or a postgresql:// URL)")
+    k.add_argument("--replace", action="store_true", help="delete DST's runs first (in the same transaction)")
+    k.add_argument("-v", "--verbose", action="store_true", help="show more detail on errors")
+    k.set_defaults(func=cmd_copy)

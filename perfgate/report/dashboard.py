@@ -11,14 +11,19 @@ it opens from disk and can be published as it is (GitHub Pages). It holds
 * one section per workload × environment key, with one small-multiples figure: a wide
   panel for the step on top and one panel per phase (and the residual) below. In each
   panel every run is a point, in date order and evenly spaced (the ticks give the runs'
-  dates): the run's value is the median over its repeats of the repeat's median, the
-  vertical bar behind it spans its repeats from the lowest to the highest, and a run of a
-  modified tree is hollow; a line follows the rolling median of the last five runs
+  dates): the run's value is the median over its repeats of the repeat's **time per
+  step** (the window's total over its steps: the statistic the gate decides on), or of
+  its median step with ``statistic="median"``; each panel's title and axis name the
+  statistic, the vertical bar behind a point spans its repeats from the lowest to the
+  highest, and a run of a modified tree is hollow; a line follows the rolling median of the last five runs
   (pandas). A change point is a vertical line before the first run after the step,
   labelled with that run's short commit and the size; the level of the stored baseline
   of that workload and environment (the median of all its recordings' per-repeat
-  medians of the row) is a dashed horizontal line when ``baselines_root`` is given and the
-  baseline exists. A row that is zero in every run (a micro-benchmark's phases) has no panel.
+  values of the row, of the same statistic) is a dashed horizontal line when
+  ``baselines_root`` is given and the baseline exists. A row that is zero in every run (a
+  micro-benchmark's phases) has no panel. Runs recorded before the time per step was kept
+  (history schema version 1) are not in a time-per-step panel, and the section says how
+  many were left out.
 
 Change points come from ``find`` (by default ``perfgate.analysis.changepoints.find_changes``)
 called on each panel's per-run values. A series the method refuses as too short (its
@@ -52,7 +57,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy
 from markupsafe import Markup
 
-from perfgate.model.repeat import MEDIAN
+from perfgate.model.repeat import MEDIAN, PER_STEP, STATISTIC_WORDS, STATISTICS
 from perfgate.model.errors import UsageError
 from perfgate.model.result import ROWS
 from perfgate.model.version import __version__
@@ -70,8 +75,13 @@ if TYPE_CHECKING:
 __all__ = ["ChangeLike", "Panel", "Section", "render_dashboard", "section_figure", "sections", "write_dashboard"]
 
 INDEX = "index.html"
-COLUMNS = ("run_id", "date", "commit", "dirty", "workload", "environment_key", "device", "phase", "median_ms")
-"""The columns of the history table the dashboard reads."""
+STATISTIC_NOTES = {PER_STEP: " (each repeat's window total over its steps, the number the gate decides on)",
+                   MEDIAN: " (each repeat's median step; the gate decides on the time per step)"}
+COLUMNS = ("run_id", "date", "commit", "dirty", "workload", "environment_key", "device", "phase")
+"""The columns of the history table the dashboard reads, besides the statistic's own
+(:data:`VALUE_COLUMNS`)."""
+VALUE_COLUMNS = {PER_STEP: "per_step_ms", MEDIAN: "median_ms"}
+"""The history table's column of each statistic (``perfgate.analysis.history.VALUE_COLUMNS``)."""
 SHORT_COMMIT = 8
 MIN_SPAN = 0.10
 """A panel's y axis spans at least this fraction of its median level: a 0.5% wobble must
@@ -133,7 +143,7 @@ class Panel:
     commits: tuple[str, ...]
     dirty: tuple[bool, ...]
     values: tuple[float, ...]
-    """Per run, the median over its repeats of the repeat's median (ms)."""
+    """Per run, the median over its repeats of the repeat's ``statistic`` (ms)."""
     low: tuple[float, ...]
     high: tuple[float, ...]
     rolling: tuple[float | None, ...]
@@ -144,6 +154,8 @@ class Panel:
     """The stored baseline's level of this row (ms), or None."""
     note: str | None = None
     """Why no change points were looked for, when they were not."""
+    statistic: str = PER_STEP
+    """The per-repeat statistic the values are of (``perfgate.model.repeat.STATISTICS``)."""
 
 
 @dataclass(frozen=True)
@@ -194,37 +206,51 @@ def _changes(values: tuple[float, ...], commits: tuple[str, ...], dates: tuple[s
     return tuple(out), None
 
 
-def _baseline_levels(root: Path, environment_key: str, workload: str) -> tuple[dict[str, float], str | None]:
-    """Per row, the median of the stored baseline's per-repeat medians (all recordings); and a note."""
+def _baseline_levels(root: Path, environment_key: str, workload: str,
+                     statistic: str) -> tuple[dict[str, float], str | None]:
+    """Per row, the median of the stored baseline's per-repeat ``statistic`` (all recordings); and a note."""
     if not (NAME_RE.fullmatch(workload) and KEY_RE.fullmatch(environment_key)
             and ".." not in workload + environment_key):
         return {}, "no baseline looked up: the workload name or environment key is not a plain file name"
     found = find_baseline(root, environment_key, workload).baseline
     if found is None:
         return {}, None
-    levels = {row: statistics.median(m for per_recording in found.recording_values(row, MEDIAN) for m in per_recording)
+    levels = {row: statistics.median(m for per_recording in found.recording_values(row, statistic)
+                                     for m in per_recording)
               for row in ROWS}
     latest = found.recordings[-1].provenance
     return levels, (f"dashed line: the stored baseline, {len(found.recordings)} recording(s), the latest of commit "
                     f"{_short(latest.commit)} on {flatten(latest.date, 40)[:10]}")
 
 
-def _per_run(df: pandas.DataFrame) -> pandas.DataFrame:
-    missing = [c for c in COLUMNS if c not in df.columns]
+def _keys(d: pandas.DataFrame) -> dict[str, pandas.Series]:
+    return {c: d[c].astype(object).where(d[c].notna(), "").astype(str)  # categories and <NA> as plain str
+            for c in ("workload", "environment_key", "phase")}
+
+
+def _per_run(df: pandas.DataFrame, statistic: str) -> tuple[pandas.DataFrame, dict[tuple[str, str], int]]:
+    """The per-run values of ``statistic``, and per workload and environment key the runs
+    that hold none (recorded before the time per step was kept)."""
+    if statistic not in VALUE_COLUMNS:
+        raise ValueError(f"unknown statistic {statistic!r}; statistics: {', '.join(STATISTICS)}")
+    value = VALUE_COLUMNS[statistic]
+    missing = [c for c in (*COLUMNS, value) if c not in df.columns]
     if missing:
         raise ValueError(f"the history table lacks the column(s) {', '.join(missing)}")
-    d = df.loc[:, list(COLUMNS)]
-    d = d[numpy.isfinite(d["median_ms"].astype(float))]
-    keys = {c: d[c].astype(object).where(d[c].notna(), "").astype(str)  # categories and <NA> as plain str
-            for c in ("workload", "environment_key", "phase")}
+    d = df.loc[:, [*COLUMNS, value]]
+    finite = numpy.isfinite(d[value].astype(float))
+    d = d.assign(**_keys(d), **{value: d[value].astype(float)})
+    held = d[finite]
+    lacking = d[~d["run_id"].isin(set(held["run_id"]))].groupby(["workload", "environment_key"])["run_id"].nunique()
     from perfgate.analysis.history import per_run  # pandas: only once there is a table to draw
 
-    return per_run(d.assign(**keys, median_ms=d["median_ms"].astype(float)))
+    return per_run(held, statistic), {(str(w), str(k)): int(n) for (w, k), n in lacking.items()}
 
 
-def sections(df: pandas.DataFrame, *, find: Finder | None = None, baselines_root: Path | None = None) -> list[Section]:
+def sections(df: pandas.DataFrame, *, find: Finder | None = None, baselines_root: Path | None = None,
+             statistic: str = PER_STEP) -> list[Section]:
     """What the page shows, one section per workload × environment key (sorted), before any drawing."""
-    runs = _per_run(df)
+    runs, lacking = _per_run(df, statistic)
     if runs.empty:
         return []
     finder = find or _default_finder()
@@ -232,8 +258,11 @@ def sections(df: pandas.DataFrame, *, find: Finder | None = None, baselines_root
     for (workload, key), block in runs.groupby(["workload", "environment_key"], sort=True):
         levels: dict[str, float] = {}
         notes = []
+        if lacking.get((workload, key)):
+            notes.append(f"{lacking[(workload, key)]} run(s) recorded before the {STATISTIC_WORDS[statistic]} was "
+                         "kept are not shown (perfgate history html --statistic median shows them).")
         if baselines_root is not None:
-            levels, baseline_note = _baseline_levels(Path(baselines_root), key, workload)
+            levels, baseline_note = _baseline_levels(Path(baselines_root), key, workload, statistic)
             notes += [baseline_note] if baseline_note else []
         refused: dict[str, list[str]] = {}
         panels = []
@@ -244,15 +273,16 @@ def sections(df: pandas.DataFrame, *, find: Finder | None = None, baselines_root
                 continue  # not measured, or zero in every run (a micro-benchmark's phases)
             dates = tuple(_date(v) for v in part["date"])
             commits = tuple(_plain(v) or "" for v in part["commit"])
-            values = tuple(float(v) for v in part["median_ms"])
-            rolled = part["median_ms"].astype(float).rolling(ROLLING_RUNS, min_periods=ROLLING_MIN_RUNS).median()
+            values = tuple(float(v) for v in part["value_ms"])
+            rolled = part["value_ms"].astype(float).rolling(ROLLING_RUNS, min_periods=ROLLING_MIN_RUNS).median()
             rolling = tuple(None if math.isnan(v) else float(v) for v in rolled)
             changes, why = _changes(values, commits, dates, finder)
             if why:
                 refused.setdefault(why, []).append(row)
             dirty = tuple(_plain(v) is not None and bool(v) for v in part["dirty"])  # unknown: not dirty
             panels.append(Panel(row, dates, commits, dirty, values, tuple(float(v) for v in part["low"]),
-                                tuple(float(v) for v in part["high"]), rolling, changes, levels.get(row), why))
+                                tuple(float(v) for v in part["high"]), rolling, changes, levels.get(row), why,
+                                statistic))
         for why, rows in refused.items():
             notes.append(f"No change points looked for in {', '.join(rows)}: {why}.")
         devices = sorted({_plain(v) or "unknown" for v in block["device"]})
@@ -322,8 +352,8 @@ def _draw(ax: Any, panel: Panel, wide: bool) -> None:
         ax.spines[side].set_visible(False)
     level = f" · baseline {ms(panel.baseline)}" if panel.baseline is not None else ""
     found = f" · {len(panel.changes)} change point(s)" if panel.changes and wide else ""
-    ax.set_title(f"{panel.row}: latest {ms(panel.values[-1])} ms{level}{found}", fontsize=9 if wide else 8,
-                 fontweight="bold", loc="left")
+    ax.set_title(f"{panel.row}, {STATISTIC_WORDS[panel.statistic]}: latest {ms(panel.values[-1])} ms{level}{found}",
+                 fontsize=9 if wide else 8, fontweight="bold", loc="left")
 
 
 def section_figure(section: Section) -> Figure | None:
@@ -339,12 +369,12 @@ def section_figure(section: Section) -> Figure | None:
     grid = fig.add_gridspec(1 + rows, PHASE_COLUMNS, height_ratios=[STEP_INCHES] + [PANEL_INCHES] * rows)
     ax = fig.add_subplot(grid[0, :])
     _draw(ax, first, wide=True)
-    ax.set_ylabel("ms per step", fontsize=8)
+    ax.set_ylabel(f"{STATISTIC_WORDS[first.statistic]} (ms)", fontsize=8)
     for k, panel in enumerate(rest):
         ax = fig.add_subplot(grid[1 + k // PHASE_COLUMNS, k % PHASE_COLUMNS])
         _draw(ax, panel, wide=False)
         if k % PHASE_COLUMNS == 0:
-            ax.set_ylabel("ms per step", fontsize=8)
+            ax.set_ylabel(f"{STATISTIC_WORDS[panel.statistic]} (ms)", fontsize=8)
     return fig
 
 
@@ -354,8 +384,8 @@ def _figure(section: Section) -> dict[str, object] | None:
         return None
     width, height = (round(v * 100) for v in fig.get_size_inches())
     data = Markup(base64.b64encode(figure_png(fig)).decode("ascii"))  # base64: nothing to escape
-    alt = (f"{section.workload} in {section.environment_key}: per-run times of "
-           + ", ".join(p.row for p in section.panels))
+    alt = (f"{section.workload} in {section.environment_key}: per-run {STATISTIC_WORDS[first_statistic(section)]} "
+           "of " + ", ".join(p.row for p in section.panels))
     return {"data": data, "width": width, "height": height, "alt": alt}
 
 
@@ -387,16 +417,22 @@ def _change_rows(shown: Sequence[Section]) -> list[dict[str, object]]:
     return sorted(rows, key=lambda r: str(r["date"]), reverse=True)
 
 
+def first_statistic(section: Section) -> str:
+    return section.panels[0].statistic if section.panels else PER_STEP
+
+
 def render_dashboard(df: pandas.DataFrame, *, find: Finder | None = None, baselines_root: Path | None = None,
-                     title: str = "perfgate history") -> str:
-    """The whole dashboard as one HTML page (inline CSS, figures as base64 PNG, no JavaScript)."""
-    shown = sections(df, find=find, baselines_root=baselines_root)
+                     title: str = "perfgate history", statistic: str = PER_STEP) -> str:
+    """The whole dashboard as one HTML page (inline CSS, figures as base64 PNG, no JavaScript);
+    every panel shows ``statistic`` (the time per step by default) and says so."""
+    shown = sections(df, find=find, baselines_root=baselines_root, statistic=statistic)
     dates = sorted(d for s in shown for p in s.panels[:1] for d in p.dates)
     runs = sum(s.runs for s in shown)
     summary = ""
     if shown:
         summary = (f"{runs} run(s) of {len({s.workload for s in shown})} workload(s) in "
-                   f"{len({s.environment_key for s in shown})} environment(s), from {dates[0]} to {dates[-1]} (UTC).")
+                   f"{len({s.environment_key for s in shown})} environment(s), from {dates[0]} to {dates[-1]} (UTC). "
+                   f"Every panel shows the {STATISTIC_WORDS[statistic]}{STATISTIC_NOTES[statistic]}.")
     return page_template("dashboard.html.j2", _finalize).render(
         title=title,
         css=Markup(CSS + "\n" + EXTRA_CSS),
@@ -406,12 +442,14 @@ def render_dashboard(df: pandas.DataFrame, *, find: Finder | None = None, baseli
                    "device": s.device, "runs": s.runs, "notes": list(s.notes), "figure": _figure(s)}
                   for i, s in enumerate(shown)],
         min_span=f"{MIN_SPAN * 100:g}%",
+        statistic=STATISTIC_WORDS[statistic],
         footer=f"Written by perfgate {__version__}.",
     )
 
 
 def write_dashboard(df: pandas.DataFrame, out_dir: Path, *, find: Finder | None = None,
-                    baselines_root: Path | None = None, title: str = "perfgate history") -> Path:
+                    baselines_root: Path | None = None, title: str = "perfgate history",
+                    statistic: str = PER_STEP) -> Path:
     """Write ``out_dir/index.html`` (see the module's docstring) and return its path.
 
     ``df`` is ``perfgate.analysis.history.load``'s table (the columns of :data:`COLUMNS` are
@@ -419,7 +457,8 @@ def write_dashboard(df: pandas.DataFrame, out_dir: Path, *, find: Finder | None 
     order (default: ``perfgate.analysis.changepoints.find_changes`` with its defaults; its
     ``ValueError`` means "no change points looked for", with the message shown);
     ``baselines_root`` the baseline store whose level is drawn (None: no baseline lines);
-    ``title`` the page's heading. A baseline file that is not valid raises
+    ``title`` the page's heading; ``statistic`` the per-repeat statistic every panel shows
+    (``per_step``, the time per step, by default; ``median``). A baseline file that is not valid raises
     ``FileFormatError`` from the baseline store, before anything is written.
 
     The page is rendered first, then written to a temporary file in ``out_dir`` and renamed
@@ -427,7 +466,7 @@ def write_dashboard(df: pandas.DataFrame, out_dir: Path, *, find: Finder | None 
     folders this call created for a write that failed are removed again. An ``out_dir``
     that cannot be written (not a folder, no permission) raises ``UsageError``.
     """
-    text = render_dashboard(df, find=find, baselines_root=baselines_root, title=title)
+    text = render_dashboard(df, find=find, baselines_root=baselines_root, title=title, statistic=statistic)
     out_dir = Path(out_dir)
     created = []
     for folder in (out_dir, *out_dir.parents):

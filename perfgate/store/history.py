@@ -1,25 +1,35 @@
-"""The history store: every recorded run of every workload, in one SQLite file.
+"""The history store: every recorded run of every workload, in an SQLite file or on PostgreSQL.
 
 ``perfgate history record`` appends the runs of a results folder (one run per workload:
-its identity, and per repeat the median and share of each row of
-:data:`perfgate.model.result.ROWS`, with counters per step where a counted run lies
-beside the result) in ONE transaction: ``BEGIN IMMEDIATE``, the inserts, ``COMMIT``. A
-record that fails, or a process killed before the commit, leaves the store as it was
-(SQLite's rollback journal puts it back when the store is next opened). Two processes
-recording at once take turns: the second waits for the first's commit (the busy timeout).
+its identity, the runner that recorded it, and per repeat the time per step, the median
+and the share of each row of :data:`perfgate.model.result.ROWS`, with counters per step
+where a counted run lies beside the result) in ONE transaction. A record that fails, or a
+process killed before the commit, leaves the store as it was (SQLite's rollback journal
+puts it back when the store is next opened; PostgreSQL drops the open transaction). Two
+processes recording at once take turns: the second waits for the first's commit
+(SQLite's busy timeout, PostgreSQL's advisory lock), and a PostgreSQL transaction the
+server ends with a serialization failure is run again.
+
+Where the store is, and what differs between the two engines, is
+:mod:`perfgate.store.history_sql`: a path is an SQLite file, a ``postgresql://`` URL a
+server; one schema and one set of statements serve both.
 
 Every value ``record`` stores is checked first (:func:`check_recording`): ``created_at``
 is an ISO 8601 time with a timezone, from 2000 to at most a day ahead of the clock; the
 names, commit and versions are short one-line strings; the numbers finite and bounded. A
-run that fails is refused with one line naming the field, and nothing is recorded.
+run that fails is refused with one line naming the field, and nothing is recorded. A run
+already recorded (workload, commit, ``created_at``, environment key) is refused; the
+unique index refuses it too.
 
-The file is schema-versioned: ``PRAGMA user_version`` holds :data:`HISTORY_SCHEMA_VERSION`
-and the ``meta`` table (key, value) holds ``kind = perfgate.history``, the version that
-created it and when. A store of a newer schema, a file that is not an SQLite database,
-an SQLite database of something else, or a damaged store is refused with one
-:class:`FileFormatError` line before anything is written, so the file is left byte for
-byte as it was. Reading never writes (a hot journal left by a killed recorder is rolled
-back, which restores the file as it was before that recording).
+The store is schema-versioned (:data:`HISTORY_SCHEMA_VERSION`): the ``meta`` table (key,
+value) holds ``kind = perfgate.history``, ``schema_version``, the version that created
+it and when; SQLite's ``PRAGMA user_version`` holds the version too (what perfgate 0.1
+reads). A store of a newer schema, a file that is not an SQLite database, a database of
+something else, or a damaged store is refused with one :class:`FileFormatError` line
+before anything is written. A store of an older schema is brought forward by
+:func:`migrate` (``perfgate history migrate``), and by ``record`` in its own transaction;
+readers read it as it is and never write (a hot journal left by a killed recorder is
+rolled back, which restores the file as it was before that recording).
 
 Reading checks every row as ``record`` would have stored it (a store edited by hand, or
 written by a perfgate that checked less, may hold a ``created_at`` of "yesterday" or of
@@ -27,16 +37,20 @@ the year 9999): a run with a row that is not is left out whole, and
 :attr:`HistoryRows.skipped` names it, one line per run, for the command to show; the
 other runs are read as usual.
 
-The pandas table built from :func:`read_rows` is ``perfgate.analysis.history``.
+:func:`copy` moves a whole store from one location to another (SQLite into PostgreSQL and
+back), in one transaction on the destination, and checks that each table holds as many
+rows as the source's. The pandas table built from :func:`read_rows` is
+``perfgate.analysis.history``.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
+import socket
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -48,104 +62,85 @@ from perfgate.model.result import MAX_REPEATS, ROWS, RunResult
 from perfgate.model.schema import MAX_COUNT
 from perfgate.model.version import __version__
 from perfgate.model.workload import PHASES
+from perfgate.store.history_sql import (
+    BUSY_TIMEOUT_S,
+    HISTORY_KIND,
+    HISTORY_SCHEMA_VERSION,
+    KEYS,
+    MIGRATIONS,
+    POSTGRES,
+    SCHEMA,
+    SQLITE,
+    TABLES,
+    Location,
+    Tx,
+    one_line,
+    parse_location,
+    sqlite_location,
+    transaction,
+)
 from perfgate.store.jsonfile import write_bytes_atomic
 from perfgate.store.untrusted import safe_name
 from perfgate.store.untrusted_folders import load_measured
 from perfgate.text.inert import terminal
 
-HISTORY_KIND = "perfgate.history"
-HISTORY_SCHEMA_VERSION = 1
-BUSY_TIMEOUT_S = 60.0
-"""How long a recorder or reader waits for another process's write transaction to end."""
+__all__ = ["BUSY_TIMEOUT_S", "COLUMNS", "COUNTERS", "HISTORY_KIND", "HISTORY_SCHEMA_VERSION", "HistoryRows",
+           "Location", "Recording", "check_recording", "copy", "location_of", "migrate", "read_rows", "record",
+           "recordings_of", "runner_name", "write_export"]
+
 COUNTERS = ("ops", "copies", "flops", "syncs", "launches")
 """Counters kept per phase, each per counted step: aten operator calls, copy operator
 calls, FLOPs, host-device synchronisations, CUDA kernel launches (None on the CPU)."""
 
-SCHEMA = """
-CREATE TABLE meta (
-    key TEXT PRIMARY KEY NOT NULL,
-    value TEXT NOT NULL
-);
-CREATE TABLE runs (
-    run_id INTEGER PRIMARY KEY,
-    workload TEXT NOT NULL,
-    workload_version INTEGER NOT NULL,
-    git_commit TEXT,
-    dirty INTEGER CHECK (dirty IN (0, 1)),
-    branch TEXT,
-    created_at TEXT NOT NULL,
-    environment_key TEXT NOT NULL,
-    device TEXT NOT NULL,
-    design TEXT NOT NULL CHECK (design IN ('paired', 'stored')),
-    perfgate_version TEXT NOT NULL,
-    recorded_at TEXT NOT NULL,
-    counted_steps INTEGER
-);
-CREATE UNIQUE INDEX runs_once ON runs (workload, ifnull(git_commit, ''), created_at, environment_key);
-CREATE TABLE repeats (
-    run_id INTEGER NOT NULL REFERENCES runs (run_id),
-    repeat INTEGER NOT NULL,
-    block INTEGER,
-    samples_per_s REAL NOT NULL,
-    peak_memory_bytes INTEGER,
-    PRIMARY KEY (run_id, repeat)
-) WITHOUT ROWID;
-CREATE TABLE medians (
-    run_id INTEGER NOT NULL,
-    repeat INTEGER NOT NULL,
-    phase TEXT NOT NULL,
-    median_ms REAL NOT NULL,
-    share REAL NOT NULL,
-    PRIMARY KEY (run_id, repeat, phase),
-    FOREIGN KEY (run_id, repeat) REFERENCES repeats (run_id, repeat)
-) WITHOUT ROWID;
-CREATE TABLE counters (
-    run_id INTEGER NOT NULL REFERENCES runs (run_id),
-    phase TEXT NOT NULL,
-    ops REAL,
-    copies REAL,
-    flops REAL,
-    syncs REAL,
-    launches REAL,
-    PRIMARY KEY (run_id, phase)
-) WITHOUT ROWID;
-"""
-"""Version 1. ``created_at`` and ``recorded_at`` are ISO 8601 text; ``counters`` holds the
-five phases and ``step`` (their sum) of the runs that have a counted run; the medians are
-``RepeatResult.medians_ms``, the shares ``RepeatResult.shares``."""
-
 COLUMNS = (
     "run_id", "recorded_at", "date", "commit", "dirty", "branch", "design", "workload", "workload_version",
-    "device", "environment_key", "perfgate_version", "repeat", "block", "phase", "median_ms", "share",
-    "samples_per_s", "peak_memory_bytes", *COUNTERS,
+    "device", "environment_key", "perfgate_version", "runner", "gpu_model", "gpu_uuid", "repeat", "block", "phase",
+    "per_step_ms", "median_ms", "share", "samples_per_s", "peak_memory_bytes", *COUNTERS,
 )
 """The columns :func:`read_rows` returns, in this order: one row per run × repeat × row."""
 
 _READ = f"""
 SELECT r.run_id, r.recorded_at, r.created_at, r.git_commit, r.dirty, r.branch, r.design, r.workload,
-       r.workload_version, r.device, r.environment_key, r.perfgate_version, p.repeat, p.block, m.phase,
-       m.median_ms, m.share, p.samples_per_s, p.peak_memory_bytes, {", ".join(f"c.{c}" for c in COUNTERS)}
+       r.workload_version, r.device, r.environment_key, r.perfgate_version, {{runner}}, p.repeat, p.block, m.phase,
+       {{per_step}}, m.median_ms, m.share, p.samples_per_s, p.peak_memory_bytes, {", ".join(f"c.{c}" for c in COUNTERS)}
 FROM runs r
 JOIN repeats p ON p.run_id = r.run_id
-JOIN medians m ON m.run_id = p.run_id AND m.repeat = p.repeat
+JOIN {{phase_times}} m ON m.run_id = p.run_id AND m.repeat = p.repeat
 LEFT JOIN counters c ON c.run_id = m.run_id AND c.phase = m.phase
-ORDER BY r.created_at, r.run_id, p.repeat, m.phase
+ORDER BY r.run_id, p.repeat, m.phase
 """
+READS = {
+    2: _READ.format(runner="r.runner, r.gpu_model, r.gpu_uuid", per_step="m.per_step_ms", phase_times="phase_times"),
+    1: _READ.format(runner="NULL, NULL, NULL", per_step="NULL", phase_times="medians"),
+}
+"""The read of each schema version a reader reads as it is (version 1: no time per step,
+no runner)."""
+assert set(READS) == set(range(1, HISTORY_SCHEMA_VERSION + 1))
 
 
 @dataclass(frozen=True)
 class Recording:
     """One run to record: a head result, its counted run (None: none beside it), the
-    design it was measured in and the branch it was measured on (None: not given)."""
+    design it was measured in, the branch it was measured on (None: not given), the
+    runner that measured it (``RUNNER_NAME`` or the host name: :func:`runner_name`) and
+    its GPU's UUID (None: not known)."""
 
     result: RunResult
     counters: CounterSet | None
     design: str
     branch: str | None = None
+    runner: str | None = None
+    gpu_uuid: str | None = None
 
     def __post_init__(self) -> None:
         if self.design not in DESIGNS:
             raise ValueError(f"design must be one of {', '.join(DESIGNS)}, got {self.design!r}")
+
+
+def runner_name() -> str | None:
+    """The runner recording: GitHub's ``RUNNER_NAME`` when set, else this machine's host name."""
+    name = os.environ.get("RUNNER_NAME", "").strip() or socket.gethostname().strip()
+    return terminal(name, MAX_TEXT) or None
 
 
 def _utc_now() -> str:
@@ -246,6 +241,8 @@ def check_recording(recording: Recording, *, now: datetime | None = None) -> Non
         raise ValueError("environment: its fields do not make an environment key") from None
     _field("environment key", lambda: _text(key))
     _field("branch", lambda: _text(recording.branch, optional=True))
+    _field("runner", lambda: _text(recording.runner, optional=True))
+    _field("gpu_uuid", lambda: _text(recording.gpu_uuid, optional=True))
     for repeat in result.repeats:
         where = f"repeat {repeat.index}"
         _field(f"{where} index", lambda: _integer(repeat.index, 0, MAX_INDEX))
@@ -257,6 +254,7 @@ def check_recording(recording: Recording, *, now: datetime | None = None) -> Non
         if not sum(repeat.phases_ms["step"]) > 0:
             raise ValueError(f"{where}: no step time")
         for row in ROWS:
+            _field(f"{where} time per step {row}", lambda: _number(repeat.per_step_ms[row]))
             _field(f"{where} median {row}", lambda: _number(repeat.medians_ms[row]))
             _field(f"{where} share {row}", lambda: _number(repeat.shares[row]))
     if recording.counters is not None:
@@ -268,7 +266,8 @@ def _design_of(result: RunResult) -> str:
     return "paired" if any(r.block is not None for r in result.repeats) else "stored"
 
 
-def recordings_of(directory: Path, *, design: str | None = None, branch: str | None = None) -> list[Recording]:
+def recordings_of(directory: Path, *, design: str | None = None, branch: str | None = None,
+                  runner: str | None = None) -> list[Recording]:
     """The runs of a results folder (``perfgate run``/``gate``/``ci``): each ``<w>.json``
     with the ``<w>.counters.json`` beside it; a paired run's base side (``base/``) is not
     a run of this code and is left out. The folder is read as untrusted data
@@ -296,7 +295,7 @@ def recordings_of(directory: Path, *, design: str | None = None, branch: str | N
                                     or counted.workload_version != result.workload_version):
             raise UsageError(f"{name}: its counted run is of {counted.device} v{counted.workload_version}, the "
                              f"result of {result.device} v{result.workload_version}; nothing was recorded")
-        recording = Recording(result, counted, found, branch)
+        recording = Recording(result, counted, found, branch, runner)
         try:
             check_recording(recording)
         except ValueError as exc:
@@ -305,108 +304,114 @@ def recordings_of(directory: Path, *, design: str | None = None, branch: str | N
     return out
 
 
-# --- opening and checking the file ---------------------------------------------------------
+# --- opening and checking the store --------------------------------------------------------
 
 
-def _connect(path: Path, *, create: bool, timeout_s: float) -> sqlite3.Connection:
-    mode = "rwc" if create else "rw"
-    if not create and not path.is_file():
-        if path.exists():
-            raise FileFormatError(f"{path}: not a perfgate history store (not a file)")
-        raise FileFormatError(f"{path}: no history store there (perfgate history record creates one)")
-    try:
-        if create:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode={mode}", uri=True, timeout=timeout_s,
-                               isolation_level=None)
-    except FileExistsError:
-        raise FileFormatError(f"{path}: cannot create the history store there: {path.parent} is not a folder") from None
-    except OSError as exc:
-        raise FileFormatError(f"{path}: cannot create the history store there: {exc.strerror or exc}") from None
-    except sqlite3.Error as exc:
-        raise FileFormatError(f"{path}: cannot open the history store: {_one_line(exc)}") from None
-    conn.execute("PRAGMA foreign_keys = ON")
-    return conn
+def location_of(store: Location | Path | str) -> Location:
+    """``store`` as a :class:`Location`: a Path is an SQLite file, a string a path or a URL
+    (:func:`perfgate.store.history_sql.parse_location`)."""
+    if isinstance(store, Location):
+        return store
+    if isinstance(store, Path):
+        return sqlite_location(store)
+    return parse_location(store, origin="the history store")
 
 
-def _meta(conn: sqlite3.Connection) -> dict[str, str]:
-    return {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
+def _meta(tx: Tx) -> dict[str, str]:
+    return {str(k): str(v) for k, v in tx.execute("SELECT key, value FROM meta")}
 
 
-def _check(conn: sqlite3.Connection, path: Path, *, deep: bool) -> int:
+def _check(tx: Tx, *, deep: bool) -> int:
     """The store's schema version (0: an empty database, a store to create), after
     checking that it is a perfgate history this perfgate can read; inside the caller's
     transaction. ``deep`` adds SQLite's ``quick_check`` of every page (before a write)."""
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    where, sqlite = tx.location, tx.dialect is SQLITE
+    tables = tx.tables()
+    version = SQLITE.version(tx) if sqlite else 0
     if version == 0 and not tables:
         return 0
     if "meta" not in tables:
-        raise FileFormatError(f"{path}: not a perfgate history store (an SQLite database without its meta table)")
+        kind = "an SQLite database" if sqlite else "a PostgreSQL schema with tables but"
+        raise FileFormatError(f"{where}: not a perfgate history store ({kind} without its meta table)")
     try:
-        meta = _meta(conn)
-    except sqlite3.OperationalError:
-        raise FileFormatError(f"{path}: not a perfgate history store (its meta table is not key, value)") from None
+        meta = _meta(tx)
+    except (sqlite3.OperationalError, *_pg_errors()):
+        raise FileFormatError(f"{where}: not a perfgate history store (its meta table is not key, value)") from None
     if meta.get("kind") != HISTORY_KIND:
-        raise FileFormatError(f"{path}: not a perfgate history store (kind is "
+        raise FileFormatError(f"{where}: not a perfgate history store (kind is "
                               f"{terminal(repr(meta.get('kind', 'missing')), 40)})")
+    if not sqlite:
+        version = POSTGRES.version(tx)
     if version > HISTORY_SCHEMA_VERSION:
-        raise FileFormatError(f"{path}: a history store of schema version {version} (written by perfgate "
+        raise FileFormatError(f"{where}: a history store of schema version {version} (written by perfgate "
                               f"{terminal(meta.get('created_by', 'unknown'), 20)}); this perfgate {__version__} reads "
                               f"up to version {HISTORY_SCHEMA_VERSION}: upgrade perfgate")
     if version < 1:
-        raise FileFormatError(f"{path}: a perfgate history store without a schema version (user_version 0)")
-    if deep:
-        problems = [row[0] for row in conn.execute("PRAGMA quick_check(1)")]
+        raise FileFormatError(f"{where}: a perfgate history store without a schema version (user_version 0)")
+    if deep and sqlite:
+        problems = [row[0] for row in tx.execute("PRAGMA quick_check(1)")]
         if problems != ["ok"]:
-            raise FileFormatError(f"{path}: the history store is damaged ({_one_line(problems[0])})")
+            raise FileFormatError(f"{where}: the history store is damaged ({one_line(problems[0])})")
     return version
 
 
-def _one_line(message: object, limit: int = 160) -> str:
-    """SQLite's message on one line, shortened: an error is one line on stderr."""
-    return terminal(" ".join(str(message).split()), limit)
-
-
-def _refused(path: Path, exc: sqlite3.Error) -> FileFormatError:
-    if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-        return FileFormatError(f"{path}: the history store stayed locked by another process; try again")
-    if isinstance(exc, sqlite3.OperationalError) and "readonly" in str(exc):
-        return FileFormatError(f"{path}: the history store cannot be written here ({_one_line(exc)})")
-    return FileFormatError(f"{path}: not a perfgate history store, or a damaged one ({_one_line(exc)})")
-
-
-@contextmanager
-def _transaction(path: Path, *, write: bool, timeout_s: float) -> Iterator[sqlite3.Connection]:
-    """A connection inside one transaction (``BEGIN IMMEDIATE`` to write): committed when
-    the block ends, rolled back on any error. SQLite errors become one FileFormatError line."""
-    conn = _connect(path, create=write, timeout_s=timeout_s)
+def _pg_errors() -> tuple[type[BaseException], ...]:
+    """psycopg's error for a bad query, when psycopg is there (it is only on a PostgreSQL store)."""
     try:
-        try:
-            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            yield conn
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-    except sqlite3.Error as exc:
-        raise _refused(path, exc) from None
-    finally:
-        conn.close()
+        import psycopg
+    except ImportError:
+        return ()
+    return (psycopg.errors.UndefinedColumn,)
+
+
+# --- creating and upgrading ----------------------------------------------------------------
+
+
+def _set_meta(tx: Tx, key: str, value: str) -> None:
+    tx.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+               (key, value))
+
+
+def _create(tx: Tx) -> None:
+    for statement in SCHEMA.format(run_id=tx.dialect.run_id, clustered=tx.dialect.clustered).split(";"):
+        if statement.strip():
+            tx.execute(statement)
+    tx.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
+                   [("kind", HISTORY_KIND), ("schema_version", str(HISTORY_SCHEMA_VERSION)),
+                    ("created_by", __version__), ("created_at", _utc_now())])
+    tx.set_version(HISTORY_SCHEMA_VERSION)
+
+
+def _upgrade(tx: Tx, version: int) -> None:
+    """Bring a store of schema ``version`` forward to :data:`HISTORY_SCHEMA_VERSION`, in the caller's transaction."""
+    for target in range(version + 1, HISTORY_SCHEMA_VERSION + 1):
+        for statement in MIGRATIONS[target]:
+            tx.execute(statement)
+        _set_meta(tx, f"upgraded_to_{target}", f"{_utc_now()} by perfgate {__version__}")
+        tx.set_version(target)
+
+
+def _ready(tx: Tx) -> int:
+    """Inside a write transaction: the store checked and at the current schema (created
+    when empty, upgraded when older); the version it was at before (0: created)."""
+    version = _check(tx, deep=True)
+    if version == 0:
+        _create(tx)
+    elif version < HISTORY_SCHEMA_VERSION:
+        _upgrade(tx, version)
+    return version
+
+
+def migrate(store: Location | Path | str, *, timeout_s: float = BUSY_TIMEOUT_S) -> tuple[int, int]:
+    """Create the store at ``store`` (when missing or empty) or bring it forward to the
+    current schema, in one transaction; (the version before, the version now): (0, 2)
+    created, (1, 2) upgraded, (2, 2) already current. A newer schema is refused."""
+    location = location_of(store)
+    before = transaction(location, write=True, timeout_s=timeout_s, body=_ready)
+    return before, HISTORY_SCHEMA_VERSION
 
 
 # --- recording -----------------------------------------------------------------------------
-
-
-def _create(conn: sqlite3.Connection) -> None:
-    for statement in SCHEMA.split(";"):
-        if statement.strip():
-            conn.execute(statement)
-    conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
-                     [("kind", HISTORY_KIND), ("schema_version", str(HISTORY_SCHEMA_VERSION)),
-                      ("created_by", __version__), ("created_at", _utc_now())])
-    conn.execute(f"PRAGMA user_version = {HISTORY_SCHEMA_VERSION}")
 
 
 def _identity(result: RunResult) -> tuple[str, str | None, str, str]:
@@ -427,49 +432,52 @@ def _counter_rows(counted: CounterSet) -> list[tuple[object, ...]]:
     return [(phase, *values) for phase, values in per_phase.items()]
 
 
-def _insert_run(conn: sqlite3.Connection, recording: Recording, recorded_at: str) -> int:
-    """Insert one run with its repeats, medians and counters; its run id."""
+def _insert_run(tx: Tx, recording: Recording, recorded_at: str) -> int:
+    """Insert one run with its repeats, times per row and counters; its run id."""
     result, counted = recording.result, recording.counters
     env = result.environment
-    cursor = conn.execute(
+    gpu_model = env.gpu_name if result.device == "cuda" and env.gpu_name else None
+    run_id = int(tx.execute(
         "INSERT INTO runs (workload, workload_version, git_commit, dirty, branch, created_at, environment_key, "
-        "device, design, perfgate_version, recorded_at, counted_steps) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "device, design, perfgate_version, recorded_at, counted_steps, runner, gpu_model, gpu_uuid) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING run_id",
         (result.workload, result.workload_version, env.git_commit,
          None if env.git_dirty is None else int(env.git_dirty), recording.branch, result.created_at, env.key(),
          result.device, recording.design, result.perfgate_version, recorded_at,
-         None if counted is None else counted.steps))
-    run_id = int(cursor.lastrowid or 0)
+         None if counted is None else counted.steps, recording.runner, gpu_model, recording.gpu_uuid)).fetchone()[0])
     for repeat in result.repeats:
         if not sum(repeat.phases_ms["step"]) > 0:
             raise FileFormatError(f"{result.workload}: repeat {repeat.index} has no step time; nothing was recorded")
-        conn.execute("INSERT INTO repeats (run_id, repeat, block, samples_per_s, peak_memory_bytes) "
-                     "VALUES (?, ?, ?, ?, ?)",
-                     (run_id, repeat.index, repeat.block, repeat.samples_per_s, repeat.peak_memory_bytes))
-        medians, shares = repeat.medians_ms, repeat.shares
-        conn.executemany("INSERT INTO medians (run_id, repeat, phase, median_ms, share) VALUES (?, ?, ?, ?, ?)",
-                         [(run_id, repeat.index, row, medians[row], shares[row]) for row in ROWS])
+        tx.execute("INSERT INTO repeats (run_id, repeat, block, samples_per_s, peak_memory_bytes) "
+                   "VALUES (?, ?, ?, ?, ?)",
+                   (run_id, repeat.index, repeat.block, repeat.samples_per_s, repeat.peak_memory_bytes))
+        per_step, medians, shares = repeat.per_step_ms, repeat.medians_ms, repeat.shares
+        tx.executemany("INSERT INTO phase_times (run_id, repeat, phase, per_step_ms, median_ms, share) "
+                       "VALUES (?, ?, ?, ?, ?, ?)",
+                       [(run_id, repeat.index, row, per_step[row], medians[row], shares[row]) for row in ROWS])
     if counted is not None:
-        conn.executemany(f"INSERT INTO counters (run_id, phase, {', '.join(COUNTERS)}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                         [(run_id, *row) for row in _counter_rows(counted)])
+        tx.executemany(f"INSERT INTO counters (run_id, phase, {', '.join(COUNTERS)}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       [(run_id, *row) for row in _counter_rows(counted)])
     return run_id
 
 
-def _duplicate(conn: sqlite3.Connection, result: RunResult) -> int | None:
+def _duplicate(tx: Tx, result: RunResult) -> int | None:
     workload, commit, created_at, key = _identity(result)
-    row = conn.execute("SELECT run_id FROM runs WHERE workload = ? AND ifnull(git_commit, '') = ? "
-                       "AND created_at = ? AND environment_key = ?",
-                       (workload, commit or "", created_at, key)).fetchone()
+    row = tx.execute("SELECT run_id FROM runs WHERE workload = ? AND coalesce(git_commit, '') = ? "
+                     "AND created_at = ? AND environment_key = ?",
+                     (workload, commit or "", created_at, key)).fetchone()
     return None if row is None else int(row[0])
 
 
-def record(path: Path, recordings: Sequence[Recording], *, timeout_s: float = BUSY_TIMEOUT_S) -> list[int]:
-    """Append ``recordings`` to the store at ``path`` (created when missing or empty) in one
-    transaction; their run ids. A run already recorded (the same workload, commit,
-    ``created_at`` and environment key), or two of them in ``recordings``, is a
-    FileFormatError and nothing is written; so is a run with a value
+def record(store: Location | Path | str, recordings: Sequence[Recording], *,
+           timeout_s: float = BUSY_TIMEOUT_S) -> list[int]:
+    """Append ``recordings`` to the store (created when missing or empty, brought forward
+    when of an older schema) in one transaction; their run ids. A run already recorded
+    (the same workload, commit, ``created_at`` and environment key), or two of them in
+    ``recordings``, is a FileFormatError and nothing is written; so is a run with a value
     :func:`check_recording` refuses, and a store that is not a perfgate history, is
     damaged, or is of a newer schema."""
-    path = Path(path)
+    location = location_of(store)
     if not recordings:
         raise UsageError("nothing to record")
     seen: set[tuple[str, str | None, str, str]] = set()
@@ -482,21 +490,79 @@ def record(path: Path, recordings: Sequence[Recording], *, timeout_s: float = BU
             raise UsageError(f"{r.result.workload}: given twice; nothing was recorded")
         seen.add(_identity(r.result))
     recorded_at = _utc_now()
-    with _transaction(path, write=True, timeout_s=timeout_s) as conn:
-        if _check(conn, path, deep=True) == 0:
-            _create(conn)
+
+    def body(tx: Tx) -> list[int]:
+        _ready(tx)
         for r in recordings:
-            existing = _duplicate(conn, r.result)
+            existing = _duplicate(tx, r.result)
             if existing is not None:
                 commit = (r.result.environment.git_commit or "unknown")[:12]
-                raise FileFormatError(f"{path}: {r.result.workload} of commit {commit} measured at "
+                raise FileFormatError(f"{location}: {r.result.workload} of commit {commit} measured at "
                                       f"{r.result.created_at} on {r.result.environment.key()} is already "
                                       f"recorded (run {existing}); nothing was recorded")
-        try:
-            return [_insert_run(conn, r, recorded_at) for r in recordings]
-        except sqlite3.IntegrityError as exc:  # a constraint of the schema (the checks above catch duplicates)
-            raise FileFormatError(f"{path}: the store refused a run ({_one_line(exc)}); nothing was "
-                                  "recorded") from None
+        return [_insert_run(tx, r, recorded_at) for r in recordings]
+
+    return transaction(location, write=True, timeout_s=timeout_s, body=body)
+
+
+# --- copying a whole store -----------------------------------------------------------------
+
+
+def copy(source: Location | Path | str, destination: Location | Path | str, *, replace: bool = False,
+         timeout_s: float = BUSY_TIMEOUT_S) -> dict[str, int]:
+    """Copy every run of ``source`` into ``destination`` (created when missing or empty),
+    run ids kept, in one transaction on the destination; the rows per table copied. The
+    destination must hold no run, unless ``replace`` (its runs are deleted first, in the
+    same transaction). After the inserts each table of the destination is counted and
+    must hold the source's rows, else nothing is written. The source must be at the
+    current schema (``perfgate history migrate`` brings it there) and is only read."""
+    src, dst = location_of(source), location_of(destination)
+    if _same(src, dst):
+        raise UsageError(f"{src}: the source and the destination are the same store")
+
+    def read(tx: Tx) -> dict[str, list[tuple[object, ...]]]:
+        version = _check(tx, deep=False)
+        if version == 0:
+            raise FileFormatError(f"{src}: an empty history store: nothing to copy")
+        if version < HISTORY_SCHEMA_VERSION:
+            raise FileFormatError(f"{src}: a history store of schema version {version}; bring it to version "
+                                  f"{HISTORY_SCHEMA_VERSION} first (perfgate history migrate --history ...)")
+        return {table: [tuple(row) for row in tx.execute(f"SELECT {', '.join(columns)} FROM {table} "
+                                                         f"ORDER BY {KEYS[table]}")]
+                for table, columns in TABLES.items()}
+
+    data = transaction(src, write=False, timeout_s=timeout_s, body=read)
+    if not data["runs"]:
+        raise FileFormatError(f"{src}: an empty history store: nothing to copy")
+
+    def write(tx: Tx) -> dict[str, int]:
+        _ready(tx)
+        held = int(tx.execute("SELECT count(*) FROM runs").fetchone()[0])
+        if held and not replace:
+            raise UsageError(f"{dst}: already holds {held} run(s); history copy writes into an empty store "
+                             "(--replace deletes its runs first)")
+        for table in reversed(TABLES):
+            tx.execute(f"DELETE FROM {table}")
+        for table, columns in TABLES.items():
+            tx.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})",
+                           data[table])
+        if tx.dialect is POSTGRES:  # the next recorded run follows the copied ids
+            tx.execute("SELECT setval(pg_get_serial_sequence('runs', 'run_id'), coalesce(max(run_id), 0) + 1, false) "
+                       "FROM runs")
+        counted = {table: int(tx.execute(f"SELECT count(*) FROM {table}").fetchone()[0]) for table in TABLES}
+        expected = {table: len(rows) for table, rows in data.items()}
+        if counted != expected:
+            raise FileFormatError(f"{dst}: the copy holds {counted} rows, the source {expected}; nothing was copied")
+        _set_meta(tx, "copied_from", f"{src.shown} at {_utc_now()}")
+        return counted
+
+    return transaction(dst, write=True, timeout_s=timeout_s, body=write)
+
+
+def _same(a: Location, b: Location) -> bool:
+    if a.path is not None and b.path is not None:
+        return a.path.resolve() == b.path.resolve()
+    return a.url is not None and a.url == b.url
 
 
 # --- reading -------------------------------------------------------------------------------
@@ -505,7 +571,7 @@ def record(path: Path, recordings: Sequence[Recording], *, timeout_s: float = BU
 @dataclass(frozen=True)
 class HistoryRows:
     """What :func:`read_rows` returns: the store's meta table and its rows (:data:`COLUMNS`),
-    sorted by date, run id, repeat and phase name, and the runs left out (``skipped``: one
+    in run id order (then repeat and phase name), and the runs left out (``skipped``: one
     line per run, naming it and its first unreadable value)."""
 
     meta: Mapping[str, str]
@@ -534,9 +600,13 @@ _READ_CHECKS: dict[str, Callable[[object], object]] = {
     "device": lambda v: _text(v),
     "environment_key": lambda v: _text(v),
     "perfgate_version": lambda v: _text(v),
+    "runner": lambda v: _text(v, optional=True),
+    "gpu_model": lambda v: _text(v, optional=True),
+    "gpu_uuid": lambda v: _text(v, optional=True),
     "repeat": lambda v: _integer(v, 0, MAX_INDEX),
     "block": lambda v: _integer(v, 0, MAX_INDEX, optional=True),
     "phase": _one_of(ROWS),
+    "per_step_ms": lambda v: _number(v, optional=True),
     "median_ms": lambda v: _number(v),
     "share": lambda v: _number(v),
     "samples_per_s": lambda v: _number(v),
@@ -547,7 +617,7 @@ _READ_CHECKS: dict[str, Callable[[object], object]] = {
 assert tuple(_READ_CHECKS) == COLUMNS
 
 
-def _readable(path: Path, rows: list[tuple[object, ...]]) -> tuple[list[tuple[object, ...]], tuple[str, ...]]:
+def _readable(path: Location, rows: list[tuple[object, ...]]) -> tuple[list[tuple[object, ...]], tuple[str, ...]]:
     """``rows`` less those of the runs with an unreadable value, and one line per such run."""
     bad: dict[object, str] = {}
     readable: set[tuple[int, object]] = set()  # (column, value) pairs checked: a run's values repeat on its rows
@@ -570,18 +640,23 @@ def _readable(path: Path, rows: list[tuple[object, ...]]) -> tuple[list[tuple[ob
     return [row for row in rows if row[0] not in bad], tuple(bad.values())
 
 
-def read_rows(path: Path, *, timeout_s: float = BUSY_TIMEOUT_S) -> HistoryRows:
+def read_rows(store: Location | Path | str, *, timeout_s: float = BUSY_TIMEOUT_S) -> HistoryRows:
     """Every recorded repeat's rows, one per run × repeat × row of ``ROWS``, with the
-    counters per step of the runs that have them (None elsewhere). The store is checked
-    as :func:`record` checks it (without the page-by-page check) and never written. A run
-    with a value ``record`` would not have stored is left out and named in ``skipped``."""
-    path = Path(path)
-    with _transaction(path, write=False, timeout_s=timeout_s) as conn:
-        if _check(conn, path, deep=False) == 0:
-            raise FileFormatError(f"{path}: an empty history store: no run recorded yet")
-        rows = conn.execute(_READ).fetchall()
-        meta = _meta(conn)
-    rows, skipped = _readable(path, rows)
+    counters per step of the runs that have them (None elsewhere), in run id order. The
+    store is checked as :func:`record` checks it (without the page-by-page check) and
+    never written; a store of an older schema is read as it is (``per_step_ms`` and the
+    runner None). A run with a value ``record`` would not have stored is left out and
+    named in ``skipped``."""
+    location = location_of(store)
+
+    def read(tx: Tx) -> tuple[list[tuple[object, ...]], dict[str, str]]:
+        version = _check(tx, deep=False)
+        if version == 0:
+            raise FileFormatError(f"{location}: an empty history store: no run recorded yet")
+        return [tuple(row) for row in tx.execute(READS[version])], _meta(tx)
+
+    rows, meta = transaction(location, write=False, timeout_s=timeout_s, body=read)
+    rows, skipped = _readable(location, rows)
     return HistoryRows(meta, COLUMNS, rows, skipped)
 
 
