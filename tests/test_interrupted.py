@@ -95,6 +95,18 @@ def test_the_partial_report_after_two_looks_has_no_verdict_and_keeps_the_estimat
     assert lines[4].startswith("  the last look: ") and "time per step" in lines[4]
 
 
+def test_a_workload_decided_before_the_interruption_is_named_under_the_interrupted_headline() -> None:
+    strategy = _Blocks({"a": 0.5, "b": 0.03}, sd=0.05, interrupt_at=9)
+    config = GateConfig()
+    driven = drive(strategy, ["a", "b"], config, schedule_for(config, 6), clock=strategy.clock)
+    run = GateRun(driven.outcome, driven.looks, driven.count, driven.seconds, driven.interrupted)
+    lines = interrupted_lines(run, Interruption(signal.SIGINT))
+    assert lines[0] == "perfgate: INTERRUPTED by SIGINT: no verdict (exit code 130)"
+    assert "the gate decided nothing" in lines[1]
+    assert lines[3].startswith("a: REGRESSION at a look before the interruption: time per step +")
+    assert lines[4].startswith("b: not decided: interrupted after 8 blocks")
+
+
 def test_the_partial_report_before_the_first_look() -> None:
     lines = interrupted_lines(interrupted_run(1), Interruption(signal.SIGINT))
     assert_no_verdict("\n".join(lines), 130, "SIGINT")

@@ -180,8 +180,8 @@ def interrupted_lines(run: GateRun, interruption: Interruption) -> list[str]:
     done = (f"after {run.looks} look{'s' if run.looks != 1 else ''} ({run.count} {unit}{'s' if run.count != 1 else ''}, "
             f"{duration(run.seconds)})" if run.looks else "before the first look was measured")
     lines = [f"perfgate: INTERRUPTED by {interruption.name}: no verdict (exit code {interruption.exit_code})",
-             f"The gate was interrupted {done}, before it ran its course. What it measured until then is "
-             "below and decides nothing: run the gate again to its end for a verdict.", ""]
+             f"The gate was interrupted {done}, before it ran its course: what it measured until then is "
+             "below, and the gate decided nothing. Run it again to its end for a verdict.", ""]
     for c in run.outcome.comparisons:
         stopped = (c.progress or "").startswith("interrupted") or c.reason.startswith("interrupted")
         if stopped or c.goes_on:
