@@ -97,6 +97,10 @@ def test_a_process_start_the_base_does_not_give_is_an_error(tmp_path: Path, base
                       {"tiny": started(paired("tiny", seed=2), "fresh")})
     code, _, _, _ = run(tmp_path, mixed, base)
     assert code == 2 and "the base side's repeat 1 started 'fresh'" in judged_workload(tmp_path, "tiny")["reason"]
+    # a distributed workload's ranks are started by torch.distributed.run: fresh in any design
+    ranks = write_run(tmp_path / "ranks", *sides(lambda r: dataclasses.replace(
+        started(r, "fresh"), params={**r.params, "nproc_per_node": 2})))
+    assert run(tmp_path, ranks, base)[0] == 1
     # the base's own start = "fresh": the fresh run is the design, the forked one is not
     settings(base, 'start = "fresh"\n')
     assert run(tmp_path, fresh, base)[0] == 1

@@ -350,8 +350,9 @@ def design_problem(result: RunResult, side: str, settings: Settings, *, paired: 
     the field and both values; None when it was. Re-derived from the base's settings, never from
     what the result says it was asked: ``windows`` per repeat; no ``--set``, ``--steps`` or
     ``--warmup`` (the base's settings set no parameter, so its overrides are none); each process
-    started as ``start`` gives (``fork`` or ``fresh``; a repeat that does not record it, as a
-    script's, whose processes always start fresh, is not read)."""
+    started as ``start`` gives (``fork`` or ``fresh``; a distributed workload's ranks always start
+    fresh; a repeat that does not record it, as a script's, whose processes always start fresh,
+    is not read)."""
     for repeat in result.repeats:
         if repeat.windows != settings.windows:
             return (f"windows: the base's settings give {settings.windows}, the {side} side's repeat "
@@ -361,6 +362,9 @@ def design_problem(result: RunResult, side: str, settings: Settings, *, paired: 
         return (f"overrides (--set, --steps, --warmup): the base's settings give none, the {side} side's result "
                 f"was measured with {_shown(given)}")
     start = settings.start_for(paired=paired)
+    nproc = result.params.get("nproc_per_node")
+    if isinstance(nproc, int) and not isinstance(nproc, bool) and nproc > 1:
+        start = "fresh"  # each rank is a process torch.distributed.run starts, never a template's fork
     for repeat in result.repeats:
         started = repeat.torch_settings.get("process_start") if isinstance(repeat.torch_settings, Mapping) else None
         if started is not None and started != start:
