@@ -337,17 +337,19 @@ def test_ci_measure_only_signalled_records_interrupted_in_run_json(committed: Pa
 
 
 @pytest.mark.slow
-def test_pytest_perfgate_signalled_ends_the_session_with_130_and_no_verdict(committed: Path) -> None:
+@pytest.mark.parametrize(("sig", "code", "name"), [(signal.SIGINT, 130, "SIGINT"), (signal.SIGTERM, 143, "SIGTERM")])
+def test_pytest_perfgate_signalled_ends_the_session_with_the_signal_and_no_verdict(
+        committed: Path, sig: int, code: int, name: str) -> None:
     sets = ["--perfgate-set", "width=16", "--perfgate-set", "input_size=24", "--perfgate-set", "batch_size=16",
             "--perfgate-set", "steps=30", "--perfgate-no-telemetry", "--perfgate-no-counters"]
     got, out, err = signalled(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--perfgate", "--perfgate-device", "cpu",
          "--perfgate-workloads", "tiny", "--perfgate-against", "HEAD", "--perfgate-blocks", "6",
-         "--perfgate-max-blocks", "30", *sets], committed, signal.SIGINT, "done in")
-    assert got == 130, out + err
+         "--perfgate-max-blocks", "30", *sets], committed, sig, "done in")
+    assert got == code, out + err
     lines = out.splitlines()
     (start,) = [i for i, line in enumerate(lines) if line.strip("= ") == "perfgate" and line.startswith("=")]
     summary = "\n".join(lines[start + 1:])
-    assert_no_verdict(summary, 130, "SIGINT")
+    assert_no_verdict(summary, code, name)
     assert "tiny: not decided: interrupted" in summary
     assert "perfgate::tiny PASSED" not in out and " passed" not in out and " skipped" not in out
