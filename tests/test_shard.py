@@ -332,16 +332,17 @@ def test_the_looks_are_replayed_over_all_shards(tmp_path: Path, base: Path) -> N
     progress = {w["workload"]: w["progress"] for w in combined["workloads"]}
     assert progress == {"a": "decided after 7 blocks (look 4 of 27)", "b": "decided after 4 blocks (look 1 of 27)",
                         "c": "decided after 4 blocks (look 1 of 27)", "d": "decided after 4 blocks (look 1 of 27)"}
-    # A shard that measured a no further than the first look, where it was undecided: the
-    # judge stops it there, INCONCLUSIVE, never judged past what was measured.
+    # A shard that measured a no further than the first look, where it was undecided, and
+    # the base sets no budget: a short run, an ERROR, never a stop at a budget nobody set
+    # (nor judged past what was measured).
     head_short, base_short = measurements(BLOCKS)
     shutil.rmtree(one)
     one = write_folder(tmp_path / "one", shard1, {**head, "a": head_short["a"]}, {**base_side, "a": base_short["a"]})
     code, combined, _ = judge(tmp_path, base, one, two)
     verdict, reason = verdicts(combined)["a"]
-    assert code == 3 and verdict == "INCONCLUSIVE"
-    assert reason.endswith("stopped at the budget: the results hold 4 blocks, the last look there was at 4 blocks, "
-                           "and its boundary had not decided"), reason
+    assert code == 2 and verdict == "ERROR"
+    assert reason.startswith("a: the results hold 4 block(s), the base's settings plan looks up to 30 and the "
+                             "boundary had not decided at 4; the base sets no budget"), reason
     # Fewer blocks than the first look: an error, never a pass.
     shutil.rmtree(one)
     three = {"a": paired("a", [1.10, 0.97, 1.12], seed=1)}, {"a": paired("a", [1.0] * 3, seed=11)}
