@@ -168,6 +168,8 @@ def cmd_changes(args: argparse.Namespace) -> int:
     from perfgate.analysis.history import run_series
 
     df = load_table(store)
+    if df.empty:
+        raise UsageError(f"{store}: no run recorded yet")
     recorded = sorted(str(w) for w in df["workload"].unique())
     if args.workload is not None and args.workload not in recorded:
         raise UsageError(f"{terminal(args.workload)}: no runs in {store}; recorded: {', '.join(recorded) or 'none'}")
