@@ -26,7 +26,9 @@ import os
 import shutil
 import subprocess
 import tempfile
+import sqlite3
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -160,6 +162,36 @@ def stop() -> None:
     except (OSError, RuntimeError, subprocess.SubprocessError):
         pass
     shutil.rmtree(started.folder, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Path | str]:
+    """Makes a new, empty store location of the engine under test."""
+    if request.param == "sqlite":
+        count = iter(range(1000))
+        return lambda: tmp_path / f"h{next(count)}.sqlite"
+    server: Server = request.getfixturevalue("postgres")
+    return lambda: server.url(server.new_database())
+
+
+def raw(location: Path | str, *statements: str) -> list[tuple[object, ...]]:
+    """Run ``statements`` on the store behind perfgate's back (autocommit); the last one's rows."""
+    rows: list[tuple[object, ...]] = []
+    if isinstance(location, Path):
+        conn = sqlite3.connect(location, isolation_level=None)
+        try:
+            for statement in statements:
+                rows = conn.execute(statement).fetchall()
+        finally:
+            conn.close()
+        return rows
+    import psycopg
+
+    with psycopg.connect(location, autocommit=True) as conn:
+        for statement in statements:
+            cur = conn.execute(statement)
+            rows = cur.fetchall() if cur.description else []
+    return rows
 
 
 @pytest.fixture(scope="session")

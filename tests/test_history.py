@@ -24,6 +24,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from factories import ENV, make_result
+from pg_server import backend, postgres  # noqa: F401 - the store's engine, parametrized: SQLite and PostgreSQL
 
 from perfgate.adapters.cli import build_parser, main
 from perfgate.analysis.history import DTYPES, load, run_series
@@ -94,10 +95,10 @@ def results_dir(root: Path, *results: RunResult, counters: tuple[CounterSet, ...
 # --- the round trip: record, then load ------------------------------------------------------
 
 
-def test_two_recorded_runs_load_as_the_documented_long_table(tmp_path: Path, capsys) -> None:
+def test_two_recorded_runs_load_as_the_documented_long_table(backend, tmp_path: Path, capsys) -> None:
     first = result_of("tiny", commit="aaaa1111", created_at=DAY1)
     second = result_of("tiny", commit="bbbb2222", created_at=DAY2, scale=1.05, seed=1, dirty=None)
-    db = tmp_path / "h.sqlite"
+    db = backend()
     code, out, err = run_cli(capsys, "history", "record", "--results",
                              str(results_dir(tmp_path / "r1", first, counters=(counted("tiny"),))),
                              "--history", str(db), "--branch", "main")
@@ -176,10 +177,10 @@ def test_a_paired_results_folder_records_the_head_side_only(tmp_path: Path, caps
     assert list(df[df["phase"] == "step"]["block"]) == [0, 0, 1, 1, 2]
 
 
-def test_run_series_is_the_median_over_repeats_per_run_in_date_order(tmp_path: Path) -> None:
+def test_run_series_is_the_median_over_repeats_per_run_in_date_order(backend, tmp_path: Path) -> None:
     """Of the time per step by default (what the gate decides on; the series were of the
     median step before schema version 2, and ``statistic="median"`` still gives them)."""
-    db = tmp_path / "h.sqlite"
+    db = backend()
     late, early = result_of("tiny", commit="c2", created_at=DAY3), result_of("tiny", commit="c1", created_at=DAY1,
                                                                               scale=1.1, seed=3)
     other_env = dataclasses.replace(result_of("tiny", commit="c9", created_at=DAY2),
@@ -561,10 +562,12 @@ def test_neither_the_command_line_nor_import_perfgate_loads_pandas() -> None:
 # --- history changes: the per-run series, find_changes and the table --------------------------
 
 
-def stepped_store(tmp_path: Path, *, runs: int = 24, step_at: int = 12, short: int = 0) -> Path:
+def stepped_store(tmp_path: Path, *, runs: int = 24, step_at: int = 12, short: int = 0,
+                  where: Path | str | None = None) -> Path | str:
     """``runs`` runs of ``tiny`` (commit c00, c01, ... one day apart), 5% slower from run
-    ``step_at`` on; and ``short`` runs of ``small``, too few for the method."""
-    db = tmp_path / "h.sqlite"
+    ``step_at`` on; and ``short`` runs of ``small``, too few for the method; in ``where``
+    (default: ``h.sqlite`` in ``tmp_path``)."""
+    db = tmp_path / "h.sqlite" if where is None else where
     recordings = []
     for i in range(runs):
         result = result_of("tiny", commit=f"c{i:02d}", created_at=f"2026-10-{i + 1:02d}T10:00:00+00:00",
@@ -577,8 +580,8 @@ def stepped_store(tmp_path: Path, *, runs: int = 24, step_at: int = 12, short: i
     return db
 
 
-def test_changes_finds_a_5_percent_step_with_its_commit_range(tmp_path: Path, capsys) -> None:
-    db = stepped_store(tmp_path, short=4)
+def test_changes_finds_a_5_percent_step_with_its_commit_range(backend, tmp_path: Path, capsys) -> None:
+    db = stepped_store(tmp_path, short=4, where=backend())
     code, out, err = run_cli(capsys, "history", "changes", "--history", str(db))
     assert code == 0, err
     # the short series is left out with one line, the other searched
@@ -605,7 +608,8 @@ def test_changes_finds_a_5_percent_step_with_its_commit_range(tmp_path: Path, ca
     assert "c11..c12" in row
     # and a series without a step
     code, out, err = run_cli(capsys, "history", "changes", "tiny", "--history", str(stepped_store(tmp_path / "flat",
-                                                                                                  step_at=99)))
+                                                                                                  step_at=99,
+                                                                                                  where=backend())))
     assert (code, out, err) == (0, "time per step: each run's value is the median over its repeats\n"
                                    "no lasting steps found\n", "")
 
@@ -635,8 +639,8 @@ def test_changes_when_every_series_is_too_short_is_one_line(tmp_path: Path, caps
     assert "none of the 2 series can be searched" in one_error_line(err)
 
 
-def test_html_writes_the_dashboard_of_the_store(tmp_path: Path, capsys) -> None:
-    db = stepped_store(tmp_path)
+def test_html_writes_the_dashboard_of_the_store(backend, tmp_path: Path, capsys) -> None:
+    db = stepped_store(tmp_path, where=backend())
     code, out, err = run_cli(capsys, "history", "html", str(tmp_path / "site"), "--history", str(db),
                              "--no-baselines", "--title", "nightly <main>")
     assert code == 0 and "wrote" in err

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from pg_server import PASSWORD, Server, postgres  # noqa: F401 - the session's server fixture
+from pg_server import PASSWORD, Server, backend, postgres, raw  # noqa: F401 - the session's fixtures
 from test_history import DAY1, DAY2, counted, one_error_line, result_of, results_dir, run_cli
 
 from perfgate.analysis.history import load, run_series
@@ -29,38 +29,6 @@ from perfgate.store import history as store
 from perfgate.store.history_sql import HISTORY_SCHEMA_VERSION, TABLES, mask
 
 Location = Path | str
-"""A store as the tests name it: an SQLite file's path or a postgresql:// URL."""
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Location]:
-    """Makes a new, empty store location of the engine under test."""
-    if request.param == "sqlite":
-        count = iter(range(1000))
-        return lambda: tmp_path / f"h{next(count)}.sqlite"
-    server: Server = request.getfixturevalue("postgres")
-    return lambda: server.url(server.new_database())
-
-
-def raw(location: Location, *statements: str) -> list[tuple[object, ...]]:
-    """Run ``statements`` on the store behind perfgate's back (autocommit); the last one's rows."""
-    rows: list[tuple[object, ...]] = []
-    if isinstance(location, Path):
-        conn = sqlite3.connect(location, isolation_level=None)
-        try:
-            for statement in statements:
-                rows = conn.execute(statement).fetchall()
-        finally:
-            conn.close()
-        return rows
-    import psycopg
-
-    with psycopg.connect(location, autocommit=True) as conn:
-        for statement in statements:
-            cur = conn.execute(statement)
-            rows = cur.fetchall() if cur.description else []
-    return rows
-
 
 def snapshot(location: Location) -> object:
     """Everything the store holds: the SQLite file's bytes, or every PostgreSQL table's rows."""
