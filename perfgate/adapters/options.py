@@ -424,11 +424,27 @@ def jobs_of(args: argparse.Namespace, settings: Settings, *, prefer_project: boo
     names = list(args.workloads or settings.workloads)
     assignments = assignments_of(args)
     shared_root, roots = data_roots(args.data_root, registry)
+    if not names and prefer_project:
+        registry = gated_references(registry, settings, device)
     jobs = selected_jobs(names, registry, settings.scripts, device, assignments,
                          lambda name: roots.get(name, shared_root))
     if not names:
         jobs = fitting(jobs, device)
     return device, share_of(jobs, share, quiet=getattr(args, "quiet", False)) if shard else jobs
+
+
+def gated_references(registry: Registry, settings: Settings, device: str) -> Registry:
+    """``perfgate ci`` with no workload named measures what the judge will judge: the project's
+    own workloads, and perfgate's bundled reference workloads only where the base's store holds
+    a baseline of theirs for ``device`` (the judge refuses results for a reference workload the
+    base neither selects nor holds a baseline of, so measuring one would only cost the runner's
+    time and end the gate in an ERROR)."""
+    from perfgate.gate.judge import baselines_of
+    from perfgate.store.discovery import Registry
+
+    held = baselines_of(settings, device)
+    kept = {name: w for name, w in registry.workloads.items() if w.source.startswith("file:") or name in held}
+    return Registry(kept)
 
 
 def selected_jobs(names: Sequence[str], registry: Registry, scripts: Sequence[ScriptEntry], device: str,
