@@ -14,6 +14,7 @@ import hashlib
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -404,20 +405,25 @@ def test_a_role_that_may_only_read_cannot_record(tmp_path: Path, postgres: Serve
 # --- recorders at once -----------------------------------------------------------------------------
 
 RECORDER = """
-import sys
+import sys, time
+from pathlib import Path
 sys.path.insert(0, sys.argv[3])
 from test_history import result_of
 from perfgate.model.errors import FileFormatError
 from perfgate.store import history
 
-url, worker = sys.argv[1], int(sys.argv[2])
+url, worker, gate = sys.argv[1], int(sys.argv[2]), Path(sys.argv[4])
+mine = [history.Recording(result_of(f"w{worker}", commit=f"c{i:02d}", created_at=f"2026-10-{i + 1:02d}T{worker:02d}:00:00+00:00",
+                                    seed=i), None, "stored") for i in range(25)]
+shared = [history.Recording(result_of("shared", commit=f"s{i:02d}"), None, "stored") for i in range(25)]
+(gate / f"ready-{worker}").touch()
+while not (gate / "go").exists():  # all four start recording at once
+    time.sleep(0.005)
 ids, refused = [], 0
 for i in range(25):
-    created = f"2026-10-{i + 1:02d}T{worker:02d}:00:00+00:00"
-    ids += history.record(url, [history.Recording(result_of(f"w{worker}", commit=f"c{i:02d}", created_at=created,
-                                                            seed=i), None, "stored")])
+    ids += history.record(url, [mine[i]])
     try:  # every worker also records the one run all of them measured: only one may keep it
-        history.record(url, [history.Recording(result_of("shared", commit=f"s{i:02d}"), None, "stored")])
+        history.record(url, [shared[i]])
     except FileFormatError as exc:
         assert "already recorded" in str(exc), exc
         refused += 1
@@ -432,8 +438,14 @@ def test_four_processes_recording_at_once_lose_nothing_and_duplicate_nothing(tmp
     script = tmp_path / "recorder.py"
     script.write_text(RECORDER)
     tests = str(Path(__file__).parent)
-    workers = [subprocess.Popen([sys.executable, str(script), url, str(w), tests], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True) for w in range(4)]
+    workers = [subprocess.Popen([sys.executable, str(script), url, str(w), tests, str(tmp_path)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for w in range(4)]
+    deadline = time.monotonic() + 240
+    while not all((tmp_path / f"ready-{w}").exists() for w in range(4)):
+        assert all(w.poll() is None for w in workers), [w.communicate() for w in workers]
+        assert time.monotonic() < deadline, "the recorders never got ready"
+        time.sleep(0.01)
+    (tmp_path / "go").touch()
     outputs = [w.communicate(timeout=300) for w in workers]
     for w, (out, err) in zip(workers, outputs):
         assert w.returncode == 0, err
