@@ -23,6 +23,7 @@ from __future__ import annotations
 import atexit
 import glob
 import os
+import pwd
 import shutil
 import subprocess
 import tempfile
@@ -101,6 +102,12 @@ def _start() -> Server:
         raise LookupError("no PostgreSQL server binaries (initdb, pg_ctl) found: install the postgresql package, "
                           "or set PERFGATE_PG_BIN to their folder")
     as_postgres = os.geteuid() == 0
+    if as_postgres:
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            raise RuntimeError("running as root, and initdb refuses root: no 'postgres' user to run it as "
+                               "(the postgresql package creates one)") from None
     folder = Path(tempfile.mkdtemp(prefix="perfgate-pg-"))
     server = Server(folder, binaries, as_postgres)
     if as_postgres:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -163,7 +163,7 @@ def test_readers_name_a_bad_run_and_read_the_others(backend, capsys) -> None:
     assert code == 0
     (warning,) = err.splitlines()
     assert warning.startswith("perfgate: warning: ") and "run 2 (tiny) left out: created_at: 'yesterday'" in warning
-    assert set(pd.read_json(__import__("io").StringIO(out))["run_id"]) == {1}
+    assert set(pd.read_json(io.StringIO(out))["run_id"]) == {1}
     assert snapshot(where) == before
 
 
@@ -354,6 +354,7 @@ def test_a_password_comes_from_the_environment_and_is_never_shown(tmp_path: Path
     monkeypatch.setenv("PERFGATE_HISTORY_URL", with_password)
     code, out, err = run_cli(capsys, "history", "record", "--results", str(folder), "--runner", "r1")
     assert code == 0, err
+    assert set(load()["runner"].astype(str)) == {"r1"}  # in Python: load() reads PERFGATE_HISTORY_URL
     assert PASSWORD not in out + err and f"recorded 1 run(s) in postgresql://recorder:***@/{database}" in err
     code, out, err = run_cli(capsys, "history", "record", "--results", str(folder))
     assert code == 2 and PASSWORD not in err and "recorder:***@" in one_error_line(err)
@@ -380,6 +381,8 @@ def test_the_environment_url_is_the_store_unless_history_is_given(tmp_path: Path
     assert code == 0 and mask(url) in err and not (tmp_path / "local.sqlite").exists()
     assert len(load(url)) == 5 * len(ROWS)
     monkeypatch.delenv("PERFGATE_HISTORY_URL")
+    with pytest.raises(UsageError, match="no history store given, and PERFGATE_HISTORY_URL is not set"):
+        load()
     code, _, err = run_cli(capsys, "history", "record", "--results", str(tmp_path / "r"))
     assert code == 0 and (tmp_path / "local.sqlite").is_file()
     # a URL in the settings is taken as written (a path would fold its //)

@@ -20,9 +20,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from perfgate.model.errors import UsageError
 from perfgate.model.repeat import MEDIAN, PER_STEP, STATISTIC_WORDS, STATISTICS
 from perfgate.model.result import ROWS
 from perfgate.store.history import COLUMNS, COUNTERS, HistoryRows, Location, read_rows
+from perfgate.store.history_sql import URL_ENV, environment_url, parse_location
 
 UTC_NS = "datetime64[ns, UTC]"
 DTYPES: dict[str, object] = {
@@ -96,9 +98,10 @@ def frame(rows: HistoryRows) -> pd.DataFrame:
     return table.sort_values(["date", "run_id", "repeat", "phase"], kind="stable").reset_index(drop=True)
 
 
-def load(path: Path | str | Location) -> pd.DataFrame:
+def load(path: Path | str | Location | None = None) -> pd.DataFrame:
     """The history store at ``path`` (an SQLite file, or a ``postgresql://`` URL whose
-    password comes from ``PGPASSWORD`` or a libpq password or service file) as a long table: one row per workload × run × repeat ×
+    password comes from ``PGPASSWORD`` or a libpq password or service file; None: the URL
+    in ``PERFGATE_HISTORY_URL``, which may hold its password) as a long table: one row per workload × run × repeat ×
     row (the five phases, ``residual`` and ``step``), sorted by date, run id, repeat and
     row (in the order of :data:`perfgate.model.result.ROWS`). Columns and dtypes:
 
@@ -132,6 +135,11 @@ def load(path: Path | str | Location) -> pd.DataFrame:
     A path that is not a perfgate history store, or one of a newer schema, is a
     :class:`perfgate.model.errors.FileFormatError`; the file is never written.
     """
+    if path is None:
+        url = environment_url()
+        if url is None:
+            raise UsageError(f"no history store given, and {URL_ENV} is not set")
+        return frame(read_rows(parse_location(url, origin=URL_ENV)))
     return frame(read_rows(path if isinstance(path, (Path, Location)) else str(path)))
 
 
