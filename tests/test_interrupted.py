@@ -222,6 +222,27 @@ def test_ci_interrupted_in_its_set_up_still_leaves_run_json_marked(
     assert data["interrupted"] == "SIGINT" and data["failure"].startswith("interrupted by SIGINT")
 
 
+def test_ci_measure_only_leaves_a_failed_run_json_while_it_measures_for_a_job_killed_outright(
+        github: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """SIGKILL cannot be caught: run.json says "failed" from before the first repeat until the
+    job ends, so what a killed job uploads is refused by the judge, never judged as measured."""
+    results = github["tmp"] / "results"
+    seen: list[RunManifest] = []
+
+    def killed_here(args: object, settings_for: object, base: object = None) -> ci_adapter.Judged:
+        seen.append(manifest_from_dict(json.loads((results / "run.json").read_text())))
+        return interrupted_judged(interrupted_run(8))
+
+    monkeypatch.setattr(ci_adapter, "judge", killed_here)
+    ci_adapter.run_ci(ci_args("tiny", "--measure-only", "--base-dir", str(github["base"]), "--out", str(results),
+                              "--artifacts", str(github["tmp"] / "artifacts")))
+    capsys.readouterr()
+    (during,) = seen
+    assert during.failure == ci_adapter.KILLED and during.head_sha == HEAD_SHA and during.workloads == ()
+    after = manifest_from_dict(json.loads((results / "run.json").read_text()))
+    assert after.failure is None and after.interrupted == "SIGINT"
+
+
 def test_ci_judging_in_one_job_interrupted_reports_interrupted_not_a_verdict(
         github: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(ci_adapter, "judge", lambda args, settings_for, base=None: interrupted_judged(

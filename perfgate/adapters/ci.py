@@ -170,6 +170,10 @@ def notice_commands(changes: InputChanges) -> list[str]:
 
 # --- judging ------------------------------------------------------------------------------
 
+KILLED = ("the measuring job ended before it finished (killed, or its runner lost): what it left is not a "
+          "measurement to judge")
+"""The provisional run.json's failure, written before measuring and replaced when the job ends."""
+
 MEASURING_OPTIONS = (("repeats", "--repeats"), ("steps", "--steps"), ("warmup", "--warmup"),
                      ("set", "--set"), ("data_root", "--data-root"), ("shard", "--shard"),
                      ("max_blocks", "--max-blocks"), ("budget", "--budget"))
@@ -385,6 +389,14 @@ def _run_ci(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, e
         paired = None
         if args.design == "paired" and not args.results:
             paired = BaseTree(pr.base_sha, base_dir.resolve(), Path.cwd().resolve())
+        if args.measure_only:
+            # Replaced by the real manifest when the job ends, by any path it can take; left
+            # only when it was killed outright (SIGKILL, the runner lost): then the judge
+            # refuses the folder instead of judging what a killed job left half-measured.
+            write_json_atomic(Path(args.out) / MANIFEST_NAME, RunManifest(
+                design=args.design, device="cpu", workloads=(), failure=KILLED, pr_number=pr.number,
+                head_sha=pr.head_sha, base_sha=pr.base_sha, head_ref=pr.head_ref, head_repo=pr.head_repo,
+                base_ref=pr.base_ref).to_dict())
         with interruptible() as interruption:
             judged = judge(args, lambda cli: ci_settings(base_dir, cli), paired)
         if judged.run is not None and judged.run.interrupted:
