@@ -308,7 +308,7 @@ def test_bad_copy_input_is_one_line(tmp_path: Path, capsys, argv: list[str], mes
 
 
 @pytest.mark.parametrize("location", ["postgres+psycopg://db/perf", "mysql://user@db/perf", "http://example.com/h",
-                                      "sqlite:///tmp/h.sqlite", "file:///tmp/h.sqlite"])
+                                      "sqlite:///tmp/h.sqlite", "file:///tmp/h.sqlite", "s3:/bucket/h.sqlite"])
 def test_a_url_of_a_scheme_perfgate_does_not_serve_is_refused(tmp_path: Path, capsys, monkeypatch,
                                                              location: str) -> None:
     monkeypatch.chdir(tmp_path)
@@ -326,6 +326,17 @@ def test_a_url_of_a_scheme_perfgate_does_not_serve_is_refused(tmp_path: Path, ca
     code, _, err = run_cli(capsys, "history", "export", "--format", "csv")
     assert code == 2 and one_error_line(err).startswith("perfgate: error: PERFGATE_HISTORY_URL: ")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pyproject.toml", "r"]
+
+
+@pytest.mark.parametrize("location", ["postgresql:/db.internal/perf", "postgres:/perf"])
+def test_a_postgresql_url_a_slash_short_is_refused_not_made_a_folder(tmp_path: Path, capsys, monkeypatch,
+                                                                     location: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    folder = results_dir(tmp_path / "r", result_of("tiny"))
+    code, out, err = run_cli(capsys, "history", "record", "--results", str(folder), "--history", location)
+    assert code == 2 and out == ""
+    assert "not a PostgreSQL URL (write postgres" in one_error_line(err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
 
 
 def test_an_unreachable_server_is_one_line_and_no_local_file(tmp_path: Path, capsys, monkeypatch) -> None:

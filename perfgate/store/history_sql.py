@@ -51,7 +51,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
 
 from perfgate.model.errors import FileFormatError, UsageError
 from perfgate.text.inert import terminal
@@ -69,7 +69,9 @@ WRITE_ATTEMPTS = 5
 serialization failure or a deadlock (both mean: run it again)."""
 URL_ENV = "PERFGATE_HISTORY_URL"
 POSTGRES_SCHEMES = ("postgresql", "postgres")
-_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+):/")
+"""What looks like a URL: a scheme of two characters or more (``C:/`` is a drive), a colon
+and a slash; ``postgresql:/host/db``, a slash short, is refused rather than made a folder."""
 _LOCK_KEY = zlib.crc32(HISTORY_KIND.encode()) - 2**31
 """The advisory lock every PostgreSQL write transaction takes first (one per database)."""
 
@@ -101,6 +103,7 @@ def sqlite_location(path: Path | str) -> Location:
 
 
 def looks_like_url(value: str) -> bool:
+    """True for ``scheme:/...`` (see :data:`_URL`): never a file path perfgate creates."""
     return _URL.match(value) is not None
 
 
@@ -150,6 +153,9 @@ def parse_location(value: str | Path, *, origin: str) -> Location:
     if scheme not in POSTGRES_SCHEMES:
         raise UsageError(f"{origin}: {terminal(shown, 120)}: perfgate keeps its history in an SQLite file (give its "
                          f"path) or on a PostgreSQL server (postgresql://...), not at a {terminal(scheme, 20)}:// URL")
+    if not text[len(match[0]):].startswith("/"):
+        raise UsageError(f"{origin}: {terminal(shown, 120)}: not a PostgreSQL URL (write "
+                         f"{scheme}://[user@]host[:port]/database)")
     try:
         secret = _password(text)
         urlsplit(text).port  # noqa: B018 - a port that is not a number is refused here, not by libpq
@@ -165,7 +171,8 @@ def one_line(message: object, location: Location | None = None, limit: int = 200
     """An engine's message on one line, shortened, the location's password scrubbed from it."""
     text = " ".join(str(message).split())
     if location is not None and location.secret:
-        text = text.replace(location.secret, "***")
+        for secret in {location.secret, unquote(location.secret)}:  # as written, and as libpq decodes it
+            text = text.replace(secret, "***")
     return terminal(text, limit)
 
 
