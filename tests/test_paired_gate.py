@@ -183,8 +183,8 @@ def test_pytest_perfgate_against_runs_the_paired_gate(repo: Path) -> None:
     freedom) could not tell a 40 ms delay from its noise when load slowed every step."""
     import re
 
-    commit_change(repo, 'os.environ.get("TINY_FORWARD_DELAY_MS", "0")', 'os.environ.get("TINY_FORWARD_DELAY_MS", "100")',
-                  "forward 100 ms slower")
+    commit_change(repo, 'os.environ.get("TINY_FORWARD_DELAY_MS", "0")',
+                  'os.environ.get("TINY_FORWARD_DELAY_MS", "100")', "forward 100 ms slower")
     sets = [arg for s in ("width=16", "input_size=24", "batch_size=16", "steps=12") for arg in ("--perfgate-set", s)]
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs", "--perfgate", "--perfgate-device", "cpu",

@@ -176,9 +176,12 @@ def interrupted_lines(run: GateRun, interruption: Interruption) -> list[str]:
     """The partial report of an interrupted gate, plain text made inert: an INTERRUPTED
     headline with no verdict, then what each workload had reached (a workload decided at
     a look before the interruption says so; the others' last estimates decide nothing)."""
+    def plural(n: int, word: str) -> str:
+        return f"{n} {word}{'s' if n != 1 else ''}"
+
     unit = run.outcome.look.unit
-    done = (f"after {run.looks} look{'s' if run.looks != 1 else ''} ({run.count} {unit}{'s' if run.count != 1 else ''}, "
-            f"{duration(run.seconds)})" if run.looks else "before the first look was measured")
+    done = (f"after {plural(run.looks, 'look')} ({plural(run.count, unit)}, {duration(run.seconds)})" if run.looks
+            else "before the first look was measured")
     lines = [f"perfgate: INTERRUPTED by {interruption.name}: no verdict (exit code {interruption.exit_code})",
              f"The gate was interrupted {done}, before it ran its course: what it measured until then is "
              "below, and the gate decided nothing. Run it again to its end for a verdict.", ""]
