@@ -496,3 +496,62 @@ def test_recordings_keep_the_runner_and_gpu(backend) -> None:
     with pytest.raises(FileFormatError, match="runner: expected a one-line string"):
         store.record(where, [store.Recording(dataclasses.replace(gpu, created_at=DAY2), None, "stored",
                                              runner="a\nb")])
+
+
+KILLED = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from test_history import result_of
+from perfgate.store import history
+
+url, marker = sys.argv[1], Path(sys.argv[3])
+insert = history._insert_run
+
+def holding(tx, recording, recorded_at):
+    run_id = insert(tx, recording, recorded_at)
+    marker.touch()  # inside the transaction, the lock held, the first run's rows sent
+    time.sleep(3600)
+
+history._insert_run = holding
+history.record(url, [history.Recording(result_of(name, created_at="2026-11-02T10:00:00+00:00"), None, "stored")
+                     for name in ("alpha", "beta")])
+"""
+
+
+def test_a_recorder_killed_inside_its_transaction_leaves_the_server_store_as_it_was(tmp_path: Path,
+                                                                                   postgres: Server) -> None:
+    url = postgres.url(postgres.new_database())
+    record(url, result_of("tiny"))
+    before = snapshot(url)
+    script, inside = tmp_path / "killed.py", tmp_path / "inside"
+    script.write_text(KILLED)
+    proc = subprocess.Popen([sys.executable, str(script), url, str(Path(__file__).parent), str(inside)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not inside.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the recorder never got inside its transaction"
+        time.sleep(0.01)
+    proc.kill()
+    proc.communicate(timeout=60)
+    assert snapshot(url) == before  # the server dropped the transaction with the connection
+    # and its lock: the next recorder takes it (a lock still held would end this one with "stayed locked")
+    store.record(url, [store.Recording(result_of("alpha", created_at=DAY2), None, "stored")], timeout_s=20)
+    assert sorted(set(load(url)["workload"].astype(str))) == ["alpha", "tiny"]
+
+
+def test_a_recorder_that_waits_too_long_for_the_lock_gives_up_in_one_line(postgres: Server) -> None:
+    import psycopg
+
+    from perfgate.store.history_sql import _LOCK_KEY
+
+    url = postgres.url(postgres.new_database())
+    record(url, result_of("tiny"))
+    before = snapshot(url)
+    with psycopg.connect(url) as holder:  # another recorder, inside its transaction
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+        with pytest.raises(FileFormatError, match="the history store stayed locked by another process; try again"):
+            store.record(url, [store.Recording(result_of("late", created_at=DAY2), None, "stored")], timeout_s=0.5)
+        assert not load(url).empty  # a reader does not wait for a recorder
+    assert snapshot(url) == before
