@@ -4,6 +4,10 @@ One transaction per record; a duplicate, a newer schema, a file that is not a pe
 (random bytes, another SQLite database, a damaged store): one line, exit 2, the file byte for
 byte as it was. Two processes recording at once both succeed; a process killed inside its
 transaction leaves the store as it was.
+
+The tests that take the ``backend`` fixture (``tests/pg_server.py``) run on an SQLite file and
+on a PostgreSQL database; ``tests/test_history_postgres.py`` holds the guarantees on both
+engines and what only a URL brings.
 """
 
 from __future__ import annotations
