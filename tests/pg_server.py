@@ -108,7 +108,9 @@ def _start() -> Server:
         except KeyError:
             raise RuntimeError("running as root, and initdb refuses root: no 'postgres' user to run it as "
                                "(the postgresql package creates one)") from None
-    folder = Path(tempfile.mkdtemp(prefix="perfgate-pg-"))
+    # in /tmp itself: a unix socket's path is at most 107 bytes, and the postgres user must
+    # reach the folder (a TMPDIR under root's home it could not)
+    folder = Path(tempfile.mkdtemp(prefix="perfgate-pg-", dir="/tmp" if os.path.isdir("/tmp") else None))
     server = Server(folder, binaries, as_postgres)
     if as_postgres:
         shutil.chown(folder, "postgres", "postgres")
