@@ -445,6 +445,7 @@ print(len(ids), refused)
 """
 
 
+@pytest.mark.slow
 def test_four_processes_recording_at_once_lose_nothing_and_duplicate_nothing(tmp_path: Path,
                                                                              postgres: Server) -> None:
     url = postgres.url(postgres.new_database())
@@ -519,6 +520,7 @@ history.record(url, [history.Recording(result_of(name, created_at="2026-11-02T10
 """
 
 
+@pytest.mark.slow
 def test_a_recorder_killed_inside_its_transaction_leaves_the_server_store_as_it_was(tmp_path: Path,
                                                                                    postgres: Server) -> None:
     url = postgres.url(postgres.new_database())
