@@ -437,14 +437,14 @@ def _insert_run(tx: Tx, recording: Recording, recorded_at: str) -> int:
     result, counted = recording.result, recording.counters
     env = result.environment
     gpu_model = env.gpu_name if result.device == "cuda" and env.gpu_name else None
-    run_id = int(tx.execute(
+    run_id = tx.insert_id(
         "INSERT INTO runs (workload, workload_version, git_commit, dirty, branch, created_at, environment_key, "
         "device, design, perfgate_version, recorded_at, counted_steps, runner, gpu_model, gpu_uuid) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING run_id",
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (result.workload, result.workload_version, env.git_commit,
          None if env.git_dirty is None else int(env.git_dirty), recording.branch, result.created_at, env.key(),
          result.device, recording.design, result.perfgate_version, recorded_at,
-         None if counted is None else counted.steps, recording.runner, gpu_model, recording.gpu_uuid)).fetchone()[0])
+         None if counted is None else counted.steps, recording.runner, gpu_model, recording.gpu_uuid), "run_id")
     for repeat in result.repeats:
         if not sum(repeat.phases_ms["step"]) > 0:
             raise FileFormatError(f"{result.workload}: repeat {repeat.index} has no step time; nothing was recorded")
