@@ -289,6 +289,17 @@ def test_copy_moves_a_history_into_postgresql_and_back_counted(tmp_path: Path, p
     pd.testing.assert_frame_equal(load(url), load(db))
 
 
+def test_a_copy_the_server_refuses_a_value_of_writes_nothing(tmp_path: Path, postgres: Server, capsys) -> None:
+    db = tmp_path / "h.sqlite"
+    record(db, result_of("tiny"), result_of("small"))
+    raw(db, "UPDATE phase_times SET median_ms = 'fast' WHERE run_id = 2 AND phase = 'forward'")  # by hand
+    url = postgres.url(postgres.new_database())
+    code, out, err = run_cli(capsys, "history", "copy", str(db), url)
+    assert code == 2 and out == ""
+    assert f"{mask(url)}: the store refused a value (" in one_error_line(err) and "nothing was written" in err
+    assert snapshot(url) == {}  # not even the tables
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["{tmp}/none.sqlite", "{tmp}/to.sqlite"], "no history store there"),
     (["{tmp}/h.sqlite", "{tmp}/h.sqlite"], "the source and the destination are the same store"),

@@ -456,6 +456,8 @@ def pg_refused(location: Location, exc: BaseException) -> FileFormatError:
         return FileFormatError(f"{location}: the history store cannot be written with this role ({message})")
     if isinstance(exc, errors.IntegrityError):
         return FileFormatError(f"{location}: the store refused a run ({message}); nothing was recorded")
+    if isinstance(exc, errors.DataError):  # a value of the wrong type, copied from a store edited by hand
+        return FileFormatError(f"{location}: the store refused a value ({message}); nothing was written")
     if isinstance(exc, errors.OperationalError):
         return FileFormatError(f"{location}: the connection to the history store failed ({message})")
     return FileFormatError(f"{location}: not a perfgate history store, or a damaged one ({message})")
