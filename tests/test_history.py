@@ -652,5 +652,6 @@ def test_html_writes_the_dashboard_of_the_store(backend, tmp_path: Path, capsys)
     assert "nightly &lt;main&gt;" in page and "nightly <main>" not in page
     assert "c12" in page  # the change point's first commit after the step
     # a store that is not there is one line, and nothing is written
-    code, _, err = run_cli(capsys, "history", "html", str(tmp_path / "other"), "--history", str(tmp_path / "none.sqlite"))
+    code, _, err = run_cli(capsys, "history", "html", str(tmp_path / "other"), "--history",
+                           str(tmp_path / "none.sqlite"))
     assert code == 2 and not (tmp_path / "other").exists()

@@ -94,7 +94,8 @@ def test_a_run_is_recorded_once_and_a_refused_record_writes_nothing(backend, tmp
     columns = ("workload, workload_version, git_commit, created_at, environment_key, device, design, "
                "perfgate_version, recorded_at")
     for statements in ([f"INSERT INTO runs ({columns}) SELECT {columns} FROM runs"],
-                       ["UPDATE runs SET git_commit = NULL", f"INSERT INTO runs ({columns}) SELECT {columns} FROM runs"]):
+                       ["UPDATE runs SET git_commit = NULL",
+                        f"INSERT INTO runs ({columns}) SELECT {columns} FROM runs"]):
         with pytest.raises(Exception, match="(?i)unique"):
             raw(where, *statements)
 
@@ -438,8 +439,9 @@ from perfgate.model.errors import FileFormatError
 from perfgate.store import history
 
 url, worker, gate = sys.argv[1], int(sys.argv[2]), Path(sys.argv[4])
-mine = [history.Recording(result_of(f"w{worker}", commit=f"c{i:02d}", created_at=f"2026-10-{i + 1:02d}T{worker:02d}:00:00+00:00",
-                                    seed=i), None, "stored") for i in range(25)]
+mine = [history.Recording(result_of(f"w{worker}", commit=f"c{i:02d}", seed=i,
+                                    created_at=f"2026-10-{i + 1:02d}T{worker:02d}:00:00+00:00"), None, "stored")
+        for i in range(25)]
 shared = [history.Recording(result_of("shared", commit=f"s{i:02d}"), None, "stored") for i in range(25)]
 (gate / f"ready-{worker}").touch()
 while not (gate / "go").exists():  # all four start recording at once

@@ -268,7 +268,8 @@ def _store_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_parser(subparsers: Any) -> None:
-    """Add ``perfgate history`` and its commands ``record``, ``export``, ``changes``, ``html``, ``migrate`` and ``copy``."""
+    """Add ``perfgate history`` and its commands ``record``, ``export``, ``changes``, ``html``, ``migrate``
+    and ``copy``."""
     h = subparsers.add_parser(
         "history", help="record runs in the history store (SQLite or PostgreSQL), export it, find lasting steps",
         description="The history store keeps every recorded run of every workload (per repeat, the time per step, "
