@@ -351,6 +351,18 @@ def test_the_card_says_where_a_budget_planned_the_gates_last_looks(tiny):
     assert "(at most 40)" in result.card()
 
 
+def test_an_interrupted_gate_ends_the_selftest_as_interrupted_not_as_a_record(tiny):
+    class Interrupted(FakeGates):
+        def __call__(self, head: Job, base: Job) -> GateRun:
+            run = super().__call__(head, base)
+            return dataclasses.replace(run, interrupted=len(self.seen) == 2)
+
+    fake = Interrupted([])
+    with pytest.raises(KeyboardInterrupt):
+        _run(tiny, fake)
+    assert len(fake.seen) == 2  # stopped at the interrupted gate, nothing after it
+
+
 def _card_lines(card: str) -> list[str]:
     lines = card.splitlines()
     found = []

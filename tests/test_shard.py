@@ -411,6 +411,15 @@ def test_the_shards_failures_and_clocks_are_all_reported(tmp_path: Path, base: P
     assert code == 2 and f"could not measure: {two}: no GPU" in err
 
 
+def test_an_interrupted_shard_makes_the_run_no_verdict_whichever_shard_it_is(tmp_path: Path, base: Path) -> None:
+    head, base_side = measurements()
+    one = write_folder(tmp_path / "one", ("a", "c"), head, base_side)
+    two = write_folder(tmp_path / "two", ("b", "d"), head, base_side, interrupted="SIGTERM")
+    for folders in ((one, two), (two, one)):
+        code, _, err = judge(tmp_path, base, *folders)
+        assert code == 2 and "interrupted (SIGTERM)" in err, err
+
+
 # --- end to end: two shards of `perfgate run` on one machine -------------------------------------
 
 

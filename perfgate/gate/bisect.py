@@ -298,6 +298,8 @@ def paired_judge(template: Sequence[Job], *, project_dir: Path, workload_paths: 
             settings.gate, max_blocks=blocks))
         gate = run_gate(GateRequest([head_jobs[name]], gate_settings, device, out_dir=out_dir / f"{candidate.commit[:12]}-{blocks}blocks",
                                     paired=plan, **run))  # type: ignore[arg-type]
+        if gate.interrupted:  # a step cut short decides nothing: end the bisect as interrupted
+            raise KeyboardInterrupt
         (comparison,) = gate.outcome.comparisons
         change = comparison.time.estimate.change if comparison.time is not None else None
         return Judgement(comparison.verdict, comparison.reason, blocks, change)

@@ -218,6 +218,8 @@ def _combined_manifest(parts: Sequence[tuple[str, Measured]]) -> RunManifest | N
         base_only=tuple(sorted({n for m in every for n in m.base_only})),
         notes={k: v for m in every for k, v in m.notes.items()},
         failure="; ".join(failures) or None,
+        # any shard interrupted makes the whole run interrupted (the first shard's alone would hide it)
+        interrupted=next((m.interrupted for m in every if m.interrupted), None),
         clocks=(next(iter(clocks.values())) if one_clock
                 else "; ".join(f"{Path(where).name}: {c}" for where, c in clocks.items()) or None),
     )

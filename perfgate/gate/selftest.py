@@ -473,6 +473,8 @@ def run_selftest(
         announce(f"selftest gate {index + 1}/{len(plan)}: {what}")
         start = now()
         run = gate(head, base)
+        if run.interrupted:  # a gate cut short is no record of the self-test: it ends as interrupted
+            raise KeyboardInterrupt
         records.append(record_of(run, size, phase, inject_ms, now() - start))
         announce(f"selftest gate {index + 1}/{len(plan)}: {what}: {records[-1].verdict.value} "
                  f"in {_duration(records[-1].seconds)}")
