@@ -33,7 +33,7 @@ from perfgate.analysis.compare import compare
 from perfgate.analysis.decide import GateConfig, Look, pass_level
 from perfgate.analysis.outcome import Entry, GateOutcome, WorkloadComparison
 from perfgate.analysis.stats.sequential import Schedule
-from perfgate.model.result import RunResult
+from perfgate.model.result import RepeatResult, RunResult
 from perfgate.model.verdict import Verdict
 from perfgate.text.units import duration as duration_text
 
@@ -103,39 +103,28 @@ def first_block_seconds(results: Iterable[RunResult]) -> float | None:
     template's start) is not recorded, so it is left out. Independent of the order of the
     results: the sum is exact (``math.fsum``), the span a difference of recorded instants.
     None when no repeat of block 0 is recorded."""
-    starts: list[datetime] = []
-    windows: list[float] = []
-    for result in results:
-        for repeat in result.repeats:
-            if repeat.block != 0:
-                continue
-            windows.append(float(repeat.window_s))
-            moment = _instant(getattr(repeat, "started_at", None))
-            if moment is not None:
-                starts.append(moment)
-    if not windows:
-        return None
-    timed = math.fsum(windows)
-    if len(starts) < 2:
-        return timed
-    span = (max(starts) - min(starts)).total_seconds() * len(starts) / (len(starts) - 1)
-    return max(span, timed)
+    return _span_seconds(r for result in results for r in result.repeats if r.block == 0)
 
 
 def recorded_seconds(results: Iterable[RunResult], below: int | None = None) -> float | None:
     """The wall time the repeats of ``results`` took, from what their files record: as
     :func:`first_block_seconds` measures block 0, over every repeat (only those of a block below
     ``below`` when it is given; a repeat without a block is always read). None when none is."""
+    return _span_seconds(r for result in results for r in result.repeats
+                         if below is None or r.block is None or r.block < below)
+
+
+def _span_seconds(repeats: Iterable[RepeatResult]) -> float | None:
+    """The wall time of ``repeats`` run one after the other, from their records: the span from
+    the first ``started_at`` to the last, times n / (n - 1) (the last one's own time taken as the
+    mean gap), at least the sum of their timed windows; None when there is no repeat."""
     starts: list[datetime] = []
     windows: list[float] = []
-    for result in results:
-        for repeat in result.repeats:
-            if below is not None and repeat.block is not None and repeat.block >= below:
-                continue
-            windows.append(float(repeat.window_s))
-            moment = _instant(getattr(repeat, "started_at", None))
-            if moment is not None:
-                starts.append(moment)
+    for repeat in repeats:
+        windows.append(float(repeat.window_s))
+        moment = _instant(getattr(repeat, "started_at", None))
+        if moment is not None:
+            starts.append(moment)
     if not windows:
         return None
     timed = math.fsum(windows)
