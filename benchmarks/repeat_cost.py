@@ -125,7 +125,8 @@ def cmd_components(args: argparse.Namespace) -> int:
 
 
 def _scratch(workload: str) -> Path:
-    repo = Path(tempfile.mkdtemp(prefix="perfgate-bench-repo-"))
+    repo = Path(tempfile.mkdtemp(prefix="perfgate-bench-")) / "repo"
+    repo.mkdir()
     (repo / "workloads").mkdir()
     shutil.copy(SMALL, repo / "workloads" / "small_cnn.py")
     (repo / "pyproject.toml").write_text(f'[tool.perfgate]\nworkloads = ["{workload}"]\nworkloads_path = '
@@ -136,11 +137,13 @@ def _scratch(workload: str) -> Path:
     return repo
 
 
-def _gate(repo: Path, extra: list[str], tag: str) -> dict:
-    report = repo / f"{tag}.json"
+def _gate(repo: Path, extra: list[str], tag: str, against: str = "HEAD") -> dict:
+    """One ``perfgate gate --against AGAINST`` in ``repo``; its report and results beside the
+    repository, so its tree stays clean for the next gate."""
+    report = repo.parent / f"{repo.name}-{tag}.json"
     began = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "perfgate", "gate", "--against", "HEAD", "--json", str(report),
-                           "--out", str(repo / f"results-{tag}"), "-q", *extra],
+    proc = subprocess.run([sys.executable, "-m", "perfgate", "gate", "--against", against, "--json", str(report),
+                           "--out", str(repo.parent / f"{repo.name}-results-{tag}"), "-q", *extra],
                           cwd=repo, capture_output=True, text=True)
     wall = time.perf_counter() - began
     if not report.exists():
@@ -148,9 +151,10 @@ def _gate(repo: Path, extra: list[str], tag: str) -> dict:
         raise SystemExit(f"gate {tag} wrote no report (exit {proc.returncode})")
     data = json.loads(report.read_text())
     workload = data["workloads"][0]
+    estimate = (workload.get("step") or {}).get("estimate")
     return {"exit": proc.returncode, "wall_s": wall, "measuring": data["measuring"], "verdict": workload["verdict"],
-            "blocks": data["look_count"], "reason": workload.get("reason", ""),
-            "ratio": ((workload.get("step") or {}).get("estimate") or {}).get("ratio")}
+            "blocks": data["look_count"], "reason": workload.get("reason", ""), "estimate": estimate,
+            "ratio": (estimate or {}).get("ratio")}
 
 
 def cmd_efficiency(args: argparse.Namespace) -> int:
@@ -164,7 +168,7 @@ def cmd_efficiency(args: argparse.Namespace) -> int:
                   f"{m['wall_s']:.1f} s), {m['share']:.1%} inside timed windows, {m['processes']} processes, "
                   f"{m['templates']} templates; {g['verdict']} {g['reason'][:120]}", flush=True)
     finally:
-        shutil.rmtree(repo, ignore_errors=True)
+        shutil.rmtree(repo.parent, ignore_errors=True)  # the reports and results too
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0
 
@@ -186,7 +190,7 @@ def cmd_aa(args: argparse.Namespace) -> int:
             print(f"gate {i + 1:2}: {g['verdict']:12} {g['blocks']:2} blocks, {g['wall_s']:.0f} s, "
                   f"{g['measuring']['share']:.0%} timed; {g['reason'][:110]}", flush=True)
     finally:
-        shutil.rmtree(repo, ignore_errors=True)
+        shutil.rmtree(repo.parent, ignore_errors=True)  # the reports and results too
     print(f"\n{args.gates} A/A gates (start {args.start}, windows {args.windows}, delta {args.delta}, budget "
           f"{args.budget}): " + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())))
     print(f"blocks median {median(blocks)}, timed share median {median(shares):.0%}; "
@@ -201,7 +205,8 @@ def _init_scratch(delta: float) -> Path:
     """A scratch repository whose settings are what ``perfgate init`` writes (its template),
     with the small CNN as the workload, the CPU as the device and ``delta`` as the smallest
     slowdown that fails; one commit."""
-    repo = Path(tempfile.mkdtemp(prefix="perfgate-bench-repo-"))
+    repo = Path(tempfile.mkdtemp(prefix="perfgate-bench-")) / "repo"
+    repo.mkdir()
     (repo / "workloads").mkdir()
     shutil.copy(SMALL, repo / "workloads" / "small_cnn.py")
     table = TEMPLATE.read_text()
@@ -247,13 +252,13 @@ def cmd_defaults(args: argparse.Namespace) -> int:
         for i, (kind, spin) in enumerate(plan):
             tag = f"{kind}{i}"
             _head_commit(repo, tag, spin)
-            g = _gate_full(repo, ["--against", "HEAD~1"], tag)
+            g = _gate(repo, [], tag, against="HEAD~1")
             rows.append({"kind": kind, **g})
             est = g["estimate"] or {}
             print(f"gate {i + 1:2} {kind:4}: {g['verdict']:12} {g['blocks']:3} blocks, {g['wall_s']:4.0f} s, "
                   f"{g['measuring']['share']:.0%} timed; {g['reason'][:150]}", flush=True)
     finally:
-        shutil.rmtree(repo, ignore_errors=True)
+        shutil.rmtree(repo.parent, ignore_errors=True)  # the reports and results too
     for kind in ("aa", "slow"):
         these = [r for r in rows if r["kind"] == kind]
         if not these:
@@ -276,23 +281,6 @@ def cmd_defaults(args: argparse.Namespace) -> int:
     if args.out:
         Path(args.out).write_text(json.dumps(rows, indent=1))
     return 0
-
-
-def _gate_full(repo: Path, extra: list[str], tag: str) -> dict:
-    report = repo.parent / f"{repo.name}-{tag}.json"
-    began = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "perfgate", "gate", "--json", str(report),
-                           "--out", str(repo.parent / f"{repo.name}-results-{tag}"), "-q", *extra],
-                          cwd=repo, capture_output=True, text=True)
-    wall = time.perf_counter() - began
-    if not report.exists():
-        print(proc.stdout[-2000:], proc.stderr[-2000:], sep="\n")
-        raise SystemExit(f"gate {tag} wrote no report (exit {proc.returncode})")
-    data = json.loads(report.read_text())
-    workload = data["workloads"][0]
-    step = workload.get("step") or {}
-    return {"exit": proc.returncode, "wall_s": wall, "measuring": data["measuring"], "verdict": workload["verdict"],
-            "blocks": data["look_count"], "reason": workload.get("reason", ""), "estimate": step.get("estimate")}
 
 
 def cmd_budget(args: argparse.Namespace) -> int:
