@@ -305,12 +305,12 @@ def in_process(chosen: list[Case], rounds: int, warmup: int, steps: int, tmp: Pa
             raise SystemExit(f"{case.label}: {len(runs)} run(s) of {2 * rounds}, or a run short of {steps} steps")
         plain = [statistics.median(r["steps_ms"]) for r in runs if not r["hooked"]]
         hooked = [statistics.median(r["steps_ms"]) for r in runs if r["hooked"]]
-        logs = [math.log(h / p) for h, p in zip(hooked, plain)]
+        logs = [math.log(h / p) for h, p in zip(hooked, plain, strict=True)]
         mean = statistics.fmean(logs)
         half = (stats.t.ppf(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
                 if len(logs) > 1 else math.inf)
-        ratio = statistics.median(h / p for h, p in zip(hooked, plain))
-        cost_us = statistics.median((h - p) * 1e3 for h, p in zip(hooked, plain))
+        ratio = statistics.median(h / p for h, p in zip(hooked, plain, strict=True))
+        cost_us = statistics.median((h - p) * 1e3 for h, p in zip(hooked, plain, strict=True))
         print(f"  {case.label:<38} {statistics.median(plain):9.2f} {statistics.median(hooked):9.2f} {ratio:6.3f} "
               f"[{math.exp(mean - half):.3f}, {math.exp(mean + half):.3f}]  {cost_us:+8.0f} us")
 

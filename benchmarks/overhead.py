@@ -95,7 +95,7 @@ def paired_steps(step: _Step, pairs: int, window: int) -> tuple[list[float], lis
         plain_us.append(p * 1e6)
         measured_us.append(m * 1e6)
         in_window += 1
-    diffs = [m - p for p, m in zip(plain_us, measured_us)]
+    diffs = [m - p for p, m in zip(plain_us, measured_us, strict=True)]
     return plain_us, measured_us, diffs
 
 
@@ -161,7 +161,7 @@ def compare_blocks(label: str, step: _Step, blocks: int, steps_per_block: int,
         for fn in order:
             (first if fn is base else second).append(fn(step, steps_per_block))
     a, b = statistics.median(first), statistics.median(second)
-    diffs = sorted((y - x) * 1e6 for x, y in zip(first, second))
+    diffs = sorted((y - x) * 1e6 for x, y in zip(first, second, strict=True))
     print(f"{label}: {blocks} blocks x {steps_per_block} steps per loop, interleaved")
     print(f"  {names[0]:<26} median {a * 1e6:10.1f} us/step")
     print(f"  {names[1]:<26} median {b * 1e6:10.1f} us/step")

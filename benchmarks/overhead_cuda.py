@@ -98,7 +98,7 @@ def compare(label: str, step: _Step, blocks: int, steps: int) -> None:
                 measured_s.append(wall)
                 if device is not None:
                     device_s.append(device)
-    diffs = sorted((m - p) * 1e6 for p, m in zip(plain_s, measured_s))
+    diffs = sorted((m - p) * 1e6 for p, m in zip(plain_s, measured_s, strict=True))
     q = statistics.quantiles(diffs, n=4)
     a, b = statistics.median(plain_s), statistics.median(measured_s)
     print(f"{label}: {blocks} blocks x {steps} steps per loop, ABBA")

@@ -254,7 +254,6 @@ def cmd_defaults(args: argparse.Namespace) -> int:
             _head_commit(repo, tag, spin)
             g = _gate(repo, [], tag, against="HEAD~1")
             rows.append({"kind": kind, **g})
-            est = g["estimate"] or {}
             print(f"gate {i + 1:2} {kind:4}: {g['verdict']:12} {g['blocks']:3} blocks, {g['wall_s']:4.0f} s, "
                   f"{g['measuring']['share']:.0%} timed; {g['reason'][:150]}", flush=True)
     finally:

@@ -65,7 +65,7 @@ def side_by_side(repeats: int, warmup: int, steps: int) -> float:
         a, b = script.median_ms[row], plain.median_ms[row]
         ratio = f"{a / b:7.3f}" if b > 0.005 else "      —"
         print(f"  {row:<10} {a:10.3f} {b:12.3f} {ratio}")
-    pairs = [s / w for s, w in zip(script.per_repeat("step"), plain.per_repeat("step"))]
+    pairs = [s / w for s, w in zip(script.per_repeat("step"), plain.per_repeat("step"), strict=True)]
     print(f"  step ratio per interleaved pair: median {statistics.median(pairs):.3f}, "
           f"range {min(pairs):.3f}-{max(pairs):.3f}")
     counts = script.repeats[0].torch_settings["script"]

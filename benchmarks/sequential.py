@@ -60,7 +60,7 @@ def row(key: str, what: str, scenario: Scenario, gates: int, config: GateConfig,
     upper = binomtest(r.false_regressions, r.gates).proportion_ci(0.95, method="exact").high
     used = sorted(r.changed_units)
     within6 = sum(u <= 6 and v is not Verdict.INCONCLUSIVE
-                  for u, v in zip(r.changed_units, r.changed_verdicts)) / len(used)
+                  for u, v in zip(r.changed_units, r.changed_verdicts, strict=True)) / len(used)
     return (f"| {key} | {what} | {r.gates} | {shares} | {r.false_regression_share * 100:.2f}% "
             f"(≤ {upper * 100:.2f}%) | {statistics.median(used):g} [{used[len(used) // 10]}, "
             f"{used[len(used) * 9 // 10]}] | {within6 * 100:.0f}% | {seconds:.0f} s |")

@@ -69,8 +69,8 @@ def main(argv: list[str]) -> None:
     items = [(name, s, args.gates) for name, s in cells()]
     with ProcessPoolExecutor(args.jobs) as pool:
         results = list(pool.map(run, items))
-    print(f"| cell | gates | REGRESSION | PASS | INCONCLUSIVE | false REGRESSION [95% upper] | "
-          f"median estimate (time per step) |")
+    print("| cell | gates | REGRESSION | PASS | INCONCLUSIVE | false REGRESSION [95% upper] | "
+          "median estimate (time per step) |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name, r in results:
         ratios = r.ratios.get("per_step", ())

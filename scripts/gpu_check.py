@@ -104,7 +104,7 @@ def check_stall(repeats: list[tuple[str, dict[str, Any]]]) -> list[str]:
         if "host_data_wait" not in p:
             failures.append(f"{where}: no host_data_wait (not a CUDA-event timed repeat)")
             continue
-        over = [i for i, (d, h) in enumerate(zip(p["data_wait"], p["host_data_wait"])) if d > h + DATA_WAIT_SLACK_MS]
+        over = [i for i, (d, h) in enumerate(zip(p["data_wait"], p["host_data_wait"], strict=True)) if d > h + DATA_WAIT_SLACK_MS]
         if over:
             i = over[0]
             failures.append(f"{where}: data_wait above host_data_wait + {DATA_WAIT_SLACK_MS} ms in {len(over)} step(s), "

@@ -12,7 +12,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.perfgate-installed
 want="$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)"
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || ! .venv/bin/python -c "import perfgate, torch, torchvision, psycopg" 2>/dev/null; then
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || ! .venv/bin/python -c "import perfgate, torch, torchvision, psycopg" 2>/dev/null \
+        || [ ! -x .venv/bin/ruff ] || [ ! -x .venv/bin/mypy ]; then
     .venv/bin/python -m pip install --quiet -c constraints.txt -e ".[test,frameworks]"
     echo "$want" > "$stamp"
 fi

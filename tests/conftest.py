@@ -1,11 +1,18 @@
 from __future__ import annotations
 
+import shlex
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
+from factories import BASE_SETTINGS, define_workloads, fake, git
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+# The history store's engines (``backend``, parametrized SQLite and PostgreSQL) and the
+# session's PostgreSQL server (``postgres``): tests/pg_server.py.
+pytest_plugins = ["pg_server"]
 
 
 @pytest.fixture
@@ -15,6 +22,51 @@ def tiny_path(tmp_path: Path) -> Path:
     target.mkdir()
     shutil.copy(FIXTURES / "tiny_workloads.py", target / "tiny_workloads.py")
     return target
+
+
+# The fixtures several test modules share; pytest finds them here, so no test imports one.
+# A module that needs another meaning defines its own, which wins there (test_shard.py's and
+# test_counters.py's ``base``, test_ci.py's and test_script_gate.py's ``repo``).
+
+
+@pytest.fixture
+def base(tmp_path: Path) -> Path:
+    """The base commit's folder the judge reads its rules from: settings, no baselines yet,
+    the workload ``tiny`` defined (tests/test_judge.py and the judge's other tests)."""
+    folder = tmp_path / "base"
+    folder.mkdir()
+    (folder / "pyproject.toml").write_text(BASE_SETTINGS)
+    (folder / "baselines").mkdir()
+    define_workloads(folder, "tiny")
+    return folder
+
+
+@pytest.fixture
+def bin_dir(tmp_path: Path) -> Path:
+    """Fake commands first on a workflow step's PATH (tests/test_workflows.py): a ``sudo``
+    that refuses, and the hosted runner's ``python3`` as this test's Python."""
+    directory = tmp_path / "bin"
+    directory.mkdir()
+    fake(directory, "sudo", f'echo "$*" >> "{tmp_path}/sudo-calls"\necho "sudo: a password is required" >&2\nexit 1\n')
+    # The hosted runner's python3, as this test's Python (3.11: tomllib).
+    fake(directory, "python3", f'exec {shlex.quote(sys.executable)} "$@"\n')
+    return directory
+
+
+@pytest.fixture()
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A scratch git repository holding the tiny workloads, one commit, as the working
+    directory (tests/test_paired_gate.py, tests/test_counter_gate.py)."""
+    root = tmp_path / "project"
+    (root / "workloads").mkdir(parents=True)
+    shutil.copy(FIXTURES / "tiny_workloads.py", root / "workloads" / "tiny_workloads.py")
+    (root / ".gitignore").write_text("perfgate-results/\n")
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "tiny workload")
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("PERFGATE_CACHE_DIR", str(tmp_path / "cache"))
+    return root
 
 
 def cuda_available() -> bool:

@@ -1,9 +1,13 @@
-"""Builders of well-formed results for tests that do not need a real run."""
+"""Builders of well-formed results for tests that do not need a real run, and the small
+helpers the shared fixtures in conftest.py need (a judge's base settings, git, fake commands)."""
 
 from __future__ import annotations
 
 import math
+import os
 import random
+import subprocess
+import textwrap
 from pathlib import Path
 
 from perfgate.model.environment import Environment
@@ -13,6 +17,10 @@ ENV = Environment(device="cpu", torch="2.14.1", python="3.11.7", cpu_model="Test
                   os="Linux", torchvision="0.29.1", git_commit="0123abcd", git_dirty=False)
 
 BASE_PHASES = {"data_wait": 2.0, "h2d": 0.5, "forward": 30.0, "backward": 60.0, "optimizer": 7.0}
+
+# The base commit's settings in the judge's tests (the ``base`` fixture, tests/conftest.py).
+BLOCKS = 3
+BASE_SETTINGS = f'[tool.perfgate]\nbaselines = "baselines"\ndelta = 0.03\nblocks = {BLOCKS}\nrepeats = 3\n'
 
 
 def make_repeat(index: int, *, scale: float = 1.0, phase_scale: dict[str, float] | None = None,
@@ -60,3 +68,19 @@ def define_workloads(tree: Path, *names: str, file: str = "workloads/defined.py"
     lines = ["from perfgate import Workload", ""]
     lines += [f"W{i} = Workload(name={name!r}, version=1, description='', build=None)" for i, name in enumerate(names)]
     path.write_text("\n".join(lines) + "\n")
+
+
+def git(repo: Path, *args: str) -> str:
+    """``git -C repo ARGS`` with a fixed author; its stdout, stripped."""
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env=env).stdout.strip()
+
+
+def fake(bin_dir: Path, name: str, body: str) -> None:
+    """A fake command ``name`` in ``bin_dir``: a bash script of ``body`` (dedented)."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    path = bin_dir / name
+    path.write_text("#!/bin/bash\n" + textwrap.dedent(body))
+    path.chmod(0o755)

@@ -150,7 +150,7 @@ def test_medians_recomputed_from_the_stored_raw_series_match_the_stored_medians(
         for row in (*PHASES, "step"):
             assert abs(median(rep.phases_ms[row]) - rep.medians_ms[row]) <= rounding + 1e-9, row
         # the residual is the step minus five phases: six roundings at most
-        residual = [s - sum(p) for s, p in zip(rep.phases_ms["step"], zip(*(rep.phases_ms[q] for q in PHASES)))]
+        residual = [s - sum(p) for s, p in zip(rep.phases_ms["step"], zip(*(rep.phases_ms[q] for q in PHASES), strict=True), strict=True)]
         assert abs(median(residual) - rep.medians_ms["residual"]) <= 6 * rounding + 1e-9
         for phase in PHASES:
             share = sum(rep.phases_ms[phase]) / sum(rep.phases_ms["step"])
@@ -235,8 +235,8 @@ def throttled_baseline(throttled: list[list[bool]], reasons: tuple[str, ...] | N
     recordings = tuple(
         dataclasses.replace(rec, repeats=tuple(
             dataclasses.replace(r, slowdown_reasons=(reasons if f else ()))
-            for r, f in zip(rec.repeats, flags)))
-        for rec, flags in zip(baseline.recordings, throttled))
+            for r, f in zip(rec.repeats, flags, strict=True)))
+        for rec, flags in zip(baseline.recordings, throttled, strict=True))
     return dataclasses.replace(baseline, recordings=recordings)
 
 
@@ -461,7 +461,7 @@ def test_a_negative_residual_median_is_legitimate(tmp_path: Path) -> None:
     data = good_dict()
     repeat = first_repeat(data)
     phases = [[float(v) for v in repeat["phases_ms"][p].split()] for p in PHASES]
-    step = [round(sum(values) - 0.25, 3) for values in zip(*phases)]  # the phases overlap by 0.25 ms
+    step = [round(sum(values) - 0.25, 3) for values in zip(*phases, strict=True)]  # the phases overlap by 0.25 ms
     repeat["phases_ms"]["step"] = " ".join(f"{v:.3f}" for v in step)
     derived = Repeat(phases_ms={k: tuple(float(v) for v in s.split()) for k, s in repeat["phases_ms"].items()},
                      samples_per_s=1.0, peak_memory_bytes=None)
@@ -557,9 +557,9 @@ def test_a_baseline_written_before_the_medians_were_derived_still_loads() -> Non
     stored = json.loads(path.read_text())["recordings"][0]["repeats"]
     loaded = load_baseline(path).recordings[0].repeats
     assert len(loaded) == len(stored) > 1
-    for was, now in zip(stored, loaded):
+    for was, now in zip(stored, loaded, strict=True):
         assert all(len(v.split(".")[1]) == 3 for v in was["raw_ms"]["forward"].split())
-        residual = [s - sum(p) for s, p in zip(now.phases_ms["step"], zip(*(now.phases_ms[q] for q in PHASES)))]
+        residual = [s - sum(p) for s, p in zip(now.phases_ms["step"], zip(*(now.phases_ms[q] for q in PHASES), strict=True), strict=True)]
         for row in ROWS:
             assert now.medians_ms[row] == pytest.approx(was["medians_ms"][row], abs=0.004)
             derived = statistics.median(residual if row == "residual" else now.phases_ms[row])
@@ -583,7 +583,7 @@ def test_a_schema_1_baseline_written_by_the_previous_code_loads_and_judges_as_it
     first = baseline.recordings[0].repeats
     # repeat 2 slowed down for heat; repeat 1 only hit the power cap, which never counts
     assert [r.slowdown_reasons for r in first] == [(), (), ("hw_thermal_slowdown",), ()]
-    for was, now in zip(raw["recordings"][0]["repeats"], first):
+    for was, now in zip(raw["recordings"][0]["repeats"], first, strict=True):
         assert now.medians_ms == pytest.approx(was["medians_ms"])
         assert now.shares == pytest.approx(was["shares"], abs=1e-12)
         step = [float(v) for v in was["raw_ms"]["step"].split()]
@@ -628,7 +628,7 @@ def test_a_result_written_by_the_previous_code_loads() -> None:
     raw = json.loads((V1 / "result-tiny.json").read_text())
     result = load_result(V1 / "result-tiny.json")
     assert len(result.repeats) == 3
-    for was, now in zip(raw["repeats"], result.repeats):
+    for was, now in zip(raw["repeats"], result.repeats, strict=True):
         step = was["phases_ms"]["step"]
         assert now.per_step_ms["step"] == pytest.approx(sum(step) / len(step))
         assert now.medians_ms["step"] == statistics.median(step)

@@ -42,7 +42,7 @@ def _result(name: str, starts: Sequence[float], block: int = 0, window_s: float 
     """One side's repeats of one block, started at ``starts`` seconds after START."""
     base = make_result(name, repeats=len(starts))
     repeats = tuple(dataclasses.replace(r, block=block, started_at=_at(t), window_s=window_s)
-                    for r, t in zip(base.repeats, starts))
+                    for r, t in zip(base.repeats, starts, strict=True))
     return dataclasses.replace(base, repeats=repeats)
 
 

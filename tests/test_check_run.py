@@ -10,8 +10,9 @@ import json
 from pathlib import Path
 
 import pytest
-from test_judge import BASE_SHA, HEAD_SHA, base, paired, run, write_run  # noqa: F401 - base is a fixture
-from test_workflows import HEAD, bash, bin_dir, fake, sharded, step_script, template  # noqa: F401 - bin_dir too
+from factories import fake
+from test_judge import HEAD_SHA, paired, run, write_run
+from test_workflows import HEAD, bash, sharded, step_script, template
 
 import perfgate.adapters.judge_cli as judge_cli
 from perfgate.gate.github import (

@@ -443,7 +443,7 @@ def test_the_pytest_failure_text_names_the_failing_counter() -> None:
 
 # --- end to end -----------------------------------------------------------------------------------
 
-from test_paired_gate import SETS, commit_change, one_look, repo, run_cli  # noqa: E402,F401 - the repo fixture
+from test_paired_gate import SETS, commit_change, one_look, run_cli  # noqa: E402 - the end-to-end tests' helpers, here
 
 FAST = [*SETS]  # the counted runs on: they are this test's subject
 

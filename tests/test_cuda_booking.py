@@ -140,14 +140,14 @@ RUNS = pytest.mark.parametrize("run", [run_clock, run_timeline], ids=["workload"
 
 
 def residuals(s: dict[str, list[float]]) -> list[float]:
-    return [step - sum(row) for step, row in zip(s["step"], zip(*(s[p] for p in PHASES)))]
+    return [step - sum(row) for step, row in zip(s["step"], zip(*(s[p] for p in PHASES), strict=True), strict=True)]
 
 
 def assert_tiles(s: dict[str, list[float]]) -> None:
     """Every phase >= 0, the phases within the step, residual >= 0: no share above 100%."""
     for p in PHASES:
         assert min(s[p]) >= 0.0, p
-    for k, (step, residual) in enumerate(zip(s["step"], residuals(s))):
+    for k, (step, residual) in enumerate(zip(s["step"], residuals(s), strict=True)):
         assert residual >= 0.0, (k, residual)
         assert all(s[p][k] / step <= 1.0 for p in PHASES)
 

@@ -325,10 +325,10 @@ def test_cuda_the_step_is_timed_on_the_device_with_no_sync_in_the_window(tiny_pa
     assert 0.97 <= ratio <= 1.0 + 1e-3
     assert all(v >= 0 for v in repeat.phases_ms["step"])
     # a step on the device holds its own work: from its begin event to the next step's
-    assert all(b <= s + 1e-3 for b, s in zip(repeat.phases_ms["device_busy"], repeat.phases_ms["step"]))
+    assert all(b <= s + 1e-3 for b, s in zip(repeat.phases_ms["device_busy"], repeat.phases_ms["step"], strict=True))
     # every device series is a difference of events on one stream: the phases tile the step, residual >= 0
     phases = [repeat.phases_ms[p] for p in ("data_wait", "h2d", "forward", "backward", "optimizer")]
-    assert all(sum(row) <= s + 1e-6 for row, s in zip(zip(*phases), repeat.phases_ms["step"]))
+    assert all(sum(row) <= s + 1e-6 for row, s in zip(zip(*phases, strict=True), repeat.phases_ms["step"], strict=True))
     assert min(v for p in phases for v in p) >= 0.0
     assert repeat.torch_settings["synchronizes"] == []
     reserved = repeat.torch_settings["cuda_window"]["max_memory_reserved_bytes"]
@@ -503,5 +503,5 @@ def test_the_sync_check_restores_the_mode_it_found(monkeypatch: pytest.MonkeyPat
     with pytest.raises(ZeroDivisionError):
         with loop.sync_debug_error():
             assert modes[-1] == "error"
-            1 / 0
+            raise ZeroDivisionError("an error inside the block")
     assert modes == [1, "error", 1]

@@ -391,7 +391,7 @@ def test_every_panel_shows_the_time_per_step_unless_told_and_says_which() -> Non
     df = history({"tiny": None}, runs=4).query("phase in ['step', 'forward']")
     (per_step,) = dashboard.sections(df, find=split_finder)
     (median,) = dashboard.sections(df, find=split_finder, statistic="median")
-    for a, b in zip(per_step.panels, median.panels):
+    for a, b in zip(per_step.panels, median.panels, strict=True):
         assert a.statistic == "per_step" and b.statistic == "median"
         assert a.values == pytest.approx([v * PER_STEP_OVER_MEDIAN for v in b.values])
     fig = dashboard.section_figure(per_step)

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_judge import BASE_SHA, HEAD_SHA, base, paired, run, write_run  # noqa: F401 - base is a fixture
+from test_judge import HEAD_SHA, paired, run, write_run
 
 from perfgate.gate.github import (
     ACCEPT_LABEL,

@@ -28,7 +28,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from factories import ENV, make_result
-from pg_server import backend, postgres  # noqa: F401 - the store's engine, parametrized: SQLite and PostgreSQL
 
 from perfgate.adapters.cli import build_parser, main
 from perfgate.analysis.history import DTYPES, load, run_series
@@ -127,9 +126,9 @@ def test_two_recorded_runs_load_as_the_documented_long_table(backend, tmp_path: 
         assert set(rows["environment_key"].astype(str)) == {result.environment.key()}
         for repeat in result.repeats:
             mine = rows[rows["repeat"] == repeat.index]  # the same doubles, bit for bit
-            assert dict(zip(mine["phase"].astype(str), mine["per_step_ms"])) == repeat.per_step_ms
-            assert dict(zip(mine["phase"].astype(str), mine["median_ms"])) == repeat.medians_ms
-            assert dict(zip(mine["phase"].astype(str), mine["share"])) == repeat.shares
+            assert dict(zip(mine["phase"].astype(str), mine["per_step_ms"], strict=True)) == repeat.per_step_ms
+            assert dict(zip(mine["phase"].astype(str), mine["median_ms"], strict=True)) == repeat.medians_ms
+            assert dict(zip(mine["phase"].astype(str), mine["share"], strict=True)) == repeat.shares
             assert set(mine["samples_per_s"]) == {repeat.samples_per_s}
             assert set(mine["peak_memory_bytes"]) == {repeat.peak_memory_bytes}
     run1, run2 = df[df["run_id"] == 1], df[df["run_id"] == 2]
@@ -156,7 +155,7 @@ def test_kernel_launches_per_step_on_cuda(tmp_path: Path) -> None:
                                                      counters=(counted("gpu", device="cuda"),))))
     df = load(db)
     assert set(df["gpu_model"].astype(str)) == {"Test GPU"}
-    launches = dict(zip(df["phase"].astype(str), df["launches"]))
+    launches = dict(zip(df["phase"].astype(str), df["launches"], strict=True))
     assert launches["forward"] == 20.0 and launches["optimizer"] == 1.0
     assert launches["step"] == 24.0 and math.isnan(launches["residual"])
 
@@ -197,11 +196,11 @@ def test_run_series_is_the_median_over_repeats_per_run_in_date_order(backend, tm
                                     "n_repeats"]
     assert list(series["commit"]) == ["c1", "c2"] and list(series["run_id"]) == [2, 1]
     assert set(series["statistic"]) == {"per_step"}
-    for value, result in zip(series["value_ms"], (early, late)):
+    for value, result in zip(series["value_ms"], (early, late), strict=True):
         assert value == pytest.approx(pd.Series([r.per_step_ms["step"] for r in result.repeats]).median())
     medians = run_series(df, "tiny", environment_key=ENV.key(), statistic="median")
     assert set(medians["statistic"]) == {"median"}
-    for value, result in zip(medians["value_ms"], (early, late)):
+    for value, result in zip(medians["value_ms"], (early, late), strict=True):
         assert value == pytest.approx(pd.Series([r.medians_ms["step"] for r in result.repeats]).median())
     assert not (medians["value_ms"] == series["value_ms"]).any()  # two statistics, two series
     assert list(series["n_repeats"]) == [5, 5]
@@ -410,7 +409,7 @@ def test_two_processes_recording_at_once_both_succeed(tmp_path: Path) -> None:
     assert holder.returncode == 0, err_a
     assert waiter.returncode == 0, err_b
     df = load(db)
-    runs = dict(zip(df["workload"].astype(str), df["run_id"]))
+    runs = dict(zip(df["workload"].astype(str), df["run_id"], strict=True))
     assert sorted(runs) == ["alpha", "beta", "delta", "gamma", "tiny"]
     assert len(df) == 5 * 5 * len(ROWS)
     # the waiter began while the holder held its transaction, and committed after it

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from pg_server import PASSWORD, Server, backend, postgres, raw  # noqa: F401 - the session's fixtures
+from pg_server import PASSWORD, Server, raw
 from test_history import DAY1, DAY2, counted, one_error_line, result_of, results_dir, run_cli
 
 from perfgate.analysis.history import load, run_series
@@ -68,9 +68,9 @@ def test_a_recorded_run_reads_back_bit_for_bit(backend, tmp_path: Path, capsys) 
         rows = df[df["run_id"] == run_id]
         for repeat in result.repeats:
             mine = rows[rows["repeat"] == repeat.index]
-            assert dict(zip(mine["phase"].astype(str), mine["per_step_ms"])) == repeat.per_step_ms
-            assert dict(zip(mine["phase"].astype(str), mine["median_ms"])) == repeat.medians_ms
-            assert dict(zip(mine["phase"].astype(str), mine["share"])) == repeat.shares
+            assert dict(zip(mine["phase"].astype(str), mine["per_step_ms"], strict=True)) == repeat.per_step_ms
+            assert dict(zip(mine["phase"].astype(str), mine["median_ms"], strict=True)) == repeat.medians_ms
+            assert dict(zip(mine["phase"].astype(str), mine["share"], strict=True)) == repeat.shares
     assert set(df.loc[df["run_id"] == 1, "runner"].astype(str)) == {"gpu-runner-3"}
     assert set(df.loc[df["run_id"] == 1, "ops"].dropna()) >= {10.0}
     series = run_series(df, "tiny")
@@ -475,7 +475,7 @@ def test_four_processes_recording_at_once_lose_nothing_and_duplicate_nothing(tmp
         time.sleep(0.01)
     (tmp_path / "go").touch()
     outputs = [w.communicate(timeout=300) for w in workers]
-    for w, (out, err) in zip(workers, outputs):
+    for w, (_, err) in zip(workers, outputs, strict=True):
         assert w.returncode == 0, err
     recorded = [tuple(map(int, out.split())) for out, _ in outputs]
     assert [n for n, _ in recorded] == [25] * 4

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from factories import ENV, define_workloads, make_result
+from factories import BASE_SETTINGS, BLOCKS, ENV, define_workloads, make_result
 
 from perfgate.adapters.judge_cli import add_parser
 from perfgate.gate.inputs import classify, read_changed_files
@@ -34,8 +34,6 @@ from perfgate.store.untrusted_folders import load_measured, validate_baselines
 
 HEAD_SHA = "c" * 40
 BASE_SHA = "b" * 40
-BLOCKS = 3
-BASE_SETTINGS = f'[tool.perfgate]\nbaselines = "baselines"\ndelta = 0.03\nblocks = {BLOCKS}\nrepeats = 3\n'
 KEY = ENV.key()
 HOSTILE = "boom @org/team ![x](https://example.invalid/p.png) <img src=x> [click](https://evil.invalid)\n" \
           "**Check: passes.**"
@@ -57,16 +55,6 @@ def write_run(folder: Path, head: dict[str, RunResult], base: dict[str, RunResul
     manifest = manifest or RunManifest(design="paired", device="cpu", workloads=tuple(head), pr_number=7,
                                        head_sha=HEAD_SHA, base_sha=BASE_SHA, base_ref="main")
     write_json_atomic(folder / MANIFEST_NAME, manifest.to_dict())
-    return folder
-
-
-@pytest.fixture
-def base(tmp_path: Path) -> Path:
-    folder = tmp_path / "base"
-    folder.mkdir()
-    (folder / "pyproject.toml").write_text(BASE_SETTINGS)
-    (folder / "baselines").mkdir()
-    define_workloads(folder, "tiny")
     return folder
 
 

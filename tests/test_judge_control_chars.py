@@ -14,7 +14,7 @@ import json
 import re
 from pathlib import Path
 
-from test_judge import BASE_SHA, HEAD_SHA, base, paired, run, write_run  # noqa: F401 - base is a fixture
+from test_judge import BASE_SHA, HEAD_SHA, paired, run, write_run
 from factories import define_workloads
 
 from perfgate.gate.github import workflow_command

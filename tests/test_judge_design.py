@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from factories import ENV, define_workloads, make_result
-from test_judge import BASE_SHA, HEAD_SHA, base, paired, record, run, write_run  # noqa: F401 (base: the fixture)
+from test_judge import BASE_SHA, HEAD_SHA, paired, record, run, write_run
 from test_judge_fail_closed import SLOW, control, rewrite_manifest
 from test_shard import judge as judge_shards
 

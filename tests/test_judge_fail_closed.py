@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 
 import pytest
-from factories import ENV, define_workloads
-from test_judge import BASE_SHA, HEAD_SHA, base, paired, run, write_run  # noqa: F401 (base: the fixture)
+from factories import define_workloads
+from test_judge import BASE_SHA, HEAD_SHA, paired, run, write_run
 
 from perfgate.model.manifest import MANIFEST_NAME, RunManifest
 from perfgate.store.jsonfile import write_json_atomic
@@ -211,7 +211,7 @@ def test_removing_a_stale_baseline_of_the_same_name_retires_nothing(tmp_path: Pa
     record(base, "tiny")
     define_workloads(base, "other", file="workloads/other.py")
     (key_dir,) = [p for p in (base / "baselines").iterdir() if p.is_dir()]
-    stale = f"baselines/cpu-old-torch2.13.0-0000/tiny.json"
+    stale = "baselines/cpu-old-torch2.13.0-0000/tiny.json"
     changed = tmp_path / "changed.tsv"
     changed.write_text(f"removed\t{stale}\n")
     nothing = write_run(tmp_path / "r", {"other": paired("other", seed=1)}, {"other": paired("other", seed=2)})

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 from factories import define_workloads, make_result
-from test_judge import base, run, write_run  # noqa: F401 (base: the fixture)
+from test_judge import run, write_run
 
 from perfgate.model.result import RunResult
 
@@ -90,7 +90,7 @@ def test_a_short_run_without_a_budget_is_an_error_not_a_stop_at_the_budget(tmp_p
 def test_a_short_run_under_a_budget_it_did_not_spend_is_an_error(tmp_path: Path, base: Path) -> None:
     """The base's budget holds 30 blocks of 5 s; the first 8 blocks, 40 s of the 2 min 30 s."""
     with_settings(base, 'budget = "150s"\n')
-    head, base_side = (timed(r, side) for r, side in zip(noisy_pair(30, **SLOW_AT_9), ("head", "base")))
+    head, base_side = (timed(r, side) for r, side in zip(noisy_pair(30, **SLOW_AT_9), ("head", "base"), strict=True))
     control = judged(tmp_path, base, head, base_side, "all")
     assert (control["code"], control["workload"]["verdict"]) == (1, "REGRESSION")
     out = judged(tmp_path, base, first(head, 8), first(base_side, 8), "short")
@@ -104,7 +104,7 @@ def test_a_run_whose_recorded_time_fills_the_budget_is_stopped_at_the_budget(tmp
     """Planned to 30 blocks from its first (5 s); the counted runs after it took 110 s, so the
     budget ended after 8 blocks: undecided, INCONCLUSIVE, as the measuring gate stopped it."""
     with_settings(base, 'budget = "150s"\n')
-    head, base_side = (timed(r, side, gap_s=110.0) for r, side in zip(noisy_pair(8, seed=3), ("head", "base")))
+    head, base_side = (timed(r, side, gap_s=110.0) for r, side in zip(noisy_pair(8, seed=3), ("head", "base"), strict=True))
     out = judged(tmp_path, base, head, base_side)
     w = out["workload"]
     assert (out["code"], w["verdict"]) == (3, "INCONCLUSIVE"), w
@@ -114,8 +114,8 @@ def test_a_run_whose_recorded_time_fills_the_budget_is_stopped_at_the_budget(tmp
 def test_a_budget_stops_every_undecided_workload_at_the_same_block(tmp_path: Path, base: Path) -> None:
     define_workloads(base, "other", file="workloads/other.py")
     with_settings(base, 'budget = "150s"\n')
-    tiny = [timed(r, side, gap_s=110.0) for r, side in zip(noisy_pair(12, seed=3), ("head", "base"))]
-    other = [timed(renamed(r, "other"), side, gap_s=110.0) for r, side in zip(noisy_pair(12, seed=7), ("head", "base"))]
+    tiny = [timed(r, side, gap_s=110.0) for r, side in zip(noisy_pair(12, seed=3), ("head", "base"), strict=True)]
+    other = [timed(renamed(r, "other"), side, gap_s=110.0) for r, side in zip(noisy_pair(12, seed=7), ("head", "base"), strict=True)]
     # the control: both stopped after 8 blocks, the budget spent
     folder = write_run(tmp_path / "same", {"tiny": first(tiny[0], 8), "other": first(other[0], 8)},
                        {"tiny": first(tiny[1], 8), "other": first(other[1], 8)})

@@ -29,7 +29,7 @@ def _abba(values_by_block: list[tuple[float, float, float, float]],
     ABBA and BAAB in turn, as the runner measures them."""
     base, head = [], []
     for j, four in enumerate(values_by_block):
-        for arm, v in zip(block_order(j) if alternate else ABBA, four):
+        for arm, v in zip(block_order(j) if alternate else ABBA, four, strict=True):
             (base if arm == "base" else head).append(BlockValue(j, v))
     return base, head
 
@@ -135,7 +135,7 @@ def _paired_results(slow: float = 1.0, blocks: int = 6, seed: int = 0, drift: fl
                 head_blocks.append(j)
 
     def with_blocks(result, blocks_):
-        reps = tuple(dataclasses.replace(r, block=b) for r, b in zip(result.repeats, blocks_))
+        reps = tuple(dataclasses.replace(r, block=b) for r, b in zip(result.repeats, blocks_, strict=True))
         return dataclasses.replace(result, repeats=reps)
 
     base = with_blocks(make_result(repeat_scales=base_scales, seed=seed), base_blocks)

@@ -8,18 +8,17 @@ happened. Bad input is one line and exit 2, with the head's results still writte
 from __future__ import annotations
 
 import json
-
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from factories import git, make_result
 
 from perfgate.adapters import cli
+from perfgate.model.result import RunResult
 
-FIXTURE = Path(__file__).parent / "fixtures" / "tiny_workloads.py"
 SETS = ["--set", "width=16", "input_size=24", "batch_size=16", "steps=30", "--device", "cpu", "--no-telemetry"]
 # The counted runs (a process per side, ~10 s each here) are tests/test_counter_gate.py's
 # subject; the GitHub-flow tests below keep them.
@@ -29,27 +28,6 @@ FAST = [*SETS, "--no-counters"]
 def one_look(blocks: int) -> list[str]:
     """The first look is the last (max_blocks = blocks): one look at the whole α."""
     return ["--blocks", str(blocks), "--max-blocks", str(blocks)]
-
-
-def git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env=env).stdout.strip()
-
-
-@pytest.fixture()
-def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "project"
-    (root / "workloads").mkdir(parents=True)
-    shutil.copy(FIXTURE, root / "workloads" / "tiny_workloads.py")
-    (root / ".gitignore").write_text("perfgate-results/\n")
-    git(root, "init", "-q")
-    git(root, "add", "-A")
-    git(root, "commit", "-qm", "tiny workload")
-    monkeypatch.chdir(root)
-    monkeypatch.setenv("PERFGATE_CACHE_DIR", str(tmp_path / "cache"))
-    return root
 
 
 def commit_change(root: Path, old: str, new: str, message: str) -> None:
@@ -305,13 +283,11 @@ def test_the_github_flow_names_a_renamed_workload(
 
 # --- the sequential looks of run_gate, on fake blocks (no processes) -----------------------------
 
-def _fake_blocks(name: str, side: str, blocks: range) -> "RunResult":
+def _fake_blocks(name: str, side: str, blocks: range) -> RunResult:
     """Two repeats per side in each of ``blocks``: the head of "slow" 30% slower, of "later"
     unchanged but ±2% from block to block (undecided at the first look, passing later), of
     "stuck" 3% slower ±5% (never decided: the estimate sits on δ)."""
     import dataclasses
-
-    from tests.factories import make_result
 
     scales, numbers = [], []
     for b in blocks:
@@ -321,7 +297,7 @@ def _fake_blocks(name: str, side: str, blocks: range) -> "RunResult":
         numbers += [b, b]
     result = make_result(name, repeat_scales=scales, seed=blocks.start + (7 if side == "base" else 0), jitter=0.002)
     return dataclasses.replace(result, repeats=tuple(dataclasses.replace(r, block=n)
-                                                     for r, n in zip(result.repeats, numbers)))
+                                                     for r, n in zip(result.repeats, numbers, strict=True)))
 
 
 class FakeBlocks:
@@ -363,14 +339,14 @@ def _paired_request(tmp_path: Path, names: tuple[str, ...], *, max_blocks: int =
 
     from perfgate.analysis.decide import GateConfig
     from perfgate.gate.config import Settings
-    from perfgate.gate.gating import GateRequest, PairedPlan
+    from perfgate.gate.gating import GateRequest, MeasuringRequest, PairedPlan
 
     jobs = [SimpleNamespace(workload=SimpleNamespace(name=n)) for n in names]
-    plan = PairedPlan(jobs, {n: job for n, job in zip(names, jobs)}, tmp_path, tmp_path, "ba5e" * 10)
+    plan = PairedPlan(jobs, {n: job for n, job in zip(names, jobs, strict=True)}, tmp_path, tmp_path, "ba5e" * 10)
     settings = Settings(baselines=tmp_path / "baselines", blocks=3, budget_s=budget_s,
                         gate=GateConfig(max_blocks=max_blocks), max_blocks_given=True)
-    return GateRequest(jobs, settings, "cpu", tmp_path / "cache", tmp_path / "out",  # type: ignore[arg-type]
-                       paired=plan)
+    return GateRequest(jobs, settings, MeasuringRequest("cpu", tmp_path / "cache"),  # type: ignore[arg-type]
+                       tmp_path / "out", paired=plan)
 
 
 @pytest.fixture()

@@ -48,7 +48,7 @@ STEP = 99.5  # ms of the factories' phases at scale 1, before the 0.2 ms residua
 
 def _with_blocks(result, blocks):
     return dataclasses.replace(result, repeats=tuple(dataclasses.replace(r, block=b)
-                                                     for r, b in zip(result.repeats, blocks)))
+                                                     for r, b in zip(result.repeats, blocks, strict=True)))
 
 
 def _paired(seed: int, blocks: int = 6, jitter: float = 0.03, base_scales=None, head_scales=None):

@@ -481,7 +481,7 @@ def test_a_scripts_precision_is_its_result_parameter_and_never_makes_it_incompar
     base = make_result("script-train")
     base = dataclasses.replace(base, params={**base.params, "precision": "fp32"})
     repeats = [dataclasses.replace(r, torch_settings={**r.torch_settings, "script": {"precision": p}})
-               for r, p in zip(base.repeats, ["bf16", "bf16", "fp32", "bf16", "bf16"])]
+               for r, p in zip(base.repeats, ["bf16", "bf16", "fp32", "bf16", "bf16"], strict=True)]
     assert script_measured_params(repeats) == {"precision": "bf16"}
     assert script_measured_params(base.repeats) == {}  # no repeat read one: the parameter is left as set
     fp64 = [dataclasses.replace(r, torch_settings={"script": {"precision": "fp64"}}) for r in base.repeats]

@@ -19,7 +19,8 @@ import pytest
 from perfgate.adapters import cli
 from perfgate.model.errors import EXIT_ERROR, EXIT_REGRESSION
 
-from test_paired_gate import git, one_look, worktrees
+from factories import git
+from test_paired_gate import one_look, worktrees
 
 PLAIN = Path(__file__).parent / "fixtures" / "scripts" / "plain.py"
 FAST = ["--device", "cpu", "--no-telemetry", "--no-counters", "--warmup", "2", "--steps", "10", "-q"]

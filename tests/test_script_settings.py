@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 
 from perfgate.adapters.options import configured_scripts, selected_jobs
-from perfgate.gate.config import ScriptEntry, load_settings
+from perfgate.gate.config import load_settings
 from perfgate.gate.judge import gated_by_base
 from perfgate.model.errors import UsageError
 from perfgate.store.discovery import discover
 
-from test_paired_gate import git
+from factories import git
 
 pytest_plugins = ["pytester"]
 

@@ -234,11 +234,11 @@ def test_the_t_boundary_spends_exactly_alpha_where_the_z_levels_overspend() -> N
     crossed = float(np.mean((t > exact).any(axis=1)))
     assert abs(crossed - 0.01) < 0.0006, crossed
     z_levels = crossing_levels(0.01, tuple(c / 30 for c in schedule.counts))
-    z_as_t = np.array([special.stdtrit(c - 1, 1 - lv) for c, lv in zip(schedule.counts, z_levels)])
+    z_as_t = np.array([special.stdtrit(c - 1, 1 - lv) for c, lv in zip(schedule.counts, z_levels, strict=True)])
     assert float(np.mean((t > z_as_t).any(axis=1))) > 0.0106
     # The level of each look is the t tail of its boundary on that look's df: a p-value at that
     # level is the boundary itself.
-    for c, crit in zip(schedule.counts, exact):
+    for c, crit in zip(schedule.counts, exact, strict=True):
         assert special.stdtr(c - 1, -crit) == pytest.approx(schedule.level(0.01, c), rel=1e-12)
 
 

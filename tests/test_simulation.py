@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
+import itertools
 import dataclasses
 import math
 import re
@@ -163,7 +164,7 @@ def test_every_verdict_comes_from_compare(monkeypatch: pytest.MonkeyPatch, paire
     for gate in gates:
         look, names, decided = gate[0]
         assert look.count == first and names == ("w0", "w1", "w2") and decided == ()
-        for (before, was, _), (look, names, decided) in zip(gate, gate[1:]):
+        for (before, was, _), (look, names, decided) in itertools.pairwise(gate):
             # the undecided ones measured one more unit and looked at again; the rest stay
             # in Holm's family
             assert look.count == before.count + 1 and look.number == before.number + 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import statistics
 
@@ -197,7 +198,7 @@ def test_prior_is_pooled_with_the_estimate_by_degrees_of_freedom() -> None:
     est = log_ratio(cur, base, assumed_day_sd_log=0.02, day_prior_df=6.0, outlier_sd=None)
     assert est.between_sd_log**2 == pytest.approx((6 * 0.02**2 + 2 * 0.01**2) / 8, rel=1e-9)
     # the prior is a fourth mean square in Satterthwaite, worth its 6 df
-    s2c, msw, msb, n0, k, w = 16e-4 / 3, 9e-4, 12e-4, 3.0, 3, 2 / 8
+    s2c, msw, msb, n0, _k, w = 16e-4 / 3, 9e-4, 12e-4, 3.0, 3, 2 / 8
     h, day = 1 / 9, 1 + 1 / 3
     c_b = day * w / n0
     parts = [(s2c / 4, 3), ((h - c_b) * msw, 6), (c_b * msb, 2), (day * (1 - w) * 0.02**2, 6)]
@@ -660,7 +661,7 @@ def test_hall_is_increasing_and_inverted_exactly_and_a_right_skew_makes_the_lowe
     xs = np.linspace(-8, 8, 161)
     for gamma in (-1.5, -0.3, 0.4, 2.0):
         ys = [hall(float(x), gamma, 10) for x in xs]
-        assert all(b > a for a, b in zip(ys, ys[1:]))
+        assert all(b > a for a, b in itertools.pairwise(ys))
         assert [hall_inverse(y, gamma, 10) for y in ys] == pytest.approx(list(xs), abs=1e-9)
     plain = t_test(0.02, 0.01, 9, 0.95)
     right = t_test(0.02, 0.01, 9, 0.95, skew=0.8)  # right-skewed: the lower tail was too permissive

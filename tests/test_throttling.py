@@ -366,10 +366,10 @@ def test_a_head_whose_own_change_lowers_the_clock_is_measured_with_it() -> None:
     blocks = [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
     base = make_result(seed=1, repeats=12)
     base = dataclasses.replace(base, repeats=tuple(dataclasses.replace(r, block=b, telemetry=sampled(t4(clocks=[1590])))
-                                                   for r, b in zip(base.repeats, blocks)))
+                                                   for r, b in zip(base.repeats, blocks, strict=True)))
     head = make_result(seed=2, repeats=12, scale=1.10)
     head = dataclasses.replace(head, repeats=tuple(
-        dataclasses.replace(r, block=b, telemetry=sampled(t4(clocks=[1463]))) for r, b in zip(head.repeats, blocks)))
+        dataclasses.replace(r, block=b, telemetry=sampled(t4(clocks=[1463]))) for r, b in zip(head.repeats, blocks, strict=True)))
     (c,) = compare([Entry("tiny", head, None, pairing=Pairing(base, "a1b2c3d"))], GateConfig()).comparisons
     assert c.left_out == ()
     assert c.clocks == {"base": 1590, "head": 1463}
@@ -385,7 +385,7 @@ def test_slowdown_events_leave_repeats_out_on_both_sides_by_one_rule_up_to_the_c
         r = make_result(seed=seed, repeats=12)
         return dataclasses.replace(r, repeats=tuple(
             dataclasses.replace(rep, block=b, telemetry=thermal if i in hot else plain)
-            for i, (rep, b) in enumerate(zip(r.repeats, blocks))))
+            for i, (rep, b) in enumerate(zip(r.repeats, blocks, strict=True))))
 
     (c,) = compare([Entry("tiny", side(2, {7}), None, pairing=Pairing(side(1, {0, 4}), "a1b2c3d"))],
                    GateConfig()).comparisons

@@ -202,7 +202,7 @@ def test_the_paired_estimate_is_the_paired_t_on_per_round_log_throughput_differe
     rec = recommend([current(cur, rounds), SettingResult(setting(num_workers=1), samples_per_s=new, rounds=rounds)],
                     margin=0.02)
     (c,) = rec.comparisons
-    d = [math.log(a) - math.log(b) for a, b in zip(new, cur)]  # log samples/s: > 0 means faster
+    d = [math.log(a) - math.log(b) for a, b in zip(new, cur, strict=True)]  # log samples/s: > 0 means faster
     assert c.ratio == pytest.approx(math.exp(sum(d) / len(d)), rel=1e-12)
     assert c.ratio > 1.0
     ref = sps.ttest_rel([math.log(v) - math.log1p(0.02) for v in new], [math.log(v) for v in cur],
@@ -211,8 +211,8 @@ def test_the_paired_estimate_is_the_paired_t_on_per_round_log_throughput_differe
     low, high = sps.t.interval(c.confidence, len(d) - 1, loc=np.mean(d), scale=sps.sem(d))
     assert (c.ci_low, c.ci_high) == pytest.approx((math.exp(low), math.exp(high)), rel=1e-9)
     # on step time (1 / throughput) the block model gives the inverse ratio: the sign is turned, nothing else
-    by_time = block_log_ratio([BlockValue(r, 1e3 / v) for r, v in zip(rounds, cur)],
-                              [BlockValue(r, 1e3 / v) for r, v in zip(rounds, new)])
+    by_time = block_log_ratio([BlockValue(r, 1e3 / v) for r, v in zip(rounds, cur, strict=True)],
+                              [BlockValue(r, 1e3 / v) for r, v in zip(rounds, new, strict=True)])
     assert by_time.ratio == pytest.approx(1.0 / c.ratio, rel=1e-12)
 
 
@@ -228,8 +228,8 @@ def test_rounds_not_shared_with_the_current_are_left_out_of_the_paired_estimate(
     assert c.setting == late.setting and c.rounds == 3 and c.estimator == "paired by round, 3 rounds"
     assert (c.n, c.n_current) == (4, 3)  # round 7 left out of both
     assert c.confidence == pytest.approx(1 - 2 * DEFAULT_ALPHA)  # m = 1
-    ref = block_log_ratio([BlockValue(r, v) for r, v in zip(cur.rounds, cur.samples_per_s) if r in (4, 5, 6)],
-                          [BlockValue(r, v) for r, v in zip(late.rounds, late.samples_per_s) if r != 7],
+    ref = block_log_ratio([BlockValue(r, v) for r, v in zip(cur.rounds, cur.samples_per_s, strict=True) if r in (4, 5, 6)],
+                          [BlockValue(r, v) for r, v in zip(late.rounds, late.samples_per_s, strict=True) if r != 7],
                           confidence=c.confidence)
     assert (c.ratio, c.ci_low, c.ci_high) == pytest.approx((ref.ratio, ref.ci_low, ref.ci_high), rel=1e-12)
     # 3 + 4 repeats in rounds 4-6; three round terms and the setting: 3 residual df at most

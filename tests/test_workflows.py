@@ -23,6 +23,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from factories import fake
 
 from perfgate.adapters.ci import add_parser as add_ci_parser
 from perfgate.adapters.judge_cli import add_parser as add_judge_parser
@@ -175,7 +176,7 @@ def test_the_repository_ci_runs_the_readme_test_command() -> None:
 def jobs(text: str) -> dict[str, str]:
     body = text.split("\njobs:\n", 1)[1]
     parts = re.split(r"^  ([\w-]+):\n", body, flags=re.M)
-    return dict(zip(parts[1::2], parts[2::2]))
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
 
 
 def code_lines(script: str) -> list[str]:
@@ -420,13 +421,6 @@ def step_script(text: str, name: str) -> str:
     return script
 
 
-def fake(bin_dir: Path, name: str, body: str) -> None:
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    path = bin_dir / name
-    path.write_text("#!/bin/bash\n" + textwrap.dedent(body))
-    path.chmod(0o755)
-
-
 def bash(script: str, cwd: Path, env: dict[str, str], bin_dir: Path) -> subprocess.CompletedProcess[str]:
     base_path = os.pathsep.join(p for p in ("/usr/local/bin", "/usr/bin", "/bin") if Path(p).is_dir())
     environment = {"PATH": f"{bin_dir}{os.pathsep}{base_path}", "HOME": str(cwd), "LANG": "C.UTF-8",
@@ -438,16 +432,6 @@ def bash(script: str, cwd: Path, env: dict[str, str], bin_dir: Path) -> subproce
 
 def outputs(path: Path) -> dict[str, str]:
     return dict(line.split("=", 1) for line in path.read_text().splitlines())
-
-
-@pytest.fixture
-def bin_dir(tmp_path: Path) -> Path:
-    directory = tmp_path / "bin"
-    directory.mkdir()
-    fake(directory, "sudo", f'echo "$*" >> "{tmp_path}/sudo-calls"\necho "sudo: a password is required" >&2\nexit 1\n')
-    # The hosted runner's python3, as this test's Python (3.11: tomllib).
-    fake(directory, "python3", f'exec {shlex.quote(sys.executable)} "$@"\n')
-    return directory
 
 
 @pytest.mark.parametrize("project", [True, False], ids=["base project", "perfgate alone"])
@@ -1239,12 +1223,13 @@ def identify_shards(tmp_path: Path, bin_dir: Path):
     (tmp_path / "jobs.tsv").write_text("perfgate (T4, shard 1)\tskipped\nperfgate (T4, shard 2)\tskipped\n"
                                        "perfgate (waiting for a maintainer)\tsuccess\n")
     (tmp_path / "pr.txt").write_text(f"{HEAD}\nacme/train\nfeature\nmain\n{BASE}\n")
+    (tmp_path / "open.tsv").write_text(f"7\t{HEAD}\n")
     fake(bin_dir, "gh", f"""\
         printf '%s\\n' "$*" >> "{tmp_path}/gh-calls"
         case "$*" in
           *"/actions/runs/99/jobs"*) cat "{tmp_path}/jobs.tsv" ;;
           *"repos/acme/train/pulls/7 "*) cat "{tmp_path}/pr.txt" ;;
-          *"repos/acme/train/pulls?state=open&head=acme:feature "*) printf '7\\t{HEAD}\\n' ;;
+          *"repos/acme/train/pulls?state=open&head=acme:feature "*) cat "{tmp_path}/open.tsv" ;;
           *"repos/acme/train/commits/{HEAD}/statuses?per_page=100 "*) printf '\\n' ;;
           *) exit 1 ;;
         esac
@@ -1277,17 +1262,17 @@ def test_the_sharded_judge_identifies_the_pull_request_of_every_shard(identify_s
                      '.head.sha] | @tsv']
 
 
-def test_the_judge_refuses_an_older_base_than_the_pull_requests(identify) -> None:
-    # run.json named an older commit of main (with looser rules): the API's base decides
-    (identify.dir / "pr.txt").write_text(f"{HEAD}\nacme/train\nfeature\nmain\n{'a' * 40}\n")
-    done, out, _ = identify()
+def test_the_sharded_judge_refuses_an_older_base_than_the_pull_requests(identify_shards) -> None:
+    # every shard's run.json named an older commit of main (with looser rules): the API's base decides
+    (identify_shards.dir / "pr.txt").write_text(f"{HEAD}\nacme/train\nfeature\nmain\n{'a' * 40}\n")
+    done, out, _ = identify_shards()
     assert done.returncode == 0, done.stderr
     assert out == {"error": f"pull request #7's base is {'a' * 40}, not the measured {BASE}"}
 
 
-def test_a_second_pull_request_from_the_same_head_cannot_borrow_the_first_ones_status(identify) -> None:
-    (identify.dir / "open.tsv").write_text(f"7\t{HEAD}\n8\t{HEAD}\n")
-    done, out, _ = identify()
+def test_a_second_pull_request_cannot_borrow_the_first_ones_status_from_the_sharded_judge(identify_shards) -> None:
+    (identify_shards.dir / "open.tsv").write_text(f"7\t{HEAD}\n8\t{HEAD}\n")
+    done, out, _ = identify_shards()
     assert done.returncode == 0, done.stderr
     assert out == {"error": "pull requests #7 #8 hold the measured head commit; perfgate judges one pull request "
                             "per head commit"}
