@@ -21,7 +21,7 @@ from perfgate.analysis.compare import compare
 from perfgate.analysis.decide import GateConfig
 from perfgate.analysis.outcome import Entry, GateOutcome
 from perfgate.gate.comment import CHECK_LINE, STATUS_STATE, VERDICT_WORD, ReportContext, compose, consequence
-from perfgate.gate.github import annotations
+from perfgate.gate.github import workflow_annotations
 from perfgate.model.errors import EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION
 from perfgate.model.verdict import (
     CHECK_CONCLUSIONS,
@@ -165,7 +165,7 @@ def test_every_report_shows_an_inconclusive_gate_by_the_setting(config: GateConf
     assert data["check"] == {"state": shown.state, "conclusion": shown.conclusion, "fails": shown.fails}
     assert [w["fails_check"] for w in data["workloads"]] == [False, config.inconclusive == "fail"]
     kind = "error" if config.inconclusive == "fail" else "warning"
-    (line,) = annotations(outcome)
+    (line,) = workflow_annotations(outcome)
     # the verdict line's deciding fact, escaped as a workflow command, not the whole reason
     fact = outcome.comparisons[1].headline.replace("%", "%25")
     assert line == f"::{kind} title=perfgate INCONCLUSIVE%3A w1::{fact}" and len(fact) <= 200
@@ -173,12 +173,13 @@ def test_every_report_shows_an_inconclusive_gate_by_the_setting(config: GateConf
 
 def test_the_annotations_follow_the_policy() -> None:
     outcome = outcome_of(*Verdict)
-    kinds = [line.split(" ", 1)[0] for line in annotations(outcome)]
+    kinds = [line.split(" ", 1)[0] for line in workflow_annotations(outcome)]
     assert kinds == ["::error", "::warning", "::notice", "::error", "::warning", "::error"]
-    assert "(not judged; it does not fail the gate)" in annotations(outcome)[4]
+    assert "(not judged; it does not fail the gate)" in workflow_annotations(outcome)[4]
     strict = outcome_of(Verdict.NO_BASELINE, config=STRICT)
-    assert annotations(strict) == [f"::error title=perfgate NO_BASELINE%3A w0::{strict.comparisons[0].headline}"]
-    assert annotations(outcome, levels=("error",)) == [a for a in annotations(outcome) if a.startswith("::error")]
+    assert workflow_annotations(strict) == [f"::error title=perfgate NO_BASELINE%3A w0::{strict.comparisons[0].headline}"]
+    assert workflow_annotations(outcome, levels=("error",)) == [a for a in workflow_annotations(outcome)
+                                                                if a.startswith("::error")]
 
 
 @pytest.mark.parametrize("config", [GateConfig(), FAIL, STRICT, BOTH], ids=["defaults", "fail", "strict", "both"])

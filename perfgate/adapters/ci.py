@@ -49,7 +49,7 @@ from perfgate.gate.frontend import (
 )
 from perfgate.gate.gating import GateRun
 from perfgate.gate.github import path_variable as _path_variable
-from perfgate.gate.github import annotations, set_output, workflow_command
+from perfgate.gate.github import set_output, workflow_annotations, workflow_command
 from perfgate.gate.inputs import (
     GITHUB,
     HARNESS,
@@ -111,7 +111,9 @@ def read_pull_request(path: Path) -> PullRequest:
 
     def side(name: str) -> tuple[str, str, Any]:
         value = pr.get(name)
-        sha = value.get("sha") if isinstance(value, dict) else None
+        if not isinstance(value, dict):
+            value = {}
+        sha = value.get("sha")
         if not isinstance(sha, str) or not sha:
             raise UsageError(f"{where}: pull_request.{name}.sha is missing")
         ref = value.get("ref")
@@ -413,7 +415,7 @@ def _run_ci(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, e
             return EXIT_OK
         markdown = compose(outcome, context, changes, traces=judged.traces, artifacts=artifacts)
         done.markdown = _write_report(markdown, artifacts, summary, outcome)
-        for command in annotations(outcome):
+        for command in workflow_annotations(outcome):
             print(command, file=out)
         code = outcome.exit_code
         assert output is not None

@@ -375,7 +375,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     result = next(iter(outcome.results.values()))
     config = settings.for_workload(result.workload)
     print(calibration_report(result, config, power=args.power, blocks=settings.blocks))
-    outside = [s - r.window_s for s, r in zip(seconds, result.repeats)]
+    outside = [s - r.window_s for s, r in zip(seconds, result.repeats, strict=True)]
     forked = starter.templates > 0
     per_template = starter.template_s / starter.templates if forked else 0.0
     process_s = max(median(outside), 0.0) + (per_template / PROCESSES_PER_GROUP if forked else 0.0)

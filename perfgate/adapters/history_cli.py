@@ -105,7 +105,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     recordings = recordings_of(Path(args.results), design=args.design, branch=_branch(args.branch),
                                runner=_runner(args.runner))
     run_ids = record(store, recordings)
-    for run_id, r in zip(run_ids, recordings):
+    for run_id, r in zip(run_ids, recordings, strict=True):
         commit = (r.result.environment.git_commit or "unknown commit")[:12]
         dirty = " (dirty)" if r.result.environment.git_dirty else ""
         counted = ", with counters" if r.counters is not None else ""

@@ -39,7 +39,6 @@ from perfgate.gate.comment import (
 from perfgate.gate.config import Settings
 from perfgate.gate.github import (
     CHECK_RUN_TEXT_LIMIT,
-    annotations,
     check_run_payload,
     fit,
     head_verdict,
@@ -47,6 +46,7 @@ from perfgate.gate.github import (
     read_acknowledgement,
     read_recorded_verdicts,
     set_output,
+    workflow_annotations,
     workflow_command,
 )
 from perfgate.gate.inputs import (
@@ -77,7 +77,7 @@ def _changes(args: argparse.Namespace, base_dir: Path, settings: Settings) -> In
         return None
     changed = read_changed_files(Path(args.changed_files))
     base_table, _ = perfgate_table(base_dir / PYPROJECT)
-    head = None
+    head: tuple[dict[str, Any], str | None] | None = None
     if args.head_pyproject:
         path = Path(args.head_pyproject)
         try:
@@ -219,7 +219,7 @@ def run_judge(args: argparse.Namespace, environ: Mapping[str, str] | None = None
             _write_check_run(check_run, head_sha=head_sha, conclusion=shown.conclusion, title=headline,
                              summary=text, details_url=run_url)
         print(terminal(headline), file=out)
-        for command in annotations(outcome):
+        for command in workflow_annotations(outcome):
             print(command, file=out)
         if history.note:
             print(workflow_command("error" if shown.fails else "notice", history.note, title="perfgate head commit"),

@@ -76,9 +76,11 @@ def publish(outcome: GateOutcome | None, *, markdown: str | Path | Sequence[str 
         raise ValueError("publish: only a composed markdown text can be written without an outcome")
     texts: list[tuple[Path, str]] = []  # every report rendered before any file is written
     for path in _paths(markdown):
-        assert markdown_text is not None or outcome is not None
-        text = markdown_text if markdown_text is not None else render_markdown(
-            outcome, traces=traces, relative_to=path.parent.resolve())
+        if markdown_text is not None:
+            text = markdown_text
+        else:
+            assert outcome is not None  # refused above: without an outcome, only a composed text is written
+            text = render_markdown(outcome, traces=traces, relative_to=path.parent.resolve())
         texts.append((path, text))
     if outcome is not None and json is not None:
         texts.append((Path(json), dumps(outcome_to_dict(outcome))))

@@ -15,12 +15,13 @@ import pytest
 from perfgate.model.script import Script
 
 if TYPE_CHECKING:
+    from perfgate.adapters.pytest_session import GateSession
     from perfgate.analysis.outcome import WorkloadComparison
     from perfgate.model.verdict import Rules
 
 MARKER = "perfgate"
 COLLECTOR_NAME = "perfgate"
-GATE = pytest.StashKey["GateSession"]()
+GATE: pytest.StashKey[GateSession] = pytest.StashKey()
 """``config.stash[GATE]``: the session's :class:`GateSession`, present only with ``--perfgate``."""
 
 
@@ -86,7 +87,7 @@ class PerfgateItem(pytest.Item):
         return self.path, None, self.nodeid
 
 
-class NotJudged(pytest.skip.Exception):
+class NotJudged(pytest.skip.Exception):  # type: ignore[name-defined]  # pytest's public Skipped, set on a function
     """A skip for a workload the gate did not judge (NO_BASELINE) or left undecided
     (INCONCLUSIVE under ``inconclusive = "pass"``).
 

@@ -4,7 +4,7 @@ verdict becomes a test outcome (see :mod:`perfgate.adapters.pytest_plugin`)."""
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -103,7 +103,7 @@ class GateSession:
         new_items = collector.collect()
         # Reported like any collected node, so "collected N items" and other plugins count them.
         config.hook.pytest_collectreport(report=pytest.CollectReport(
-            collector.nodeid, "passed", None, new_items))
+            collector.nodeid, "passed", None, [*new_items]))
         for item in new_items:
             config.hook.pytest_itemcollected(item=item)
         items.extend(new_items)
@@ -307,15 +307,18 @@ class GateSession:
     # -- reporting -----------------------------------------------------------------------
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]
+                                  ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
         if call.excinfo is not None and isinstance(call.excinfo.value, NotJudged):
-            # Shown at the workload item (or the test that asked for it), not at this file.
+            # Shown at the workload item (or the test that asked for it), not at this file. A
+            # line of None (no line) is what pytest's skip summary takes, though typed int.
             if isinstance(item, PerfgateItem):
-                report.longrepr = (item.nodeid, None, call.excinfo.value.reason)
+                report.longrepr = (item.nodeid, None, call.excinfo.value.reason)  # type: ignore[assignment]  # no line
             else:
                 path, line, _ = item.location
-                report.longrepr = (path, None if line is None else line + 1, call.excinfo.value.reason)
+                report.longrepr = (path, None if line is None else line + 1,  # type: ignore[assignment]  # no line
+                                   call.excinfo.value.reason)
         return report
 
     def _interrupted_code(self) -> int | None:

@@ -104,7 +104,8 @@ def parse_scripts(values: Sequence[str] | None, target: Path) -> tuple[str, ...]
     ``target``, one name per script; a UsageError otherwise (nothing is written)."""
     from perfgate.model.script import Script, script_words
 
-    scripts, names = [], {}
+    scripts: list[str] = []
+    names: dict[str, str] = {}
     for value in values or ():
         path, args = script_words(value, "--script")
         if PurePosixPath(path).is_absolute() or ".." in PurePosixPath(path).parts:

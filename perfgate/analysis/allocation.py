@@ -359,7 +359,7 @@ def allocate(components: Components, costs: LevelCosts, config: GateConfig, *, d
     for first in _first_looks(bounds.min_blocks, top):
         counts, caps = _variance_caps(first, config, family, config.power)
         reached = variances[:, None] <= caps[None, :]
-        hit = reached.any(axis=1)
+        hit = np.asarray(reached.any(axis=1))
         at = np.where(hit, counts[np.argmax(reached, axis=1)], 0)
         for i, (n, w) in enumerate(designs):
             decided = int(at[i]) if hit[i] else None

@@ -142,8 +142,8 @@ def find_changes(values: Sequence[float], *, min_size: int = 5, alpha: float = 0
             break
         for seg in segments:
             if seg not in best:
-                q, tau = _best_splits(x[None, seg[0]:seg[1]], min_size)
-                best[seg] = (float(q[0]), seg[0] + int(tau[0]))
+                qs, taus = _best_splits(x[None, seg[0]:seg[1]], min_size)
+                best[seg] = (float(qs[0]), seg[0] + int(taus[0]))
         seg = max(segments, key=lambda s: best[s][0])
         q_obs, tau = best[seg]
         p_value = _permutation_p(x, segments, q_obs, min_size, permutations, allowed, rng)

@@ -359,14 +359,14 @@ def _prepared(entry: Entry, config: GateConfig, *, straggler_share: float) -> Wo
     result, note, unfit = _screened(entry.result, "head" if entry.pairing else "current", config)
     left_out: list[str] = [note] if note else []
     unfits: list[str] = [unfit] if unfit else []
-    clocks = {"head" if entry.pairing else "current": median_clock(entry.result.repeats)}
+    measured = {"head" if entry.pairing else "current": median_clock(entry.result.repeats)}
     base: RunResult | None = None
     baseline: Baseline | None = None
     if entry.pairing is not None:
         base, base_note, base_unfit = _screened(entry.pairing.base, "base", config)
         left_out += [base_note] if base_note else []
         unfits += [base_unfit] if base_unfit else []
-        clocks["base"] = median_clock(entry.pairing.base.repeats)
+        measured["base"] = median_clock(entry.pairing.base.repeats)
     elif lookup is not None and lookup.baseline is not None:
         baseline, dropped = lookup.baseline.without_throttled()
         left_out.extend(dropped.messages)
@@ -375,8 +375,8 @@ def _prepared(entry: Entry, config: GateConfig, *, straggler_share: float) -> Wo
             unfits.append(f"runner unfit: {dropped.throttled} of {total} baseline repeats slowed down, more than "
                           f"the {config.max_left_out * 100:g}% that may be left out (max_left_out); rebaseline "
                           "on a runner that holds its clocks")
-        clocks["baseline"] = lookup.baseline.sm_clock_mhz()
-    clocks = {side: mhz for side, mhz in clocks.items() if mhz is not None}
+        measured["baseline"] = lookup.baseline.sm_clock_mhz()
+    clocks = {side: mhz for side, mhz in measured.items() if mhz is not None}
     if unfits or not result.repeats:
         why = "; ".join(unfits) or f"cannot compare: {left_out[0]}, none is left"
         return WorkloadComparison(name, Verdict.ERROR, why, labels=labels, left_out=tuple(left_out),

@@ -273,11 +273,11 @@ def _compare_compile(b: CompileInfo | None, a: CompileInfo | None, t: CounterThr
             out.append(CounterChange(STEP, "graph_breaks", gb, ga, changed, False, f"graph breaks: {gb} → {ga}"))
     if a.recompiles != b.recompiles:
         more = a.recompiles > b.recompiles
-        reasons = a.recompile_reasons[b.recompiles:] if more else ()
+        recompiled = a.recompile_reasons[b.recompiles:] if more else ()
         reason = (f"{a.recompiles - b.recompiles} more recompile{'' if a.recompiles - b.recompiles == 1 else 's'} "
-                  f"({b.recompiles} → {a.recompiles})" + (f": {reasons[0]}" if reasons else "")) if more else (
+                  f"({b.recompiles} → {a.recompiles})" + (f": {recompiled[0]}" if recompiled else "")) if more else (
             f"recompiles: {b.recompiles} → {a.recompiles}")
-        out.append(CounterChange(STEP, "recompiles", b.recompiles, a.recompiles, tuple(reasons),
+        out.append(CounterChange(STEP, "recompiles", b.recompiles, a.recompiles, tuple(recompiled),
                                  more and "recompiles" in t.enabled, reason))
     if a.frames_compiled != b.frames_compiled:
         out.append(CounterChange(STEP, "frames_compiled", b.frames_compiled, a.frames_compiled, (), False,

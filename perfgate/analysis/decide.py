@@ -108,8 +108,8 @@ class GateConfig:
             v = getattr(self, field)
             need(_is_number(v) and 0 < v < 1, field, "must be between 0 and 1 (exclusive)")
 
-        for field in ("alpha", "confidence", "power", "phase_q"):
-            prob(field)
+        for name in ("alpha", "confidence", "power", "phase_q"):
+            prob(name)
         need(_is_number(self.alpha) and self.alpha <= 0.5, "alpha", "must be at most 0.5")
         need(_is_number(self.delta) and 0 < self.delta < 1, "delta", "must be between 0 and 1 (0.03 = 3%)")
         need(_is_number(self.min_effect) and 0 <= self.min_effect < 1, "min_effect",
@@ -541,7 +541,7 @@ def flag_phases(
         else:
             tested.append(name)
     qs = bh_adjusted([phase_estimates[n].p_two_sided for n in tested])  # type: ignore[union-attr]
-    for name, qv in zip(tested, qs):
+    for name, qv in zip(tested, qs, strict=True):
         est = phase_estimates[name]
         assert est is not None
         flagged = qv <= q

@@ -185,10 +185,10 @@ def diagnose(result: RunResult, *, straggler_share: float = STRAGGLER_SHARE) -> 
                                                        f"step ({where}){busy_note}{note}"))
     compute = median(shares["compute"])
     if compute >= COMPUTE_SHARE:
-        labels.append(Label("COMPUTE-BOUND", "info", compute,
+        labels.append(Label("COMPUTE-BOUND", Severity.INFO, compute,
                             f"forward+backward+optimizer {compute * 100:.0f}% of a {step_ms:.1f} ms step ({where}){busy_note}"))
     if not labels:
-        labels.append(Label("BALANCED", "info", compute,
+        labels.append(Label("BALANCED", Severity.INFO, compute,
                             f"no phase dominates: compute {compute * 100:.0f}%, data wait "
                             f"{median(shares['data_wait']) * 100:.0f}%, h2d {median(shares['h2d']) * 100:.0f}% "
                             f"of a {step_ms:.1f} ms step ({where}){busy_note}"))
@@ -327,7 +327,9 @@ def _clock_label(result: RunResult) -> Label | None:
         ratio = finite_number(window.get("device_steps_over_window"))
         if ratio is not None:
             ratios.append(ratio)
-        pairs = list(zip(window.get("clamped_stamps") or [], window.get("largest_clamp_ms") or []))
+        # strict=False: a file may hold clamped_stamps without largest_clamp_ms (result.py checks
+        # that the two agree when both are there); then there is no raise to weigh.
+        pairs = list(zip(window.get("clamped_stamps") or [], window.get("largest_clamp_ms") or [], strict=False))
         big = [(n, ms) for n, ms in pairs if ms > CLAMP_NOTE_MS]
         if big:
             raised += 1

@@ -417,8 +417,6 @@ def drive(
         c = final[name]
         notes = strategy.notes(name)
         comparisons.append(dataclasses.replace(c, left_out=(*c.left_out, *notes)) if notes else c)
-    reason = None
-    if stopped:
-        reason = next(iter(stopped.values()))
-    outcome = GateOutcome(tuple(comparisons), config, look or Look.single(max(schedule.first, 1), unit), reason)
+    stop_reason = next(iter(stopped.values())) if stopped else None
+    outcome = GateOutcome(tuple(comparisons), config, look or Look.single(max(schedule.first, 1), unit), stop_reason)
     return Driven(outcome, looks, count, clock() - started, interrupted, planned)

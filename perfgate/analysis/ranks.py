@@ -49,7 +49,7 @@ def rank_rows(series: Mapping[str, Sequence[float]]) -> dict[str, float]:
     rows = {name: median(series[name]) for name in (*PHASES, "step") if name in series}
     if COMM in series:
         rows[COMM] = median(series[COMM])
-        rows[BACKWARD_WORK] = median(b - c for b, c in zip(series["backward"], series[COMM]))
+        rows[BACKWARD_WORK] = median(b - c for b, c in zip(series["backward"], series[COMM], strict=True))
     if COMM_TOTAL in series:
         rows[COMM_TOTAL] = median(series[COMM_TOTAL])
     return rows

@@ -54,7 +54,7 @@ def screen(repeats: Sequence[R], side: str, max_left_out: float, *,
     numbers = list(numbers) if numbers is not None else list(range(1, len(repeats) + 1))
     why: dict[str, list[int]] = {}
     kept = []
-    for number, r in zip(numbers, repeats):
+    for number, r in zip(numbers, repeats, strict=True):
         reason = r.throttle_reason
         if reason is None:
             kept.append(r)

@@ -408,6 +408,12 @@ class _Drawn:
     def notes(self, name: str) -> tuple[str, ...]:
         return ()
 
+    def measure(self, names: Sequence[str], upto: int) -> None:
+        raise NotImplementedError  # each design draws its own units: _DrawnBlocks, _DrawnRepeats
+
+    def entries(self, names: Sequence[str], count: int) -> list[Entry]:
+        raise NotImplementedError
+
 
 class _DrawnBlocks(_Drawn):
     """The paired design: blocks of every open workload in turn, ABBA and BAAB alternating."""

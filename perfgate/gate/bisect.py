@@ -225,7 +225,8 @@ def bisect(plan: Plan, judge: Judge, *, blocks: int, max_blocks: int,
             started(number, candidate, subjects[candidate], steps_left)
             partial: list[Judgement] = []
 
-            def one(judgement: Judgement, again: int | None, commit: str = candidate, n: int = number) -> None:
+            def one(judgement: Judgement, again: int | None, commit: str = candidate, n: int = number,
+                    partial: list[Judgement] = partial) -> None:
                 partial.append(judgement)
                 judged(Step(n, commit, subjects[commit], tuple(partial)), judgement, again)
 

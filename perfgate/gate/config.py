@@ -145,14 +145,14 @@ def _script_entries(value: object, where: str, root: Path) -> tuple[ScriptEntry,
             if extra:
                 raise UsageError(f"{where}: scripts: unknown key {extra[0]!r} in a script's table; allowed: args, "
                                  "name, path")
-            path, args, name = item.get("path"), item.get("args", []), item.get("name")
-            if not isinstance(path, str) or not path:
+            file, args, name = item.get("path"), item.get("args", []), item.get("name")
+            if not isinstance(file, str) or not file:
                 raise UsageError(f"{where}: scripts: a script's table needs path = \"the script's file\"")
             if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-                raise UsageError(f"{where}: scripts: {path}: args must be a list of strings")
+                raise UsageError(f"{where}: scripts: {file}: args must be a list of strings")
             if name is not None and not isinstance(name, str):
-                raise UsageError(f"{where}: scripts: {path}: name must be a string")
-            entries.append(ScriptEntry(path, tuple(args), name, root))
+                raise UsageError(f"{where}: scripts: {file}: name must be a string")
+            entries.append(ScriptEntry(file, tuple(args), name, root))
         else:
             raise UsageError(shape)
     return tuple(entries)
@@ -255,7 +255,7 @@ def load_settings(pyproject: Path | None, cli: Mapping[str, Any] | None = None) 
     per_workload_tables = table.pop("workload", {})
     replaced = sorted(k for k in table if k in REPLACED_KEYS)
     given = sorted(k for k in cli if k in REPLACED_KEYS)
-    for name, tables in per_workload_tables.items() if isinstance(per_workload_tables, dict) else ():
+    for tables in per_workload_tables.values() if isinstance(per_workload_tables, dict) else ():
         if isinstance(tables, dict):
             replaced += sorted(k for k in tables if k in REPLACED_KEYS)
     if replaced or given:

@@ -26,7 +26,7 @@ from perfgate.analysis.driver import BudgetTooSmall, drive, schedule_for
 from perfgate.analysis.outcome import Counted, Entry, GateOutcome, Pairing
 from perfgate.gate.config import Settings
 from perfgate.gate.worktree import BaseTree
-from perfgate.measure.paired import ContentionCheck, PairedOutcome, Side, base_results_dir, measure_paired
+from perfgate.measure.paired import ContentionCheck, Side, base_results_dir, measure_paired
 from perfgate.measure.runner import Progress, RunOutcome, measure
 from perfgate.measure.template import Starter
 from perfgate.model.cost import MeasuringCost

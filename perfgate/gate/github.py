@@ -57,7 +57,7 @@ def workflow_command(command: str, message: str, **properties: str) -> str:
     return f"::{command}{' ' + props if props else ''}::{_escape_data(_without_controls(message))}"
 
 
-def annotations(outcome: GateOutcome, *, levels: tuple[str, ...] = ("error", "warning", "notice")) -> list[str]:
+def workflow_annotations(outcome: GateOutcome, *, levels: tuple[str, ...] = ("error", "warning", "notice")) -> list[str]:
     """One workflow annotation per workload whose verdict gets one (``VerdictPolicy.annotation``:
     an error when it fails the check under the gate's settings, else its notice level), of
     the ``levels`` asked for, saying the verdict line's deciding fact (at most 200 characters:

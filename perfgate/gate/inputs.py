@@ -19,7 +19,7 @@ import hashlib
 import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from perfgate.gate.config import parse_toml
@@ -212,7 +212,10 @@ def classify(changes: Sequence[Change], *, baselines_dir: str, workload_paths: S
              settings: tuple[str, ...] = ()) -> InputChanges:
     """Sort changed files into the kinds of gate input they touch."""
     store = baselines_dir.strip("/")
-    added, removed, modified, github, harness, workloads, gone = [], [], [], [], [], [], []
+    added: list[str] = []
+    removed: list[str] = []
+    modified: list[str] = []
+    github, harness, workloads, gone = [], [], [], []
     for status, path in changes:
         if store and _under(path, [store + "/"]):
             rel = path[len(store) + 1:]

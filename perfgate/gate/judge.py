@@ -639,6 +639,14 @@ class _Replay:
     def available(self, name: str) -> int:
         raise NotImplementedError
 
+    def held(self, name: str) -> int:
+        """The units of ``name`` its files hold."""
+        raise NotImplementedError
+
+    def entry(self, name: str, count: int) -> Entry:
+        """``name``'s entry at ``count`` units (``count`` <= :meth:`held`)."""
+        raise NotImplementedError
+
     def _part(self, name: str) -> Measured:
         """The measuring job's folder that holds ``name``: a shard of a sharded run (each
         shard stops at its own budget, on its own clock), else the whole run."""

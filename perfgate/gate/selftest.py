@@ -468,7 +468,11 @@ def run_selftest(
             notes.append(f"the budget of {_duration(budget_s)} is likely too short for even one gate "
                          f"(about {_duration(first_guess)} at the probe's process time); one gate runs anyway")
         inject_ms = size * probe.step_ms if size is not None else 0.0
-        head = base if size is None else replace(base, inject_ms={phase: inject_ms})
+        if size is None:
+            head = base
+        else:
+            assert phase is not None  # the plan gives every size its phase; an A/A gate is (None, None)
+            head = replace(base, inject_ms={phase: inject_ms})
         what = "A/A" if size is None else f"+{_pct(size)} ({inject_ms:.3f} ms per step) in {phase}"
         announce(f"selftest gate {index + 1}/{len(plan)}: {what}")
         start = now()

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 
 from perfgate.model.errors import UsageError
 from perfgate.text.inert import terminal
@@ -108,7 +109,7 @@ def sigterm_as_interrupt() -> Iterator[None]:
         yield
         return
 
-    def interrupt(signum: int, frame: object) -> None:
+    def interrupt(signum: int, frame: FrameType | None) -> None:
         if callable(previous):
             previous(signum, frame)
         raise KeyboardInterrupt

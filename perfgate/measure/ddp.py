@@ -87,7 +87,8 @@ def check_loader(loader: object, name: str) -> None:
 
     if not isinstance(loader, DataLoader) or isinstance(loader.dataset, IterableDataset):
         return
-    sampler = loader.batch_sampler.sampler if loader.batch_sampler is not None else loader.sampler
+    # a BatchSampler's sampler (a batch_sampler of another kind has none: then not a DistributedSampler)
+    sampler = getattr(loader.batch_sampler, "sampler", None) if loader.batch_sampler is not None else loader.sampler
     if not isinstance(sampler, DistributedSampler):
         raise WorkloadError(f"{name}: with nproc_per_node > 1 the DataLoader must sample with a "
                             f"DistributedSampler (got {type(sampler).__name__}); "
@@ -231,11 +232,11 @@ class CommClock:
         series = dict(times.series_ms)
         if self._timer.cuda:
             series["comm"] = [max(0.0, launches[-1].elapsed_time(end)) if launches else 0.0
-                              for (launches, _), end in zip(steps, self._ends)]
+                              for (launches, _), end in zip(steps, self._ends, strict=True)]
         else:
             series["comm"] = [max(0.0, (end - launches[-1]) * 1e3) if launches else 0.0
-                              for (launches, _), end in zip(steps, self._ends)]
-            series["comm_total"] = [_union_ms(list(zip(launches, dones))) if len(dones) == len(launches) else 0.0
+                              for (launches, _), end in zip(steps, self._ends, strict=True)]
+            series["comm_total"] = [_union_ms(list(zip(launches, dones, strict=True))) if len(dones) == len(launches) else 0.0
                                     for launches, dones in steps]
         return WindowTimes(series, times.window_s, device_window_ratio=times.device_window_ratio, clamps=times.clamps)
 
@@ -247,7 +248,8 @@ def wrap(model: torch.nn.Module, device: str, rank: Rank, timer: CommTimer) -> t
     from torch.nn.parallel import DistributedDataParallel
 
     # No buffer broadcast per forward (see the module's note); torch 2.14 renamed the switch.
-    no_forward_sync = ({"forward_sync_buffers": False}
+    # Any: one keyword or the other, by the installed torch's signature
+    no_forward_sync: dict[str, Any] = ({"forward_sync_buffers": False}
                        if "forward_sync_buffers" in inspect.signature(DistributedDataParallel.__init__).parameters
                        else {"broadcast_buffers": False})
     ddp = DistributedDataParallel(model, device_ids=[rank.local_rank] if device == "cuda" else None,

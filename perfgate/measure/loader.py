@@ -9,7 +9,8 @@ workers inside it would be measured as data wait).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sized
+from typing import Any, cast
 
 import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler, Sampler
@@ -42,7 +43,8 @@ class RankShare(DistributedSampler[Any]):
     def __iter__(self) -> Any:
         generator = torch.Generator()
         generator.manual_seed(self.seed + self.epoch)
-        order = RandomSampler(self.dataset, num_samples=self.per_rank * self.num_replicas,  # type: ignore[arg-type]
+        # a map-style dataset (make_loader's): sized, as RandomSampler needs
+        order = RandomSampler(cast(Sized, self.dataset), num_samples=self.per_rank * self.num_replicas,
                               generator=generator)
         return iter(list(order)[self.rank :: self.num_replicas])
 
@@ -63,7 +65,9 @@ def make_loader(dataset: Dataset[Any], ctx: BuildContext, **kwargs: Any) -> Data
     generator.manual_seed(params.seed)
     # Without replacement, RandomSampler concatenates permutations when more samples are
     # asked for than the dataset holds.
-    sampler: Sampler[int] = RandomSampler(dataset, num_samples=batches * params.batch_size, generator=generator)
+    # a map-style dataset, the one kind make_loader takes: sized, as RandomSampler needs
+    sampler: Sampler[int] = RandomSampler(cast(Sized, dataset), num_samples=batches * params.batch_size,
+                                          generator=generator)
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         sampler = RankShare(dataset, batches * params.batch_size, params.seed)
     return DataLoader(

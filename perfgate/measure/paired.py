@@ -122,10 +122,11 @@ def measure_paired(
                 done, why, failed = _one_block(name, block, last, sides, gits, run, contention_check, progress,
                                                stop_early=may_rerun)
                 if failed is not None:
-                    side, exc = failed
-                    getattr(outcome, side).errors[name] = exc
+                    failed_arm, exc = failed
+                    getattr(outcome, failed_arm).errors[name] = exc
                     # what the other side measured in this block is kept: its result is still written
-                    collected[name]["head"].extend((block, r) for arm, r in done if arm == "head" and side == "base")
+                    collected[name]["head"].extend((block, r) for arm, r in done
+                                                   if arm == "head" and failed_arm == "base")
                     break
                 if why is not None and may_rerun:
                     outcome.reruns.setdefault(name, []).append(f"block {block + 1} measured again: {why}")

@@ -104,7 +104,8 @@ def script_job(script: Script, device: str, assignments: Mapping[str, object], *
     if refused:
         raise UsageError(f"--set {', '.join(refused)}: a script sets that itself; for a script --set takes "
                          f"{', '.join(SCRIPT_SETTABLE)}")
-    base = Params(batch_size=1, input_size=1, **SCRIPT_DEFAULTS, extra={ARGS_PARAM: script.joined_args()})
+    base = Params(batch_size=1, input_size=1, warmup_steps=SCRIPT_DEFAULTS["warmup_steps"],
+                  steps=SCRIPT_DEFAULTS["steps"], extra={ARGS_PARAM: script.joined_args()})
     label = name or default_name(script)
     try:
         workload = Workload(name=label, version=SCRIPT_VERSION, build=_not_built, params=base,

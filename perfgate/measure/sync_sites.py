@@ -13,6 +13,7 @@ import os
 import sys
 import sysconfig
 from collections.abc import Mapping
+from types import FrameType
 from typing import Any
 
 # --- what forces a host synchronisation -------------------------------------------------
@@ -72,7 +73,7 @@ def copy_kind(name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tu
             return (dst.dtype != src.dtype, moved,
                     moved and dst.device.type == "cpu" and not bool(non_blocking))
     if name == "aten::_foreach_copy_" and len(args) >= 2:
-        pairs = list(zip(args[0], args[1]))
+        pairs = list(zip(args[0], args[1], strict=True))
         return (any(d.dtype != s.dtype for d, s in pairs), any(d.device != s.device for d, s in pairs), False)
     return False, False, False
 
@@ -157,7 +158,7 @@ class Locator:
 
     def locate(self) -> tuple[str, bool]:
         """The location, and whether it is the workload's own code (not torch's or perfgate's)."""
-        frame = sys._getframe(1)
+        frame: FrameType | None = sys._getframe(1)
         fallback = None
         while frame is not None and frame is not self.boundary:
             kind, name = self._kind_and_name(frame.f_code.co_filename)

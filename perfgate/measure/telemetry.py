@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from statistics import mean, median
 from typing import Any
 
@@ -133,11 +134,12 @@ class TelemetrySampler:
         def stats(name: str, *kinds: str) -> dict[str, float | None]:
             data = values.get(name)
             out: dict[str, float | None] = {}
+            funcs: dict[str, Callable[[list[float]], float]] = {"mean": mean, "median": median, "min": min, "max": max}
             for kind in kinds:
                 if not data:
                     out[kind] = None
                 else:
-                    out[kind] = {"mean": mean, "median": median, "min": min, "max": max}[kind](data)
+                    out[kind] = funcs[kind](data)
             return out
 
         machine = self._machine()  # before ``unavailable`` is copied: it adds its reasons there

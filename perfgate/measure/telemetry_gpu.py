@@ -29,6 +29,7 @@ corroboration and the explanation of a noisy repeat (clocks, power, throttling).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import mean, median
 from typing import TYPE_CHECKING, Any
@@ -177,7 +178,7 @@ class _Nvml:
     def summary(self) -> dict[str, Any]:
         def stats(signal: str, *kinds: str) -> dict[str, float | None]:
             data = None if signal in self.failed else self.values.get(signal)
-            funcs = {"mean": mean, "median": median, "min": min, "max": max}
+            funcs: dict[str, Callable[[list[float]], float]] = {"mean": mean, "median": median, "min": min, "max": max}
             return {kind: funcs[kind](data) if data else None for kind in kinds}
 
         slowdown = sorted(name for bit, name in CLOCK_EVENT_REASONS.items() if self.slowdown_mask & bit)

@@ -171,10 +171,10 @@ def process_start() -> str:
 
 def _run_child(command: dict[str, Any], inherited: tuple[int, ...]) -> None:
     """In the forked child: become a fresh repeat and never return into the template."""
-    import importlib
-
     # The template runs as __main__: the module the measuring code reads is this one by name.
-    importlib.import_module("perfgate.measure.template")._FORKED = True
+    import perfgate.measure.template as by_name
+
+    by_name._FORKED = True
     code = 1
     try:
         if _in_bad_fork():  # CUDA would fail at its first call: answer so, and the parent starts it fresh

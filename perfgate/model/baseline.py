@@ -153,7 +153,7 @@ class Baseline:
         single repeats are kept so that the refusal says why.
         """
         kept = [tuple(r for r in rec.repeats if r.throttle_reason is None) for rec in self.recordings]
-        throttled = sum(len(rec.repeats) - len(k) for rec, k in zip(self.recordings, kept))
+        throttled = sum(len(rec.repeats) - len(k) for rec, k in zip(self.recordings, kept, strict=True))
         why: dict[str, int] = {}
         for rec in self.recordings:
             for r in rec.repeats:
@@ -162,7 +162,7 @@ class Baseline:
         usable = any(len(k) >= 2 for k in kept)
         recordings = []
         short: list[int] = []
-        for j, (rec, repeats) in enumerate(zip(self.recordings, kept)):
+        for j, (rec, repeats) in enumerate(zip(self.recordings, kept, strict=True)):
             if not repeats:
                 continue
             if len(repeats) == 1 and len(rec.repeats) > 1 and usable:

@@ -55,7 +55,8 @@ class BenchmarkData:
             raise ValueError(f"{what}: expected the summary of exactly one pytest-benchmark run")
         src = self.sources[0]
         mean, sd, n = src.get("mean_ms"), src.get("stddev_ms"), src.get("rounds")
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (mean, sd, n)) or n != int(n):
+        if not (isinstance(mean, (int, float)) and isinstance(sd, (int, float)) and isinstance(n, (int, float))) \
+                or any(isinstance(v, bool) for v in (mean, sd, n)) or n != int(n):
             raise ValueError(f"{what}: the run's summary (mean_ms, stddev_ms, rounds) is missing or not numbers")
         return RunSummary(float(mean), float(sd), int(n))
 

@@ -44,7 +44,8 @@ from typing import Any
 
 from perfgate.model.errors import PerfgateError
 from perfgate.model.schema import Fields, migrate
-from perfgate.model.workload import DEVICES, HOST_PHASES, PHASES
+from perfgate.model.workload import DEVICES, PHASES
+from perfgate.model.workload import HOST_PHASES as HOST_PHASES  # re-exported, see below
 
 COUNTERS_KIND = "perfgate.counters"
 COUNTERS_SCHEMA_VERSION = 1

@@ -50,7 +50,7 @@ def residual_series(series: Mapping[str, Sequence[float]]) -> tuple[float, ...]:
     repeats recorded before that timed the data wait on the host, overlapping the device
     phases, so theirs can be."""
     phases = [series[p] for p in PHASES]
-    return tuple(s - sum(values) for s, values in zip(series["step"], zip(*phases)))
+    return tuple(s - sum(values) for s, values in zip(series["step"], zip(*phases, strict=True), strict=True))
 
 
 def row_medians(series: Mapping[str, Sequence[float]]) -> dict[str, float]:

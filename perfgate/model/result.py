@@ -23,17 +23,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfgate.model.environment import Environment
+# RESIDUAL and ROWS: re-exported, the reports and the history read them from here.
+from perfgate.model.repeat import RESIDUAL as RESIDUAL
+from perfgate.model.repeat import ROWS as ROWS
 from perfgate.model.repeat import (
-    RESIDUAL,
-    ROWS,
     SERIES,
     SLOWDOWN_REASONS,
     Repeat,
     check_series,
-    describe_slowdown,
-    residual_series,
-    row_medians,
-    row_shares,
 )
 from perfgate.model.schema import MAX_COUNT, MAX_DURATION, MIN_DURATION, Fields, migrate, number_series
 

@@ -8,6 +8,7 @@ split-half A/A gate (even repeats against odd ones), which should never be REGRE
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from statistics import median
 
@@ -36,7 +37,7 @@ def _paired_lines(sd: float, delta: float, alpha: float, power: float, blocks: i
     looks = [blocks, config.max_blocks] if config.max_blocks > blocks else [blocks]
     detectable = [paired_min_detectable(sd, j, alpha, power) for j in looks]
     needed = blocks_needed(sd, delta, alpha, power)
-    where = " and ".join(f"{percent(m, signed=True)} with {j} blocks" for j, m in zip(looks, detectable))
+    where = " and ".join(f"{percent(m, signed=True)} with {j} blocks" for j, m in zip(looks, detectable, strict=True))
     supported = detectable[-1]
     lines = [
         f"paired design (ABBA blocks of four processes; this run-to-run sd is an upper bound, since the "
@@ -60,7 +61,7 @@ def process_seconds(result: RunResult) -> float | None:
         starts = sorted(datetime.fromisoformat(r.started_at) for r in result.repeats)
     except (TypeError, ValueError):
         return None
-    gaps = [(b - a).total_seconds() for a, b in zip(starts, starts[1:]) if (b - a).total_seconds() > 0]
+    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(starts) if (b - a).total_seconds() > 0]
     return median(gaps) if gaps else None
 
 

@@ -43,7 +43,7 @@ def render_counters(counters: CounterSet, top: int = 8) -> str:
         if pc.ops:
             best = list(_sorted_counts(pc.ops).items())[:top]
             lines.append(f"  {phase}: " + ", ".join(f"{terminal(k)} {_num(v / c.steps)}" for k, v in best))
-    flop_ops = {}
+    flop_ops: dict[str, int] = {}
     for pc in c.phases.values():
         for k, v in pc.flops_by_op.items():
             flop_ops[k] = flop_ops.get(k, 0) + v

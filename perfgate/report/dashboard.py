@@ -406,7 +406,7 @@ def _confidence(value: float) -> str:
 
 
 def _change_rows(shown: Sequence[Section]) -> list[dict[str, object]]:
-    rows = []
+    rows: list[dict[str, object]] = []
     for i, s in enumerate(shown):
         for p in s.panels:
             for c in p.changes:

@@ -37,6 +37,7 @@ from markupsafe import Markup
 
 from perfgate.analysis.compare import NOT_COUNTED
 from perfgate.analysis.outcome import GateOutcome, PhaseRow, WorkloadComparison
+from perfgate.analysis.stats.logratio import LogRatio
 from perfgate.model.repeat import PER_STEP
 from perfgate.model.result import ROWS
 from perfgate.model.verdict import POLICY, Verdict
@@ -172,6 +173,7 @@ def panels(c: WorkloadComparison) -> list[Panel]:
             continue
         baseline = tuple(tuple(rec.values(name)) for rec in c.baseline.recordings)
         row: PhaseRow | None = rows.get(name)
+        est: LogRatio | None
         if name == "step":  # the step row's estimate, as the phase table shows it
             per_step = step_estimate(c)
             est, statistic = per_step or c.time.estimate, PER_STEP if per_step is not None else c.time.statistic
@@ -226,12 +228,12 @@ def _draw(ax, panel: Panel) -> None:  # noqa: ANN001 - a matplotlib Axes, import
         points = []
         for j, rec in enumerate(panel.baseline):
             xs = _spread(len(rec), -0.31 + band * (j + 0.5), band * 0.7)
-            points += [(x, y, (j, i) in panel.excluded_baseline) for i, (x, y) in enumerate(zip(xs, rec))]
+            points += [(x, y, (j, i) in panel.excluded_baseline) for i, (x, y) in enumerate(zip(xs, rec, strict=True))]
         _scatter(ax, points, BASELINE_COLOUR, 16)
         strips.append(("baseline", 0.0, panel.levels[0] if panel.levels else _median(flat)))
     x_current = 1.0 if panel.baseline else 0.0
     xs = _spread(len(panel.current), x_current, 0.5)
-    _scatter(ax, [(x, y, i in panel.excluded_current) for i, (x, y) in enumerate(zip(xs, panel.current))],
+    _scatter(ax, [(x, y, i in panel.excluded_current) for i, (x, y) in enumerate(zip(xs, panel.current, strict=True))],
              colour, 20)
     strips.append(("current", x_current, panel.levels[1] if panel.levels and panel.baseline else _median(panel.current)))
     for label, x, med in strips:
@@ -462,7 +464,7 @@ def _section(c: WorkloadComparison, index: int, power: float) -> dict[str, objec
         "improved": c.verdict is Verdict.IMPROVED,
         "current_line": None if judged else _current_line(c),
         "labels": [{"name": label.name, "severity": label.severity, "evidence": label.evidence} for label in c.labels],
-        "rank_table": dict(zip(("headers", "rows"), flagged_rank_table(c))) if judged else None,
+        "rank_table": dict(zip(("headers", "rows"), flagged_rank_table(c), strict=True)) if judged else None,
         "details": _details(c),
     }
 

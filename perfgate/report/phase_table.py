@@ -10,6 +10,7 @@ fixed 95%.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -91,8 +92,9 @@ def phase_table(c: WorkloadComparison) -> PhaseTable:
     rows = []
     for row in c.phases:
         absent = row.baseline_ms == 0 and row.current_ms == 0
-        common = {"phase": row.phase, "before_ms": ms(row.baseline_ms), "after_ms": ms(row.current_ms),
-                  "absent": absent}
+        # the keyword arguments every TableRow of the row shares (Any: str and bool values)
+        common: dict[str, Any] = {"phase": row.phase, "before_ms": ms(row.baseline_ms),
+                                  "after_ms": ms(row.current_ms), "absent": absent}
         if row.phase == "step":
             per_step = step_estimate(c)
             est = per_step or c.time.estimate

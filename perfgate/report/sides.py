@@ -64,7 +64,8 @@ def _paired_level(c: WorkloadComparison, value: Callable[[Repeat], float]) -> fl
     base = _base_repeats(c)
     if any(r.block is None for r in base) or any(r.block is None for r in c.current.repeats):
         return None
-    kept = sorted({r.block for r in base} & {r.block for r in c.current.repeats})  # type: ignore[misc]
+    kept = sorted({r.block for r in base if r.block is not None}
+                  & {r.block for r in c.current.repeats if r.block is not None})
     levels = [_mean_log([value(r) for r in base if r.block == b]) for b in kept]
     if not levels or any(level is None for level in levels):
         return None

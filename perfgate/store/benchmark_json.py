@@ -171,7 +171,9 @@ def _version(value: object) -> str:
 
 def _environment(data: dict[str, Any]) -> tuple[Environment, tuple[str | None, bool | None]]:
     info = Fields(data, "").sub("machine_info")
-    cpu = info.data.get("cpu") if isinstance(info.data.get("cpu"), dict) else {}
+    cpu = info.data.get("cpu")
+    if not isinstance(cpu, dict):
+        cpu = {}
     brand = next((v for v in (cpu.get("brand_raw"), cpu.get("brand"), info.data.get("processor"),
                               info.data.get("machine")) if isinstance(v, str) and v.strip()), "unknown")
     count = cpu.get("count")
@@ -186,7 +188,9 @@ def _environment(data: dict[str, Any]) -> tuple[Environment, tuple[str | None, b
         value = info.data.get(key)
         return value if isinstance(value, str) and value.strip() else NO_TORCH
 
-    commit_info = data.get("commit_info") if isinstance(data.get("commit_info"), dict) else {}
+    commit_info = data.get("commit_info")
+    if not isinstance(commit_info, dict):
+        commit_info = {}
     commit = commit_info.get("id")
     commit = commit if isinstance(commit, str) and commit not in ("", "unversioned", "unknown") else None
     dirty = commit_info.get("dirty")

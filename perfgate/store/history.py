@@ -243,20 +243,23 @@ def check_recording(recording: Recording, *, now: datetime | None = None) -> Non
     _field("branch", lambda: _text(recording.branch, optional=True))
     _field("runner", lambda: _text(recording.runner, optional=True))
     _field("gpu_uuid", lambda: _text(recording.gpu_uuid, optional=True))
+    # _field calls each check at once, in this iteration: the lambdas only put its ValueError
+    # under the field's name (hence the noqa: B023 below).
     for repeat in result.repeats:
         where = f"repeat {repeat.index}"
-        _field(f"{where} index", lambda: _integer(repeat.index, 0, MAX_INDEX))
-        _field(f"{where} block", lambda: _integer(repeat.block, 0, MAX_INDEX, optional=True))
-        _field(f"{where} samples_per_s", lambda: _number(repeat.samples_per_s))
-        _field(f"{where} peak_memory_bytes", lambda: _integer(repeat.peak_memory_bytes, 0, MAX_NUMBER, optional=True))
+        _field(f"{where} index", lambda: _integer(repeat.index, 0, MAX_INDEX))  # noqa: B023  run at once
+        _field(f"{where} block", lambda: _integer(repeat.block, 0, MAX_INDEX, optional=True))  # noqa: B023  run at once
+        _field(f"{where} samples_per_s", lambda: _number(repeat.samples_per_s))  # noqa: B023  run at once
+        _field(f"{where} peak_memory_bytes",
+               lambda: _integer(repeat.peak_memory_bytes, 0, MAX_NUMBER, optional=True))  # noqa: B023  run at once
         if not repeat.samples_per_s > 0:
             raise ValueError(f"{where} samples_per_s: expected a positive number, got {repeat.samples_per_s}")
         if not sum(repeat.phases_ms["step"]) > 0:
             raise ValueError(f"{where}: no step time")
         for row in ROWS:
-            _field(f"{where} time per step {row}", lambda: _number(repeat.per_step_ms[row]))
-            _field(f"{where} median {row}", lambda: _number(repeat.medians_ms[row]))
-            _field(f"{where} share {row}", lambda: _number(repeat.shares[row]))
+            _field(f"{where} time per step {row}", lambda: _number(repeat.per_step_ms[row]))  # noqa: B023  run at once
+            _field(f"{where} median {row}", lambda: _number(repeat.medians_ms[row]))  # noqa: B023  run at once
+            _field(f"{where} share {row}", lambda: _number(repeat.shares[row]))  # noqa: B023  run at once
     if recording.counters is not None:
         _field("counted steps", lambda: _integer(recording.counters.steps if recording.counters else None,
                                                  1, MAX_NUMBER))
@@ -333,9 +336,10 @@ def _check(tx: Tx, *, deep: bool) -> int:
     if "meta" not in tables:
         kind = "an SQLite database" if sqlite else "a PostgreSQL schema with tables but"
         raise FileFormatError(f"{where}: not a perfgate history store ({kind} without its meta table)")
+    bad_query: tuple[type[BaseException], ...] = (sqlite3.OperationalError, *_pg_errors())
     try:
         meta = _meta(tx)
-    except (sqlite3.OperationalError, *_pg_errors()):
+    except bad_query:
         raise FileFormatError(f"{where}: not a perfgate history store (its meta table is not key, value)") from None
     if meta.get("kind") != HISTORY_KIND:
         raise FileFormatError(f"{where}: not a perfgate history store (kind is "
@@ -426,7 +430,7 @@ def _counter_rows(counted: CounterSet) -> list[tuple[object, ...]]:
         c = counted.phases[phase]
         totals = (c.op_calls, c.copy_calls, c.flops, c.sync_count, c.kernel_launches)
         per_phase[phase] = tuple(None if v is None else v / counted.steps for v in totals)
-    columns = list(zip(*per_phase.values()))
+    columns = list(zip(*per_phase.values(), strict=True))
     per_phase["step"] = tuple(None if None in values else sum(v for v in values if v is not None)
                               for values in columns)
     return [(phase, *values) for phase, values in per_phase.items()]
@@ -625,7 +629,7 @@ def _readable(path: Location, rows: list[tuple[object, ...]]) -> tuple[list[tupl
         run_id = row[0]
         if run_id in bad:
             continue
-        for i, (column, value, check) in enumerate(zip(COLUMNS, row, _READ_CHECKS.values())):
+        for i, (column, value, check) in enumerate(zip(COLUMNS, row, _READ_CHECKS.values(), strict=True)):
             if (i, value) in readable:
                 continue
             try:

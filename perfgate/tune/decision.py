@@ -163,7 +163,7 @@ def interval_text(c: Comparison) -> str:
 
 def _blocks(r: SettingResult) -> list[BlockValue]:
     """``r``'s repeats as block-model values: samples/s, with the round as the block."""
-    return [BlockValue(b, v) for b, v in zip(r.rounds, r.samples_per_s)]
+    return [BlockValue(b, v) for b, v in zip(r.rounds, r.samples_per_s, strict=True)]
 
 
 def _paired_rounds(a: SettingResult, b: SettingResult) -> list[int]:
@@ -239,18 +239,17 @@ def recommend(results: Sequence[SettingResult], *, alpha: float = DEFAULT_ALPHA,
     if len(currents) != 1:
         raise ValueError(f"expected exactly one current setting, got {len(currents)}")
     current = currents[0]
-    common = dict(alpha=alpha, margin=margin)
     if current.skipped or len(current.samples_per_s) < MIN_REPEATS:
         why = current.skipped or f"{len(current.samples_per_s)} repeat(s)"
         return Recommendation(Outcome.UNDECIDED, f"cannot judge: the current setting was not measured twice ({why})",
-                              **common)
+                              alpha=alpha, margin=margin)
     for r in results:
         _check_rounds(r)
     judged = [r for r in results if not (r.is_current or r.skipped) and _judgeable(r, current)]
     if not judged:
         return Recommendation(
             Outcome.UNDECIDED, "cannot judge: no other setting was measured at least twice beside the current one "
-                       "(a larger --budget allows more repeats)", **common)
+                       "(a larger --budget allows more repeats)", alpha=alpha, margin=margin)
     m = len(judged)
     comparisons = tuple(_compare(r, current, m, alpha, margin) for r in judged)
     level = comparisons[0].confidence
@@ -258,7 +257,7 @@ def recommend(results: Sequence[SettingResult], *, alpha: float = DEFAULT_ALPHA,
             f"the noise when the lower end is above +{margin * 100:g}% (one-sided test at {alpha:g} family-wise)")
     top = max(comparisons, key=lambda c: c.ratio)
     cur = current.setting
-    winners = [(c, r) for c, r in zip(comparisons, judged) if c.faster]
+    winners = [(c, r) for c, r in zip(comparisons, judged, strict=True) if c.faster]
     if not winners:
         if top.ratio > 1.0:
             best_text = f"the best estimate, {describe(top.setting, cur)}, is {interval_text(top)} ({top.estimator})"
@@ -269,7 +268,7 @@ def recommend(results: Sequence[SettingResult], *, alpha: float = DEFAULT_ALPHA,
             Outcome.NONE_HELPS,
             f"none of them helps: no setting is faster than the current one ({describe(cur)}) by more than "
             f"{margin * 100:g}% beyond the noise; {best_text}. {rule}.",
-            comparisons=comparisons, **common)
+            comparisons=comparisons, alpha=alpha, margin=margin)
 
     def changes(c: Comparison) -> int:
         return len(changed_keys(c.setting, cur))
@@ -309,4 +308,4 @@ def recommend(results: Sequence[SettingResult], *, alpha: float = DEFAULT_ALPHA,
         text += f" ({best.set_aside} outlier repeat(s) set aside in this comparison)"
     return Recommendation(Outcome.RECOMMEND, f"{text}. {rule}.", best=dict(best.setting), ratio=best.ratio,
                           ci_low=best.ci_low, ci_high=best.ci_high, set_line=line,
-                          comparisons=comparisons, **common)
+                          comparisons=comparisons, alpha=alpha, margin=margin)

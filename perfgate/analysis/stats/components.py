@@ -255,7 +255,7 @@ def components(windows: Sequence[Window]) -> Components:
         lower_b += (1.0 - 1.0 / m) * float(below.sum())
     var_b = (ss_b - lower_b) / df_b if df_b else None
 
-    clamped = tuple(level for level, v in zip(LEVELS, (var_b, var_p, var_w, var_s)) if v is not None and v < 0)
+    clamped = tuple(level for level, v in zip(LEVELS, (var_b, var_p, var_w, var_s), strict=True) if v is not None and v < 0)
 
     def sd(v: float | None) -> float | None:
         return None if v is None else math.sqrt(max(v, 0.0))

@@ -114,7 +114,7 @@ def _outlier_masks(groups: Sequence[np.ndarray], limit_sd: float | None) -> list
     scale = _robust_sd(groups)
     if scale <= 0.0:
         return masks  # ties everywhere: no scale to judge by
-    for g, keep in zip(groups, masks):
+    for g, keep in zip(groups, masks, strict=True):
         cap = g.size // 5
         if cap == 0:
             continue
@@ -129,7 +129,7 @@ def _anova(groups: Sequence[np.ndarray]) -> tuple[np.ndarray, float, int, float,
     sizes = np.array([g.size for g in groups], dtype=float)
     k = len(groups)
     means = np.array([g.sum() for g in groups]) / sizes
-    ssw = float(sum(((g - m) ** 2).sum() for g, m in zip(groups, means)))
+    ssw = float(sum(((g - m) ** 2).sum() for g, m in zip(groups, means, strict=True)))
     dfw = int(sizes.sum()) - k
     msw = ssw / dfw
     if k < 2:
@@ -238,7 +238,7 @@ def log_ratio(
     base_masks = _outlier_masks(base_all, outlier_sd)
     (cur_keep,) = _outlier_masks([cur_all], outlier_sd)
     cur = cur_all
-    base = [b[m] for b, m in zip(base_all, base_masks)]
+    base = [b[m] for b, m in zip(base_all, base_masks, strict=True)]
     k = len(base)
     n_c = cur.size
     sizes = np.array([b.size for b in base], dtype=float)

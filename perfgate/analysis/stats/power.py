@@ -104,7 +104,7 @@ def repeats_needed(
     day_var = day_sd_log**2 * (1.0 + 1.0 / baseline_recordings)
     n_max = 1_000_000
 
-    def pw(n: float) -> float:
+    def pw(n: int) -> float:
         return _power(n, sd_log, delta_log, alpha, day_var, baseline_repeats)
 
     if pw(2) >= power:

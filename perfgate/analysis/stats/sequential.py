@@ -42,6 +42,7 @@ A run that stops before its last planned look (its time budget spent) has spent 
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import math
 import threading
@@ -125,7 +126,7 @@ def crossing_levels(alpha: float, fractions: tuple[float, ...], gamma: float = D
         previous = now
 
         def crossing(bound: float) -> float:
-            return float(np.dot(mass, _norm_sf((bound - x) / sd)))
+            return float(np.dot(mass, _norm_sf((bound - x) / sd)))  # noqa: B023  called in this look only
 
         if target <= 0:
             bk = math.inf
@@ -134,7 +135,8 @@ def crossing_levels(alpha: float, fractions: tuple[float, ...], gamma: float = D
             if crossing(high) >= target:  # numerically nothing left to spend at this look
                 bk = high
             else:
-                bk = float(optimize.brentq(lambda v: crossing(v) - target, x[0] - 12.0 * sd, high,
+                bk = float(optimize.brentq(lambda v: crossing(v) - target,  # noqa: B023  solved in this look
+                                           x[0] - 12.0 * sd, high,
                                            xtol=1e-12, rtol=1e-12))
         levels.append(float(special.ndtr(-bk / math.sqrt(t[k]))) if math.isfinite(bk) else 0.0)
         if k == t.size - 1:
@@ -206,7 +208,7 @@ def simulate_t_boundaries(alphas: Iterable[float], counts: Sequence[int], gamma:
     order statistics: exact to half a path). Every level is found on the same paths.
     """
     counts = tuple(int(c) for c in counts)
-    if not counts or counts[0] < 2 or any(b <= a for a, b in zip(counts, counts[1:])):
+    if not counts or counts[0] < 2 or any(b <= a for a, b in itertools.pairwise(counts)):
         raise ValueError(f"counts must increase from at least 2, got {counts!r}")
     levels = sorted({_alpha_key(a) for a in alphas})
     if not levels or not all(0.0 < a < 0.5 for a in levels):
@@ -299,7 +301,7 @@ def information_levels(alpha: float, information: tuple[float, ...], gamma: floa
     steps = np.maximum(steps, INFORMATION_STEP)
     distinct = sorted(set(np.round(steps, 6).tolist()))
     levels = crossing_levels(float(alpha), tuple(distinct), float(gamma))
-    by_step = dict(zip(distinct, levels))
+    by_step = dict(zip(distinct, levels, strict=True))
     return tuple(by_step[v] for v in np.round(steps, 6).tolist())
 
 

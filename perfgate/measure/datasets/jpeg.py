@@ -96,8 +96,8 @@ def _huffman_codes(table: tuple[tuple[int, ...], bytes | tuple[int, ...]]) -> tu
     return codes, lengths
 
 
-_DC_CODES, _DC_LENGTHS = (np.stack(pair) for pair in zip(*map(_huffman_codes, (_DC_LUMA, _DC_CHROMA))))
-_AC_CODES, _AC_LENGTHS = (np.stack(pair) for pair in zip(*map(_huffman_codes, (_AC_LUMA, _AC_CHROMA))))
+_DC_CODES, _DC_LENGTHS = (np.stack(pair) for pair in zip(*map(_huffman_codes, (_DC_LUMA, _DC_CHROMA)), strict=True))
+_AC_CODES, _AC_LENGTHS = (np.stack(pair) for pair in zip(*map(_huffman_codes, (_AC_LUMA, _AC_CHROMA)), strict=True))
 
 
 def _quant_table(base: np.ndarray, quality: int) -> np.ndarray:
