@@ -35,4 +35,4 @@ def add_script_options(parser: argparse.ArgumentParser) -> None:
                 return parsed, rest
         return parse(items, namespace)
 
-    parser.parse_known_args = parse_known_args  # type: ignore[method-assign,assignment]
+    parser.parse_known_args = parse_known_args  # type: ignore[method-assign,assignment]  # argparse's method replaced on this one parser

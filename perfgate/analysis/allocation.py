@@ -381,7 +381,7 @@ def allocate(components: Components, costs: LevelCosts, config: GateConfig, *, d
     candidates = [simulated.get(id(c), c) for c in candidates]
     order = {id(c): k for k, c in enumerate(candidates)}
     chosen = min((c for c in candidates if c.simulated is not None),
-                 key=lambda c: (*c.simulated.rank(), order[id(c)]))  # type: ignore[union-attr]
+                 key=lambda c: (*c.simulated.rank(), order[id(c)]))  # type: ignore[union-attr]  # only candidates with simulated set
     assert chosen.simulated is not None
     considered = (f"steps {bounds.min_steps}–{bounds.max_steps}, windows {bounds.min_windows}–{bounds.max_windows}, "
                   f"first look {bounds.min_blocks}–{top} blocks")

@@ -540,7 +540,7 @@ def flag_phases(
                                   f"below the {min_share * 100:g}% floor")
         else:
             tested.append(name)
-    qs = bh_adjusted([phase_estimates[n].p_two_sided for n in tested])  # type: ignore[union-attr]
+    qs = bh_adjusted([phase_estimates[n].p_two_sided for n in tested])  # type: ignore[union-attr]  # tested holds only phases with an estimate
     for name, qv in zip(tested, qs, strict=True):
         est = phase_estimates[name]
         assert est is not None

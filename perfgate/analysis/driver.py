@@ -329,7 +329,7 @@ def drive(
                     f"about {duration_text(per)} each need about {duration_text(per * schedule.first)}; raise "
                     f"the budget or lower the first look (blocks / repeats)")
             if isinstance(plan, BudgetPlan):
-                planned = plan.planned(strategy.recorded(names))  # type: ignore[attr-defined]
+                planned = plan.planned(strategy.recorded(names))  # type: ignore[attr-defined]  # a strategy driven with a BudgetPlan has recorded()
                 schedule = dataclasses.replace(schedule, last=max(planned.last, schedule.first))
                 announce(planned.describe())
     how = f"; {planned.describe()}" if planned is not None else ""
@@ -342,7 +342,7 @@ def drive(
             for name in short:
                 if count == 0:
                     continue  # the first look not there whole: the strategy's entry says so (an ERROR)
-                problem = strategy.stopped_short(name, count, schedule.last, open_names)  # type: ignore[attr-defined]
+                problem = strategy.stopped_short(name, count, schedule.last, open_names)  # type: ignore[attr-defined]  # a replayed strategy has stopped_short()
                 if problem is not None:
                     final[name] = WorkloadComparison(name, Verdict.ERROR, problem, progress=(
                         f"measured short: {plural(strategy.available(name))} of the {plural(schedule.last)} "

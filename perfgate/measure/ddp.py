@@ -136,7 +136,7 @@ class CommTimer:
         function it is given has none."""
         from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
-        def timed_allreduce(state, bucket):  # type: ignore[no-untyped-def]
+        def timed_allreduce(state, bucket):
             return self._launch(allreduce_hook, state, bucket)
 
         return timed_allreduce

@@ -275,7 +275,7 @@ def _repeat_from_dict(data: object, where: str, index: int) -> Repeat:
         raise ValueError(f"{where}.peak_memory_bytes: negative peak memory {peak}")
     return Repeat(
         phases_ms=series,
-        samples_per_s=f.number("samples_per_s", positive=True),  # type: ignore[arg-type]
+        samples_per_s=f.number("samples_per_s", positive=True),  # type: ignore[arg-type]  # required: never None
         peak_memory_bytes=peak,
         index=index,
         block=f.get("block", int, optional=True),

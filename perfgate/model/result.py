@@ -326,18 +326,18 @@ def repeat_from_dict(data: object, where: str) -> RepeatResult:
     if len(ranks) == 1:
         raise ValueError(f"{f.where}.ranks: a distributed repeat holds at least two ranks")
     return RepeatResult(
-        index=f.integer("index", low=0, high=MAX_REPEATS - 1),  # type: ignore[arg-type]
+        index=f.integer("index", low=0, high=MAX_REPEATS - 1),  # type: ignore[arg-type]  # required: never None
         started_at=f.get("started_at", str),
         timing=f.get("timing", str),
-        window_s=f.number("window_s", positive=True, low=MIN_DURATION / 1e3,  # type: ignore[arg-type]
+        window_s=f.number("window_s", positive=True, low=MIN_DURATION / 1e3,  # type: ignore[arg-type]  # required: never None
                           high=MAX_WINDOW_S),
         phases_ms=series,
-        samples_per_s=f.number("samples_per_s", positive=True, low=1e-9,  # type: ignore[arg-type]
+        samples_per_s=f.number("samples_per_s", positive=True, low=1e-9,  # type: ignore[arg-type]  # required: never None
                                high=MAX_SAMPLES_PER_S),
         peak_memory_bytes=peak,
         peak_memory_kind=f.get("peak_memory_kind", str),
-        first_loss=f.number("first_loss"),  # type: ignore[arg-type]
-        last_loss=f.number("last_loss"),  # type: ignore[arg-type]
+        first_loss=f.number("first_loss"),  # type: ignore[arg-type]  # required: never None
+        last_loss=f.number("last_loss"),  # type: ignore[arg-type]  # required: never None
         torch_settings=_torch_settings(f),
         loader_settings=_loader_settings(f),
         loader_restarts=f.integer("loader_restarts", optional=True, low=0, high=MAX_COUNT) or 0,
@@ -391,7 +391,7 @@ def result_from_dict(data: object) -> RunResult:
         raise ValueError("repeats: a result holds at least one repeat")
     return RunResult(
         workload=f.get("workload", str),
-        workload_version=f.integer("workload_version", low=0, high=MAX_COUNT),  # type: ignore[arg-type]
+        workload_version=f.integer("workload_version", low=0, high=MAX_COUNT),  # type: ignore[arg-type]  # required: never None
         workload_source=f.get("workload_source", str),
         device=f.get("device", str),
         params=f.get("params", dict),

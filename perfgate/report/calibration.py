@@ -26,7 +26,7 @@ from perfgate.text.units import duration, ms, percent, table
 
 def _needed(sd: float, delta: float, alpha: float, power: float, **kw: float | int) -> str:
     try:
-        return str(repeats_needed(sd, delta, alpha, power, **kw))  # type: ignore[arg-type]
+        return str(repeats_needed(sd, delta, alpha, power, **kw))  # type: ignore[arg-type]  # kw: repeats_needed's own keywords
     except ValueError:
         return "not reachable"
 

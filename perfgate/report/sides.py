@@ -69,7 +69,7 @@ def _paired_level(c: WorkloadComparison, value: Callable[[Repeat], float]) -> fl
     levels = [_mean_log([value(r) for r in base if r.block == b]) for b in kept]
     if not levels or any(level is None for level in levels):
         return None
-    return math.fsum(levels) / len(levels)  # type: ignore[arg-type]
+    return math.fsum(levels) / len(levels)  # type: ignore[arg-type]  # None returned above
 
 
 def _stored_level(c: WorkloadComparison, value: Callable[[Repeat], float],
@@ -82,7 +82,7 @@ def _stored_level(c: WorkloadComparison, value: Callable[[Repeat], float],
               for j, rec in enumerate(c.baseline.recordings)]
     if not levels or any(level is None for level in levels):
         return None
-    return math.fsum(levels) / len(levels)  # type: ignore[arg-type]
+    return math.fsum(levels) / len(levels)  # type: ignore[arg-type]  # None returned above
 
 
 def _level(c: WorkloadComparison, value: Callable[[Repeat], float],

@@ -126,7 +126,7 @@ class SampleDelay(Dataset):
         self.delay_ms = delay_ms
 
     def __len__(self) -> int:
-        return len(self.dataset)  # type: ignore[arg-type]
+        return len(self.dataset)  # type: ignore[arg-type]  # wraps a map-style dataset: sized
 
     def __getitem__(self, index: int) -> Any:
         time.sleep(self.delay_ms / 1000.0)
