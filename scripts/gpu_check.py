@@ -256,10 +256,8 @@ def step_gate(argv: Sequence[str]) -> int:
         messages.append(message)
         print(f"perfgate: {message}", flush=True)
 
-    result = run_selftest(job, settings=settings, device=device, gates=1, sizes=(GATE_SIZE,), phases=("forward",),
-                          blocks=2, budget_s=ns.budget_s, cache_dir=request.cache_dir, timeout_s=request.timeout_s,
-                          telemetry=request.telemetry, contention_check=request.contention_check,
-                          max_reruns=request.max_reruns, announce=announce)
+    result = run_selftest(job, settings=settings, gates=1, sizes=(GATE_SIZE,), phases=("forward",), blocks=2,
+                          budget_s=ns.budget_s, measuring=request.measuring, announce=announce)
     print(result.card(), end="")
     fallback = [m for m in messages if "repeats start as fresh processes" in m]
     print(f"process starts: {starts}; fallback: {fallback[0] if fallback else 'none'}")

@@ -271,7 +271,8 @@ def test_the_command_prints_each_step_and_the_first_slow_commit(
     assert "step 2: " in err and "against GOOD" in err  # progress on stderr
     job, = seen["template"]  # type: ignore[misc]
     assert job.workload.name == "tiny" and job.overrides == {"width": 16}
-    assert seen["device"] == "cpu" and not Path(seen["out_dir"]).exists()  # type: ignore[arg-type]
+    assert seen["measuring"].device == "cpu"  # type: ignore[attr-defined]
+    assert not Path(seen["out_dir"]).exists()  # type: ignore[arg-type]
     assert f"git bisect bad {shas[7]}" in log.read_text()
     untouched(root, shas[7])
 

@@ -171,12 +171,12 @@ def test_a_read_only_file_is_refused(tmp_path: Path, mode: int) -> None:
 
 def test_calibrate_auto_on_a_read_only_file_is_one_line_and_exit_2_before_measuring(
         tmp_path: Path, tiny_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    import perfgate.adapters.cli as cli_module
+    import perfgate.gate.gating as gating
 
     def never(*args: object, **kwargs: object) -> None:
         raise AssertionError("calibrate measured although it could not write the design")
 
-    monkeypatch.setattr(cli_module, "measure", never)
+    monkeypatch.setattr(gating, "measure", never)
     path = tmp_path / "pyproject.toml"
     path.write_text(SETTINGS)
     path.chmod(0o444)

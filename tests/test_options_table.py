@@ -219,13 +219,14 @@ def test_the_command_line_and_pytest_build_the_same_request(tmp_path: Path, pyte
     from_pytest = options.gate_request(values, settings, "cpu", [], progress=lambda event: None,
                                        announce=lambda message: None, flag=options.pytest_flag)
     for request in (from_cli, from_pytest):
-        assert (request.cache_dir, request.out_dir, request.max_reruns, request.timeout_s, request.telemetry) == (
-            tmp_path / "cache", tmp_path / "out", 2, 60.0, True)
-        assert request.contention_check is not None
+        m = request.measuring
+        assert (m.cache_dir, request.out_dir, m.max_reruns, m.timeout_s, m.telemetry, m.windows) == (
+            tmp_path / "cache", tmp_path / "out", 2, 60.0, True, settings.windows)
+        assert m.contention_check is not None
         busy = {"machine": {"other_cpu_share": {"median": 0.9, "samples": 41}, "cpus": 8}}
-        assert request.contention_check(busy) == from_cli.contention_check(busy) == (
+        assert m.contention_check(busy) == from_cli.measuring.contention_check(busy) == (
             "other processes used 90% of the 8 CPUs during the window (median of 41 samples; limit 10%)")
-        assert request.contention_check({"machine": {"other_cpu_share": {"median": 0.01}}}) is None
+        assert m.contention_check({"machine": {"other_cpu_share": {"median": 0.01}}}) is None
 
 
 def test_the_contention_policy_follows_the_telemetry_and_the_share() -> None:

@@ -253,20 +253,21 @@ def test_the_session_builds_the_command_line_s_request(project: pytest.Pytester,
     result = project.runpytest_inprocess(*gate_args("--perfgate-max-reruns", "1", "--perfgate-timeout", "60"))
     result.stdout.fnmatch_lines(["*perfgate: the gate could not run: stopped by the test before measuring*"])
     (request,) = seen
-    assert request.contention_check is not None and request.telemetry
-    assert request.contention_check({"machine": {"other_cpu_share": {"median": 0.9}}}).startswith(
+    measuring = request.measuring
+    assert measuring.contention_check is not None and measuring.telemetry
+    assert measuring.contention_check({"machine": {"other_cpu_share": {"median": 0.9}}}).startswith(
         "other processes used 90%")
-    assert (request.max_reruns, request.timeout_s, request.paired) == (1, 60.0, None)
+    assert (measuring.max_reruns, measuring.timeout_s, request.paired) == (1, 60.0, None)
     assert [job.workload.name for job in request.jobs] == ["tiny"]
-    assert request.cache_dir == project.path / "cache" and request.out_dir == project.path / "perfgate-results"
+    assert measuring.cache_dir == project.path / "cache" and request.out_dir == project.path / "perfgate-results"
 
     seen.clear()
     project.runpytest_inprocess(*gate_args("--perfgate-no-telemetry"))
-    assert seen[0].contention_check is None and not seen[0].telemetry
+    assert seen[0].measuring.contention_check is None and not seen[0].measuring.telemetry
     seen.clear()
     project.runpytest_inprocess(*gate_args("--perfgate-no-telemetry", "--perfgate-max-other-cpu-share", "0.5"))
-    assert seen[0].contention_check({"machine": {"other_cpu_share": {"median": 0.4}}}) is None
-    assert seen[0].contention_check({"machine": {"other_cpu_share": {"median": 0.6}}}) is not None
+    assert seen[0].measuring.contention_check({"machine": {"other_cpu_share": {"median": 0.4}}}) is None
+    assert seen[0].measuring.contention_check({"machine": {"other_cpu_share": {"median": 0.6}}}) is not None
 
     # --perfgate-against: the same request, handed to paired_gate with the base tree.
     @contextmanager
@@ -282,7 +283,8 @@ def test_the_session_builds_the_command_line_s_request(project: pytest.Pytester,
     seen.clear()
     result = project.runpytest_inprocess(*gate_args("--perfgate-against", "HEAD~1", "--perfgate-blocks", "3"))
     ((request, tree, kw),) = seen
-    assert request.contention_check is not None and request.telemetry and request.settings.blocks == 3
+    assert request.measuring.contention_check is not None and request.measuring.telemetry
+    assert request.settings.blocks == 3
     assert tree.commit == "0123456789abcdef" and kw["project_dir"] == project.path
     result.stdout.fnmatch_lines(["*one paired gate over 1 workload(s) on cpu against 0123456, 3 ABBA block(s)*"])
 

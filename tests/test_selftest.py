@@ -22,7 +22,7 @@ from perfgate.analysis.decide import GateConfig, Look, PhaseFlag
 from perfgate.analysis.outcome import GateOutcome, PhaseRow, WorkloadComparison
 from perfgate.analysis.summary import summarise
 from perfgate.gate.config import Settings
-from perfgate.gate.gating import GateRun
+from perfgate.gate.gating import GateRun, MeasuringRequest
 from perfgate.measure import runner, template
 from perfgate.measure.child import ChildRun
 from perfgate.measure.runner import measure
@@ -57,44 +57,46 @@ class FakeTime:
 
 
 def test_an_injected_delay_falls_inside_its_phase_and_nowhere_else():
-    from perfgate.measure.clock import HostClock
-    from perfgate.measure.loop import InjectingClock, host_delay
+    from perfgate.measure.loop import host_delay
+    from perfgate.measure.timeline import IDLE, HostTimeline, InjectingTimeline
 
     now = FakeTime()
     steps = 4
-    clock = InjectingClock(HostClock(steps, now=now), {"backward": host_delay(2.5, now=now)})
-    clock.start_window()
+    line = InjectingTimeline(HostTimeline(steps, now=now), {"backward": host_delay(2.5, now=now)})
+    line.open(IDLE)
     for _ in range(steps):
-        clock.begin_step()
-        for mark in ("after_data", "after_h2d", "after_forward", "after_backward", "after_optimizer"):
+        for phase in range(5):
+            line.switch(IDLE if phase == 0 else phase - 1, phase)
             now.work(1.0)  # every phase does 1 ms of its own work
-            getattr(clock, mark)()
-    clock.end_window()
-    series = clock.finish().series_ms
+        line.boundary(4, IDLE)
+    series = line.close().series_ms
     for phase in PHASES:
         expected = 3.5 if phase == "backward" else 1.0
         assert all(v == pytest.approx(expected, abs=0.01) for v in series[phase]), (phase, series[phase])
     assert median(series["step"]) == pytest.approx(5 + 2.5, abs=0.02)
 
 
-def test_the_delay_runs_before_the_mark_that_closes_its_phase():
-    from perfgate.measure.loop import PHASE_END, InjectingClock
+def test_the_delay_runs_before_the_switch_that_leaves_its_phase():
+    from perfgate.measure.timeline import BACKWARD, DATA, FORWARD, H2D, IDLE, OPTIMIZER, InjectingTimeline
 
     calls: list[str] = []
-    inner = SimpleNamespace(timing="fake", start_window=lambda: None, end_window=lambda: None, finish=lambda: None,
-                            begin_step=lambda: calls.append("begin_step"),
-                            **{m: (lambda m=m: calls.append(m)) for m in PHASE_END.values()})
-    clock = InjectingClock(inner, {"forward": lambda: calls.append("delay"), "data_wait": lambda: calls.append("wait")})
-    assert clock.timing == "fake"
-    clock.begin_step()
-    for mark in PHASE_END.values():
-        getattr(clock, mark)()
-    assert calls == ["begin_step", "wait", "after_data", "after_h2d", "delay", "after_forward", "after_backward",
-                     "after_optimizer"]
-    # a phase without a delay calls the wrapped clock's own mark, nothing in between
-    assert clock.after_h2d is inner.after_h2d
+    inner = SimpleNamespace(timing="fake", open=lambda current: None, close=lambda: None,
+                            switch=lambda old, new: calls.append(f"{old}>{new}"),
+                            boundary=lambda current, after=None: calls.append(f"{current}|{after}"))
+    line = InjectingTimeline(inner, {"forward": lambda: calls.append("delay"),
+                                     "optimizer": lambda: calls.append("opt")})
+    assert line.timing == "fake"
+    for old, new in ((IDLE, DATA), (DATA, H2D), (H2D, FORWARD), (FORWARD, BACKWARD), (BACKWARD, OPTIMIZER)):
+        line.switch(old, new)
+    line.boundary(OPTIMIZER, IDLE)
+    assert calls == ["5>0", "0>1", "1>2", "delay", "2>3", "3>4", "opt", "4|5"]
+    # a script's boundary keeps its phase: nothing is left, no delay
+    calls.clear()
+    line.boundary(FORWARD)
+    line.switch(FORWARD, FORWARD)
+    assert calls == ["2|None", "2>2"]
     with pytest.raises(ValueError, match="cannot inject"):
-        InjectingClock(inner, {"step": lambda: None})
+        InjectingTimeline(inner, {"step": lambda: None})
 
 
 def test_device_phases_get_the_device_delay_on_cuda_and_data_wait_stays_on_the_host(monkeypatch):
@@ -105,27 +107,33 @@ def test_device_phases_get_the_device_delay_on_cuda_and_data_wait_stays_on_the_h
     monkeypatch.setattr(loop, "host_delay", lambda ms: made.append(("host", ms)) or (lambda: None))
     delays = loop.injection_delays({"data_wait": 1.0, "forward": 2.0, "optimizer": 3.0}, "cuda")
     assert set(delays) == {"data_wait", "forward", "optimizer"}
+    # a GPU delay is made at its first use: nothing touches CUDA before a script's first line
+    assert made == [("host", 1.0)]
+    for _ in range(2):
+        for delay in delays.values():
+            delay()
     assert sorted(made) == [("device", 2.0), ("device", 3.0), ("host", 1.0)]
     made.clear()
     loop.injection_delays({"data_wait": 1.0, "forward": 2.0}, "cpu")
     assert sorted(made) == [("host", 1.0), ("host", 2.0)]
 
 
-def test_a_plain_repeat_measures_with_the_bare_clock(monkeypatch, tiny, tmp_path):
+def test_a_plain_repeat_measures_with_the_bare_timeline(monkeypatch, tiny, tmp_path):
     import torch
 
     from perfgate.measure import loop
 
     wrapped: list[dict] = []
-    real = loop.InjectingClock
-    monkeypatch.setattr(loop, "InjectingClock", lambda clock, delays: wrapped.append(dict(delays)) or real(clock, delays))
+    real = loop.InjectingTimeline
+    monkeypatch.setattr(loop, "InjectingTimeline",
+                        lambda line, delays: wrapped.append(dict(delays)) or real(line, delays))
     threads = torch.get_num_threads()
     params = tiny.resolve("cpu", {"steps": "3", "warmup_steps": "1"})
     try:
         for inject in (None, {}):
             loop.run_repeat(tiny, params, "cpu", data_root=None, cache_dir=tmp_path, index=0, telemetry=False,
                             inject_ms=inject)
-        assert wrapped == []  # no injection: the step runs on the bare clock, nothing added per step
+        assert wrapped == []  # no injection: the step runs on the bare timeline, nothing added per step
         repeat, _ = loop.run_repeat(tiny, params, "cpu", data_root=None, cache_dir=tmp_path, index=0,
                                     telemetry=False, inject_ms={"optimizer": 0.5})
     finally:
@@ -235,7 +243,7 @@ class FakeGates:
 
 
 def _run(tiny, gates: FakeGates, **kwargs) -> SelftestResult:
-    options = {"gates": 3, "sizes": (0.05, 0.10), "cache_dir": Path("/cache"), "device": "cpu"}
+    options = {"gates": 3, "sizes": (0.05, 0.10), "measuring": MeasuringRequest("cpu", Path("/cache"))}
     options.update(kwargs)
     return run_selftest(Job(tiny, tiny.resolve("cpu"), {}), settings=Settings(), gate=gates, probe=PROBE,
                         now=gates.now, **options)
@@ -309,7 +317,7 @@ def test_a_gate_that_cannot_be_judged_stops_the_selftest(tiny):
     from perfgate.model.errors import WorkloadError
 
     with pytest.raises(WorkloadError, match="could not be judged: ERROR: the base side failed"):
-        run_selftest(Job(tiny, tiny.resolve("cpu"), {}), settings=Settings(), device="cpu", cache_dir=Path("/c"),
+        run_selftest(Job(tiny, tiny.resolve("cpu"), {}), settings=Settings(), measuring=MeasuringRequest("cpu", Path("/c")),
                      gate=broken, probe=PROBE)
 
 
@@ -326,7 +334,7 @@ class CountingGates(FakeGates):
 def test_each_record_holds_the_blocks_its_gate_used_and_the_card_sums_them_up(tiny):
     fake = CountingGates([])
     result = run_selftest(Job(tiny, tiny.resolve("cpu"), {}), settings=Settings(), gate=fake, probe=PROBE,
-                          now=fake.now, gates=1, sizes=(0.10,), blocks=6, cache_dir=Path("/cache"), device="cpu")
+                          now=fake.now, gates=1, sizes=(0.10,), blocks=6, measuring=MeasuringRequest("cpu", Path("/cache")))
     assert [(r.size, r.blocks_used) for r in result.records] == [(None, 6), (0.10, 10)]
     card = result.card()
     assert "blocks used: median 8 (min 6, max 10)" in card
@@ -339,15 +347,15 @@ def test_the_card_says_where_a_budget_planned_the_gates_last_looks(tiny):
     fake = CountingGates([])
     settings = dataclasses.replace(Settings(), budget_s=600.0)
     result = run_selftest(Job(tiny, tiny.resolve("cpu"), {}), settings=settings, gate=fake, probe=PROBE,
-                          now=fake.now, gates=1, sizes=(0.10,), blocks=6, cache_dir=Path("/cache"), device="cpu")
+                          now=fake.now, gates=1, sizes=(0.10,), blocks=6, measuring=MeasuringRequest("cpu", Path("/cache")))
     assert ("then a look after every block up to the blocks its 10 min budget holds at the first block's "
             "recorded time (at most 500); alpha") in result.card()
     # max_blocks given caps the plan, and the card says so
     capped = dataclasses.replace(settings, gate=dataclasses.replace(settings.gate, max_blocks=40),
                                  max_blocks_given=True)
     result = run_selftest(Job(tiny, tiny.resolve("cpu"), {}), settings=capped, gate=CountingGates([]),
-                          probe=PROBE, now=fake.now, gates=1, sizes=(0.10,), blocks=6, cache_dir=Path("/cache"),
-                          device="cpu")
+                          probe=PROBE, now=fake.now, gates=1, sizes=(0.10,), blocks=6,
+                          measuring=MeasuringRequest("cpu", Path("/cache")))
     assert "(at most 40)" in result.card()
 
 
@@ -447,8 +455,8 @@ def test_a_selftest_end_to_end_prints_its_card(tiny, tmp_path, monkeypatch, caps
     monkeypatch.chdir(tmp_path)  # the gates' project directory: nothing lands in the repository
     settings = Settings(gate=GateConfig(max_blocks=2), baselines=tmp_path / "baselines")  # one look, at 2 blocks
     job = Job(tiny, tiny.resolve("cpu", {"steps": "20"}), {"steps": 20})
-    result = run_selftest(job, settings=settings, device="cpu", gates=1, sizes=(0.5,), largest_phase_only=True,
-                          blocks=2, cache_dir=tmp_path / "cache", telemetry=False)
+    result = run_selftest(job, settings=settings, gates=1, sizes=(0.5,), largest_phase_only=True, blocks=2,
+                          measuring=MeasuringRequest("cpu", tmp_path / "cache", telemetry=False))
     print(result.card(), end="")
     card = capsys.readouterr().out
     _card_lines(card)

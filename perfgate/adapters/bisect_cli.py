@@ -94,10 +94,9 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         judge, check_good = paired_judge(
             jobs, project_dir=Path.cwd(),
             workload_paths=[Path(p) for p in (*settings.workloads_path, *args.workloads_path)],
-            assignments=options.assignments_of(args), settings=settings, device=device, out_dir=out_dir,
-            cache_dir=options.cache_dir_of(args), progress=options.progress_printer(quiet), timeout_s=args.timeout,
-            announce=say, telemetry=not args.no_telemetry, contention_check=options.contention_policy_of(args),
-            max_reruns=args.max_reruns)
+            assignments=options.assignments_of(args), settings=settings, out_dir=out_dir, announce=say,
+            measuring=options.measuring_request(options.values_of(args), device, settings.windows,
+                                                progress=options.progress_printer(quiet), gate=True))
         result = bisect(
             plan, judge, blocks=blocks, max_blocks=max_blocks, check_good=check_good,
             started=lambda number, commit, subject, left: say(

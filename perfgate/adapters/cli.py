@@ -24,6 +24,7 @@ from perfgate.adapters.options import (
     add_run_options,
     cache_dir_of,
     jobs_of,
+    measuring_request,
     paired_gate_in,
     progress_printer,
     registry_of,
@@ -47,7 +48,7 @@ from perfgate.gate.frontend import (
     trace_regressions,
 )
 from perfgate.gate.gating import GateRun, count_each
-from perfgate.measure.runner import Progress, ProgressStatus, RunOutcome, measure, resolve_device
+from perfgate.measure.runner import Progress, ProgressStatus, RunOutcome, resolve_device
 from perfgate.measure.template import Starter
 from perfgate.measure.trace import check_trace_dir, trace_job
 from perfgate.model.benchmark import Statistics
@@ -97,20 +98,11 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def _measure(args: argparse.Namespace, settings: Settings, repeats: int) -> tuple[list[Job], RunOutcome, str]:
     device, jobs = jobs_of(args, settings)
+    measuring = measuring_request(values_of(args), device, settings.windows, progress=progress_printer(args.quiet),
+                                  gate=False)
     with Starter(settings.start_for(paired=False),
                  warn=lambda line: print(f"perfgate: {line}", file=sys.stderr)) as starter:
-        outcome = measure(
-            jobs,
-            device=device,
-            repeats=repeats,
-            cache_dir=cache_dir_of(args),
-            out_dir=Path(args.out),
-            progress=progress_printer(args.quiet),
-            timeout_s=args.timeout,
-            telemetry=not args.no_telemetry,
-            starter=starter,
-            windows=settings.windows,
-        )
+        outcome = measuring.repeats(jobs, repeats, starter=starter, out_dir=Path(args.out))
     return jobs, outcome, device
 
 
@@ -364,11 +356,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         printer(event)
 
     # calibrate sizes the paired gate: its processes start as a paired gate's do
+    measuring = measuring_request(values_of(args), device, windows, progress=progress, gate=False)
     with Starter(settings.start_for(paired=True), renew_every=PROCESSES_PER_GROUP,
                  warn=lambda line: print(f"perfgate: {line}", file=sys.stderr)) as starter:
-        outcome = measure(jobs, device=device, repeats=repeats, cache_dir=cache_dir_of(args), out_dir=Path(args.out),
-                          progress=progress, timeout_s=args.timeout, telemetry=not args.no_telemetry,
-                          starter=starter, windows=windows)
+        outcome = measuring.repeats(jobs, repeats, starter=starter, out_dir=Path(args.out))
     _report_errors(args, outcome.errors)
     if outcome.errors:
         return EXIT_ERROR

@@ -18,6 +18,7 @@ declares its options from it without ``--perfgate``): the gate is imported when 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -32,7 +33,7 @@ from perfgate.text.units import parse_duration
 
 if TYPE_CHECKING:
     from perfgate.gate.config import ScriptEntry, Settings
-    from perfgate.gate.gating import GateRequest, GateRun
+    from perfgate.gate.gating import GateRequest, GateRun, MeasuringRequest
     from perfgate.gate.worktree import BaseTree
     from perfgate.measure.runner import Progress
     from perfgate.model.job import Job
@@ -317,22 +318,36 @@ def contention_policy(values: Mapping[str, Any], flag: Callable[[str], str] = cl
     return lambda telemetry: contention(telemetry, policy)
 
 
+def measuring_request(values: Mapping[str, Any], device: str, windows: int, *,
+                      progress: Callable[[Progress], None], gate: bool,
+                      flag: Callable[[str], str] = cli_flag) -> MeasuringRequest:
+    """How a front end's repeats are measured, from its table values: the device, the cache,
+    the timeout, the telemetry, ``windows`` per repeat. ``gate``: with the gate's contention
+    policy and ``max_reruns`` (a contended repeat is measured again); without, each repeat
+    is measured once (``run``, ``rebaseline``, ``calibrate``)."""
+    from perfgate.gate.gating import MeasuringRequest
+    from perfgate.measure.runner import default_cache_dir
+
+    cache = values.get("cache_dir")
+    measuring = MeasuringRequest(
+        device, Path(cache) if cache else default_cache_dir(), windows=windows, progress=progress,
+        timeout_s=value_or_default(values, "timeout"), telemetry=not value_or_default(values, "no_telemetry"))
+    if not gate:
+        return measuring
+    return dataclasses.replace(measuring, contention_check=contention_policy(values, flag),
+                               max_reruns=value_or_default(values, "max_reruns"))
+
+
 def gate_request(values: Mapping[str, Any], settings: Settings, device: str, jobs: Sequence[Job], *,
                  progress: Callable[[Progress], None], announce: Callable[[str], None],
                  flag: Callable[[str], str] = cli_flag) -> GateRequest:
     """The one gate request of a front end's table values: the same request, the same
     contention policy, from the command line and from pytest."""
     from perfgate.gate.gating import GateRequest
-    from perfgate.measure.runner import default_cache_dir
 
-    cache = values.get("cache_dir")
-    return GateRequest(
-        jobs=tuple(jobs), settings=settings, device=device,
-        cache_dir=Path(cache) if cache else default_cache_dir(), out_dir=Path(value_or_default(values, "out")),
-        progress=progress, announce=announce, timeout_s=value_or_default(values, "timeout"),
-        telemetry=not value_or_default(values, "no_telemetry"), contention_check=contention_policy(values, flag),
-        max_reruns=value_or_default(values, "max_reruns"),
-    )
+    measuring = measuring_request(values, device, settings.windows, progress=progress, gate=True, flag=flag)
+    return GateRequest(jobs=tuple(jobs), settings=settings, measuring=measuring,
+                       out_dir=Path(value_or_default(values, "out")), announce=announce)
 
 
 # --- what the command line's options become ---------------------------------------------------
@@ -590,11 +605,6 @@ def stored_gate(args: argparse.Namespace, settings: Settings, device: str, jobs:
     from perfgate.gate.gating import run_gate
 
     return run_gate(request_of(args, settings, device, jobs))
-
-
-def contention_policy_of(args: argparse.Namespace) -> ContentionCheck | None:
-    """The command line's contention policy (:func:`contention_policy`)."""
-    return contention_policy(values_of(args))
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:

@@ -31,14 +31,12 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     blocks = args.blocks if args.blocks is not None else (QUICK_BLOCKS if args.quick else settings.blocks)
     budget = args.budget if args.budget is not None else (QUICK_BUDGET_MIN if args.quick else None)
     device, (job,) = options.jobs_of(args, settings)
-    # The gates' request, as `perfgate gate --against` builds it; the jobs are the self-test's own.
+    # The gates' measuring, as `perfgate gate --against` builds it; the jobs are the self-test's own.
     request = options.request_of(args, settings, device, [job])
     result = run_selftest(
-        job, settings=settings, device=device, gates=gates, sizes=sizes, phases=phases,
-        largest_phase_only=args.quick, blocks=blocks,
-        budget_s=budget * 60.0 if budget is not None else None, cache_dir=request.cache_dir,
-        timeout_s=request.timeout_s, telemetry=request.telemetry, contention_check=request.contention_check,
-        max_reruns=request.max_reruns, progress=request.progress, announce=options.announcer(args.quiet),
+        job, settings=settings, gates=gates, sizes=sizes, phases=phases, largest_phase_only=args.quick,
+        blocks=blocks, budget_s=budget * 60.0 if budget is not None else None, measuring=request.measuring,
+        announce=options.announcer(args.quiet),
     )
     print(result.card(), end="")
     return result.exit_code

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfgate.gate.config import Settings
-from perfgate.gate.gating import GateRequest, PairedPlan, base_jobs_for, run_gate
+from perfgate.gate.gating import GateRequest, MeasuringRequest, PairedPlan, base_jobs_for, run_gate
 from perfgate.gate.worktree import BaseTree, base_worktree, git, repository_root, resolve_commit, sigterm_as_interrupt
 from perfgate.model.errors import EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_OK, UsageError
 from perfgate.model.job import Job
@@ -265,19 +265,20 @@ def interruptible() -> Iterator[None]:
 
 
 def paired_judge(template: Sequence[Job], *, project_dir: Path, workload_paths: Sequence[Path],
-                 assignments: Mapping[str, object], settings: Settings, device: str, out_dir: Path,
-                 **run: object) -> tuple[Judge, Callable[[BaseTree], None]]:
+                 assignments: Mapping[str, object], settings: Settings, measuring: MeasuringRequest, out_dir: Path,
+                 announce: Callable[[str], None] = lambda message: None) -> tuple[Judge, Callable[[BaseTree], None]]:
     """The real judge, a paired gate per call (``run_gate``), and the check that GOOD
     defines the workload.
 
     ``template`` holds the one job built from the user's checkout (its name, ``--set``
     overrides and data root); each tree's own job is found in that tree with
     :func:`base_jobs_for`, for GOOD (base) and the candidate (head) alike. The gate's
-    result files go to ``out_dir/<commit>-<blocks>blocks/`` (and its ``base/``); ``run``
-    holds ``run_gate``'s measuring options (progress, cache_dir, timeout_s, ...).
+    result files go to ``out_dir/<commit>-<blocks>blocks/`` (and its ``base/``); ``measuring``
+    is how every gate measures (on its device).
     """
     (job,) = template
     name = job.workload.name
+    device = measuring.device
 
     def jobs_in(tree: BaseTree) -> dict[str, Job]:
         return base_jobs_for(template, tree, project_dir=project_dir, workload_paths=list(workload_paths),
@@ -297,8 +298,9 @@ def paired_judge(template: Sequence[Job], *, project_dir: Path, workload_paths: 
         # with twice the blocks, up to its --max-blocks.
         gate_settings = dataclasses.replace(settings, blocks=blocks, gate=dataclasses.replace(
             settings.gate, max_blocks=blocks))
-        gate = run_gate(GateRequest([head_jobs[name]], gate_settings, device, out_dir=out_dir / f"{candidate.commit[:12]}-{blocks}blocks",
-                                    paired=plan, **run))  # type: ignore[arg-type]
+        gate = run_gate(GateRequest([head_jobs[name]], gate_settings, measuring,
+                                    out_dir / f"{candidate.commit[:12]}-{blocks}blocks", announce=announce,
+                                    paired=plan))
         if gate.interrupted:  # a step cut short decides nothing: end the bisect as interrupted
             raise KeyboardInterrupt
         (comparison,) = gate.outcome.comparisons

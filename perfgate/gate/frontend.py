@@ -81,7 +81,7 @@ def paired_plan(request: GateRequest, tree: BaseTree, *, project_dir: Path, work
     """``request`` made paired: its jobs (the working tree at ``project_dir``) against the base
     side checked out in ``tree``."""
     base_jobs = base_jobs_for(request.jobs, tree, project_dir=project_dir, workload_paths=list(workload_paths),
-                              assignments=dict(assignments), device=request.device)
+                              assignments=dict(assignments), device=request.measuring.device)
     for job in request.jobs:  # a script named on the command line: its absence is bad input, not a verdict
         if job.script is not None and job.script.named_on_command_line and job.workload.name not in base_jobs:
             raise UsageError(missing_script(job, tree.commit))

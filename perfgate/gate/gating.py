@@ -26,14 +26,15 @@ from perfgate.analysis.driver import BudgetTooSmall, drive, schedule_for
 from perfgate.analysis.outcome import Counted, Entry, GateOutcome, Pairing
 from perfgate.gate.config import Settings
 from perfgate.gate.worktree import BaseTree
-from perfgate.measure.paired import ContentionCheck, Side, base_results_dir, measure_paired
+from perfgate.measure.paired import ContentionCheck, PairedOutcome, Side, base_results_dir, measure_paired
 from perfgate.measure.runner import Progress, RunOutcome, measure
-from perfgate.measure.template import Starter
+from perfgate.measure.template import FRESH, Starter
 from perfgate.model.cost import MeasuringCost
 from perfgate.model.counters import CounterSet
 from perfgate.model.errors import UsageError
 from perfgate.model.job import Job
 from perfgate.model.result import RepeatResult, RunResult, merge_repeats
+from perfgate.model.script import Script
 from perfgate.store.baselines import find_baseline
 from perfgate.store.discovery import discover, load_source
 from perfgate.store.results import result_path, save_result
@@ -137,29 +138,71 @@ class GateRun:
         return self.looks > 1
 
 
-@dataclass(frozen=True)
-class GateRequest:
-    """Everything one gate needs, built once by a front end from its options."""
+def _no_progress(event: Progress) -> None:
+    pass
 
-    jobs: Sequence[Job]
-    settings: Settings
+
+@dataclass(frozen=True)
+class MeasuringRequest:
+    """How each repeat is measured, built once by a front end from its options and carried
+    to every measuring call: :meth:`repeats` (``perfgate.measure.runner.measure``) and
+    :meth:`blocks` (``perfgate.measure.paired.measure_paired``) hand it on whole, so no call
+    lists these settings again (or forgets one). What differs per call (the jobs, how many,
+    the process starter, where results go) is the call's own."""
+
     device: str
     cache_dir: Path
-    out_dir: Path
-    progress: Callable[[Progress], None] = lambda event: None
-    announce: Callable[[str], None] = lambda message: None
+    windows: int = 1
+    """Timed windows per repeat (a gate's: its settings' ``windows``)."""
+    progress: Callable[[Progress], None] = _no_progress
     timeout_s: float = 3600.0
     telemetry: bool = True
     contention_check: ContentionCheck | None = None
+    """Why a repeat was contended (it is measured again), or None: contention is not checked."""
     max_reruns: int = 3
-    paired: PairedPlan | None = None
-    """The paired design's plan (base and head jobs, their trees); None: the stored baselines."""
 
     def __post_init__(self) -> None:
         if isinstance(self.max_reruns, bool) or not isinstance(self.max_reruns, int) or self.max_reruns < 0:
             raise UsageError("--max-reruns must be 0 or more")
         if not (isinstance(self.timeout_s, (int, float)) and self.timeout_s > 0):
             raise UsageError("--timeout must be more than 0 seconds")
+
+    def repeats(self, jobs: Sequence[Job], repeats: int, *, starter: Starter = FRESH, out_dir: Path | None = None,
+                project_dir: Path | None = None, reruns_used: Mapping[str, int] | None = None) -> RunOutcome:
+        """``repeats`` fresh processes of each job (``perfgate.measure.runner.measure``)."""
+        return measure(list(jobs), device=self.device, repeats=repeats, cache_dir=self.cache_dir, out_dir=out_dir,
+                       progress=self.progress, timeout_s=self.timeout_s, project_dir=project_dir,
+                       telemetry=self.telemetry, contention_check=self.contention_check, max_reruns=self.max_reruns,
+                       reruns_used=reruns_used, starter=starter, windows=self.windows)
+
+    def blocks(self, head: Side, base: Side, names: Sequence[str], blocks: int, *, first_block: int = 0,
+               starter: Starter = FRESH, reruns_used: Mapping[str, int] | None = None) -> PairedOutcome:
+        """``blocks`` ABBA blocks of each workload in ``names``, numbered from ``first_block``
+        (``perfgate.measure.paired.measure_paired``); nothing is written."""
+        return measure_paired(head, base, names, device=self.device, blocks=blocks, first_block=first_block,
+                              cache_dir=self.cache_dir, out_dir=None, progress=self.progress,
+                              timeout_s=self.timeout_s, telemetry=self.telemetry,
+                              contention_check=self.contention_check, max_reruns=self.max_reruns,
+                              reruns_used=reruns_used, starter=starter, windows=self.windows)
+
+
+@dataclass(frozen=True)
+class GateRequest:
+    """Everything one gate needs, built once by a front end from its options."""
+
+    jobs: Sequence[Job]
+    settings: Settings
+    measuring: MeasuringRequest
+    """How its repeats are measured; its ``windows`` are the settings' (a gate measures as its settings design)."""
+    out_dir: Path
+    announce: Callable[[str], None] = lambda message: None
+    paired: PairedPlan | None = None
+    """The paired design's plan (base and head jobs, their trees); None: the stored baselines."""
+
+    def __post_init__(self) -> None:
+        if self.measuring.windows != self.settings.windows:
+            raise ValueError(f"the measuring request's windows ({self.measuring.windows}) are not the settings' "
+                             f"({self.settings.windows})")
 
 
 def run_gate(request: GateRequest) -> GateRun:
@@ -188,24 +231,56 @@ def run_gate(request: GateRequest) -> GateRun:
                    strategy.errors(), strategy.base_errors(), strategy.missing, strategy.all_notes(), cost)
 
 
-class StoredMeasuring:
+class _Measuring:
+    """What both designs' strategies keep alike: the request, the process starter, each
+    workload's notes (repeats or blocks measured again, or kept although contended) and the
+    measuring time per unit, and the template closed at the end."""
+
+    def __init__(self, request: GateRequest, names: Sequence[str]) -> None:
+        self.request = request
+        self.names = list(names)
+        self.starter = starter_of(request)
+        self.reruns: dict[str, list[str]] = {}
+        self.contended: dict[str, list[str]] = {}
+        self.per_unit: dict[str, float] = {}
+        self.missing: tuple[str, ...] = ()
+
+    def reruns_used(self, names: Sequence[str]) -> dict[str, int]:
+        """Per workload, the units measured again so far (they count against ``max_reruns``)."""
+        return {n: len(self.reruns.get(n, ())) for n in names}
+
+    def noted(self, name: str, outcome: RunOutcome | PairedOutcome) -> None:
+        """Keep ``outcome``'s notes on ``name``: what was measured again, what was kept although contended."""
+        self.reruns.setdefault(name, []).extend(outcome.reruns.get(name, []))
+        self.contended.setdefault(name, []).extend(outcome.contended.get(name, []))
+
+    def seconds_per_unit(self, names: Sequence[str]) -> float | None:
+        known = [self.per_unit[n] for n in names if n in self.per_unit]
+        return sum(known) if known else None
+
+    def notes(self, name: str) -> tuple[str, ...]:
+        return (*self.reruns.get(name, ()), *self.contended.get(name, ()))
+
+    def all_notes(self) -> dict[str, tuple[str, ...]]:
+        return {n: self.notes(n) for n in self.names if self.notes(n)}
+
+    def finish(self) -> None:
+        """Close the template (every look's merged results are written as they are measured)."""
+        self.starter.close()
+
+
+class StoredMeasuring(_Measuring):
     """The stored design's strategy: every look measures more current repeats of the open
     workloads (one fresh process each) and judges all of them against their baselines."""
 
     unit = "repeat"
 
     def __init__(self, request: GateRequest) -> None:
-        self.request = request
         self.jobs = {job.workload.name: job for job in request.jobs}
-        self.names = list(self.jobs)
+        super().__init__(request, list(self.jobs))
         self.results: dict[str, RunResult] = {}
         self.failed: dict[str, str] = {}
-        self.reruns: dict[str, list[str]] = {}
-        self.contended: dict[str, list[str]] = {}
         self.counted: dict[str, CounterSet] = {}
-        self.per_unit: dict[str, float] = {}
-        self.missing: tuple[str, ...] = ()
-        self.starter = starter_of(request)
         for name in self.names:  # never a stale file from an earlier run
             result_path(request.out_dir, name).unlink(missing_ok=True)
 
@@ -221,15 +296,11 @@ class StoredMeasuring:
         if more <= 0:
             return
         began = time.perf_counter()
-        outcome = measure([self.jobs[n] for n in todo], device=r.device, repeats=more, cache_dir=r.cache_dir,
-                          out_dir=None, progress=r.progress, timeout_s=r.timeout_s, telemetry=r.telemetry,
-                          contention_check=r.contention_check, max_reruns=r.max_reruns,
-                          reruns_used={n: len(self.reruns.get(n, ())) for n in todo}, starter=self.starter,
-                          windows=r.settings.windows)
+        outcome = r.measuring.repeats([self.jobs[n] for n in todo], more, starter=self.starter,
+                                      reruns_used=self.reruns_used(todo))
         spent = time.perf_counter() - began
         for name in todo:
-            self.reruns.setdefault(name, []).extend(outcome.reruns.get(name, []))
-            self.contended.setdefault(name, []).extend(outcome.contended.get(name, []))
+            self.noted(name, outcome)
             if name in outcome.errors:
                 self.failed[name] = outcome.errors[name].message
                 continue
@@ -239,33 +310,20 @@ class StoredMeasuring:
             self.results[name] = merged
             self.per_unit[name] = spent / more / max(len(todo), 1)
         if not any(have.values()):
+            m = r.measuring
             self.counted = count_stored([self.jobs[n] for n in todo if n in self.results], self.results,
-                                        r.settings, device=r.device, cache_dir=r.cache_dir, out_dir=r.out_dir,
-                                        timeout_s=r.timeout_s, announce=r.announce)
-
-    def seconds_per_unit(self, names: Sequence[str]) -> float | None:
-        known = [self.per_unit[n] for n in names if n in self.per_unit]
-        return sum(known) if known else None
+                                        r.settings, device=m.device, cache_dir=m.cache_dir, out_dir=r.out_dir,
+                                        timeout_s=m.timeout_s, announce=r.announce)
 
     def entries(self, names: Sequence[str], count: int) -> list[Entry]:
         results = {n: _first(self.results[n], count) for n in names if n in self.results}
         return entries_for(results, self.failed, list(names), self.request.settings, self.counted)
-
-    def notes(self, name: str) -> tuple[str, ...]:
-        return (*self.reruns.get(name, ()), *self.contended.get(name, ()))
-
-    def all_notes(self) -> dict[str, tuple[str, ...]]:
-        return {n: self.notes(n) for n in self.names if self.notes(n)}
 
     def errors(self) -> dict[str, str]:
         return dict(self.failed)
 
     def base_errors(self) -> dict[str, str]:
         return {}
-
-    def finish(self) -> None:
-        """Close the template (every look's merged result is written as it is measured)."""
-        self.starter.close()
 
     def measured(self) -> list[RunResult]:
         return list(self.results.values())
@@ -335,14 +393,24 @@ def base_script_job(job: Job, tree: BaseTree, *, project_dir: Path, assignments:
     return script_job(script, device, assignments, name=job.workload.name)
 
 
-def _missing_in_base(job: Job, commit: str) -> str:
-    """Why a head job of the paired gate has no base side: a new workload, or a new script."""
-    name = job.workload.name
-    if job.script is not None:
-        return (f"the base commit {commit[:7]} has no file {job.script.shown} (the script {name} is new); a new "
+def paired_error(name: str, against: str, *, head_error: str | None = None, base_error: str | None = None,
+                 in_base: bool = True, script: Script | None = None) -> str | None:
+    """Why the paired design cannot judge ``name`` (its entry's ERROR), or None: the head side
+    failed (``head_error``, as the caller words it), else the base side failed (``base_error``,
+    its message), else the base commit ``against`` has no side to compare with (``in_base``
+    False: a new workload, or with ``script`` a new script). The live gate
+    (:func:`paired_entries`) and ``perfgate judge`` (``perfgate.gate.judge``) both ask this."""
+    if head_error is not None:
+        return head_error
+    if base_error is not None:
+        return f"the base side ({against[:7]}) failed: {base_error}"
+    if in_base:
+        return None
+    if script is not None:
+        return (f"the base commit {against[:7]} has no file {script.shown} (the script {name} is new); a new "
                 f"script is gated against a stored baseline once one is recorded (perfgate rebaseline {name})")
-    return (f"the base commit {commit[:7]} has no workload {name!r}; a new workload is gated against a stored "
-            f"baseline once one is recorded (perfgate rebaseline {name})")
+    return (f"the base commit {against[:7]} has no workload {name!r} measured; a new workload is gated against a "
+            f"stored baseline once one is recorded (perfgate rebaseline {name})")
 
 
 def missing_script(job: Job, commit: str) -> str:
@@ -396,17 +464,19 @@ def count_pairs(plan: PairedPlan, names: Sequence[str], *, device: str, cache_di
 
 
 def paired_entries(head: RunOutcome, base: RunOutcome, names: Sequence[str], plan: PairedPlan,
-                   baselines: Path, extra_errors: Mapping[str, str],
-                   counted: Mapping[str, Counted] | None = None) -> list[Entry]:
+                   baselines: Path, counted: Mapping[str, Counted] | None = None) -> list[Entry]:
+    """Each workload's entry of the paired design: an ERROR by :func:`paired_error`, else its
+    head result paired with its base result."""
+    head_jobs = {job.workload.name: job for job in plan.head_jobs}
     entries = []
     for name in names:
-        if name in extra_errors:
-            entries.append(Entry(name, head.results.get(name), None, error=extra_errors[name]))
-        elif name in head.errors:
-            entries.append(Entry(name, None, None, error=head.errors[name].message))
-        elif name in base.errors:
-            entries.append(Entry(name, head.results.get(name), None,
-                                 error=f"the base side ({plan.against[:7]}) failed: {base.errors[name].message}"))
+        failed = head.errors.get(name)
+        error = paired_error(name, plan.against, head_error=failed.message if failed else None,
+                             base_error=base.errors[name].message if name in base.errors else None,
+                             in_base=name in plan.base_jobs,
+                             script=None if name in plan.base_jobs else head_jobs[name].script)
+        if error is not None:
+            entries.append(Entry(name, None if failed else head.results.get(name), None, error=error))
         else:
             result = head.results[name]
             entries.append(Entry(name, result, find_baseline(baselines, result.environment.key(), name),
@@ -415,7 +485,7 @@ def paired_entries(head: RunOutcome, base: RunOutcome, names: Sequence[str], pla
     return entries
 
 
-class PairedMeasuring:
+class PairedMeasuring(_Measuring):
     """The paired design's strategy: every look measures more ABBA/BAAB blocks of the open
     workloads (four fresh processes each, base and head alternating) and judges them paired.
 
@@ -430,35 +500,26 @@ class PairedMeasuring:
 
     def __init__(self, request: GateRequest) -> None:
         assert request.paired is not None
-        self.request = request
         plan = self.plan = request.paired
-        self.starter = starter_of(request)
-        self.names = [job.workload.name for job in plan.head_jobs]
+        super().__init__(request, [job.workload.name for job in plan.head_jobs])
         head_jobs = {job.workload.name: job for job in plan.head_jobs}
         self.missing = tuple(n for n in self.names if n not in plan.base_jobs)
-        self.extra_errors = {n: _missing_in_base(head_jobs[n], plan.against) for n in self.missing}
         self.head_side = Side("head", head_jobs, plan.head_dir)
         self.base_side = Side("base", plan.base_jobs, plan.base_dir, plan.base_python)
         self.head = RunOutcome()
         self.base = RunOutcome()
-        self.reruns: dict[str, list[str]] = {}
-        self.contended: dict[str, list[str]] = {}
         self.counted: dict[str, Counted] = {}
-        self.per_unit: dict[str, float] = {}
         out = request.out_dir
         for name in self.names:  # never a stale file from an earlier run
             result_path(out, name).unlink(missing_ok=True)
             result_path(base_results_dir(out), name).unlink(missing_ok=True)
         if self.missing:
-            r = request
-            r.announce(f"{', '.join(self.missing)}: not in the base commit; measuring the head side alone")
-            measure([head_jobs[n] for n in self.missing], device=r.device, repeats=r.settings.repeats,
-                    cache_dir=r.cache_dir, out_dir=out, progress=r.progress, timeout_s=r.timeout_s,
-                    telemetry=r.telemetry, project_dir=plan.head_dir, starter=self.starter,
-                    windows=r.settings.windows)
+            request.announce(f"{', '.join(self.missing)}: not in the base commit; measuring the head side alone")
+            request.measuring.repeats([head_jobs[n] for n in self.missing], request.settings.repeats,
+                                      starter=self.starter, out_dir=out, project_dir=plan.head_dir)
 
     def _failed(self, name: str) -> bool:
-        return name in self.head.errors or name in self.base.errors or name in self.extra_errors
+        return name in self.head.errors or name in self.base.errors or name in self.missing
 
     def available(self, name: str) -> int:
         result = self.head.results.get(name)
@@ -472,15 +533,11 @@ class PairedMeasuring:
         if start >= upto:
             return
         began = time.perf_counter()
-        new = measure_paired(self.head_side, self.base_side, todo, device=r.device, blocks=upto - start,
-                             first_block=start, cache_dir=r.cache_dir, out_dir=None, progress=r.progress,
-                             timeout_s=r.timeout_s, telemetry=r.telemetry, contention_check=r.contention_check,
-                             max_reruns=r.max_reruns, reruns_used={n: len(self.reruns.get(n, ())) for n in todo},
-                             starter=self.starter, windows=r.settings.windows)
+        new = r.measuring.blocks(self.head_side, self.base_side, todo, upto - start, first_block=start,
+                                 starter=self.starter, reruns_used=self.reruns_used(todo))
         spent = time.perf_counter() - began
         for name in todo:
-            self.reruns.setdefault(name, []).extend(new.reruns.get(name, []))
-            self.contended.setdefault(name, []).extend(new.contended.get(name, []))
+            self.noted(name, new)
             for side, into, target in (("head", self.head, r.out_dir),
                                        ("base", self.base, base_results_dir(r.out_dir))):
                 got: RunOutcome = getattr(new, side)
@@ -495,14 +552,11 @@ class PairedMeasuring:
         if start == 0:
             both = [n for n in todo if not self._failed(n)]
             if r.settings.gate.counters:
-                self.counted = count_pairs(self.plan, both, device=r.device, cache_dir=r.cache_dir,
-                                           out_dir=r.out_dir, timeout_s=r.timeout_s, announce=r.announce)
+                m = r.measuring
+                self.counted = count_pairs(self.plan, both, device=m.device, cache_dir=m.cache_dir,
+                                           out_dir=r.out_dir, timeout_s=m.timeout_s, announce=r.announce)
             else:
                 self.counted = {n: Counted(note="not counted: counters = false in [tool.perfgate]") for n in both}
-
-    def seconds_per_unit(self, names: Sequence[str]) -> float | None:
-        known = [self.per_unit[n] for n in names if n in self.per_unit]
-        return sum(known) if known else None
 
     def recorded(self, names: Sequence[str]) -> list[RunResult]:
         """Both sides' results of ``names`` as measured so far, as their files hold them (the
@@ -512,24 +566,13 @@ class PairedMeasuring:
     def entries(self, names: Sequence[str], count: int) -> list[Entry]:
         head = RunOutcome({n: _blocks_below(res, count) for n, res in self.head.results.items()}, self.head.errors)
         base = RunOutcome({n: _blocks_below(res, count) for n, res in self.base.results.items()}, self.base.errors)
-        return paired_entries(head, base, list(names), self.plan, self.request.settings.baselines,
-                              self.extra_errors, self.counted)
-
-    def notes(self, name: str) -> tuple[str, ...]:
-        return (*self.reruns.get(name, ()), *self.contended.get(name, ()))
-
-    def all_notes(self) -> dict[str, tuple[str, ...]]:
-        return {n: self.notes(n) for n in self.names if self.notes(n)}
+        return paired_entries(head, base, list(names), self.plan, self.request.settings.baselines, self.counted)
 
     def errors(self) -> dict[str, str]:
         return {n: e.message for n, e in self.head.errors.items()}
 
     def base_errors(self) -> dict[str, str]:
         return {n: e.message for n, e in self.base.errors.items()}
-
-    def finish(self) -> None:
-        """Close the template (every look's merged results are written as they are measured)."""
-        self.starter.close()
 
     def measured(self) -> list[RunResult]:
         return [*self.head.results.values(), *self.base.results.values()]

@@ -48,6 +48,7 @@ from perfgate.analysis.compare import stored_counted
 from perfgate.analysis.driver import PlannedLast, budget_spent, drive, recorded_seconds, schedule_for
 from perfgate.analysis.outcome import Counted, Entry, GateOutcome, Pairing
 from perfgate.gate.config import ScriptEntry, Settings, load_settings
+from perfgate.gate.gating import paired_error
 from perfgate.gate.inputs import PYPROJECT, InputChanges
 from perfgate.measure.script_job import linked_part
 from perfgate.model.counters import COUNTERS_SUFFIX
@@ -575,19 +576,19 @@ def judge_measured(measured: Measured, settings: Settings, *, design: str, again
     names = [n for n in expected if n not in retired]
     errors: dict[str, str] = {}
     for name in names:
-        if manifest is not None and name in manifest.errors:
-            errors[name] = f"could not be measured: {manifest.errors[name]}"
-        elif name not in measured.head:
+        failed = manifest.errors.get(name) if manifest is not None else None
+        head_error = f"could not be measured: {failed}" if failed is not None else None
+        if head_error is None and name not in measured.head:
             errors[name] = (f"no result for {name!r}, which the base branch gates ({why.get(name, 'listed')}): "
                             "the pull request removed or renamed it, or the measuring job skipped it. A workload "
                             "is retired by a pull request that removes its baseline")
-        elif design == "paired":
-            if manifest is not None and name in manifest.base_errors:
-                errors[name] = f"the base side ({(against or '?')[:7]}) failed: {manifest.base_errors[name]}"
-            elif name not in measured.base:
-                errors[name] = (f"the base commit {(against or '?')[:7]} has no workload {name!r} measured; a new "
-                                f"workload is gated against a stored baseline once one is recorded "
-                                f"(perfgate rebaseline {name})")
+            continue
+        error = head_error if design != "paired" else paired_error(
+            name, against or "?", head_error=head_error,
+            base_error=manifest.base_errors.get(name) if manifest is not None else None,
+            in_base=name in measured.base)
+        if error is not None:
+            errors[name] = error
     # The design is the base's: each result must be the base's scripts entry it is named after,
     # measured with the windows, parameters and process start the base's settings give.
     entries = {entry.job_name: entry for entry in settings.scripts}

@@ -38,9 +38,7 @@ from statistics import median
 from perfgate.analysis.decide import GateConfig
 from perfgate.analysis.summary import summarise
 from perfgate.gate.config import Settings
-from perfgate.gate.gating import GateRequest, GateRun, PairedPlan, run_gate
-from perfgate.measure.paired import ContentionCheck
-from perfgate.measure.runner import Progress, measure
+from perfgate.gate.gating import GateRequest, GateRun, MeasuringRequest, PairedPlan, run_gate
 from perfgate.model.errors import EXIT_OK, EXIT_REGRESSION, UsageError, WorkloadError
 from perfgate.model.job import Job
 from perfgate.model.verdict import Verdict
@@ -375,12 +373,11 @@ def record_of(run: GateRun, size: float | None, phase: str | None, inject_ms: fl
                       contended=sum("kept although contended" in note for note in c.left_out))
 
 
-def probe_job(job: Job, *, device: str, cache_dir: Path, timeout_s: float, telemetry: bool,
-              progress: Callable[[Progress], None]) -> Probe:
-    """One repeat of ``job``: its median step and phase shares."""
+def probe_job(job: Job, measuring: MeasuringRequest) -> Probe:
+    """One repeat of ``job``: its median step and phase shares (one window, a fresh process,
+    measured once whatever contended it: the probe only sizes the injections)."""
     began = time.perf_counter()
-    outcome = measure([job], device=device, repeats=1, cache_dir=cache_dir, out_dir=None, progress=progress,
-                      timeout_s=timeout_s, telemetry=telemetry)
+    outcome = replace(measuring, windows=1, contention_check=None).repeats([job], 1)
     seconds = time.perf_counter() - began
     if outcome.errors:
         raise next(iter(outcome.errors.values()))
@@ -394,19 +391,13 @@ def run_selftest(
     job: Job,
     *,
     settings: Settings,
-    device: str,
     gates: int = DEFAULT_GATES,
     sizes: Sequence[float] = DEFAULT_SIZES,
     phases: Sequence[str] | None = None,
     largest_phase_only: bool = False,
     blocks: int | None = None,
     budget_s: float | None = None,
-    cache_dir: Path,
-    timeout_s: float = 3600.0,
-    telemetry: bool = True,
-    contention_check: ContentionCheck | None = None,
-    max_reruns: int = 3,
-    progress: Callable[[Progress], None] = lambda p: None,
+    measuring: MeasuringRequest,
     announce: Callable[[str], None] = lambda message: None,
     gate: GateFn | None = None,
     probe: Probe | None = None,
@@ -414,6 +405,7 @@ def run_selftest(
 ) -> SelftestResult:
     """Probe the step, then run the A/A and injected gates, interleaved; the card's numbers.
 
+    ``measuring``: how every repeat is measured (on its device, the probe's and the gates').
     ``gate`` and ``probe`` replace the real paired gate and probe run (tests). With
     ``budget_s``, no gate starts that would likely end after the budget (its time is
     taken as the longest gate so far, or a gate with a second look at the probe's
@@ -436,8 +428,7 @@ def run_selftest(
     began = now()
     if probe is None:
         announce(f"probe: one repeat of {name} sizes the injections")
-        probe = probe_job(job, device=device, cache_dir=cache_dir, timeout_s=timeout_s, telemetry=telemetry,
-                          progress=progress)
+        probe = probe_job(job, measuring)
     chosen, why, notes = choose_phases(probe, config, phases, largest_phase_only)
     if not chosen:
         raise UsageError(f"{name}: no phase reaches the {config.phase_min_share * 100:g}% share floor; name one "
@@ -447,10 +438,8 @@ def run_selftest(
         def gate(head: Job, base: Job) -> GateRun:
             with tempfile.TemporaryDirectory(prefix="perfgate-selftest-") as out:
                 plan = PairedPlan([head], {name: base}, Path.cwd(), Path.cwd(), AGAINST)
-                return run_gate(GateRequest(
-                    [head], replace(settings, blocks=blocks), device, cache_dir, Path(out), progress=progress,
-                    announce=announce, timeout_s=timeout_s, telemetry=telemetry, contention_check=contention_check,
-                    max_reruns=max_reruns, paired=plan))
+                return run_gate(GateRequest([head], replace(settings, blocks=blocks), measuring, Path(out),
+                                            announce=announce, paired=plan))
 
     base = replace(job, inject_ms={})
     plan = schedule(gates, sizes, chosen)
@@ -483,7 +472,7 @@ def run_selftest(
         announce(f"selftest gate {index + 1}/{len(plan)}: {what}: {records[-1].verdict.value} "
                  f"in {_duration(records[-1].seconds)}")
     return SelftestResult(
-        workload=name, version=job.workload.version, device=device, config=config, blocks=blocks,
+        workload=name, version=job.workload.version, device=measuring.device, config=config, blocks=blocks,
         probe=probe, phases=chosen, phase_choice=why, sizes=sizes,
         planned=len(plan), records=tuple(records), seconds=now() - began, stopped=stopped, notes=tuple(notes),
         last_look=_last_look(settings, blocks),
