@@ -120,7 +120,7 @@ import json, runpy, sys, time
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
-from perfgate.measure.script_clock import HostTimeline
+from perfgate.measure.timeline import HostTimeline
 from perfgate.measure.script_hooks import ScriptHooks, installed
 
 rounds, warmup, steps, without, script = (int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]),
@@ -322,7 +322,7 @@ def tight_loop(rounds: int, passes: int = 60) -> None:
     import torch
     from transformers import BertConfig, BertForSequenceClassification
 
-    from perfgate.measure.script_clock import HostTimeline
+    from perfgate.measure.timeline import HostTimeline
     from perfgate.measure.script_hooks import ScriptHooks, installed
 
     torch.set_num_threads(1)

@@ -4,8 +4,8 @@ Both loops run in this one process on the same model, optimizer and batches. The
 loop is what a user would write on the CPU (``next``, forward, loss, backward, step,
 ``zero_grad``; autocast entered per step when a lower precision is asked for). The
 measured one is exactly what the runner executes inside its window: ``loop._Step`` with
-the CPU phase clock, the loss kept on the device (``loop.drive``'s body), in windows of
-``--window`` steps.
+the CPU timeline (``perfgate.measure.timeline.HostTimeline``, the one workloads and scripts
+share), the loss kept on the device (``loop.drive``'s body), in windows of ``--window`` steps.
 
 The main figure pairs single steps: plain and measured steps alternate (ABBA), each
 timed on its own, and the median of the paired differences is the driver's cost per
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from perfgate.measure.clock import HostClock
+from perfgate.measure.timeline import BACKWARD, DATA, FORWARD, H2D, IDLE, OPTIMIZER, HostTimeline
 from perfgate.measure.loop import _Step, apply_torch_settings
 from perfgate.measure.telemetry import TelemetrySampler
 from perfgate.model.workload import BuildContext, Built, DataSource, Params
@@ -67,17 +67,18 @@ def paired_steps(step: _Step, pairs: int, window: int) -> tuple[list[float], lis
     now = time.perf_counter
     plain_us: list[float] = []
     measured_us: list[float] = []
-    clock = HostClock(window)
+    clock = HostTimeline(window)
     losses: list[torch.Tensor] = []
     keep = losses.append
     in_window = 0
     for i in range(pairs):
         if in_window == window:  # a new window, outside the timed steps
-            clock, losses = HostClock(window), []
+            clock.close()
+            losses = []
             keep = losses.append
             in_window = 0
         if in_window == 0:
-            clock.start_window()
+            clock.open(IDLE)
         if i % 2 == 0:
             t0 = now()
             plain()
@@ -128,14 +129,13 @@ def plain_block(step: _Step, n: int) -> float:
 
 
 def instrumented_block(step: _Step, n: int) -> float:
-    clock = HostClock(n)
+    clock = HostTimeline(n)
     losses: list[torch.Tensor] = []
     keep = losses.append
-    clock.start_window()
+    clock.open(IDLE)
     for _ in range(n):
         keep(step(clock).detach())
-    clock.end_window()
-    times = clock.finish()
+    times = clock.close()
     return times.window_s / n
 
 
@@ -171,29 +171,30 @@ def compare_blocks(label: str, step: _Step, blocks: int, steps_per_block: int,
 
 
 def bookkeeping_only(n: int = 200_000) -> tuple[float, float]:
-    """The marks and the loss bookkeeping alone, against an empty loop (us per step)."""
+    """The timeline's six calls per step and the loss bookkeeping alone, against an empty loop
+    (us per step)."""
     loss = torch.zeros(())
     start = time.perf_counter()
     for _ in range(n):
         pass
     empty = (time.perf_counter() - start) / n
-    clock = HostClock(n)
+    clock = HostTimeline(n)
     losses: list[torch.Tensor] = []
     keep = losses.append
     start = time.perf_counter()
-    clock.start_window()
+    clock.open(IDLE)
     for _ in range(n):
-        clock.begin_step()
-        clock.after_data()
-        clock.after_h2d()
-        clock.after_forward()
-        clock.after_backward()
-        clock.after_optimizer()
+        switch = clock.switch
+        switch(IDLE, DATA)
+        switch(DATA, H2D)
+        switch(H2D, FORWARD)
+        switch(FORWARD, BACKWARD)
+        switch(BACKWARD, OPTIMIZER)
+        clock.boundary(OPTIMIZER, IDLE)
         keep(loss.detach())
-    clock.end_window()
     marked = (time.perf_counter() - start) / n
     start = time.perf_counter()
-    clock.finish()
+    clock.close()
     finish = (time.perf_counter() - start) / n
     return (marked - empty) * 1e6, finish * 1e6
 
@@ -234,8 +235,8 @@ def main() -> int:
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; command: {' '.join(sys.argv)}")
     per_step, finish = bookkeeping_only()
-    print(f"bookkeeping alone (6 marks + keeping the loss): {per_step:.2f} us/step inside the window,"
-          f" {finish:.2f} us/step to turn marks into phases after it")
+    print(f"bookkeeping alone (6 timeline calls + keeping the loss): {per_step:.2f} us/step inside the window,"
+          f" {finish:.2f} us/step to turn them into phases after it")
     step = tiny_step(args.precision, args.width)
     plain_block(step, 200)
     report_pairs(f"tiny MLP (16-{args.width}-4, batch 4, {args.precision}, in-memory batches)", step, args.pairs,

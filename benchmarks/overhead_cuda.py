@@ -4,11 +4,12 @@ Needs a CUDA device. Both loops run in this one process on the same model, optim
 batches (pinned host tensors, cycled, so no loader runs). The plain loop is what a user
 writes (``next``, ``.to(device, non_blocking=True)``, forward, loss, backward, step,
 ``zero_grad``). The measured one is what the runner executes inside its window on CUDA:
-``loop._Step`` with :class:`perfgate.measure.clock.DeviceClock` as it is now (six CUDA
-events per step on the current stream, one at each mark, the first before the host asks the
-DataLoader for the batch; two host clock reads bracketing the DataLoader's ``next``), the
-loss kept on the device. The figures in docs/measuring.md were measured with an earlier
-clock (five events, one host read per step); this clock's cost on CUDA is not measured yet.
+``loop._Step`` with :class:`perfgate.measure.timeline.DeviceTimeline` as it is now (six
+CUDA events per step on the current stream: entering the data wait, before the host asks
+the DataLoader for the batch, then one per switch and the boundary after the optimizer;
+three host clock reads, two bracketing the DataLoader's ``next``), the loss kept on the
+device. The figures in docs/measuring.md were measured with an earlier clock (five events,
+one host read per step); this timeline's cost on CUDA is not measured yet.
 
 Blocks of ``--steps`` steps alternate, plain then measured then measured then plain
 (ABBA), each ended by one synchronisation and timed on the host from its start to the
@@ -33,7 +34,7 @@ from collections.abc import Callable
 
 import torch
 
-from perfgate.measure.clock import DeviceClock
+from perfgate.measure.timeline import IDLE, DeviceTimeline
 from perfgate.measure.loop import _created_event, _Step, apply_torch_settings
 from perfgate.model.workload import Built, DataSource, Params
 
@@ -66,18 +67,18 @@ def plain_block(step: _Step, n: int) -> tuple[float, float | None]:
 
 
 def measured_block(step: _Step, n: int) -> tuple[float, float | None]:
-    clock = DeviceClock(n, _created_event, synchronize=torch.cuda.synchronize,
-                        current_stream=torch.cuda.current_stream)
+    clock = DeviceTimeline(n, _created_event, synchronize=torch.cuda.synchronize,
+                           current_stream=torch.cuda.current_stream)
     losses: list[torch.Tensor] = []
     keep = losses.append
-    torch.cuda.synchronize()
+    keep(step(clock).detach())  # one step before the window: the timeline learns its switches
+    clock.open(IDLE)  # makes the window's events and synchronises, before the timer starts
     start = time.perf_counter()
-    clock.start_window()
     for _ in range(n):
         keep(step(clock).detach())
-    clock.end_window()  # records the closing event and synchronises
+    torch.cuda.synchronize()  # the block's end, as the plain block's; close reads the events after it
     wall = (time.perf_counter() - start) / n
-    times = clock.finish()
+    times = clock.close()
     return wall, statistics.median(times.series_ms["step"]) / 1e3
 
 

@@ -80,7 +80,7 @@ def hook_cost(rounds: int, block: int) -> float:
     import torch
     from torch import nn
 
-    from perfgate.measure.script_clock import HostTimeline
+    from perfgate.measure.timeline import HostTimeline
     from perfgate.measure.script_hooks import ScriptHooks, installed
 
     torch.set_num_threads(1)
@@ -144,7 +144,7 @@ def bookkeeping_only(n: int = 100_000) -> float:
     """The hooks' own work for one step of that loop, called directly in a tight loop (us per step)."""
     import torch
 
-    from perfgate.measure.script_clock import BACKWARD, DATA, H2D, OPTIMIZER, HostTimeline
+    from perfgate.measure.timeline import BACKWARD, DATA, H2D, OPTIMIZER, HostTimeline
     from perfgate.measure.script_hooks import ScriptHooks
 
     class Iterator:

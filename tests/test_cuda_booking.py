@@ -5,8 +5,8 @@ queued so far. Launching work costs the host a little and queues the work behind
 there; an event recorded on the stream is stamped when the device reaches it: at once if
 the device is idle (the host was late), after the queued work if not. That is all the CUDA
 clocks rely on, so the booking of a data stall, of a wait hidden behind queued work and of
-the residual is checked here without a GPU, for both the workload clock
-(``DeviceClock``) and the script timeline (``DeviceTimeline``).
+the residual is checked here without a GPU, for the one timeline (``DeviceTimeline``) as a
+workload's step drives it and as a script's hooks do.
 
 The defect these pin down (seen on an H200, tests/fixtures/h200/resnet18-imagenette.json):
 when a step's first event came after its data wait, a stall waiting for step k + 1's batch
@@ -20,8 +20,7 @@ from typing import Any
 
 import pytest
 
-from perfgate.measure.clock import DeviceClock
-from perfgate.measure.script_clock import BACKWARD, DATA, FORWARD, H2D, IDLE, OPTIMIZER, DeviceTimeline
+from perfgate.measure.timeline import BACKWARD, DATA, FORWARD, H2D, IDLE, OPTIMIZER, DeviceTimeline
 
 PHASES = ("data_wait", "h2d", "forward", "backward", "optimizer")
 WORK_MS = {"h2d": 0.4, "forward": 5.0, "backward": 9.5, "optimizer": 0.1}
@@ -87,24 +86,23 @@ def run_clock(waits: list[float], *, launch_ms: float,
     """A workload's window on the simulated stream: ``waits[k]`` ms in step k's ``next``,
     ``launch_ms`` per launch, ``overhead_ms`` of host time between one step and the next."""
     sim = SimStream(launch_ms)
-    clock = DeviceClock(len(waits), sim.event, synchronize=sim.synchronize, current_stream=sim.current_stream,
-                        now=sim.now)
-    clock.start_window()
-    for wait in waits:
-        clock.begin_step()
+    clock = DeviceTimeline(len(waits), sim.event, synchronize=sim.synchronize, current_stream=sim.current_stream,
+                           now=sim.now)
+    clock.open(IDLE)
+    for wait in waits:  # the switches as loop._Step makes them
+        clock.switch(IDLE, DATA)
         sim.wait(wait)
-        clock.after_data()
+        clock.switch(DATA, H2D)
         sim.launch(WORK_MS["h2d"])
-        clock.after_h2d()
+        clock.switch(H2D, FORWARD)
         sim.launch(WORK_MS["forward"])
-        clock.after_forward()
+        clock.switch(FORWARD, BACKWARD)
         sim.launch(WORK_MS["backward"])
-        clock.after_backward()
+        clock.switch(BACKWARD, OPTIMIZER)
         sim.launch(WORK_MS["optimizer"])
-        clock.after_optimizer()
+        clock.boundary(OPTIMIZER, IDLE)
         sim.wait(overhead_ms)
-    clock.end_window()
-    times = clock.finish()
+    times = clock.close()
     return times.series_ms, sim, times
 
 
@@ -218,17 +216,14 @@ def test_a_stamp_below_the_one_before_it_is_clamped_to_no_time() -> None:
     # step's phases still fit in it.
     from test_clock import device_clock
 
+    from test_clock import drive
+
     stamps = [0.0,
               1.0, 0.9998, 2.0, 3.0, 4.0, 5.0,
-              5.0, 6.0, 7.0, 8.0, 9.0, 9.9999,
-              10.0]
-    clock, _ = device_clock(2, stamps, [0.0, 0.0, 0.001, 0.005, 0.006, 0.011])
-    clock.start_window()
-    for _ in range(2):
-        for mark in ("begin_step", "after_data", "after_h2d", "after_forward", "after_backward", "after_optimizer"):
-            getattr(clock, mark)()
-    clock.end_window()
-    s = clock.finish().series_ms
+              5.0, 6.0, 7.0, 8.0, 9.0, 10.0]
+    clock, _ = device_clock(2, stamps, [float(i) / 1e3 for i in range(20)])
+    drive(clock, 2)
+    s = clock.close().series_ms
     assert s["data_wait"] == [0.0, 1.0]
     assert s["h2d"][0] == pytest.approx(1.0)  # from the raised stamp
     assert_tiles(s)

@@ -19,9 +19,10 @@ import pytest
 import torch
 from conftest import cuda_available
 from test_clock import FakeClock, FakeCuda
+from test_clock import step as timeline_step
 
 from perfgate.measure import loop
-from perfgate.measure.clock import DeviceClock, HostClock
+from perfgate.measure.timeline import NO_TIMELINE, DeviceTimeline, HostTimeline
 from perfgate.measure.loop import (
     BLOCKING_COPY_SYNC,
     GRAD_SCALER_SYNC,
@@ -51,16 +52,16 @@ class LoggedLoss(torch.Tensor):
 
 
 class FakeStep:
-    """A training step that calls the six marks, logs itself and returns a logged loss."""
+    """A training step that tells the timeline what ``loop._Step`` does, logs itself and
+    returns a logged loss."""
 
     def __init__(self, log: list[str], value: float = 2.5) -> None:
         self.log = log
         self.value = value
 
-    def __call__(self, clock: Any) -> torch.Tensor:
+    def __call__(self, line: Any) -> torch.Tensor:
         self.log.append("step")
-        for mark in ("begin_step", "after_data", "after_h2d", "after_forward", "after_backward", "after_optimizer"):
-            getattr(clock, mark)()
+        timeline_step(line)
         return torch.tensor(self.value).as_subclass(LoggedLoss)
 
 
@@ -72,7 +73,7 @@ def cuda_log() -> FakeCuda:
 
 
 def test_warmup_runs_like_the_window_one_synchronisation_and_one_read_at_its_end(cuda_log: FakeCuda) -> None:
-    warm_up(FakeStep(cuda_log.log), 6, cuda_log.synchronize)
+    warm_up(FakeStep(cuda_log.log), NO_TIMELINE, 6, cuda_log.synchronize)
     log = cuda_log.log
     assert log[:7] == ["step"] * 6 + ["sync"]
     assert set(log[7:]) == {"read"}  # the losses, read together, after the synchronisation
@@ -80,28 +81,31 @@ def test_warmup_runs_like_the_window_one_synchronisation_and_one_read_at_its_end
 
 def test_a_non_finite_warmup_loss_is_reported_after_warmup_with_its_step(cuda_log: FakeCuda) -> None:
     with pytest.raises(WorkloadError, match=r"loss is non-finite \(nan\) at warmup step 0"):
-        warm_up(FakeStep(cuda_log.log, float("nan")), 3, cuda_log.synchronize)
+        warm_up(FakeStep(cuda_log.log, float("nan")), NO_TIMELINE, 3, cuda_log.synchronize)
     assert cuda_log.log[:4] == ["step"] * 3 + ["sync"]
 
 
-def test_warmup_and_window_synchronise_once_each_and_never_per_step(cuda_log: FakeCuda) -> None:
+def test_warmup_and_window_synchronise_only_at_their_ends_never_per_step(cuda_log: FakeCuda) -> None:
     steps, warmup = 5, 3
     step = FakeStep(cuda_log.log)
-    warm_up(step, warmup, cuda_log.synchronize)
-    clock = DeviceClock(steps, cuda_log.event, synchronize=cuda_log.synchronize,
-                        current_stream=cuda_log.current_stream, now=FakeClock([i / 1e3 for i in range(2 * steps + 2)]))
-    times, losses = measure_window(step, clock, steps, on_open=lambda: cuda_log.log.append("open"),
+    line = DeviceTimeline(steps, cuda_log.event, synchronize=cuda_log.synchronize,
+                          current_stream=cuda_log.current_stream, now=FakeClock([i / 1e3 for i in range(100)]))
+    warm_up(step, line, warmup, cuda_log.synchronize)
+    times, losses = measure_window(step, line, steps, on_open=lambda: cuda_log.log.append("open"),
                                    on_close=lambda: cuda_log.log.append("close"))
     log = cuda_log.log
-    assert log.count("sync") == 2
     first_sync = log.index("sync")
-    assert log[:first_sync] == ["step"] * warmup
+    assert log[:first_sync] == ["step"] * warmup  # warmup records nothing: the timeline is not open
     window = log[log.index("open"):]
-    # the window: its origin, six records per step (one per mark), the closing record, then its synchronisation
-    assert window[:2] == ["open", "record"]
-    inside = window[2:window.index("sync") - 1]
+    # opening: synchronisations end what came before (and the events made for the window), then
+    # the origin; inside: six records per step (one per switch and the boundary), no
+    # synchronisation; then the closing synchronisation
+    opened = window.index("record")  # the origin
+    assert window[opened - 1] == "sync"
+    closing = window.index("close") - 1
+    assert window[closing] == "sync"
+    inside = window[opened + 1:closing]
     assert inside == ["step", "record", "record", "record", "record", "record", "record"] * steps
-    assert window[window.index("sync") - 1:window.index("sync") + 2] == ["record", "sync", "close"]
     assert set(window[window.index("close") + 1:]) == {"read"}  # losses read after the window only
     assert losses == [2.5] * steps
     assert len(times.series_ms["step"]) == steps and times.device_window_ratio is not None
@@ -109,7 +113,7 @@ def test_warmup_and_window_synchronise_once_each_and_never_per_step(cuda_log: Fa
 
 def test_the_window_opens_and_closes_around_the_steps_on_the_host_clock(cuda_log: FakeCuda) -> None:
     steps = 4
-    clock = HostClock(steps, now=FakeClock([i / 1e3 for i in range(6 * steps + 2)]))
+    clock = HostTimeline(steps, now=FakeClock([i / 1e3 for i in range(6 * steps + 2)]))
     order: list[str] = []
 
     class Guard:
@@ -167,7 +171,7 @@ def test_a_cpu_fp32_step_moves_nothing_and_enters_no_autocast() -> None:
     Spy.calls = []
     built.loader = [(x.as_subclass(Spy), y.as_subclass(Spy)) for x, y in built.loader]  # type: ignore[attr-defined]
     step.iterator = iter(built.loader)
-    loss = step(loop._NoClock())
+    loss = step(NO_TIMELINE)
     assert torch.isfinite(loss)
     assert not {"to", "contiguous"} & set(Spy.calls)  # the batch is used as the loader gave it
 
@@ -180,7 +184,7 @@ def test_channels_last_asks_for_the_layout_on_the_cpu_too() -> None:
     assert moved.is_contiguous(memory_format=torch.channels_last)
     assert step.move(torch.tensor([1, 2])).dim() == 1
     assert not step.copied_from_host  # nothing left the host's memory
-    assert torch.isfinite(step(loop._NoClock()))
+    assert torch.isfinite(step(NO_TIMELINE))
 
 
 def test_a_batch_already_on_the_device_is_not_moved() -> None:
@@ -202,7 +206,7 @@ def test_bf16_enters_one_autocast_made_once() -> None:
     context = step.autocast
     assert isinstance(context, torch.autocast) and step.scaler is None
     for _ in range(3):
-        assert torch.isfinite(step(loop._NoClock()))
+        assert torch.isfinite(step(NO_TIMELINE))
     assert step.autocast is context
     assert seen == [torch.bfloat16] * 3
     assert not torch.is_autocast_enabled("cpu")  # left as it was after every step
@@ -210,7 +214,7 @@ def test_bf16_enters_one_autocast_made_once() -> None:
 
 def test_a_short_loader_restarts_and_is_counted() -> None:
     step = _Step(tiny_built(batches=3), torch.device("cpu"), params())
-    loop.drive(step, loop._NoClock(), 7)
+    loop.drive(step, NO_TIMELINE, 7)
     assert step.loader_restarts == 2
 
 
@@ -473,8 +477,9 @@ def test_a_cuda_repeat_on_fakes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
     warmup, steps = 3, 8
     repeat, _ = run_repeat(box_workload(log), params(warmup_steps=warmup, steps=steps, precision=precision), "cuda",
                            data_root=None, cache_dir=tmp_path, index=0, telemetry=False)
-    # one synchronisation ends warmup, one closes the window; none per step
-    assert log == ["forward"] * warmup + ["sync", "reset peak"] + ["forward"] * steps + ["sync"]
+    # one synchronisation ends warmup, one opens the window (after its events are made), one
+    # closes it; none per step
+    assert log == ["forward"] * warmup + ["sync", "reset peak", "sync"] + ["forward"] * steps + ["sync"]
     assert repeat.timing == "cuda_events"
     assert {"step", "host_step", "host_data_wait", "device_busy"} <= set(repeat.phases_ms)
     assert all(len(v) == steps for v in repeat.phases_ms.values())

@@ -26,7 +26,8 @@ from perfgate.analysis.diagnose import diagnose
 from perfgate.analysis.ranks import BACKWARD_WORK, per_rank_medians, slowest_rank_series, stragglers
 from perfgate.analysis.summary import summarise
 from perfgate.measure import distributed
-from perfgate.measure.ddp import CommClock, CommTimer, _union_ms
+from perfgate.measure.ddp import CommTimeline, CommTimer, _union_ms
+from perfgate.measure.timeline import BACKWARD, DATA, IDLE, OPTIMIZER, WindowTimes
 from perfgate.model.errors import UsageError
 from perfgate.model.result import RunResult, repeat_from_dict, result_from_dict
 from perfgate.model.workload import Params, apply_overrides
@@ -170,22 +171,22 @@ class _Ticks:
 
 
 class _HostMarks:
+    """A timeline that only counts what it is told."""
+
     timing = "perf_counter"
 
     def __init__(self) -> None:
         self.marks = 0
 
-    def _mark(self) -> None:
+    def switch(self, old: int, new: int) -> None:
         self.marks += 1
 
-    begin_step = after_data = after_h2d = after_forward = after_backward = after_optimizer = _mark
+    def boundary(self, current: int, after: int | None = None) -> None:
+        self.marks += 1
 
-    def start_window(self) -> None: ...
-    def end_window(self) -> None: ...
+    def open(self, current: int) -> None: ...
 
-    def finish(self):
-        from perfgate.measure.clock import WindowTimes
-
+    def close(self) -> WindowTimes:
         return WindowTimes({"step": [1.0, 1.0]}, 0.002)
 
 
@@ -204,7 +205,7 @@ class _Future:
 def test_the_all_reduce_wait_and_time_in_flight_per_step_on_the_host() -> None:
     now = _Ticks()
     timer = CommTimer(cuda=False, now=now)
-    clock = CommClock(_HostMarks(), timer, steps=2, warmup_steps=1)
+    clock = CommTimeline(_HostMarks(), timer, steps=2, warmup_steps=1)
     futures: list[_Future] = []
 
     def allreduce(state, bucket):
@@ -214,9 +215,9 @@ def test_the_all_reduce_wait_and_time_in_flight_per_step_on_the_host() -> None:
     launch = lambda: timer._launch(allreduce, None, None)  # noqa: E731 - the hook as DDP calls it
     launch()  # warmup: not kept, not wrapped
     assert futures[-1].callbacks == []
-    clock.start_window()
+    clock.open(IDLE)
     for first, second, done, end in ((0.010, 0.012, 0.015, 0.016), (0.030, 0.031, 0.032, 0.040)):
-        clock.begin_step()
+        clock.switch(IDLE, DATA)
         now.t = first
         launch()
         now.t = second
@@ -225,8 +226,8 @@ def test_the_all_reduce_wait_and_time_in_flight_per_step_on_the_host() -> None:
         for future in futures[-2:]:
             assert future.callbacks[0](future) == "bucket"  # the bucket goes back to DDP unchanged
         now.t = end
-        clock.after_backward()
-    times = clock.finish()
+        clock.switch(BACKWARD, OPTIMIZER)
+    times = clock.close()
     assert times.series_ms["comm"] == pytest.approx([4.0, 9.0])  # backward's end less the last launch
     assert times.series_ms["comm_total"] == pytest.approx([5.0, 2.0])  # the launches' spans, joined
     assert times.series_ms["step"] == [1.0, 1.0]
@@ -262,21 +263,21 @@ def test_on_cuda_the_wait_is_timed_between_events_made_before_the_window() -> No
         return made[-1]
 
     timer = CommTimer(cuda=True, event_factory=factory)
-    clock = CommClock(_DeviceMarks(), timer, steps=2, warmup_steps=2)
+    clock = CommTimeline(_DeviceMarks(), timer, steps=2, warmup_steps=2)
     launch = lambda: timer._launch(lambda s, b: _Future(), None, None)  # noqa: E731
     for _ in range(2 * 3):  # two warmup steps of three buckets
         launch()
-    clock.start_window()
+    clock.open(IDLE)
     before = len(made)
     for offset in (0.0, 100.0):
-        clock.begin_step()
+        clock.switch(IDLE, DATA)
         for t in (1.0, 2.0, 3.0):
             at[0] = offset + t
             launch()
         at[0] = offset + 7.5
-        clock.after_backward()
+        clock.switch(BACKWARD, OPTIMIZER)
     assert len(made) == before and timer.unpooled == 0  # no event was made inside the window
-    times = clock.finish()
+    times = clock.close()
     assert times.series_ms["comm"] == [4.5, 4.5] and "comm_total" not in times.series_ms
 
 

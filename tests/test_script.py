@@ -229,7 +229,7 @@ class FakeEvent:
 
 
 def test_the_cuda_timeline_times_device_phases_with_events_and_makes_them_before_the_window() -> None:
-    from perfgate.measure.script_clock import DeviceTimeline
+    from perfgate.measure.timeline import DeviceTimeline
 
     made_at_open: list[int] = []
 
@@ -258,7 +258,7 @@ def test_the_cuda_timeline_times_device_phases_with_events_and_makes_them_before
 
 
 def test_the_cuda_timeline_adds_intervals_by_their_label() -> None:
-    from perfgate.measure.script_clock import BACKWARD, DATA, FORWARD, IDLE, OPTIMIZER, DeviceTimeline
+    from perfgate.measure.timeline import BACKWARD, DATA, FORWARD, IDLE, OPTIMIZER, DeviceTimeline
 
     clock = [0.0]
 

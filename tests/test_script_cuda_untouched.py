@@ -127,7 +127,7 @@ def test_the_sampler_samples_the_gpu_the_script_trains_on() -> None:
     """Read when the window opens: the last warmup loss's device, else the optimizer's."""
     import torch
 
-    from perfgate.measure.script_clock import HostTimeline
+    from perfgate.measure.timeline import HostTimeline
     from perfgate.measure.script_hooks import ScriptHooks
     from perfgate.measure.script_run import script_gpu_index
 

@@ -67,7 +67,7 @@ for epoch in range(100):
 def spy_timelines(marks: Path) -> Any:
     """A timeline factory whose timelines write a file whenever a process other than the
     one that made them switches, marks a boundary or records an event."""
-    from perfgate.measure.script_clock import DeviceTimeline, HostTimeline
+    from perfgate.measure.timeline import DeviceTimeline, HostTimeline
 
     owner = os.getpid()
 
@@ -76,13 +76,22 @@ def spy_timelines(marks: Path) -> Any:
             (marks / f"{os.getpid()}-{what}").write_text(what)
 
     class HostSpy(HostTimeline):
-        def switch(self, old: int, new: int) -> None:
-            note("switch")
-            super().switch(old, new)
+        """The host timeline's switch and boundary are closures set on the instance: wrapped there."""
 
-        def boundary(self, current: int) -> None:
-            note("boundary")
-            super().boundary(current)
+        def __init__(self, steps: int) -> None:
+            super().__init__(steps)
+            switch, boundary = self.switch, self.boundary
+
+            def spy_switch(old: int, new: int) -> None:
+                note("switch")
+                switch(old, new)
+
+            def spy_boundary(current: int, after: int | None = None) -> None:
+                note("boundary")
+                boundary(current, after)
+
+            self.switch = spy_switch  # type: ignore[method-assign]  # the spy on this instance
+            self.boundary = spy_boundary  # type: ignore[method-assign]  # the spy on this instance
 
     class Event:
         def __init__(self) -> None:
@@ -140,19 +149,22 @@ def test_a_process_forked_under_the_hooks_runs_torch_unhooked(tmp_path: Path) ->
     installed (the patches undone in it), and the parent is still hooked."""
     import torch
 
-    from perfgate.measure.script_clock import HostTimeline
+    from perfgate.measure.timeline import HostTimeline
     from perfgate.measure.script_hooks import ScriptHooks, installed
 
     before = torch.nn.Module.__call__
     answer = tmp_path / "child.txt"
     calls: list[tuple[int, int]] = []
 
-    class Spy(HostTimeline):
-        def switch(self, old: int, new: int) -> None:
-            calls.append((old, new))
-            super().switch(old, new)
+    line = HostTimeline(2)
+    inner = line.switch
 
-    hooks = ScriptHooks(Spy(2), warmup_steps=1, steps=2)
+    def spy(old: int, new: int) -> None:
+        calls.append((old, new))
+        inner(old, new)
+
+    line.switch = spy  # type: ignore[method-assign]  # a spy on the instance's switch
+    hooks = ScriptHooks(line, warmup_steps=1, steps=2)
     with installed(hooks):
         assert torch.nn.Module.__call__ is not before
         pid = os.fork()
@@ -188,7 +200,7 @@ def test_cuda_forked_workers_record_no_event_and_the_window_is_device_timed(tmp_
     import torch
 
     from perfgate.measure.loop import _created_event
-    from perfgate.measure.script_clock import DeviceTimeline
+    from perfgate.measure.timeline import DeviceTimeline
     from perfgate.measure.script_job import script_job, script_of
     from perfgate.measure.script_run import run_script_repeat
 

@@ -43,6 +43,7 @@ Pure: no torch, no I/O.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import StrEnum
 from statistics import median
@@ -50,10 +51,8 @@ from statistics import median
 from perfgate.analysis.ranks import COMM, STRAGGLER_SHARE, comm_share, stragglers
 from perfgate.model.result import CLAMP_NOTE_MS, RunResult, finite_number
 from perfgate.model.script import script_path_of
-from perfgate.model.workload import PHASES
+from perfgate.model.workload import COMPUTE_PHASES, PHASE_WORDS, PHASES
 
-PHASE_WORDS = {"data_wait": "the data wait", "h2d": "host-to-device copies", "forward": "forward",
-               "backward": "backward", "optimizer": "the optimizer step"}
 
 WARNING_SHARE = 0.10
 CRITICAL_SHARE = 0.20
@@ -148,7 +147,7 @@ def _shares(result: RunResult) -> dict[str, list[float]]:
         shares = repeat.shares
         out["data_wait"].append(shares["data_wait"])
         out["h2d"].append(shares["h2d"])
-        out["compute"].append(shares["forward"] + shares["backward"] + shares["optimizer"])
+        out["compute"].append(math.fsum(shares[p] for p in COMPUTE_PHASES))
         out["residual"].append(shares["residual"])
     return out
 

@@ -3,9 +3,9 @@
 A run of its own, like a traced run, never inside a measured window: the workload is
 built with the same builder, parameters, torch settings and data as a repeat
 (``loop.apply_torch_settings``, ``loop._check_built``), its warmup steps run exactly as
-a repeat's (``loop._Step`` with the no-op clock), then ``steps`` more steps of the very
-same ``_Step`` run under counting, with a phase clock whose marks (the ones the timed
-loop uses) move the counters from one phase to the next. What is counted, and where
+a repeat's (``loop._Step`` through the no-op timeline), then ``steps`` more steps of the
+very same ``_Step`` run under counting, through a timeline whose switches (the ones the
+timed loop makes) move the counters from one phase to the next. What is counted, and where
 it comes from, is described in :mod:`perfgate.analysis.counters`, which holds the data; the
 counted run only touches torch:
 
@@ -218,7 +218,8 @@ def count_workload(
 
     compile_at_start = _dynamo_state()
 
-    from perfgate.measure.loop import _fail, _NoClock
+    from perfgate.measure.loop import _fail
+    from perfgate.measure.timeline import NO_TIMELINE
 
     cuda = device == "cuda"
     needed = 2 * steps if cuda else steps  # CUDA counts in two passes
@@ -229,9 +230,8 @@ def count_workload(
     stage = "the warmup"
     try:
         step = training_step(built, device, run_params)
-        warmup = _NoClock()
         for i in range(run_params.warmup_steps):
-            value = float(step(warmup).detach().float().item())
+            value = float(step(NO_TIMELINE).detach().float().item())
             if not math.isfinite(value):
                 raise WorkloadError(f"{name}: loss is non-finite ({value}) at warmup step {i}")
         sync()

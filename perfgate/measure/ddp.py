@@ -3,7 +3,7 @@
 A repeat with ``nproc_per_node`` > 1 runs its ranks under ``torch.distributed.run``
 (:mod:`perfgate.measure.distributed`); each rank runs the ordinary repeat
 (:func:`perfgate.measure.loop.run_repeat`) with the model wrapped here in
-DistributedDataParallel and the phase clock wrapped in a :class:`CommClock`.
+DistributedDataParallel and the timeline wrapped in a :class:`CommTimeline`.
 
 What the all-reduce costs is recorded per step by a DDP communication hook
 (:class:`CommTimer`) that launches each gradient bucket's all-reduce exactly as DDP's
@@ -19,7 +19,7 @@ event completes when the stream has computed that bucket's gradients, backward's
 the stream has waited for the all-reduce (DDP's final wait makes it), so ``comm`` is
 device time like the phases. ``comm_total`` is not recorded there: NCCL runs on its own
 stream, which no event on the current stream times. The CUDA path has not been run on a
-GPU at the time of writing; it is built to the same construction as the phase clock.
+GPU at the time of writing; it is built to the same construction as the timeline.
 
 DDP is made without the buffer sync per forward (``forward_sync_buffers=False``, before
 torch 2.14 ``broadcast_buffers=False``): the default broadcasts BatchNorm's running
@@ -40,7 +40,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from perfgate.measure.clock import PhaseClock, WindowTimes
+from perfgate.measure.timeline import BACKWARD, DATA, Timeline, WindowTimes
 from perfgate.model.errors import UsageError, WorkloadError
 
 
@@ -160,7 +160,7 @@ class CommTimer:
 
     def arm(self, steps: int, warmup_steps: int) -> None:
         """Keep what follows. On CUDA, make the window's events now: per step one per bucket
-        seen in a warmup step, one for backward's end (:class:`CommClock`) and two spare, so
+        seen in a warmup step, one for backward's end (:class:`CommTimeline`) and two spare, so
         none is made inside the window."""
         if self.cuda and self._event_factory is not None:
             per_step = math.ceil(self._warm_launches / max(1, warmup_steps)) + 3
@@ -183,48 +183,41 @@ def _union_ms(intervals: list[tuple[float, float]]) -> float:
     return total * 1e3
 
 
-class CommClock:
-    """A phase clock that also notes backward's end for the all-reduce timing.
+class CommTimeline:
+    """A timeline that also notes backward's end for the all-reduce timing.
 
-    The marks are the wrapped clock's; ``begin_step`` starts the timer's step and
-    ``after_backward`` takes the timer's :meth:`~CommTimer.stamp` (the time on the CPU, an
-    event on CUDA) right after the wrapped clock's own mark. ``finish`` adds ``comm`` (and
-    ``comm_total`` on the CPU).
+    The switches are the wrapped timeline's; entering the data wait starts the timer's step
+    and leaving backward takes the timer's :meth:`~CommTimer.stamp` (the time on the CPU, an
+    event on CUDA) right after the wrapped timeline's own switch. ``close`` adds ``comm``
+    (and ``comm_total`` on the CPU). Used for a window only (warmup runs the bare timeline).
     """
 
-    def __init__(self, clock: PhaseClock, timer: CommTimer, *, steps: int, warmup_steps: int) -> None:
-        self._clock = clock
+    def __init__(self, timeline: Timeline, timer: CommTimer, *, steps: int, warmup_steps: int) -> None:
+        self._timeline = timeline
         self._timer = timer
         self._steps = steps
         self._warmup_steps = warmup_steps
-        self.timing = clock.timing
-        self.after_data = clock.after_data
-        self.after_h2d = clock.after_h2d
-        self.after_forward = clock.after_forward
-        self.after_optimizer = clock.after_optimizer
-        self.end_window = clock.end_window
+        self.timing = timeline.timing
+        self.boundary = timeline.boundary
         self._ends: list[Any] = []
         ends = self._ends.append
-        inner_begin, inner_backward, next_step, mark_end = clock.begin_step, clock.after_backward, \
-            timer.next_step, timer.stamp
+        inner_switch, next_step, mark_end = timeline.switch, timer.next_step, timer.stamp
 
-        def begin_step() -> None:
-            next_step()
-            inner_begin()
+        def switch(old: int, new: int) -> None:
+            if new == DATA:
+                next_step()
+            inner_switch(old, new)
+            if old == BACKWARD:
+                ends(mark_end())
 
-        def after_backward() -> None:
-            inner_backward()
-            ends(mark_end())
+        self.switch = switch
 
-        self.begin_step = begin_step
-        self.after_backward = after_backward
-
-    def start_window(self) -> None:
+    def open(self, current: int) -> None:
         self._timer.arm(self._steps, self._warmup_steps)
-        self._clock.start_window()
+        self._timeline.open(current)
 
-    def finish(self) -> WindowTimes:
-        times = self._clock.finish()
+    def close(self) -> WindowTimes:
+        times = self._timeline.close()
         steps = self._timer.steps
         if len(steps) != self._steps or len(self._ends) != self._steps:
             raise RuntimeError(f"all-reduce timing: {len(steps)} steps and {len(self._ends)} backward ends "

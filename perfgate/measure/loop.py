@@ -1,7 +1,8 @@
 """One repeat, in the current process: build, warm up, measure a synchronised window.
 
 This is the only place the training step is run. Warmup and the window run the same
-step in the same loop; only the clock differs (a no-op clock for warmup). Nothing
+step in the same loop through the same timeline (``perfgate.measure.timeline``), opened
+when warmup ends: it records only inside the window. Nothing
 synchronises per step in either: the losses stay on the device and are read once, at
 the end of warmup and after the window (together with the CUDA events), so the host runs
 ahead of the device in warmup as it does in the window.
@@ -27,14 +28,25 @@ import torch
 
 from perfgate.analysis.diagnose import BLOCKING_COPY_SYNC, GRAD_SCALER_SYNC
 from perfgate.measure import telemetry_host
-from perfgate.measure.clock import DeviceClock, HostClock, PhaseClock, WindowTimes
+from perfgate.measure.timeline import (
+    BACKWARD,
+    DATA,
+    FORWARD,
+    H2D,
+    IDLE,
+    OPTIMIZER,
+    DeviceTimeline,
+    HostTimeline,
+    InjectingTimeline,
+    Timeline,
+    WindowTimes,
+)
 from perfgate.measure.telemetry import TelemetrySampler
 from perfgate.measure.template import process_start
 from perfgate.model.errors import PerfgateError, WorkloadError
 from perfgate.model.result import RepeatResult
 from perfgate.model.workload import (
     HOST_PHASES,
-    PHASE_END,
     BuildContext,
     Built,
     DataSource,
@@ -42,18 +54,6 @@ from perfgate.model.workload import (
     Workload,
     check_device_params,
 )
-
-
-class _NoClock:
-    """Warmup: the same step, no bookkeeping."""
-
-    timing = "none"
-
-    def _noop(self) -> None:
-        return None
-
-    start_window = begin_step = after_data = after_h2d = _noop
-    after_forward = after_backward = after_optimizer = end_window = _noop
 
 
 def apply_torch_settings(params: Params, device: str) -> dict[str, Any]:
@@ -205,37 +205,40 @@ class _Step:
             return {k: self._move(v) for k, v in value.items()}
         return value
 
-    def __call__(self, clock: PhaseClock) -> torch.Tensor:
-        clock.begin_step()
+    def __call__(self, timeline: Timeline) -> torch.Tensor:
+        """One step, telling ``timeline`` each switch of phase and the boundary at its end
+        (six calls: see ``perfgate.measure.timeline``)."""
+        switch = timeline.switch
+        switch(IDLE, DATA)
         try:
             inputs, targets = next(self.iterator)
         except StopIteration:
             inputs, targets = self._restart()
-        clock.after_data()
+        switch(DATA, H2D)
         move = self.move
         if move is not None:
             inputs = move(inputs)
             targets = move(targets)
-        clock.after_h2d()
+        switch(H2D, FORWARD)
         autocast = self.autocast
         if autocast is None:
             loss = self.loss_fn(self.model(inputs), targets)
         else:
             with autocast:
                 loss = self.loss_fn(self.model(inputs), targets)
-        clock.after_forward()
+        switch(FORWARD, BACKWARD)
         scaler = self.scaler
         if scaler is None:
             loss.backward()
-            clock.after_backward()
+            switch(BACKWARD, OPTIMIZER)
             self.optimizer.step()
         else:
             scaler.scale(loss).backward()
-            clock.after_backward()
+            switch(BACKWARD, OPTIMIZER)
             scaler.step(self.optimizer)
             scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
-        clock.after_optimizer()
+        timeline.boundary(OPTIMIZER, IDLE)
         return loss
 
     def synchronizes(self, pinned: bool) -> list[str]:
@@ -253,15 +256,12 @@ class _Step:
         return found
 
 
-_NO_CLOCK = _NoClock()
-
-
-def drive(step: Callable[[PhaseClock], torch.Tensor], clock: PhaseClock, steps: int) -> list[torch.Tensor]:
+def drive(step: Callable[[Timeline], torch.Tensor], timeline: Timeline, steps: int) -> list[torch.Tensor]:
     """Run ``steps`` steps, keeping each loss on the device: the loop of warmup and window alike."""
     losses: list[torch.Tensor] = []
     keep = losses.append
     for _ in range(steps):
-        keep(step(clock).detach())
+        keep(step(timeline).detach())
     return losses
 
 
@@ -270,13 +270,15 @@ def loss_values(losses: list[torch.Tensor]) -> list[float]:
     return torch.stack(losses).float().cpu().tolist() if losses else []
 
 
-def warm_up(step: Callable[[PhaseClock], torch.Tensor], steps: int, synchronize: Callable[[], None]) -> None:
-    """Warmup runs like the window: no synchronisation per step, one check of the losses at its end.
+def warm_up(step: Callable[[Timeline], torch.Tensor], timeline: Timeline, steps: int,
+            synchronize: Callable[[], None]) -> None:
+    """Warmup runs like the window, through the timeline not yet opened (on CUDA it learns how
+    many events a step records): no synchronisation per step, one check of the losses at its end.
 
     A per-step read of the loss would keep the host in lockstep with the device, and the
     window would be the first time the host runs ahead.
     """
-    losses = drive(step, _NO_CLOCK, steps)
+    losses = drive(step, timeline, steps)
     synchronize()
     values = loss_values(losses)
     bad = _first_non_finite(values)
@@ -285,29 +287,29 @@ def warm_up(step: Callable[[PhaseClock], torch.Tensor], steps: int, synchronize:
 
 
 def measure_window(
-    step: Callable[[PhaseClock], torch.Tensor],
-    clock: PhaseClock,
+    step: Callable[[Timeline], torch.Tensor],
+    timeline: Timeline,
     steps: int,
     *,
     on_open: Callable[[], None] = lambda: None,
     on_close: Callable[[], None] = lambda: None,
     guard: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
 ) -> tuple[WindowTimes, list[float]]:
-    """The measured window: ``steps`` steps with nothing synchronising between the clock's
-    opening and its ``end_window`` (on CUDA the closing synchronisation), then the events
-    and the losses are read.
+    """The measured window: the timeline opens (on CUDA a synchronisation ends what came
+    before), ``steps`` steps run with nothing synchronising, and ``close`` (on CUDA the
+    closing synchronisation) returns the per-step series; then the losses are read.
 
     ``on_open`` runs just before the window opens (peak memory reset, sampler start),
     ``on_close`` just after it closed; ``guard`` wraps the steps and nothing else (the
     sync debug mode, in the CUDA tests).
     """
     on_open()
+    timeline.open(IDLE)
     with guard():
-        clock.start_window()
-        losses = drive(step, clock, steps)
-    clock.end_window()
+        losses = drive(step, timeline, steps)
+    times = timeline.close()
     on_close()
-    return clock.finish(), loss_values(losses)
+    return times, loss_values(losses)
 
 
 def sync_debug_error() -> contextlib.AbstractContextManager[None]:
@@ -323,10 +325,6 @@ def sync_debug_error() -> contextlib.AbstractContextManager[None]:
             torch.cuda.set_sync_debug_mode(before)
 
     return mode()
-
-
-# PHASE_END (the mark that closes each phase: an injected delay runs just before it) and
-# HOST_PHASES come from perfgate.model.workload, beside PHASES.
 
 
 def host_delay(ms: float, now: Callable[[], float] = time.perf_counter) -> Callable[[], None]:
@@ -383,42 +381,33 @@ def device_delay(ms: float) -> Callable[[], None]:
     return lambda: sleep(cycles)
 
 
-def _then(delay: Callable[[], None], mark: Callable[[], None]) -> Callable[[], None]:
-    def delayed_mark() -> None:
-        delay()
-        mark()
-
-    return delayed_mark
-
-
-class InjectingClock:
-    """A phase clock that lengthens named phases by a fixed delay per step (``perfgate selftest``).
-
-    Each delay runs just before the mark that closes its phase, so it falls inside that
-    phase's marks and nowhere else. Phases without a delay call the wrapped clock's own
-    marks directly. Only ever used when an injection was asked for: a normal repeat
-    measures with the bare clock, so the injection costs it nothing.
-    """
-
-    def __init__(self, clock: PhaseClock, delays: Mapping[str, Callable[[], None]]) -> None:
-        unknown = set(delays) - set(PHASE_END)
-        if unknown:
-            raise ValueError(f"cannot inject into {sorted(unknown)}; phases: {', '.join(PHASE_END)}")
-        self.timing = clock.timing
-        self.start_window = clock.start_window
-        self.begin_step = clock.begin_step
-        self.end_window = clock.end_window
-        self.finish = clock.finish
-        for phase, mark in PHASE_END.items():
-            inner = getattr(clock, mark)
-            delay = delays.get(phase)
-            setattr(self, mark, inner if delay is None else _then(delay, inner))
-
-
 def injection_delays(inject_ms: Mapping[str, float], device: str) -> dict[str, Callable[[], None]]:
-    """The delay of each injected phase: on the host, or on the GPU for a CUDA device phase."""
-    return {phase: device_delay(ms) if device == "cuda" and phase not in HOST_PHASES else host_delay(ms)
-            for phase, ms in inject_ms.items() if ms > 0}
+    """The delay of each injected phase: on the host, or on the GPU for a CUDA device phase.
+
+    A GPU delay is made at its first use (it measures the GPU's sleep rate): a script
+    decides when CUDA is initialised, and nothing may touch CUDA before its first line.
+    """
+    def delay(phase: str, ms: float) -> Callable[[], None]:
+        if device != "cuda" or phase in HOST_PHASES:
+            return host_delay(ms)
+        made: list[Callable[[], None]] = []
+
+        def first_use() -> None:
+            if not made:
+                made.append(device_delay(ms))
+            made[0]()
+
+        return first_use
+
+    return {phase: delay(phase, ms) for phase, ms in inject_ms.items() if ms > 0}
+
+
+def make_timeline(device: str, steps: int) -> HostTimeline | DeviceTimeline:
+    """The timeline of a repeat on ``device``: CUDA events on CUDA, the host clock on the CPU."""
+    if device == "cuda":
+        return DeviceTimeline(steps, _created_event, synchronize=torch.cuda.synchronize,
+                              current_stream=torch.cuda.current_stream)
+    return HostTimeline(steps)
 
 
 def _created_event() -> Any:
@@ -476,7 +465,7 @@ def run_repeat(
     """Build ``workload`` and measure one repeat on ``device``; raises WorkloadError.
 
     ``inject_ms`` (``perfgate selftest`` only): milliseconds added per measured step
-    inside each named phase (see :class:`InjectingClock`). ``sync_check`` (CUDA): the
+    inside each named phase (see :class:`perfgate.measure.timeline.InjectingTimeline`). ``sync_check`` (CUDA): the
     steps of the window run under ``torch.cuda.set_sync_debug_mode("error")``, so a
     synchronisation inside the window fails the repeat. ``rank`` (a
     :class:`perfgate.measure.ddp.Rank`, in a distributed repeat's rank): the model runs in
@@ -521,22 +510,18 @@ def run_repeat(
             timer = ddp.CommTimer(cuda=cuda, event_factory=_created_event if cuda else None)
             built.model = ddp.wrap(built.model, device, rank, timer)
         step = _Step(built, torch_device, params)
-        warm_up(step, params.warmup_steps, sync)
+        timeline = make_timeline(device, params.steps)
+        warm_up(step, timeline, params.warmup_steps, sync)
 
-        def new_clock() -> PhaseClock:
-            clock: PhaseClock
-            if cuda:
-                clock = DeviceClock(params.steps, _created_event, synchronize=torch.cuda.synchronize,
-                                    current_stream=torch.cuda.current_stream)
-            else:
-                clock = HostClock(params.steps)
+        def window_timeline() -> Timeline:
+            measured: Timeline = timeline
             if timer is not None:
-                from perfgate.measure.ddp import CommClock
+                from perfgate.measure.ddp import CommTimeline
 
-                clock = CommClock(clock, timer, steps=params.steps, warmup_steps=params.warmup_steps)
+                measured = CommTimeline(measured, timer, steps=params.steps, warmup_steps=params.warmup_steps)
             if inject_ms:
-                clock = InjectingClock(clock, injection_delays(inject_ms, device))
-            return clock
+                measured = InjectingTimeline(measured, injection_delays(inject_ms, device))
+            return measured
 
         # In a distributed repeat rank 0 samples for all: the launcher's tree holds every rank.
         sampler = (TelemetrySampler(device, root_pid=os.getppid() if rank is not None else None)
@@ -556,8 +541,7 @@ def run_repeat(
         parts: list[WindowTimes] = []
         losses = []
         for window in range(windows):
-            clock = new_clock()
-            times, window_losses = measure_window(step, clock, params.steps,
+            times, window_losses = measure_window(step, window_timeline(), params.steps,
                                                   on_open=on_open if window == 0 else (lambda: None),
                                                   on_close=on_close if window == windows - 1 else (lambda: None),
                                                   guard=guard)
@@ -588,7 +572,7 @@ def run_repeat(
     repeat = RepeatResult(
         index=index,
         started_at=started_at,
-        timing=clock.timing,
+        timing=timeline.timing,
         window_s=times.window_s,
         phases_ms={k: tuple(v) for k, v in times.series_ms.items()},
         samples_per_s=samples_per_s,
@@ -602,6 +586,7 @@ def run_repeat(
         telemetry=sampler.summary() if sampler is not None else None,
         windows=windows,
     )
+    assert isinstance(built.data, DataSource)  # _check_built refused anything else
     return repeat, built.data
 
 
@@ -615,10 +600,10 @@ def join_windows(parts: list[WindowTimes]) -> WindowTimes:
     if any(set(p.series_ms) != names for p in parts):
         raise WorkloadError("the windows of one repeat recorded different series")
     series = {name: [v for p in parts for v in p.series_ms[name]] for name in parts[0].series_ms}
-    ratios = [p.device_window_ratio for p in parts]
     window_s = math.fsum(p.window_s for p in parts)
-    ratio = (math.fsum(r * p.window_s for r, p in zip(ratios, parts)) / window_s
-             if all(r is not None for r in ratios) else None)  # type: ignore[operator]
+    ratios = [(p.device_window_ratio, p.window_s) for p in parts]
+    ratio = (math.fsum(r * s for r, s in ratios if r is not None) / window_s
+             if all(r is not None for r, _ in ratios) else None)
     return WindowTimes(series, window_s, ratio, clamps=tuple(c for p in parts for c in p.clamps))
 
 

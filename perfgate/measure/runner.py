@@ -254,7 +254,7 @@ def assemble(job: Job, device: str, responses: list[dict[str, Any]],
         raise WorkloadError(f"{name}: the data changed between repeats ({len(hashes)} different content hashes)")
     repeats: list[RepeatResult] = [repeat_from_dict(r["repeat"], f"repeat {i}") for i, r in enumerate(responses)]
     if blocks is not None:
-        repeats = [dataclasses.replace(r, index=i, block=b) for i, (r, b) in enumerate(zip(repeats, blocks))]
+        repeats = [dataclasses.replace(r, index=i, block=b) for i, (r, b) in enumerate(zip(repeats, blocks, strict=True))]
     params = job.params.to_dict()
     if job.script is not None:
         params.update(script_measured_params(repeats))

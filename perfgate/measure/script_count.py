@@ -47,7 +47,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 from perfgate.measure.child import flush_output, serve
-from perfgate.measure.clock import WindowTimes
 from perfgate.measure.counters import (
     COMPILED_EAGER_NOTE_CPU,
     SYNC_SOURCE_CPU,
@@ -58,7 +57,8 @@ from perfgate.measure.counters import (
     phase_counters,
 )
 from perfgate.measure.counting import GLOBAL_HOOKS_WARNING, CountingClock, Counts, op_counter, sync_warnings
-from perfgate.measure.script_clock import IDLE
+from perfgate.measure.timeline import PHASE_OF as _PHASE_OF
+from perfgate.measure.timeline import WindowTimes
 from perfgate.model.counters import CounterError, CounterSet
 from perfgate.model.errors import UsageError, WorkloadError
 from perfgate.model.script import SCRIPT_VERSION, Script
@@ -66,10 +66,6 @@ from perfgate.model.version import __version__
 from perfgate.model.workload import PHASES, Params, check_device_params
 
 _MODULE = "perfgate.measure.script_count"
-
-_PHASE_OF = (*PHASES, None)
-"""The hooks' phase indices (``script_clock``: the PHASES order, then IDLE) as the counting clock's phases."""
-assert len(_PHASE_OF) == IDLE + 1 and _PHASE_OF[IDLE] is None
 
 SCRIPT_STEPS_NOTE = ("script: the steps counted are the script's own optimizer steps (from the end of one "
                      "optimizer step to the end of the next); its calls outside every phase (after the optimizer "
@@ -136,7 +132,7 @@ class CountingTimeline:
         except Exception as exc:  # noqa: BLE001 - the counting's failure, not the script's
             self._failed("entering the counting modes", exc)
 
-    def boundary(self, current: int) -> None:
+    def boundary(self, current: int, after: int | None = None) -> None:
         if self.clock is not None:
             self.counted_steps += 1
 

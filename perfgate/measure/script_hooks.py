@@ -73,8 +73,17 @@ from torch.optim.optimizer import register_optimizer_step_post_hook, register_op
 from torch.utils.data import DataLoader
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
-from perfgate.measure.clock import WindowTimes
-from perfgate.measure.script_clock import BACKWARD, DATA, FORWARD, H2D, IDLE, OPTIMIZER, DeviceTimeline, HostTimeline
+from perfgate.measure.timeline import (
+    BACKWARD,
+    DATA,
+    FORWARD,
+    H2D,
+    IDLE,
+    NO_TIMELINE,
+    OPTIMIZER,
+    Timeline,
+    WindowTimes,
+)
 
 MAX_BATCHES_WITHOUT_STEP = 1000
 """DataLoader batches without any optimizer step before a script is stopped as one perfgate cannot time."""
@@ -136,7 +145,7 @@ class ScriptHooks:
     closed. ``device_type`` is the device whose autocast state is the step's precision.
     """
 
-    def __init__(self, timeline: HostTimeline | DeviceTimeline, *, warmup_steps: int, steps: int,
+    def __init__(self, timeline: Timeline, *, warmup_steps: int, steps: int,
                  on_open: Callable[[], None] = lambda: None, on_close: Callable[[], None] = lambda: None,
                  max_batches_without_step: int = MAX_BATCHES_WITHOUT_STEP, device_type: str = "cpu") -> None:
         if warmup_steps < 1 or steps < 1:
@@ -273,8 +282,8 @@ class ScriptHooks:
         if not self.precisions:
             return {}
         seen = dict(sorted(self.precisions.items(), key=lambda kv: -kv[1]))
-        out: dict[str, Any] = {"precision": next(iter(seen)), "precision_from": max(self.precision_from,
-                                                                                   key=self.precision_from.get)}
+        out: dict[str, Any] = {"precision": next(iter(seen)), "precision_from": max(
+            self.precision_from, key=lambda name: self.precision_from[name])}
         if len(seen) > 1:
             out["precisions_seen"] = seen
         return out
@@ -551,7 +560,8 @@ def installed(h: ScriptHooks) -> Iterator[ScriptHooks]:
                 continue
             adopted.add(module_name)
             closure_type = getattr(module, "Closure", None)
-            if isinstance(closure_type, type) and callable(getattr(closure_type, "__call__", None)):
+            # a class that defines __call__ itself (any class is callable through its metaclass)
+            if isinstance(closure_type, type) and any("__call__" in vars(k) for k in closure_type.__mro__[:-1]):
                 stack.enter_context(_patched(closure_type, "__call__", training_step(closure_type.__call__)))
 
     def step_pre(optimizer: Any, args: Any, kwargs: Any) -> tuple[Any, Any] | None:
@@ -627,22 +637,6 @@ def installed(h: ScriptHooks) -> Iterator[ScriptHooks]:
         yield h
 
 
-class _Disarmed:
-    """The timeline of hooks in a forked child: every mark does nothing."""
-
-    def switch(self, old: int, new: int) -> None:
-        return None
-
-    def open(self, current: int) -> None:
-        return None
-
-    def boundary(self, current: int) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
-
-
 _INSTALLED: list[Callable[[], None]] = []
 """Per :func:`installed` running in this process (innermost last), what disarms it in a forked child."""
 
@@ -654,9 +648,8 @@ def _disarmer(h: ScriptHooks, stack: contextlib.ExitStack) -> Callable[[], None]
     torch as it was before the hooks."""
 
     def disarm() -> None:
-        nothing = _Disarmed()
-        h.timeline = nothing
-        h.switch = nothing.switch
+        h.timeline = NO_TIMELINE
+        h.switch = NO_TIMELINE.switch
         h.on_open = h.on_close = lambda: None
         h.forked = True
         stack.close()

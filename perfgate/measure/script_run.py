@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import runpy
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,15 +27,16 @@ import torch
 
 from perfgate.measure.child import flush_output
 from perfgate.measure.loop import (
-    _created_event,
     _first_non_finite,
     _loader_settings,
     _PeakMemory,
     apply_torch_settings,
     clamp_record,
+    injection_delays,
+    make_timeline,
     torch_settings_in_effect,
 )
-from perfgate.measure.script_clock import DeviceTimeline, HostTimeline
+from perfgate.measure.timeline import InjectingTimeline, Timeline
 from perfgate.measure.script_hooks import (
     COUNTS,
     SAMPLES,
@@ -142,13 +143,6 @@ def script_gpu_index(hooks: ScriptHooks) -> int | None:
     return None
 
 
-def make_timeline(device: str, steps: int) -> HostTimeline | DeviceTimeline:
-    if device == "cuda":
-        return DeviceTimeline(steps, _created_event, synchronize=torch.cuda.synchronize,
-                              current_stream=torch.cuda.current_stream)
-    return HostTimeline(steps)
-
-
 def run_script_repeat(
     script: Script,
     params: Params,
@@ -158,10 +152,15 @@ def run_script_repeat(
     index: int,
     telemetry: bool = True,
     argv0: str | None = None,
-    timeline: Callable[[str, int], HostTimeline | DeviceTimeline] = make_timeline,
+    timeline: Callable[[str, int], Timeline] = make_timeline,
+    inject_ms: Mapping[str, float] | None = None,
 ) -> tuple[RepeatResult, dict[str, Any]]:
     """Run ``script`` once under the hooks and measure its window; raises WorkloadError
-    (one line: what the script did, how many steps it got)."""
+    (one line: what the script did, how many steps it got).
+
+    ``inject_ms`` (``perfgate selftest``): milliseconds added inside each named phase each
+    time the script leaves it (:class:`perfgate.measure.timeline.InjectingTimeline`), as for
+    a workload."""
     check_device_params(params, device, workload=name)
     shown = untrusted(script.shown)
     started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
@@ -173,6 +172,8 @@ def run_script_repeat(
     apply_torch_settings(params, device)
     peak = _PeakMemory(device)
     line = timeline(device, params.steps)
+    if inject_ms:
+        line = InjectingTimeline(line, injection_delays(inject_ms, device))
     sampling: list[TelemetrySampler] = []
 
     def on_open() -> None:

@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.measure.child import flush_output, serve
-from perfgate.measure.clock import WindowTimes
+from perfgate.measure.timeline import PHASE_OF as _RANGE_OF
+from perfgate.measure.timeline import WindowTimes
 from perfgate.measure.loop import apply_torch_settings
 from perfgate.measure.script_hooks import ScriptHooks, ScriptStop
 from perfgate.measure.script_run import _why_unmeasured, run_under_hooks, untrusted
@@ -60,8 +61,6 @@ from perfgate.model.trace import PhaseOperators, TraceSchedule
 from perfgate.model.workload import PHASES, Params, check_device_params
 from perfgate.store.traces import TraceResult
 
-_RANGE_OF = (*PHASES, None)
-"""Per phase index (``script_clock``: DATA ... OPTIMIZER, then IDLE), the range it opens."""
 
 
 class StepsOfRanges:
@@ -110,9 +109,12 @@ class StepsOfRanges:
                 continue
             wall: dict[tuple[int, int], float] = {}
             ops: dict[tuple[int, int], float] = {}
-            for key, w, o in zip(keys, phase.wall_us_per_step, phase.operator_self_cpu_us_per_step):
+            for key, w in zip(keys, phase.wall_us_per_step, strict=True):
                 wall[key] = wall.get(key, 0.0) + w
-                ops[key] = ops.get(key, 0.0) + o
+            # the operators' series may be absent (empty); then it stays so, the wall series summed alone
+            if len(phase.operator_self_cpu_us_per_step) == len(keys):
+                for key, o in zip(keys, phase.operator_self_cpu_us_per_step, strict=True):
+                    ops[key] = ops.get(key, 0.0) + o
             out[name] = dataclasses.replace(
                 phase, ranges=len(wall), wall_us_per_step=tuple(round(v, 3) for v in wall.values()),
                 operator_self_cpu_us_per_step=tuple(round(v, 3) for v in ops.values()))
@@ -121,7 +123,7 @@ class StepsOfRanges:
 
 class ProfiledTimeline:
     """A script's timeline that profiles instead of timing (the interface of
-    :class:`~perfgate.measure.script_clock.HostTimeline`).
+    :class:`~perfgate.measure.timeline.HostTimeline`).
 
     ``open`` (warmup is over) enters the profiler and the range of the phase running then;
     ``switch`` moves the range to the new phase; ``boundary`` closes the range, synchronises
@@ -171,7 +173,7 @@ class ProfiledTimeline:
         except Exception as exc:  # noqa: BLE001
             raise self._failed(exc) from None
 
-    def boundary(self, current: int) -> None:
+    def boundary(self, current: int, after: int | None = None) -> None:
         ranges, prof = self._ranges, self._prof
         if ranges is None or prof is None:  # a warmup step's end
             return

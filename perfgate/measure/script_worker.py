@@ -65,6 +65,7 @@ def _measure(request: dict[str, Any]) -> dict[str, Any]:
         index=request["index"],
         telemetry=request.get("telemetry", True),
         argv0=_argv0(script),
+        inject_ms=request.get("inject_ms"),
     )
     return answer(request, repeat, data)
 

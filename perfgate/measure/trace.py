@@ -62,6 +62,7 @@ from perfgate.model.trace import (
     TraceError,
     TraceSchedule,
 )
+from perfgate.measure.timeline import NO_TIMELINE, PHASE_OF, WindowTimes
 from perfgate.model.version import __version__
 from perfgate.model.workload import PHASES, Params, Workload
 from perfgate.store.traces import TraceOutcome, TraceResult, render_operator_table, save_operator_table
@@ -139,36 +140,35 @@ def _clear_strict(directory: Path) -> None:
 
 
 class PhaseMarks:
-    """The loop's six clock marks as "enter this phase" (None: after the optimizer, no phase).
+    """A timeline (``perfgate.measure.timeline``) that only says which phase runs: each switch
+    and boundary is "enter this phase" (None: IDLE, no phase); nothing is timed.
 
     A subclass says what entering a phase does: the traced run opens a profiler range, the
     counted run attributes its counts.
     """
 
+    timing = "marks"
+
     def enter(self, phase: str | None) -> None:
         raise NotImplementedError
 
-    def begin_step(self) -> None:
-        self.enter("data_wait")
+    def switch(self, old: int, new: int) -> None:
+        self.enter(PHASE_OF[new])
 
-    def after_data(self) -> None:
-        self.enter("h2d")
+    def boundary(self, current: int, after: int | None = None) -> None:
+        if after is not None and after != current:
+            self.enter(PHASE_OF[after])
 
-    def after_h2d(self) -> None:
-        self.enter("forward")
+    def open(self, current: int) -> None:
+        return None
 
-    def after_forward(self) -> None:
-        self.enter("backward")
-
-    def after_backward(self) -> None:
-        self.enter("optimizer")
-
-    def after_optimizer(self) -> None:
+    def close(self) -> WindowTimes:
         self.enter(None)
+        return WindowTimes({}, 0.0)
 
 
 class PhaseRanges(PhaseMarks):
-    """A phase clock whose marks open and close one ``record_function`` range per phase."""
+    """Phase marks that open and close one ``record_function`` range per phase."""
 
     timing = "profiler"
 
@@ -184,9 +184,6 @@ class PhaseRanges(PhaseMarks):
             scope = self._record_function(phase)
             scope.__enter__()
             self._open = scope
-
-    def close(self) -> None:
-        self.enter(None)
 
 
 class _Collector:
@@ -388,12 +385,11 @@ def trace_workload(
     run_params = dataclasses.replace(params, steps=max(2, schedule.steps))
 
     def run(profiling: Profiling) -> None:
-        from perfgate.measure.loop import _NoClock
 
         built = build_workload(workload, run_params, device, data_root=data_root, cache_dir=cache_dir)
         step = training_step(built, device, run_params)
         for _ in range(params.warmup_steps):
-            step(_NoClock())
+            step(NO_TIMELINE)
         profiling.sync()
         clock = profiling.ranges()
         with profiling.profile() as prof:

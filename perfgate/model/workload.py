@@ -23,15 +23,45 @@ Scalar = bool | int | float | str
 PRECISIONS = ("fp32", "bf16", "fp16")
 MEMORY_FORMATS = ("contiguous", "channels_last")
 DEVICES = ("cpu", "cuda")
-PHASES = ("data_wait", "h2d", "forward", "backward", "optimizer")
-"""The timed phases of a step, in order: the one list every part of perfgate follows (the
-clocks' marks, the script clock, the results, the diagnosis, the tables and the counters);
-``step`` is the time start to start (on CUDA between the steps' begin events, on the device)."""
-PHASE_END = dict(zip(PHASES, ("after_data", "after_h2d", "after_forward", "after_backward", "after_optimizer")))
-"""The clock mark (``perfgate.measure.clock.PhaseClock``) that closes each phase."""
-HOST_PHASES = frozenset({"data_wait"})
-"""Phases that work on host tensors on every device: timed on the host clock beside the
-device's events, and their aten calls launch no kernels and wait for no device."""
+@dataclass(frozen=True)
+class Phase:
+    """One timed phase of a step: a row of :data:`PHASE_TABLE`.
+
+    Adding a phase is a row here, the code that switches into it (the workload's step in
+    ``perfgate.measure.loop``, the script hooks), and the stored formats' migrations; the
+    timelines, the results, the diagnosis, the tables, the counters and the traces follow
+    this table.
+    """
+
+    name: str
+    """The series' key in results and baselines, the trace's ``record_function`` range."""
+    words: str
+    """How a sentence of the diagnosis names it ("the data wait")."""
+    header: str
+    """Its column in the per-rank table."""
+    host: bool = False
+    """Works on host tensors on every device: timed on the host clock beside the device's
+    events; its aten calls launch no kernels and wait for no device."""
+    compute: bool = False
+    """Counted in the compute share (COMPUTE-BOUND: forward + backward + optimizer)."""
+
+
+PHASE_TABLE = (
+    Phase("data_wait", "the data wait", "data_wait", host=True),
+    Phase("h2d", "host-to-device copies", "h2d"),
+    Phase("forward", "forward", "forward", compute=True),
+    Phase("backward", "backward", "backward", compute=True),
+    Phase("optimizer", "the optimizer step", "optimizer", compute=True),
+)
+"""The timed phases of a step, in the order a step runs them; a phase's index here is its
+slot in the timelines (``perfgate.measure.timeline``)."""
+PHASES = tuple(p.name for p in PHASE_TABLE)
+"""The phases' names, in order: the one list every part of perfgate follows; ``step`` is
+the time boundary to boundary (on CUDA between the steps' boundary events, on the device)."""
+PHASE_WORDS = MappingProxyType({p.name: p.words for p in PHASE_TABLE})
+HOST_PHASES = frozenset(p.name for p in PHASE_TABLE if p.host)
+"""Phases that work on host tensors on every device."""
+COMPUTE_PHASES = tuple(p.name for p in PHASE_TABLE if p.compute)
 
 DEFAULT_WARMUP_STEPS = 10
 """Warmup steps when a workload does not say: enough on CUDA for cuDNN's autotuning, the

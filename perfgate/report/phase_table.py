@@ -21,6 +21,7 @@ from perfgate.analysis.summary import WorkloadSummary
 from perfgate.model.repeat import PER_STEP
 from perfgate.model.result import RESIDUAL
 from perfgate.model.verdict import Verdict
+from perfgate.model.workload import PHASE_TABLE
 from perfgate.report.sides import row_sides
 from perfgate.report.wording import column_names, step_estimate
 from perfgate.text.units import change_ci, ms, percent
@@ -120,10 +121,15 @@ def phase_table(c: WorkloadComparison) -> PhaseTable:
     return PhaseTable(before, after, level_text(c.time.estimate.confidence), tuple(rows))
 
 
-RANK_COLUMNS = {"data_wait": "data_wait", "h2d": "h2d", "forward": "forward", "backward": "backward",
-                "backward_work": "backward w/o wait", "comm": "all-reduce wait", "comm_total": "all-reduce in flight",
-                "optimizer": "optimizer", "step": "step"}
-"""The per-rank table's columns, in order, and their headers."""
+_RANK_EXTRAS = {"backward": {"backward_work": "backward w/o wait", "comm": "all-reduce wait",
+                              "comm_total": "all-reduce in flight"}}
+"""The distributed series shown after a phase's column (the all-reduce's, after backward)."""
+RANK_COLUMNS = {column: header
+                for phase in PHASE_TABLE
+                for column, header in {phase.name: phase.header, **_RANK_EXTRAS.get(phase.name, {})}.items()}
+RANK_COLUMNS["step"] = "step"
+"""The per-rank table's columns, in order, and their headers: the phases' (PHASE_TABLE), the
+all-reduce's after backward, then the step."""
 
 
 def rank_table(summary: WorkloadSummary | None,
