@@ -758,7 +758,7 @@ class ReplayedBlocks(_Replay):
         head, base = self.measured.head[name], self.measured.base[name]
         h = _keep(head, lambda r: r.block is not None and r.block < count)
         b = _keep(base, lambda r: r.block is not None and r.block < count)
-        return Entry(name, h, _lookup(self.settings, head),  # type: ignore[arg-type]  # held() >= count: not None
+        return Entry(name, h, _lookup(self.settings, head),  # held() >= count: not None
                      pairing=Pairing(b, self.against or "base"), counted=self.counted(name))  # type: ignore[arg-type]  # as h
 
 

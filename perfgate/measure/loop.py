@@ -622,7 +622,7 @@ def _loader_settings(loader: object) -> dict[str, Any]:
     keys = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "drop_last")
     settings = {k: getattr(loader, k) for k in keys if hasattr(loader, k)}
     try:
-        settings["num_batches"] = len(loader)  # type: ignore[arg-type]
+        settings["num_batches"] = len(loader)  # type: ignore[arg-type]  # any loader: no length is an answer below
     except Exception:  # noqa: BLE001 - no length (an iterable dataset, a generator): left out
         pass
     return settings

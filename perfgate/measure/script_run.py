@@ -258,6 +258,6 @@ def run_script_repeat(
 
 def _dataset_length(loader: object) -> int:
     try:
-        return len(loader.dataset)  # type: ignore[attr-defined]
+        return len(loader.dataset)  # type: ignore[attr-defined]  # any loader: no attribute is an answer below
     except Exception:  # noqa: BLE001 - no loader, or a dataset without a length
         return 0

@@ -246,7 +246,7 @@ def trace_script(
     def run(profiling: Profiling) -> None:
         apply_torch_settings(params, device)
         line = ProfiledTimeline(profiling)
-        hooks = ScriptHooks(line, warmup_steps=params.warmup_steps, steps=schedule.steps,  # type: ignore[arg-type]
+        hooks = ScriptHooks(line, warmup_steps=params.warmup_steps, steps=schedule.steps,
                             device_type=device)
         line.hooks = hooks
         try:

@@ -344,7 +344,7 @@ class DataSource:
         of the content) when the data can change under the same workload version."""
         dataset = getattr(loader, "dataset", None)
         try:
-            samples = len(dataset) if dataset is not None else 0  # type: ignore[arg-type]
+            samples = len(dataset) if dataset is not None else 0
         except TypeError:  # an iterable dataset has no length
             samples = 0
         shown = type(dataset).__name__ if dataset is not None else type(loader).__name__
