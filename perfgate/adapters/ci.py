@@ -301,8 +301,9 @@ def _write_report(markdown: str, artifacts: Path, summary: Path | None, outcome:
     and, with the outcome, report.json in the artifacts directory, each written atomically;
     then the job summary. A report not written is a :class:`PublishError` (exit 2)."""
     report = artifacts / "report.md"
-    publish(outcome, markdown=(report, artifacts / "comment.md"), markdown_text=markdown,
-            json=artifacts / "report.json" if outcome is not None else None).check()
+    publish(outcome, {"markdown": (report, artifacts / "comment.md"),
+                      "json": artifacts / "report.json" if outcome is not None else None},
+            markdown_text=markdown).check()
     if summary is not None:
         with open(summary, "a", encoding="utf-8") as handle:
             handle.write(markdown)

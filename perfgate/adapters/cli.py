@@ -33,7 +33,7 @@ from perfgate.adapters.options import (
     stored_gate,
     values_of,
 )
-from perfgate.adapters.publish import Publication, publish
+from perfgate.adapters.publish import FORMATS, Publication, publish
 from perfgate.adapters.script_cli import add_script_options
 from perfgate.analysis.outcome import GateOutcome
 from perfgate.analysis.summary import summarise
@@ -209,7 +209,7 @@ def _publish(args: argparse.Namespace, outcome: GateOutcome, traces: dict[str, T
     """The table on stdout and the reports asked for (each written atomically); the gate's
     exit code, or 2 when a report could not be written."""
     print(gate_table(outcome), end="")
-    done = publish(outcome, markdown=args.markdown, json=args.json, html=args.html, traces=traces)
+    done = publish(outcome, {name: getattr(args, name) for name in FORMATS}, traces=traces)
     return outcome.exit_code if _said(done, args.html) else EXIT_ERROR
 
 
@@ -246,7 +246,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not args.html:
         raise UsageError("report needs --html DIR")
     outcome = _compare_on_disk(args)
-    return EXIT_OK if _said(publish(outcome, html=args.html), args.html) else EXIT_ERROR
+    return EXIT_OK if _said(publish(outcome, {"html": args.html}), args.html) else EXIT_ERROR
 
 
 def _paired_gate(args: argparse.Namespace, settings: Settings, device: str, jobs: list[Job]) -> GateRun:
@@ -259,8 +259,7 @@ def _interrupted(args: argparse.Namespace, code: int, lines: list[str]) -> int:
     """An interrupted gate: its partial report on stdout, no report file written (a report
     holds a verdict), and the signal's exit code."""
     print("\n".join(lines))
-    asked = [flag for flag, value in (("--markdown", args.markdown), ("--json", args.json), ("--html", args.html))
-             if value]
+    asked = [f"--{name}" for name in FORMATS if getattr(args, name)]
     if asked:
         _err(f"the gate was interrupted: no report written ({', '.join(asked)})")
     return code

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from perfgate.adapters.publish import publish
 from perfgate.analysis.outcome import GateOutcome
 from perfgate.gate.comment import (
     ReportContext,
@@ -65,8 +66,7 @@ from perfgate.model.errors import EXIT_ERROR, EXIT_OK, PerfgateError, UsageError
 from perfgate.model.manifest import DESIGNS, MANIFEST_NAME
 from perfgate.model.verdict import RUN_POLICY
 from perfgate.model.version import __version__
-from perfgate.report.json_report import outcome_to_dict
-from perfgate.store.jsonfile import write_json_atomic, write_text_atomic
+from perfgate.store.jsonfile import write_json_atomic
 from perfgate.store.untrusted_folders import load_measured, validate_baselines
 from perfgate.text.inert import terminal
 
@@ -109,10 +109,12 @@ def _folders(given: Sequence[str]) -> list[str]:
 
 
 def _write(artifacts: Path, report: str, outcome: GateOutcome | None) -> None:
-    write_text_atomic(artifacts / "report.md", report)
-    write_text_atomic(artifacts / "comment.md", report)
-    if outcome is not None:
-        write_json_atomic(artifacts / "report.json", outcome_to_dict(outcome))
+    """report.md and comment.md (the composed ``report``) and, with the outcome, report.json,
+    each written atomically (:func:`perfgate.adapters.publish.publish`); a report not written
+    is a :class:`~perfgate.adapters.publish.PublishError` (an OSError, exit 2)."""
+    publish(outcome, {"markdown": (artifacts / "report.md", artifacts / "comment.md"),
+                      "json": artifacts / "report.json" if outcome is not None else None},
+            markdown_text=report).check()
 
 
 def _head_sha(given: str | None) -> str | None:

@@ -2,7 +2,7 @@
 
 Every front end that writes a report (``perfgate gate``/``compare``/``report``, ``perfgate
 ci``, the pytest plugin, ``perfgate judge``) hands the outcome to :func:`publish` with the
-paths it was given. Each report is rendered before anything is written, and each file is
+paths it was given, by format (:data:`FORMATS`: a new format is one entry there). Each report is rendered before anything is written, and each file is
 written to a temporary file beside it and renamed into place
 (:func:`perfgate.store.jsonfile.write_text_atomic`): a write the system refuses (a full
 disk, a folder that is a file) leaves no partial file and the previous one, if any, as it
@@ -13,9 +13,9 @@ so in its summary and keeps every verdict).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
 from perfgate.model.errors import PerfgateError
 from perfgate.store.jsonfile import WriteError, dumps, write_text_atomic
@@ -43,7 +43,37 @@ class Publication(NamedTuple):
             raise PublishError("report NOT written: " + "; ".join(self.unwritten))
 
 
-def _paths(given: str | Path | Sequence[str | Path] | None) -> list[Path]:
+Paths: TypeAlias = "str | Path | Sequence[str | Path] | None"
+"""Where one format goes: a path, several (``report.md`` and ``comment.md``), or None (not asked for)."""
+
+
+def _markdown(outcome: GateOutcome, path: Path, traces: Mapping[str, TraceOutcome] | None) -> tuple[Path, str]:
+    from perfgate.report.markdown import render_markdown
+
+    return path, render_markdown(outcome, traces=traces, relative_to=path.parent.resolve())
+
+
+def _json(outcome: GateOutcome, path: Path, traces: Mapping[str, TraceOutcome] | None) -> tuple[Path, str]:
+    from perfgate.report.json_report import outcome_to_dict
+
+    return path, dumps(outcome_to_dict(outcome))
+
+
+def _html(outcome: GateOutcome, path: Path, traces: Mapping[str, TraceOutcome] | None) -> tuple[Path, str]:
+    from perfgate.report.html import INDEX, render_html
+
+    return path / INDEX, render_html(outcome)
+
+
+Render = Callable[["GateOutcome", Path, "Mapping[str, TraceOutcome] | None"], tuple[Path, str]]
+
+FORMATS: Mapping[str, Render] = {"markdown": _markdown, "json": _json, "html": _html}
+"""Each report format, by the name its option has (``--markdown FILE``, ``--json FILE``,
+``--html DIR``): the file it writes for a path given, and its text. ``markdown`` links each
+trace relative to its file's folder; ``html`` is a folder, written as ``DIR/index.html``."""
+
+
+def _paths(given: Paths) -> list[Path]:
     if given is None:
         return []
     if isinstance(given, (str, Path)):
@@ -57,35 +87,29 @@ def _why(path: Path, exc: OSError) -> str:
     return f"{path}: {exc.strerror or exc}"
 
 
-def publish(outcome: GateOutcome | None, *, markdown: str | Path | Sequence[str | Path] | None = None,
-            json: str | Path | None = None, html: str | Path | None = None, markdown_text: str | None = None,
+def publish(outcome: GateOutcome | None, reports: Mapping[str, Paths], *, markdown_text: str | None = None,
             traces: Mapping[str, TraceOutcome] | None = None) -> Publication:
     """Write the reports asked for, each atomically.
 
-    ``markdown``: one path or several (``report.md`` and ``comment.md``), each the
-    markdown report of ``outcome`` with trace links relative to its folder, or
-    ``markdown_text`` when the caller composed it (``perfgate ci``'s comment, an error
-    report, where ``outcome`` may be None). ``json``: the JSON report. ``html``: a folder,
-    written as ``html/index.html``.
+    ``reports``: by format of :data:`FORMATS`, the path or paths it goes to (None: not asked
+    for). ``markdown_text``: the markdown when the caller composed it (``perfgate ci``'s and
+    ``perfgate judge``'s comment, an error report, where ``outcome`` may be None).
     """
-    from perfgate.report.html import INDEX, render_html
-    from perfgate.report.json_report import outcome_to_dict
-    from perfgate.report.markdown import render_markdown
-
-    if outcome is None and (json is not None or html is not None or (markdown is not None and markdown_text is None)):
+    unknown = sorted(set(reports) - set(FORMATS))
+    if unknown:
+        raise ValueError(f"publish: no report format {', '.join(unknown)} (formats: {', '.join(FORMATS)})")
+    asked = {name: _paths(given) for name, given in reports.items()}
+    if outcome is None and any(paths and not (name == "markdown" and markdown_text is not None)
+                               for name, paths in asked.items()):
         raise ValueError("publish: only a composed markdown text can be written without an outcome")
     texts: list[tuple[Path, str]] = []  # every report rendered before any file is written
-    for path in _paths(markdown):
-        if markdown_text is not None:
-            text = markdown_text
-        else:
-            assert outcome is not None  # refused above: without an outcome, only a composed text is written
-            text = render_markdown(outcome, traces=traces, relative_to=path.parent.resolve())
-        texts.append((path, text))
-    if outcome is not None and json is not None:
-        texts.append((Path(json), dumps(outcome_to_dict(outcome))))
-    if outcome is not None and html is not None:
-        texts.append((Path(html) / INDEX, render_html(outcome)))
+    for name in FORMATS:  # in the formats' order, whatever the order asked
+        for path in asked.get(name, ()):
+            if name == "markdown" and markdown_text is not None:
+                texts.append((path, markdown_text))
+            else:
+                assert outcome is not None  # refused above: without an outcome, only a composed text is written
+                texts.append(FORMATS[name](outcome, path, traces))
     written: list[Path] = []
     unwritten: list[str] = []
     for path, text in texts:

@@ -227,10 +227,9 @@ class GateSession:
 
     def _publish(self, outcome: GateOutcome) -> None:
         """Write the reports asked for, each atomically; a file that cannot be written loses no verdict."""
-        from perfgate.adapters.publish import publish
+        from perfgate.adapters.publish import FORMATS, publish
 
-        v = self.values
-        done = publish(outcome, markdown=v["markdown"], json=v["json"], html=v["html"])
+        done = publish(outcome, {name: self.values[name] for name in FORMATS})
         self.written.extend(done.written)
         self.unwritten.extend(done.unwritten)
 
