@@ -38,7 +38,7 @@ def make_repeat(index: int, *, scale: float = 1.0, phase_scale: dict[str, float]
     return RepeatResult(
         index=index, started_at="2026-11-30T00:00:00+00:00", timing="perf_counter", window_s=window_s,
         phases_ms={k: tuple(v) for k, v in series.items()}, samples_per_s=steps * 8 / window_s,
-        peak_memory_bytes=peak, peak_memory_kind="cpu_peak_rss", first_loss=2.3, last_loss=2.1,
+        peak_memory_bytes=peak, peak_memory_kind="cpu_peak_rss",
         torch_settings={"num_threads": 2}, loader_settings={"batch_size": 8, "num_workers": 0},
     )
 

@@ -74,7 +74,6 @@ def test_a_result_with_the_raises_reads_back(tmp_path: Path) -> None:
               "phases_ms": {p: [0.5] for p in ("data_wait", "h2d", "forward", "backward", "optimizer")} | {
                   "step": [3.0]},
               "samples_per_s": 1.0, "peak_memory_bytes": 1, "peak_memory_kind": "cuda_max_allocated",
-              "first_loss": 1.0, "last_loss": 1.0,
               "torch_settings": {"cuda_window": {"device_steps_over_window": 1.0, "max_memory_reserved_bytes": 1,
                                                  "clamped_stamps": [1], "largest_clamp_ms": [0.006]}},
               "loader_settings": {}, "loader_restarts": 0, "telemetry": None}

@@ -73,7 +73,7 @@ def test_a_plain_loop_is_timed_phase_by_phase() -> None:
     assert (script["batches_per_step"], script["forwards_per_step"], script["backwards_per_step"]) == (1, 1, 1)
     assert script["samples_per_step"] == 16
     assert repeat.loader_settings["batch_size"] == 16 and repeat.loader_settings["num_batches"] == 16
-    assert repeat.timing == "perf_counter" and repeat.first_loss > 0
+    assert repeat.timing == "perf_counter"
     assert data["kind"] == "script" and data["path"] == "tests/fixtures/scripts/plain.py"
     assert len(data["script_sha256"]) == 64
 

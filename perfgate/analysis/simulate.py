@@ -285,7 +285,7 @@ def _repeat_result(index: int, r: _Repeat, phases: bool) -> RepeatResult:
     return RepeatResult(
         index=index, started_at=_STARTED, timing="cuda_events", window_s=window_s, phases_ms=series,
         samples_per_s=3 * 32 / window_s, peak_memory_bytes=1_000_000_000, peak_memory_kind="cuda_max_allocated",
-        first_loss=2.3, last_loss=2.1, torch_settings={}, loader_settings={"batch_size": 32, "num_workers": 2},
+        torch_settings={}, loader_settings={"batch_size": 32, "num_workers": 2},
         telemetry=_telemetry(r), block=r.block, windows=r.windows,
     )
 

@@ -578,8 +578,6 @@ def run_repeat(
         samples_per_s=samples_per_s,
         peak_memory_bytes=peak_bytes,
         peak_memory_kind=peak.kind,
-        first_loss=losses[0],
-        last_loss=losses[-1],
         torch_settings=settings,
         loader_settings=loader_settings,
         loader_restarts=step.loader_restarts,

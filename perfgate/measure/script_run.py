@@ -237,8 +237,6 @@ def run_script_repeat(
         samples_per_s=(samples or params.steps) / times.window_s,
         peak_memory_bytes=peak_bytes,
         peak_memory_kind=peak.kind,
-        first_loss=losses[0] if losses else 0.0,
-        last_loss=losses[-1] if losses else 0.0,
         torch_settings=settings,
         loader_settings=_loader_settings(loader) if loader is not None else {},
         loader_restarts=hooks.epochs_in_window,

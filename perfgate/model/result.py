@@ -35,7 +35,9 @@ from perfgate.model.repeat import (
 from perfgate.model.schema import MAX_COUNT, MAX_DURATION, MIN_DURATION, Fields, migrate, number_series
 
 RESULT_KIND = "perfgate.run-result"
-RESULT_SCHEMA_VERSION = 1
+RESULT_SCHEMA_VERSION = 2
+"""2: a repeat no longer records ``first_loss``/``last_loss`` (never read; the window's losses
+are checked for non-finite values where they are measured)."""
 
 
 CLOCK_EVENT_REASONS: Mapping[int, str] = {
@@ -129,8 +131,6 @@ class RepeatResult(Repeat):
     window_s: float
     """Wall time of the measured window, between the two synchronisations."""
     peak_memory_kind: str
-    first_loss: float
-    last_loss: float
     torch_settings: Mapping[str, Any]
     loader_settings: Mapping[str, Any]
     loader_restarts: int = 0
@@ -177,8 +177,6 @@ class RepeatResult(Repeat):
             "samples_per_s": self.samples_per_s,
             "peak_memory_bytes": self.peak_memory_bytes,
             "peak_memory_kind": self.peak_memory_kind,
-            "first_loss": self.first_loss,
-            "last_loss": self.last_loss,
             "torch_settings": dict(self.torch_settings),
             "loader_settings": dict(self.loader_settings),
             "loader_restarts": self.loader_restarts,
@@ -336,8 +334,6 @@ def repeat_from_dict(data: object, where: str) -> RepeatResult:
                                high=MAX_SAMPLES_PER_S),
         peak_memory_bytes=peak,
         peak_memory_kind=f.get("peak_memory_kind", str),
-        first_loss=f.number("first_loss"),  # type: ignore[arg-type]  # required: never None
-        last_loss=f.number("last_loss"),  # type: ignore[arg-type]  # required: never None
         torch_settings=_torch_settings(f),
         loader_settings=_loader_settings(f),
         loader_restarts=f.integer("loader_restarts", optional=True, low=0, high=MAX_COUNT) or 0,
@@ -375,7 +371,17 @@ def environment_from_fields(env: Fields) -> Environment:
 
 
 # Each migration takes a document of version N and returns one of version N + 1.
-RESULT_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+def _without_losses(data: dict[str, Any]) -> dict[str, Any]:
+    """Schema 1 → 2: each repeat's ``first_loss`` and ``last_loss`` dropped (never read).
+    Anything that is not the expected shape is left for the reader to name."""
+    repeats = data.get("repeats")
+    if isinstance(repeats, list):
+        data["repeats"] = [{k: v for k, v in r.items() if k not in ("first_loss", "last_loss")}
+                           if isinstance(r, dict) else r for r in repeats]
+    return data
+
+
+RESULT_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _without_losses}
 
 
 def result_from_dict(data: object) -> RunResult:

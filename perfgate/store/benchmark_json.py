@@ -298,8 +298,6 @@ def _repeat(index: int, run: _Run, step_ms: tuple[float, ...], calls: int) -> Re
         samples_per_s=calls * run.iterations / window_s if window_s > 0 else 1e3 / run.stats_ms["mean"],
         peak_memory_bytes=None,
         peak_memory_kind="not measured",
-        first_loss=0.0,
-        last_loss=0.0,
         torch_settings={},
         loader_settings={},
     )
