@@ -8,20 +8,33 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
 from perfgate.model.script import Script
 
 if TYPE_CHECKING:
-    from perfgate.adapters.pytest_session import GateSession
-    from perfgate.analysis.outcome import WorkloadComparison
+    from perfgate.analysis.outcome import GateOutcome, WorkloadComparison
+    from perfgate.gate.config import Settings
     from perfgate.model.verdict import Rules
+
+
+class JudgingSession(Protocol):
+    """What an item asks of the session (``perfgate.adapters.pytest_session.GateSession``,
+    which imports this module: the item knows it by this interface only)."""
+
+    outcome: GateOutcome | None
+    settings: Settings
+
+    def judgeable(self, workload: str) -> WorkloadComparison: ...
+    def failure_text(self, c: WorkloadComparison) -> str: ...
+    def skip_reason(self, c: WorkloadComparison) -> str: ...
+
 
 MARKER = "perfgate"
 COLLECTOR_NAME = "perfgate"
-GATE: pytest.StashKey[GateSession] = pytest.StashKey()
+GATE: pytest.StashKey[JudgingSession] = pytest.StashKey()
 """``config.stash[GATE]``: the session's :class:`GateSession`, present only with ``--perfgate``."""
 
 

@@ -103,7 +103,7 @@ def perfgate_comparison(request: pytest.FixtureRequest) -> WorkloadComparison:
     """
     from perfgate.model.verdict import Verdict
 
-    gate: GateSession | None = request.config.stash.get(GATE, None)
+    gate = request.config.stash.get(GATE, None)
     if gate is None:
         pytest.skip("perfgate: gated workloads run only with --perfgate")
     marker = request.node.get_closest_marker(MARKER)
