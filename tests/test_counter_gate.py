@@ -378,11 +378,9 @@ def test_a_malformed_counters_file_is_one_line(tmp_path: Path, base_dir: Path) -
 
 def test_a_results_folder_with_counters_files_still_loads_as_results(tmp_path: Path) -> None:
     from perfgate.store.benchmark_json import load_results_dir
-    from perfgate.store.results import load_results
 
     save_result(make_result("tiny"), tmp_path / "tiny.json")
     save_counters(counters(), tmp_path)
-    assert [r.workload for r in load_results(tmp_path)] == ["tiny"]
     assert [r.workload for r in load_results_dir(tmp_path)] == ["tiny"]
 
 

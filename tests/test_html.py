@@ -316,11 +316,13 @@ def test_control_characters_and_a_lone_surrogate_neither_show_nor_break_the_page
     assert "bad \ufffd [31mred[0m end\nnext" in text
 
 
-def test_write_html_writes_index_html_atomically(outcome: GateOutcome, tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_html_report_is_written_as_index_html_atomically(outcome: GateOutcome, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from perfgate.adapters.publish import publish
+
     small = small_outcome(outcome)
     target = tmp_path / "report" / "html"
-    path = report.write_html(small, target)
+    (path,) = publish(small, {"html": target}).written
     assert path == target / "index.html"
     assert path.read_text(encoding="utf-8") == report.render_html(small)
     assert os.listdir(target) == ["index.html"]
@@ -332,8 +334,8 @@ def test_write_html_writes_index_html_atomically(outcome: GateOutcome, tmp_path:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(jsonfile.os, "replace", refuse)  # the atomic writer html shares
-    with pytest.raises(OSError, match="No space left"):
-        report.write_html(small, target)
+    (why,) = publish(small, {"html": target}).unwritten
+    assert "No space left" in why
     assert path.read_text(encoding="utf-8") == "the previous report"
     assert os.listdir(target) == ["index.html"]  # the temporary file is gone
     monkeypatch.undo()
@@ -343,7 +345,7 @@ def test_write_html_writes_index_html_atomically(outcome: GateOutcome, tmp_path:
 
     monkeypatch.setattr(report, "render_html", broken_render)
     with pytest.raises(ValueError, match="cannot render"):
-        report.write_html(small, target)
+        publish(small, {"html": target})
     assert path.read_text(encoding="utf-8") == "the previous report"
     assert os.listdir(target) == ["index.html"]
 
@@ -361,7 +363,8 @@ def test_rendering_is_headless_and_imports_neither_pyplot_nor_torch(tmp_path: Pa
         "from perfgate.analysis.compare import compare\nfrom perfgate.analysis.outcome import Entry\n"
         "from perfgate.analysis.decide import GateConfig\n"
         "outcome = compare([Entry('w', make_result('w'), Lookup(None, Path('b.json')))], GateConfig())\n"
-        "path = report.write_html(outcome, Path(sys.argv[2]))\n"
+        "from perfgate.adapters.publish import publish\n"
+        "(path,) = publish(outcome, {'html': Path(sys.argv[2])}).written\n"
         "assert 'data:image/png;base64,' in path.read_text()\n"
         "print(sorted(m for m in ('matplotlib.pyplot', 'torch') if m in sys.modules))\n"
     )

@@ -149,3 +149,9 @@ def test_the_cycle_check_sees_a_cycle(tmp_path: Path, monkeypatch: pytest.Monkey
         handle.write("\n\ndef _later() -> None:\n    from perfgate.model import workload  # noqa: F401\n")
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", copy)
     assert import_cycles() == [["perfgate.model.errors", "perfgate.model.workload"]]
+
+
+def test_no_product_module_patches_with_unittest_mock() -> None:
+    # a seam is a parameter or an injected object, never a patch applied at run time
+    offenders = [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if "unittest" in imported_roots(p)]
+    assert offenders == []

@@ -28,7 +28,7 @@ import pytest
 
 from perfgate.adapters.cli import build_parser, main
 from perfgate.analysis.summary import summarise
-from perfgate.store.results import load_results
+from perfgate.store.benchmark_json import load_results_dir
 
 pytest_plugins = ["pytester"]
 
@@ -88,7 +88,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Recorded:
                  "--out", str(root / "results"), "--cache-dir", str(root / "cache"),
                  "--config", str(root / "absent-pyproject.toml"), "-q", "--no-counters"])
     assert code == 0  # no counted run: the counters' stored path is tested in test_counter_gate.py
-    (result,) = load_results(root / "results")
+    (result,) = load_results_dir(root / "results")
     return Recorded(store, summarise(result).median_ms["step"])
 
 

@@ -11,7 +11,8 @@ from factories import make_result
 
 from perfgate.model.errors import FileFormatError
 from perfgate.model.result import RESULT_SCHEMA_VERSION, merge_repeats
-from perfgate.store.results import load_result, load_results, save_result
+from perfgate.store.benchmark_json import load_results_dir
+from perfgate.store.results import load_result, save_result
 
 
 def test_round_trip(tmp_path: Path) -> None:
@@ -82,7 +83,7 @@ def test_missing_file_and_directory(tmp_path: Path) -> None:
     with pytest.raises(FileFormatError, match="not found"):
         load_result(tmp_path / "absent.json")
     with pytest.raises(FileFormatError, match="results directory not found"):
-        load_results(tmp_path / "absent")
+        load_results_dir(tmp_path / "absent")
 
 
 def test_merge_repeats_renumbers() -> None:

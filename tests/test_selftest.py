@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 from perfgate.adapters import cli, selftest
-from perfgate.gate.selftest import CARD_LABELS, Probe, SelftestResult, rate, run_selftest, schedule
+from perfgate.gate.selftest import Probe, SelftestResult, rate, run_selftest, schedule
 from perfgate.analysis.decide import GateConfig, Look, PhaseFlag
 from perfgate.analysis.outcome import GateOutcome, PhaseRow, WorkloadComparison
 from perfgate.analysis.summary import summarise
@@ -57,7 +57,7 @@ class FakeTime:
 
 
 def test_an_injected_delay_falls_inside_its_phase_and_nowhere_else():
-    from perfgate.measure.loop import host_delay
+    from perfgate.measure.inject import host_delay
     from perfgate.measure.timeline import IDLE, HostTimeline, InjectingTimeline
 
     now = FakeTime()
@@ -100,7 +100,7 @@ def test_the_delay_runs_before_the_switch_that_leaves_its_phase():
 
 
 def test_device_phases_get_the_device_delay_on_cuda_and_data_wait_stays_on_the_host(monkeypatch):
-    from perfgate.measure import loop
+    from perfgate.measure import inject as loop
 
     made: list[tuple[str, float]] = []
     monkeypatch.setattr(loop, "device_delay", lambda ms: made.append(("device", ms)) or (lambda: None))
@@ -369,6 +369,11 @@ def test_an_interrupted_gate_ends_the_selftest_as_interrupted_not_as_a_record(ti
     with pytest.raises(KeyboardInterrupt):
         _run(tiny, fake)
     assert len(fake.seen) == 2  # stopped at the interrupted gate, nothing after it
+
+
+CARD_LABELS = ("perfgate selftest:", "design:", "probe:", "injected into:", "gates:", "A/A false alarms",
+               "A/A verdicts:", "noise:", "gate time:", "this machine supports:", "result:")
+"""The lines every card has, in order (one line per size follows the A/A verdicts)."""
 
 
 def _card_lines(card: str) -> list[str]:

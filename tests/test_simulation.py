@@ -241,3 +241,28 @@ def test_benchmark_script_prints_both_tables() -> None:
     calibration = r"\| (-|head sd x10|1 in 50 30% slower) \| [0-9.]+ \| \d+% \| 2 \|"
     calibration_rows = [x for x in lines if re.match(calibration, x)]
     assert len(calibration_rows) == 3 * 2 + 1 + 2
+
+
+def test_the_paired_estimator_is_passed_to_compare_not_patched_into_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each estimator judges the draws through compare (a Pairing's ``estimate``); compare's
+    own estimator is never replaced."""
+    import perfgate.analysis.compare as gate_compare
+    import perfgate.analysis.simulate as simulation
+    from perfgate.analysis.blocks import block_log_ratio
+
+    real = simulation._estimators()
+    calls: dict[str, int] = dict.fromkeys(real, 0)
+
+    def counting(name):
+        def estimate(*args, **kwargs):
+            calls[name] += 1
+            return real[name](*args, **kwargs)
+        return estimate
+
+    monkeypatch.setattr(simulation, "_estimators", lambda: {name: counting(name) for name in real})
+    for estimator in ("contrast", "block", "welch"):
+        before = dict(calls)
+        r = simulate(Scenario(Noise(0.05), 0.10, paired=True, estimator=estimator), 2, seed=3)
+        assert sum(r.counts.values()) == 2
+        assert [n for n in calls if calls[n] > before[n]] == [estimator]
+        assert gate_compare.block_log_ratio is block_log_ratio

@@ -634,11 +634,10 @@ def test_a_schedule_names_its_looks() -> None:
     s = Schedule(6, 30)
     assert s.counts == tuple(range(6, 31)) and s.looks == 25
     assert (s.look_at(6), s.look_at(7), s.look_at(30), s.look_at(5), s.look_at(31)) == (1, 2, 25, None, None)
-    assert (s.last_look_within(5), s.last_look_within(6), s.last_look_within(40)) == (None, 6, 30)
     assert s.describe() == "looks at 6, 7, …, 30, α spent by Hwang-Shih-DeCani(γ=1) over 25 looks"
     every = Schedule(6, 30, every=5)
     assert every.counts == (6, 11, 16, 21, 26, 30)  # the last look is always at ``last``
-    assert every.last_look_within(15) == 11 and every.look_at(30) == 6
+    assert every.look_at(11) == 2 and every.look_at(15) is None and every.look_at(30) == 6
     assert Schedule(2, 4).describe() == "looks at 2, 3, 4, α spent by Hwang-Shih-DeCani(γ=1) over 3 looks"
     with pytest.raises(ValueError, match="no look falls at 12"):
         every.level(0.01, 12)

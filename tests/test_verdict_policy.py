@@ -20,7 +20,7 @@ from perfgate.adapters.pytest_items import is_setup_error, pytest_outcome
 from perfgate.analysis.compare import compare
 from perfgate.analysis.decide import GateConfig
 from perfgate.analysis.outcome import Entry, GateOutcome
-from perfgate.gate.comment import CHECK_LINE, STATUS_STATE, VERDICT_WORD, ReportContext, compose, consequence
+from perfgate.gate.comment import CHECK_LINE, VERDICT_WORD, ReportContext, compose, consequence
 from perfgate.gate.github import workflow_annotations
 from perfgate.model.errors import EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION
 from perfgate.model.verdict import (
@@ -103,7 +103,7 @@ def test_inconclusive_is_visible_and_its_consequence_is_the_setting(config, stat
                                                                      fails) -> None:
     p = POLICY[Verdict.INCONCLUSIVE]
     assert p.exit_contribution(config) == EXIT_INCONCLUSIVE  # scripts keep working
-    assert (p.status_state(config), p.conclusion(config), p.pytest_outcome(config), p.fails(config)) == (
+    assert (p.run(config).state, p.conclusion(config), p.pytest_outcome(config), p.fails(config)) == (
         state, conclusion, pytest_item, fails)
     run = run_policy(EXIT_INCONCLUSIVE, config)
     assert (run.headline, run.word, run.state, run.conclusion) == ("inconclusive", "inconclusive", state, conclusion)
@@ -113,9 +113,9 @@ def test_inconclusive_is_visible_and_its_consequence_is_the_setting(config, stat
 
 def test_a_missing_baseline_fails_only_with_fail_on_missing_baseline() -> None:
     p = POLICY[Verdict.NO_BASELINE]
-    assert (p.exit_contribution(), p.status_state(), p.conclusion(), p.pytest_outcome()) == (
+    assert (p.exit_contribution(), p.run().state, p.conclusion(), p.pytest_outcome()) == (
         EXIT_OK, "success", "success", "skipped")
-    assert (p.exit_contribution(STRICT), p.status_state(STRICT), p.conclusion(STRICT), p.pytest_outcome(STRICT)) == (
+    assert (p.exit_contribution(STRICT), p.run(STRICT).state, p.conclusion(STRICT), p.pytest_outcome(STRICT)) == (
         EXIT_ERROR, "error", "failure", "error")
     assert p.exit_contribution(FAIL) == EXIT_OK  # the other setting leaves it alone
 
@@ -124,14 +124,14 @@ def test_the_other_verdicts_do_not_depend_on_the_settings() -> None:
     for verdict, p in POLICY.items():
         if verdict in (Verdict.INCONCLUSIVE, Verdict.NO_BASELINE):
             continue
-        values = {(p.exit_contribution(c), p.status_state(c), p.conclusion(c), p.pytest_outcome(c))
+        values = {(p.exit_contribution(c), p.run(c).state, p.conclusion(c), p.pytest_outcome(c))
                   for c in (None, GateConfig(), FAIL, STRICT, BOTH)}
         assert len(values) == 1, verdict
 
 
 def test_the_old_names_are_the_policys_with_the_default_setting() -> None:
     assert VERDICT_WORD == {0: "pass", 1: "regression", 2: "error", 3: "inconclusive"}
-    assert STATUS_STATE == {0: "success", 1: "failure", 2: "error", 3: "success"}
+    assert {c: p.state for c, p in RUN_POLICY.items()} == {0: "success", 1: "failure", 2: "error", 3: "success"}
     assert CHECK_LINE[EXIT_OK] == "**Check: passes.**"
     assert ICON == {v: POLICY[v].icon for v in Verdict} and VERDICT_CLASS == {v: POLICY[v].css_class for v in Verdict}
 
@@ -219,7 +219,7 @@ def test_the_verdict_table_in_errors_md_is_the_policy() -> None:
         expected = [
             f"**{verdict.value}**", p.meaning,
             cell(p.exit_contribution(), p.exit_contribution(rules), p.strict_when),
-            cell(p.status_state(), p.status_state(rules), p.strict_when),
+            cell(p.run().state, p.run(rules).state, p.strict_when),
             cell(p.conclusion(), p.conclusion(rules), p.strict_when),
             cell(p.pytest_outcome(), p.pytest_outcome(rules), p.strict_when),
         ]

@@ -23,7 +23,7 @@ from perfgate.model.baseline import as_stored
 from perfgate.model.errors import UsageError
 from perfgate.model.result import repeat_from_dict
 from perfgate.report.calibration import design_advice, measured_components
-from perfgate.store.pyproject_edit import edited_text
+from perfgate.store.pyproject_edit import edited, read_settings_file
 
 
 def windowed(index: int, windows: int = 3, steps: int = 12, **kw: object):
@@ -96,21 +96,21 @@ def test_auto_edits_only_the_perfgate_table(tmp_path: Path) -> None:
     pyproject = tmp_path / "pyproject.toml"
     pyproject.write_text('# mine\n[project]\nname = "x"  # the name\n\n[tool.other]\nkeep = 1\n\n'
                          '[tool.perfgate]\ndevice = "cpu"  # here\nwindows = 2\n')
-    text = edited_text(pyproject, {"windows": 6, "blocks": 4})
+    text = edited(read_settings_file(pyproject), {"windows": 6, "blocks": 4})
     assert text.startswith('# mine\n[project]\nname = "x"  # the name\n\n[tool.other]\nkeep = 1\n')
     assert 'device = "cpu"  # here' in text and "windows = 6" in text and "blocks = 4" in text
     assert "windows = 2" not in text
     bare = tmp_path / "bare.toml"
     bare.write_text('[project]\nname = "x"\n')
-    assert "[tool.perfgate]\nwindows = 6" in edited_text(bare, {"windows": 6})
+    assert "[tool.perfgate]\nwindows = 6" in edited(read_settings_file(bare), {"windows": 6})
     broken = tmp_path / "broken.toml"
     broken.write_text("[tool\n")
     with pytest.raises(UsageError, match="not valid TOML, nothing written"):
-        edited_text(broken, {"windows": 6})
+        edited(read_settings_file(broken), {"windows": 6})
     odd = tmp_path / "odd.toml"
     odd.write_text('tool = "x"\n')
     with pytest.raises(UsageError, match=r"\[tool\] is not a table, nothing written"):
-        edited_text(odd, {"windows": 6})
+        edited(read_settings_file(odd), {"windows": 6})
 
 
 def test_auto_without_a_pyproject_is_one_line_before_anything_is_measured(capsys, tmp_path: Path,

@@ -43,7 +43,7 @@ from perfgate.analysis.decide import (
     flag_phases,
 )
 from perfgate.analysis.diagnose import Label, diagnose
-from perfgate.analysis.outcome import Counted, Entry, GateOutcome, PhaseRow, WorkloadComparison
+from perfgate.analysis.outcome import BlockEstimate, Counted, Entry, GateOutcome, PhaseRow, WorkloadComparison
 from perfgate.analysis.screening import median_clock, screen
 from perfgate.analysis.stats import LogRatio, SampleSummary, log_ratio, log_ratio_from_summaries
 from perfgate.analysis.summary import WorkloadSummary, summarise
@@ -137,10 +137,11 @@ def _block_values(summary: WorkloadSummary, row: str, statistic: str = PER_STEP)
     return values
 
 
-def _paired_estimator(summary: WorkloadSummary, base: WorkloadSummary, config: GateConfig) -> Estimator:
-    return lambda row, statistic: block_log_ratio(_block_values(base, row, statistic),
-                                                  _block_values(summary, row, statistic),
-                                                  confidence=config.confidence)
+def _paired_estimator(summary: WorkloadSummary, base: WorkloadSummary, config: GateConfig,
+                      estimate: BlockEstimate | None = None) -> Estimator:
+    by = estimate or block_log_ratio
+    return lambda row, statistic: by(_block_values(base, row, statistic), _block_values(summary, row, statistic),
+                                     confidence=config.confidence)
 
 
 def incomparable(result: RunResult, baseline: Baseline) -> dict[str, tuple[Any, Any]]:
@@ -415,7 +416,7 @@ def _prepared_paired(entry: Entry, result: RunResult, summary: WorkloadSummary, 
             name, Verdict.INCOMPARABLE, f"the base side ({_short(pairing.against)}) differs: {_describe(diffs)}",
             differences=diffs, baseline=reference, design=design, since_baseline=since,
             against=pairing.against, **common)
-    return _Judged(result, summary, reference, None, _paired_estimator(summary, base_summary, config),
+    return _Judged(result, summary, reference, None, _paired_estimator(summary, base_summary, config, pairing.estimate),
                    common["labels"], common["left_out"], design, pairing.against, since, env_diffs,
                    base.environment if env_diffs else None, entry.counted, common["clocks"])
 

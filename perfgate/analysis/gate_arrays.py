@@ -35,7 +35,6 @@ __all__ = ["INCONCLUSIVE", "IMPROVED", "PASS", "REGRESSION", "ArrayVerdicts", "P
 
 INCONCLUSIVE, PASS, REGRESSION, IMPROVED = 0, 1, 2, 3
 """The verdict codes of :class:`ArrayVerdicts` (``perfgate.model.verdict.Verdict`` by name)."""
-NAMES = {INCONCLUSIVE: "INCONCLUSIVE", PASS: "PASS", REGRESSION: "REGRESSION", IMPROVED: "IMPROVED"}
 
 
 def head_mask(blocks: int) -> np.ndarray:

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from perfgate.analysis.counters import CounterChanges
 from perfgate.analysis.decide import GateConfig, Look, MemoryDecision, PhaseFlag, TimeDecision, level_text
 from perfgate.analysis.diagnose import Label
+from perfgate.analysis.stats import LogRatio
 from perfgate.analysis.summary import WorkloadSummary
 from perfgate.model.baseline import Baseline, Provenance
 from perfgate.model.cost import MeasuringCost
@@ -28,6 +29,11 @@ HEADLINE_LIMIT = 200
 glance, in a pull request's comment, a terminal or a check run's annotation."""
 
 
+BlockEstimate = Callable[..., LogRatio]
+"""``(base_blocks, head_blocks, *, confidence) -> LogRatio``: a paired design's estimate of the
+head against the base from their ``perfgate.analysis.blocks.BlockValue`` s."""
+
+
 @dataclass(frozen=True)
 class Pairing:
     """The base side of a paired comparison: the base commit measured in the same job,
@@ -38,6 +44,10 @@ class Pairing:
     """The base commit (full sha), or the name the user gave when it is not a git commit."""
     base_python: str | None = None
     """Another interpreter measured the base side (``--base-python``): environments may differ."""
+    estimate: BlockEstimate | None = None
+    """How the base and head blocks become the estimate: None, the gate's own
+    (``perfgate.analysis.blocks.block_log_ratio``); the simulation passes the alternatives
+    it compares with it (``perfgate.analysis.simulate``)."""
 
 
 

@@ -52,18 +52,15 @@ windows against fresh processes with.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from unittest import mock
 
 import numpy as np
 
-import perfgate.analysis.compare as gate_compare
 from perfgate.analysis.blocks import ABBA, BlockValue, block_log_ratio, block_model_log_ratio, block_order
 from perfgate.analysis.driver import drive, schedule_for
 from perfgate.analysis.decide import GateConfig
@@ -318,17 +315,6 @@ def _welch_ignoring_blocks(base: Sequence[BlockValue], head: Sequence[BlockValue
                      assumed_day_sd_log=0.0, outlier_sd=None)
 
 
-@contextlib.contextmanager
-def _paired_estimator(name: str) -> Iterator[None]:
-    """``compare`` with its block model swapped for ``name`` (not thread-safe; restored on exit)."""
-    if name == "contrast":
-        yield
-        return
-    alternative = {"block": block_model_log_ratio, "welch": _welch_ignoring_blocks}[name]
-    with mock.patch.object(gate_compare, "block_log_ratio", alternative):
-        yield
-
-
 class _Gate:
     """One simulated gate: draws the processes and is judged by the real driver and ``compare``."""
 
@@ -434,8 +420,9 @@ class _DrawnBlocks(_Drawn):
                 self.ticks += 1
 
     def entries(self, names: Sequence[str], count: int) -> list[Entry]:
-        return [Entry(n, self.result(n, self.drawn), None, pairing=Pairing(self.result(n, self.base), AGAINST))
-                for n in names]
+        estimate = _estimators()[self.gate.s.estimator]  # compare's own, or an alternative to it
+        return [Entry(n, self.result(n, self.drawn), None,
+                      pairing=Pairing(self.result(n, self.base), AGAINST, estimate=estimate)) for n in names]
 
 
 class _DrawnRepeats(_Drawn):
@@ -498,22 +485,21 @@ def simulate(scenario: Scenario, gates: int, config: GateConfig | None = None, s
     changed_units: list[int] = []
     changed_verdicts: list[Verdict] = []
     started = time.perf_counter()
-    with _paired_estimator(scenario.estimator if scenario.paired else "contrast"):
-        for _ in range(gates):
-            gate = _Gate(scenario, config, rng)
-            verdicts = gate.run()
-            changed = gate.names[0]
-            counts[verdicts[changed]] = counts.get(verdicts[changed], 0) + 1
-            changes = scenario.slowdown != 0 or bool(scenario.stall_every and scenario.stall_share)
-            unchanged = gate.names[1:] if changes else gate.names
-            false += any(verdicts[n] is Verdict.REGRESSION for n in unchanged)
-            went_on += gate.looks > 1
-            looks += gate.looks
-            units.append(gate.units)
-            changed_units.append(gate.changed_units)
-            changed_verdicts.append(verdicts[changed])
-            for k, v in gate.ratios.items():
-                ratios.setdefault(k, []).append(v)
+    for _ in range(gates):
+        gate = _Gate(scenario, config, rng)
+        verdicts = gate.run()
+        changed = gate.names[0]
+        counts[verdicts[changed]] = counts.get(verdicts[changed], 0) + 1
+        changes = scenario.slowdown != 0 or bool(scenario.stall_every and scenario.stall_share)
+        unchanged = gate.names[1:] if changes else gate.names
+        false += any(verdicts[n] is Verdict.REGRESSION for n in unchanged)
+        went_on += gate.looks > 1
+        looks += gate.looks
+        units.append(gate.units)
+        changed_units.append(gate.changed_units)
+        changed_verdicts.append(verdicts[changed])
+        for k, v in gate.ratios.items():
+            ratios.setdefault(k, []).append(v)
     return CellResult(scenario, gates, counts, false, went_on, looks, tuple(units), tuple(changed_units), tuple(changed_verdicts),
                       time.perf_counter() - started, {k: tuple(v) for k, v in ratios.items()})
 

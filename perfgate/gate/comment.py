@@ -26,9 +26,6 @@ from perfgate.text.inert import code, flatten, inline
 
 VERDICT_WORD = {code_: p.word for code_, p in RUN_POLICY.items()}
 """The step output ``verdict`` for each exit code (``perfgate.model.verdict.RUN_POLICY``)."""
-STATUS_STATE = {code_: p.state for code_, p in RUN_POLICY.items()}
-"""The step output ``state`` (a commit status's state) for each exit code, with
-``inconclusive = "pass"``; :func:`consequence` gives it under the gate's own settings."""
 CHECK_LINE = {code_: p.check_line for code_, p in RUN_POLICY.items()}
 """The report's line on what the check does, for each exit code, with ``inconclusive = "pass"``."""
 

@@ -140,7 +140,7 @@ def gated_by_base(settings: Settings, device: str) -> dict[str, str]:
 # --- shards: several measuring jobs' folders judged as one run ------------------------------
 
 _AGREE = ("design", "device", "pr_number", "head_sha", "head_ref", "head_repo", "base_sha", "base_ref",
-          "second_look_blocks", "decision_rule")
+          "decision_rule")
 """What every shard's manifest must say alike: one run of one pull request."""
 
 

@@ -56,10 +56,6 @@ CONFIDENCE = 0.95
 AGAINST = "uninjected"
 """What the base side is called in the gates' comparisons: the same tree, no injection."""
 
-CARD_LABELS = ("perfgate selftest:", "design:", "probe:", "injected into:", "gates:", "A/A false alarms",
-               "A/A verdicts:", "noise:", "gate time:", "this machine supports:", "result:")
-"""The lines every card has, in order (one line per size follows the A/A verdicts)."""
-
 
 @dataclass(frozen=True)
 class Probe:

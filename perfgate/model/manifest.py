@@ -58,7 +58,6 @@ class RunManifest:
     """Per workload, repeats or blocks measured again or kept although contended."""
     failure: str | None = None
     """The measuring job's own error, when it could not measure at all."""
-    second_look_blocks: int | None = None
     clocks: str | None = None
     shard: str | None = None
     """``I/N`` when the job measured one share of a sharded run (``--shard``); None otherwise."""
@@ -87,7 +86,6 @@ class RunManifest:
             "base_only": list(self.base_only),
             "notes": {k: list(v) for k, v in self.notes.items()},
             "failure": self.failure,
-            "second_look_blocks": self.second_look_blocks,
             "clocks": self.clocks,
             **({"shard": self.shard} if self.shard is not None else {}),
             **({"interrupted": self.interrupted} if self.interrupted is not None else {}),

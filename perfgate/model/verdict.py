@@ -209,9 +209,6 @@ class VerdictPolicy:
         """What a gate of this verdict alone shows (its status state, check conclusion, ...)."""
         return run_policy(self.exit_contribution(rules), rules)
 
-    def status_state(self, rules: Rules | None = None) -> str:
-        return self.run(rules).state
-
     def conclusion(self, rules: Rules | None = None) -> str:
         return self.run(rules).conclusion
 

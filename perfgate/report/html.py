@@ -62,7 +62,6 @@ from perfgate.report.wording import (
     step_estimate,
     step_statistics_line,
 )
-from perfgate.store.jsonfile import write_text_atomic
 from perfgate.text.units import change_ci, ms, percent
 
 if TYPE_CHECKING:
@@ -508,11 +507,3 @@ def render_html(outcome: GateOutcome) -> str:
                 f"at q={cfg.phase_q:g} · memory threshold {cfg.memory_threshold * 100:g}%"
                 + (f" · measuring: {outcome.cost.describe()}" if outcome.cost is not None else "")),
     )
-
-
-def write_html(outcome: GateOutcome, directory: Path) -> Path:
-    """Write ``directory/index.html`` atomically (rendered first, then a temporary file renamed into place)."""
-    text = render_html(outcome)  # a rendering error must not leave a partial page
-    path = directory / INDEX
-    write_text_atomic(path, text)
-    return path

@@ -134,11 +134,6 @@ def edited(file: SettingsFile, values: Mapping[str, int | str]) -> str:
     return (_BOM if file.data.decode("utf-8").startswith(_BOM) else "") + text
 
 
-def edited_text(path: Path, values: Mapping[str, int | str]) -> str:
-    """:func:`edited` of ``path`` read now."""
-    return edited(read_settings_file(path), values)
-
-
 def _unchanged(file: SettingsFile) -> None:
     """UsageError unless the file still is what :func:`read_settings_file` read."""
     try:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perfgate.model.errors import FileFormatError
 from perfgate.model.result import RunResult, result_from_dict
 from perfgate.store.jsonfile import load_document, write_json_atomic
 
@@ -20,11 +19,3 @@ def save_result(result: RunResult, path: Path) -> None:
 def result_path(out_dir: Path, workload: str) -> Path:
     return out_dir / f"{workload}.json"
 
-
-def load_results(directory: Path) -> list[RunResult]:
-    """Every result file in ``directory`` (sorted by name); other JSON there is an error."""
-    if not directory.is_dir():
-        raise FileFormatError(f"{directory}: results directory not found")
-    files = sorted(p for p in directory.glob("*.json")
-                   if not p.name.startswith(".") and not p.name.endswith(".counters.json"))
-    return [load_result(p) for p in files]

@@ -113,9 +113,8 @@ def manifest_from_dict(data: object) -> RunManifest:
     rule = data.get("decision_rule")
     if rule is not None and (isinstance(rule, bool) or not isinstance(rule, int) or not 1 <= rule <= 10**6):
         raise ValueError("decision_rule: expected null or an integer from 1 to 1000000")
-    second = data.get("second_look_blocks")
-    if second is not None and (isinstance(second, bool) or not isinstance(second, int) or not 1 <= second <= 1000):
-        raise ValueError("second_look_blocks: expected an integer from 1 to 1000")
+    # second_look_blocks: written (always null) by the perfgate of two looks; a run.json that
+    # still has it is read as any other of schema 1, the key ignored (the looks are the judge's).
     return RunManifest(
         design=design, device=device, workloads=_names(data.get("workloads", []), "workloads"),
         pr_number=number, head_sha=shas["head_sha"], head_ref=_str_or_none(pr, "head_ref", ""),
@@ -125,7 +124,7 @@ def manifest_from_dict(data: object) -> RunManifest:
         base_errors=_messages(data.get("base_errors") or {}, "base_errors"),
         base_missing=_names(data.get("base_missing") or [], "base_missing"),
         base_only=_names(data.get("base_only") or [], "base_only"),
-        notes=notes, failure=_str_or_none(data, "failure", ""), second_look_blocks=second,
+        notes=notes, failure=_str_or_none(data, "failure", ""),
         clocks=_str_or_none(data, "clocks", ""), shard=shard, interrupted=interrupted,
         perfgate_version=_str_or_none(data, "perfgate_version", "") or "unknown", decision_rule=rule,
     )

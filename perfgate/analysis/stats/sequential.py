@@ -350,11 +350,6 @@ class Schedule:
         counts = self.counts
         return counts.index(count) + 1 if count in counts else None
 
-    def last_look_within(self, count: int) -> int | None:
-        """The count of the last look that ``count`` blocks (or repeats) reach, or None before the first."""
-        reached = [c for c in self.counts if c <= count]
-        return reached[-1] if reached else None
-
     def level(self, alpha: float, count: int, information: Sequence[float] | None = None) -> float:
         """The nominal one-sided level of the look at ``count`` for a total ``alpha``.
 
