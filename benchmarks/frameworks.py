@@ -121,7 +121,8 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
 from perfgate.measure.timeline import HostTimeline
-from perfgate.measure.script_hooks import ScriptHooks, installed
+from perfgate.measure.script_hooks import ScriptHooks
+from perfgate.measure.script_patches import installed
 
 rounds, warmup, steps, without, script = (int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]),
                                           [w for w in sys.argv[4].split(",") if w], sys.argv[5])
@@ -323,7 +324,8 @@ def tight_loop(rounds: int, passes: int = 60) -> None:
     from transformers import BertConfig, BertForSequenceClassification
 
     from perfgate.measure.timeline import HostTimeline
-    from perfgate.measure.script_hooks import ScriptHooks, installed
+    from perfgate.measure.script_hooks import ScriptHooks
+    from perfgate.measure.script_patches import installed
 
     torch.set_num_threads(1)
     config = BertConfig(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,

@@ -81,7 +81,8 @@ def hook_cost(rounds: int, block: int) -> float:
     from torch import nn
 
     from perfgate.measure.timeline import HostTimeline
-    from perfgate.measure.script_hooks import ScriptHooks, installed
+    from perfgate.measure.script_hooks import ScriptHooks
+    from perfgate.measure.script_patches import installed
 
     torch.set_num_threads(1)
     torch.manual_seed(0)

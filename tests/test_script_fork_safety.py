@@ -150,7 +150,8 @@ def test_a_process_forked_under_the_hooks_runs_torch_unhooked(tmp_path: Path) ->
     import torch
 
     from perfgate.measure.timeline import HostTimeline
-    from perfgate.measure.script_hooks import ScriptHooks, installed
+    from perfgate.measure.script_hooks import ScriptHooks
+    from perfgate.measure.script_patches import installed
 
     before = torch.nn.Module.__call__
     answer = tmp_path / "child.txt"

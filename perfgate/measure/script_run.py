@@ -26,13 +26,13 @@ from typing import Any
 import torch
 
 from perfgate.measure.child import flush_output
+from perfgate.measure.inject import injection_delays
 from perfgate.measure.loop import (
     _first_non_finite,
     _loader_settings,
     _PeakMemory,
     apply_torch_settings,
     clamp_record,
-    injection_delays,
     make_timeline,
     torch_settings_in_effect,
 )
@@ -45,8 +45,8 @@ from perfgate.measure.script_hooks import (
     ScriptStop,
     end_loader_workers,
     frameworks_loaded,
-    installed,
 )
+from perfgate.measure.script_patches import installed
 from perfgate.measure.telemetry import TelemetrySampler
 from perfgate.model.errors import WorkloadError
 from perfgate.model.result import RepeatResult
