@@ -221,6 +221,101 @@ def workload_step(name: str, steps: int) -> _Step:
     return step
 
 
+def loader_step(width: int) -> _Step:
+    """The tiny MLP fed by a real DataLoader (in-memory tensors, main process, 4096 samples):
+    what a script's hooks watch (the iterator's ``__next__``) is there for both modes."""
+    params = Params(batch_size=4, input_size=16, warmup_steps=0, steps=2, num_threads=1)
+    apply_torch_settings(params, "cpu")
+    model = torch.nn.Sequential(torch.nn.Linear(16, width), torch.nn.ReLU(), torch.nn.Linear(width, 4))
+    data = torch.utils.data.TensorDataset(torch.randn(4096, 16), torch.randint(0, 4, (4096,)))
+    loader = torch.utils.data.DataLoader(data, batch_size=4)
+    built = Built(model, torch.optim.SGD(model.parameters(), lr=0.01), torch.nn.CrossEntropyLoss(), loader,
+                  DataSource("synthetic", "memory", "", "none", 4096))
+    return _Step(built, torch.device("cpu"), params)
+
+
+def script_beside_workload(width: int, rounds: int, block: int) -> None:
+    """Script mode and workload mode beside a plain loop, in one process on one model and loader.
+
+    Three loops of ``block`` single steps per round, their order rotated every round: the plain
+    loop; the same plain loop under the script hooks (``perfgate run --script``'s, installed
+    for the block: what an unmodified script pays); the workload's measured step
+    (``loop._Step`` with the host timeline, the loss kept). Each block's median step; the
+    cost of each mode is the median over rounds of its block median less the plain one's.
+    """
+    from perfgate.measure.script_hooks import ScriptHooks
+    from perfgate.measure.script_patches import installed
+
+    step = loader_step(width)
+    iterator = iter(step.built.loader)
+    model, optimizer, loss_fn = step.model, step.optimizer, step.loss_fn
+
+    def plain() -> None:
+        nonlocal iterator
+        try:
+            inputs, targets = next(iterator)
+        except StopIteration:
+            iterator = iter(step.built.loader)
+            inputs, targets = next(iterator)
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    now = time.perf_counter
+
+    def timed_plain(n: int) -> float:
+        out = []
+        for _ in range(n):
+            t0 = now()
+            plain()
+            out.append(now() - t0)
+        return statistics.median(out) * 1e6
+
+    def timed_script(n: int) -> float:
+        hooks = ScriptHooks(HostTimeline(10**9), warmup_steps=1, steps=10**9)
+        with installed(hooks):
+            timed_plain(50)  # the first steps after the patched classes changed: untimed
+            return timed_plain(n)
+
+    def timed_workload(n: int) -> float:
+        clock = HostTimeline(n)
+        losses: list[torch.Tensor] = []
+        keep = losses.append
+        clock.open(IDLE)
+        out = []
+        for _ in range(n):
+            t0 = now()
+            keep(step(clock).detach())
+            out.append(now() - t0)
+        clock.close()
+        return statistics.median(out) * 1e6
+
+    arms = {"plain": timed_plain, "script": timed_script, "workload": timed_workload}
+    for fn in arms.values():
+        fn(200)
+    medians: dict[str, list[float]] = {name: [] for name in arms}
+    names = list(arms)
+    for r in range(rounds):
+        order = names[r % 3:] + names[:r % 3]
+        if r % 2:
+            order.reverse()
+        for name in order:
+            medians[name].append(arms[name](block))
+    plain_us = statistics.median(medians["plain"])
+    print(f"script mode and workload mode beside a plain loop: MLP 16-{width}-4, batch 4, a DataLoader in the main "
+          f"process; {rounds} rounds of {block} steps per loop, order rotated")
+    print(f"  plain loop                 median {plain_us:10.1f} us/step")
+    costs = {}
+    for name in ("workload", "script"):
+        diffs = [m - p for m, p in zip(medians[name], medians["plain"], strict=True)]
+        costs[name] = statistics.median(diffs)
+        print(f"  {name + ' mode':<26} median {statistics.median(medians[name]):10.1f} us/step, cost "
+              f"{costs[name]:+7.2f} us/step (median over rounds; range {min(diffs):+.1f} to {max(diffs):+.1f})")
+    if costs["workload"] > 0:
+        print(f"  script mode's cost over workload mode's: {costs['script'] / costs['workload']:.1f}x")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", type=int, default=8000, help="single steps of each loop, paired (tiny MLP)")
@@ -229,6 +324,9 @@ def main() -> int:
                         help="the tiny MLP's precision (the plain loop enters autocast per step for bf16/fp16)")
     parser.add_argument("--width", type=int, default=16, help="hidden width of the tiny MLP")
     parser.add_argument("--telemetry", action="store_true", help="also measure the telemetry sampler's cost")
+    parser.add_argument("--script-rounds", type=int, default=0,
+                        help="rounds of script mode and workload mode beside a plain loop (0: skip)")
+    parser.add_argument("--script-block", type=int, default=1000, help="steps per loop and round for --script-rounds")
     parser.add_argument("--resnet-blocks", type=int, default=0,
                         help="interleaved blocks for resnet18-cifar10 (0: skip; its steps are too long to"
                              " resolve microseconds)")
@@ -246,6 +344,8 @@ def main() -> int:
         compare_blocks("tiny MLP, telemetry sampler on vs off", step, 20, 4000,
                        base=instrumented_block, other=sampled_block,
                        names=("measured, no sampler", "measured, sampler on"))
+    if args.script_rounds > 0:
+        script_beside_workload(args.width, args.script_rounds, args.script_block)
     if args.resnet_blocks > 0:
         steps_per_block = 4
         step = workload_step("resnet18-cifar10", 3 + 2 * args.resnet_blocks * steps_per_block + 8)
