@@ -8,6 +8,7 @@ request from it, contention policy included.
 from __future__ import annotations
 
 import argparse
+import ast
 import re
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,59 @@ from perfgate.model.errors import UsageError
 pytest_plugins = ["pytester"]
 
 ADAPTERS = Path(__file__).resolve().parents[1] / "perfgate" / "adapters"
-FRONT_ENDS = ("options.py", "cli.py", "ci.py", "selftest.py", "pytest_plugin.py", "pytest_session.py")
+DECLARING = {"add_argument", "addoption", "add_parser", "add_options", "add_pytest_options", "ArgumentParser",
+             "getgroup", "add_argument_group"}
+"""The calls of a module that builds an argparse parser or declares pytest options."""
+
+
+def _called(node: ast.Call) -> str | None:
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+
+
+def front_ends() -> dict[str, ast.Module]:
+    """Every module of perfgate/adapters that builds a parser or declares pytest options, or
+    reads the options of one (the gate's request, its values), by file name."""
+    found = {}
+    for path in sorted(ADAPTERS.glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        calls = {_called(n) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+        if calls & DECLARING or "getoption" in calls:
+            found[path.name] = tree
+    return found
+
+
+FRONT_ENDS = tuple(front_ends())
+
+
+def own_flags(tree: ast.Module) -> set[str]:
+    """The flags a module declares with a ``dest`` of their own: a command's own option."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _called(node) in ("add_argument", "addoption") and any(
+                k.arg == "dest" for k in node.keywords):
+            out |= {a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)}
+    return out
+
+
+def hand_declared(tree: ast.Module) -> list[tuple[int, str]]:
+    """``add_argument``/``addoption`` calls that declare a table option by its own flag, with
+    its own ``dest`` (a command's own option of the same flag, such as ``tune-loader
+    --budget MINUTES``, keeps another ``dest``): (line, flag)."""
+    flags = {o.flag: name for name, o in GATE_OPTIONS.items()}
+    flags.update({o.pytest_flag: name for name, o in GATE_OPTIONS.items()})
+    out = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and _called(node) in ("add_argument", "addoption")):
+            continue
+        given = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        dest = next((k.value.value for k in node.keywords if k.arg == "dest" and isinstance(k.value, ast.Constant)),
+                    None)
+        for flag in given:
+            name = flags.get(flag)
+            if name is not None and dest in (None, name, f"perfgate_{name}"):
+                out.append((node.lineno, flag))
+    return out
 
 
 def subparser(name: str) -> argparse.ArgumentParser:
@@ -167,13 +220,38 @@ def test_every_front_end_says_the_same_about_blocks(capsys, tmp_path: Path, tiny
     assert message in capsys.readouterr().err
 
 
+def test_the_front_ends_are_found_in_the_package() -> None:
+    assert {"options.py", "cli.py", "ci.py", "selftest.py", "bisect_cli.py", "counters_cli.py", "doctor.py",
+            "pytest_plugin.py", "pytest_session.py"} <= set(FRONT_ENDS)
+    assert "publish.py" not in FRONT_ENDS  # builds no parser
+
+
+def test_no_front_end_declares_a_table_option_by_hand() -> None:
+    declared = {name: hand_declared(tree) for name, tree in front_ends().items()}
+    assert {name: where for name, where in declared.items() if where} == {}
+    # and the check sees one: a hand-made --blocks, and --perfgate-timeout
+    tree = ast.parse('p.add_argument("--blocks", type=int)\ng.addoption("--perfgate-timeout", type=float)\n'
+                     'p.add_argument("--budget", dest="budget_minutes")\n')
+    assert hand_declared(tree) == [(1, "--blocks"), (2, "--perfgate-timeout")]
+
+
 def test_each_check_is_written_once_in_the_front_ends() -> None:
     text = {name: (ADAPTERS / name).read_text(encoding="utf-8") for name in FRONT_ENDS}
-    for phrase in ("the paired design needs at least 2 ABBA blocks", "must be 0 or more", "must be at least 1",
-                   "a gate needs at least 2 repeats"):
-        where = [name for name, body in text.items() if phrase in body]
-        assert where == ["options.py"], (phrase, where)
+    for phrase in ("must be 0 or more", "must be at least 1", "a gate needs at least 2 repeats"):
         assert text["options.py"].count(phrase) == 1, phrase
+    own = {name: own_flags(tree) for name, tree in front_ends().items()}
+    for option in GATE_OPTIONS.values():  # a table option's value is refused by the table's check alone
+        for flag in (option.flag, option.pytest_flag):
+            where = [name for name, body in text.items() if name != "options.py" and flag not in own[name]
+                     and re.search(rf"{flag}:? must\b|\"{flag}: ", body)]
+            assert where == [], (flag, where)
+    # the blocks: one check for the whole package, analysis.blocks.blocks_problem
+    package = ADAPTERS.parent
+    where = [str(p.relative_to(package)) for p in sorted(package.rglob("*.py"))
+             if "needs at least {MIN_BLOCKS} ABBA blocks" in p.read_text(encoding="utf-8")
+             or "needs at least 2 ABBA blocks" in p.read_text(encoding="utf-8")
+             or re.search(r"blocks\)? < 2\b", p.read_text(encoding="utf-8"))]
+    assert where == ["analysis/blocks.py"], where
     for gone in ("--looks", "second_look_repeats", "second-look", "second_look_blocks", "perfgate-looks"):
         assert not [name for name, body in text.items() if gone in body], gone
 

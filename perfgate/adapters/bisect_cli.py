@@ -70,12 +70,10 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     settings = options.settings_of(args)
     blocks = args.blocks if args.blocks is not None else settings.blocks
     max_blocks = args.max_blocks if args.max_blocks is not None else 4 * blocks
-    if blocks < 2:
-        raise UsageError("--blocks: the paired design needs at least 2 ABBA blocks")
+    # --blocks and --max-reruns are checked with the table's options (settings_of above), the
+    # configured blocks with the settings; bisect() checks the blocks again, with --max-blocks.
     if max_blocks < blocks:
         raise UsageError(f"--max-blocks {max_blocks} is below --blocks {blocks}")
-    if args.max_reruns < 0:
-        raise UsageError("--max-reruns must be 0 or more")
     if (args.workload is None) == (args.script is None):
         raise UsageError("perfgate bisect follows one workload: name it, or give --script PATH [-- ARGS]"
                          if args.workload is None else
@@ -124,36 +122,28 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("bad", metavar="BAD", help="a commit with it")
     p.add_argument("workload", metavar="WORKLOAD", nargs="?",
                    help="the workload that became slower (or --script PATH: each commit's copy of the script)")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"],
-                   help="where to measure (default: [tool.perfgate] device, else auto = cuda when available)")
-    p.add_argument("--blocks", type=int, help="ABBA blocks of each step's first gate "
-                                              "(default: [tool.perfgate] blocks, else 6)")
-    p.add_argument("--max-blocks", type=int, help="an INCONCLUSIVE step is measured again with twice the blocks, "
-                                                  "up to this many (default: 4 x --blocks)")
+    options.add_options(p, ("device", "blocks", "max_blocks"), help={
+        "blocks": "ABBA blocks of each step's first gate (default: [tool.perfgate] blocks, else 6)",
+        "max_blocks": "an INCONCLUSIVE step is measured again with twice the blocks, up to this many (default: "
+                      "4 x --blocks)"})
     p.add_argument("--steps", type=int, help="measured steps per repeat (same as --set steps=N)")
     p.add_argument("--warmup", type=int, help="warmup steps per repeat (same as --set warmup_steps=N)")
     p.add_argument("--set", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
                    help="override a workload parameter, on every commit alike")
     p.add_argument("--data-root", action="append", default=[], metavar="[WORKLOAD=]DIR",
                    help="real dataset location (default: generated synthetic stand-in)")
-    p.add_argument("--alpha", type=float, help="each gate's false-alarm rate, one-sided (default 0.01)")
-    p.add_argument("--delta", type=float, help="smallest slowdown that counts, as a fraction (default 0.03)")
-    p.add_argument("--no-counters", action="store_true",
-                   help="skip each gate's counted runs ([tool.perfgate] counters = false does the same)")
-    p.add_argument("--max-reruns", type=int, default=3,
-                   help="blocks measured again per gate when other processes loaded the machine (default 3)")
-    p.add_argument("--max-other-cpu-share", type=float, metavar="SHARE",
-                   help="a repeat is contended when other processes used more than this share of the CPUs")
-    p.add_argument("--out", metavar="DIR",
-                   help="keep each gate's result files under DIR/<commit>-<N>blocks/ (default: a temporary folder, "
-                        "removed)")
+    options.add_options(p, ("alpha", "delta", "no_counters", "max_reruns", "max_other_cpu_share", "out"), help={
+        "alpha": "each gate's false-alarm rate, one-sided (default 0.01)",
+        "delta": "smallest slowdown that counts, as a fraction (default 0.03)",
+        "no_counters": "skip each gate's counted runs ([tool.perfgate] counters = false does the same)",
+        "max_reruns": "blocks measured again per gate when other processes loaded the machine (default 3)",
+        "max_other_cpu_share": "a repeat is contended when other processes used more than this share of the CPUs",
+        "out": "keep each gate's result files under DIR/<commit>-<N>blocks/ (default: a temporary folder, "
+               "removed)"},
+        defaults={"out": None})
     p.add_argument("--log", metavar="FILE", help="write the search as git bisect log does (git bisect replay FILE)")
-    p.add_argument("--cache-dir", metavar="DIR",
-                   help="synthetic data cache (default: $PERFGATE_CACHE_DIR or ~/.cache/perfgate)")
-    p.add_argument("--timeout", type=float, default=3600.0, metavar="SECONDS",
-                   help="give up on a repeat after this long (default: 3600)")
-    p.add_argument("--no-telemetry", action="store_true",
-                   help="do not sample NVML/psutil telemetry in a background thread during the window")
+    options.add_options(p, ("cache_dir", "timeout", "no_telemetry"), help={
+        "no_telemetry": "do not sample NVML/psutil telemetry in a background thread during the window"})
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     add_script_options(p)  # --script PATH [-- ARGS]: each commit's own copy of the script
     options.add_common(p)

@@ -314,13 +314,13 @@ def cmd_tune_loader(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     if len(args.workloads) != 1:
         raise UsageError("tune-loader takes exactly one workload")
-    if not (args.budget > 0):
+    if not (args.budget_minutes > 0):
         raise UsageError("--budget must be a positive number of minutes")
     repeats = args.repeats or DEFAULT_REPEATS
     if repeats < MIN_REPEATS:
         raise UsageError(f"tune-loader needs at least {MIN_REPEATS} repeats per setting")
     device, (job,) = jobs_of(args, settings)
-    result = tune_loader(job.workload, job.params, device, budget_s=args.budget * 60.0, cache_dir=cache_dir_of(args),
+    result = tune_loader(job.workload, job.params, device, budget_s=args.budget_minutes * 60.0, cache_dir=cache_dir_of(args),
                          progress=progress_printer(args.quiet), data_root=job.data_root,
                          overrides=job.overrides, repeats=repeats, timeout_s=args.timeout)
     print(result.render(), end="")
@@ -417,7 +417,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("list", help="list workloads and their parameters for the current device")
     p.add_argument("workloads", nargs="*", metavar="WORKLOAD")
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    add_options(p, ("device",), help={"device": "whose profile the parameters are resolved for (default: auto)"},
+                defaults={"device": "auto"})
     add_common(p)
     p.set_defaults(func=cmd_list)
 
@@ -506,7 +507,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("tune-loader", help="measure DataLoader settings of one workload; recommend one only when "
                                             "it is faster than the current setting beyond the noise")
     add_run_options(p, repeats_help=f"repeats per setting (default {DEFAULT_REPEATS}, at least {MIN_REPEATS})")
-    p.add_argument("--budget", type=float, default=10.0, metavar="MINUTES",
+    # its own --budget, minutes of tuning, not the gate's wall-time budget
+    p.add_argument("--budget", dest="budget_minutes", type=float, default=10.0, metavar="MINUTES",
                    help="bound on the estimated time of all repeats, start-up included (default 10)")
     add_common(p)
     p.set_defaults(func=cmd_tune_loader)

@@ -36,7 +36,7 @@ def cmd_counters(args: argparse.Namespace) -> int:
     if outcome.counters is None:
         assert outcome.error is not None
         raise outcome.error
-    print(dumps(outcome.counters.to_dict()) if args.json else render_counters(outcome.counters, top=args.top),
+    print(dumps(outcome.counters.to_dict()) if args.as_json else render_counters(outcome.counters, top=args.top),
           end="")
     if args.out:
         print(f"perfgate: wrote {Path(args.out) / (job.workload.name + '.counters.json')}", file=sys.stderr)
@@ -54,21 +54,23 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                     "A counter the device cannot provide is shown as — with the reason.",
     )
     p.add_argument("workloads", nargs="*", metavar="WORKLOAD", help="the workload to count (or --script PATH)")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"],
-                   help="where to count (default: [tool.perfgate] device, else auto = cuda when available)")
+    options.add_options(p, ("device",), help={
+        "device": "where to count (default: [tool.perfgate] device, else auto = cuda when available)"})
     p.add_argument("--steps", dest="count_steps", type=int, default=DEFAULT_STEPS, metavar="N",
                    help=f"steps counted after the warmup (default {DEFAULT_STEPS})")
     p.add_argument("--set", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
                    help="override a workload parameter")
     p.add_argument("--data-root", action="append", default=[], metavar="[WORKLOAD=]DIR",
                    help="real dataset location (default: generated synthetic stand-in)")
-    p.add_argument("--cache-dir", metavar="DIR",
-                   help="synthetic data cache (default: $PERFGATE_CACHE_DIR or ~/.cache/perfgate)")
-    p.add_argument("--json", action="store_true", help="print the counters as JSON instead of the table")
-    p.add_argument("--out", metavar="DIR", help="also write DIR/<workload>.counters.json")
+    options.add_options(p, ("cache_dir",))
+    # --json: the counters on stdout as JSON (this command's own option, not the gate's report file)
+    p.add_argument("--json", dest="as_json", action="store_true",
+                   help="print the counters as JSON instead of the table")
     p.add_argument("--top", type=int, default=8, help="operators listed per phase (default 8)")
-    p.add_argument("--timeout", type=float, default=1800.0, metavar="SECONDS",
-                   help="give up on the counted run after this long (default: 1800)")
+    options.add_options(p, ("out", "timeout"), help={
+        "out": "also write DIR/<workload>.counters.json",
+        "timeout": "give up on the counted run after this long (default: 1800)"},
+        defaults={"out": None, "timeout": 1800.0})
     add_script_options(p)
     options.add_common(p)
     # --steps here is the counted steps; the workload's own steps and warmup stay as pinned.

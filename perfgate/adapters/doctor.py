@@ -20,6 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from perfgate.adapters import options
 from perfgate.gate.doctor.card import OK, UNKNOWN, WARN, Card
 from perfgate.gate.doctor.diagnosis import DEFAULT_MICRO_RUN_S, diagnose
 from perfgate.measure.runner import default_cache_dir
@@ -60,7 +61,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             raise UsageError("--micro-run-seconds must be at least 1")
     cache_dir = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
     card = diagnose(args.device, cache_dir, micro_seconds=seconds)
-    if args.json:
+    if args.as_json:
         print(json.dumps(card.to_dict(), indent=2))
     else:
         print(render(card))
@@ -75,14 +76,15 @@ def add_parser(subparsers: Any) -> None:
                     "steps' CUDA event time against the window's wall time, and no synchronisation inside it.",
         epilog="exit codes: 0 fit to gate (warnings allowed), 1 a check FAILed, 2 bad usage "
                "(--device cuda without a driver)")
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
-                   help="auto (default): the CUDA checks when an NVIDIA driver is here; cuda: require them; "
-                        "cpu: skip them")
-    p.add_argument("--json", action="store_true", help="print the card as JSON")
+    options.add_options(p, ("device",), help={
+        "device": "auto (default): the CUDA checks when an NVIDIA driver is here; cuda: require them; cpu: skip "
+                  "them"}, defaults={"device": "auto"})
+    # --json: the card on stdout as JSON (this command's own option, not the gate's report file)
+    p.add_argument("--json", dest="as_json", action="store_true", help="print the card as JSON")
     p.add_argument("--micro-run-seconds", type=float, default=DEFAULT_MICRO_RUN_S, metavar="SECONDS",
                    help=f"length of the CUDA micro-run (default {DEFAULT_MICRO_RUN_S:g})")
     p.add_argument("--no-micro-run", action="store_true", help="skip the CUDA micro-run")
-    p.add_argument("--cache-dir", metavar="DIR",
-                   help="the data cache whose disk is checked (default: $PERFGATE_CACHE_DIR or ~/.cache/perfgate)")
+    options.add_options(p, ("cache_dir",), help={
+        "cache_dir": "the data cache whose disk is checked (default: $PERFGATE_CACHE_DIR or ~/.cache/perfgate)"})
     p.add_argument("-v", "--verbose", action="store_true", help="show tracebacks on errors")
     p.set_defaults(func=cmd_doctor)

@@ -29,6 +29,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from perfgate.adapters import options
 from perfgate.analysis.changepoints import ChangePoint, find_changes
 from perfgate.gate.config import load_settings
 from perfgate.model.errors import EXIT_OK, UsageError
@@ -149,14 +150,14 @@ def serialise(df: Any, fmt: str) -> bytes:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    if args.format == "parquet" and not args.out:
+    if args.format == "parquet" and not args.out_file:
         raise UsageError("--format parquet writes a binary file: give --out FILE")
     store = store_of(args)
     df = load_table(store)
     data = serialise(df, args.format)
-    if args.out:
-        write_export(Path(args.out), data)
-        print(f"perfgate: wrote {len(df)} rows ({df['run_id'].nunique()} runs) to {args.out}", file=sys.stderr)
+    if args.out_file:
+        write_export(Path(args.out_file), data)
+        print(f"perfgate: wrote {len(df)} rows ({df['run_id'].nunique()} runs) to {args.out_file}", file=sys.stderr)
     else:
         sys.stdout.write(data.decode("utf-8"))
         sys.stdout.flush()
@@ -302,7 +303,8 @@ def add_parser(subparsers: Any) -> None:
                     "perfgate.analysis.history.load) as CSV, Parquet or JSON records.",
         epilog="exit codes: 0 written, 2 error or bad input (no partial file is left)")
     e.add_argument("--format", required=True, choices=FORMATS, help="csv, parquet (needs --out) or json")
-    e.add_argument("--out", metavar="FILE", help="where to write (default: stdout for csv and json)")
+    # its own --out, one file of the table, not the gate's results folder
+    e.add_argument("--out", dest="out_file", metavar="FILE", help="where to write (default: stdout for csv and json)")
     _store_options(e)
     e.set_defaults(func=cmd_export)
 
@@ -326,7 +328,8 @@ def add_parser(subparsers: Any) -> None:
                     "self-contained file (no server; publishable to GitHub Pages).",
         epilog="exit codes: 0 written (also for an empty history), 2 error or bad input (nothing written)")
     d.add_argument("dir", metavar="DIR", help="the folder to write index.html into (created if missing)")
-    d.add_argument("--baselines", metavar="DIR", help="the baseline store (default: [tool.perfgate] baselines)")
+    options.add_options(d, ("baselines",), help={"baselines": "the baseline store (default: [tool.perfgate] "
+                                                               "baselines)"})
     d.add_argument("--no-baselines", action="store_true", help="draw no baseline lines")
     d.add_argument("--title", default="perfgate history", help="the page's heading")
     d.add_argument("--statistic", default=PER_STEP, choices=STATISTICS, help=STATISTIC_HELP)

@@ -126,6 +126,12 @@ def _duration(value: str, flag: str) -> str | None:
     return None
 
 
+def _blocks(value: int, flag: str) -> str | None:
+    from perfgate.analysis.blocks import blocks_problem
+
+    return blocks_problem(value, flag)
+
+
 def _max_blocks(value: int, flag: str) -> str | None:
     return None if 2 <= value <= 500 else f"{flag} must be from 2 to 500 (blocks or repeats), got {value}"
 
@@ -190,8 +196,7 @@ GATE_OPTIONS: Mapping[str, GateOption] = _options(
                                "inconclusive, else pass)", choices=("pass", "fail"), key="inconclusive"),
     # looking
     GateOption("blocks", "ABBA blocks at the first look of a paired gate (default: [tool.perfgate] blocks, else 6)",
-               type=int, metavar="N", key="blocks",
-               check=_at_least(2, "{flag}: the paired design needs at least 2 ABBA blocks")),
+               type=int, metavar="N", key="blocks", check=_blocks),
     GateOption("max_blocks", "the most ABBA blocks (stored baseline: repeats) a workload is measured for; the gate "
                              "looks after each one (default: [tool.perfgate] max_blocks, else 30)",
                type=int, metavar="N", key="max_blocks", check=_max_blocks),
@@ -223,15 +228,19 @@ DECLARED = "perfgate_gate_options"
 
 
 def add_options(parser: argparse.ArgumentParser, names: Iterable[str], *,
-                help: Mapping[str, str] | None = None) -> None:
+                help: Mapping[str, str] | None = None, defaults: Mapping[str, Any] | None = None) -> None:
     """Declare the table's options ``names`` on ``parser`` (``help`` replaces an option's
-    help text there), and remember them: :func:`values_of` reads only what was declared, so
-    a command's own option of the same name (``tune-loader --budget MINUTES``) is never
-    taken for the gate's."""
+    help text there, ``defaults`` its default: ``perfgate counters --timeout`` gives up
+    sooner, ``bisect --out`` keeps nothing unless given), and remember them: :func:`values_of`
+    reads only what was declared, so a command's own option of the same name (``tune-loader
+    --budget MINUTES``, declared with a ``dest`` of its own) is never taken for the gate's."""
     names = list(names)
     for name in names:
         option = GATE_OPTIONS[name]
-        parser.add_argument(option.flag, dest=name, **option.kwargs((help or {}).get(name)))
+        kwargs = option.kwargs((help or {}).get(name))
+        if defaults is not None and name in defaults:
+            kwargs["default"] = defaults[name]
+        parser.add_argument(option.flag, dest=name, **kwargs)
     declared = parser.get_default(DECLARED) or ()
     parser.set_defaults(**{DECLARED: (*declared, *names)})
 

@@ -29,7 +29,7 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     phases = parse_phases(args.phases) if args.phases else None
     gates = args.gates if args.gates is not None else (QUICK_GATES if args.quick else DEFAULT_GATES)
     blocks = args.blocks if args.blocks is not None else (QUICK_BLOCKS if args.quick else settings.blocks)
-    budget = args.budget if args.budget is not None else (QUICK_BUDGET_MIN if args.quick else None)
+    budget = args.budget_minutes if args.budget_minutes is not None else (QUICK_BUDGET_MIN if args.quick else None)
     device, (job,) = options.jobs_of(args, settings)
     # The gates' measuring, as `perfgate gate --against` builds it; the jobs are the self-test's own.
     request = options.request_of(args, settings, device, [job])
@@ -70,7 +70,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "max_blocks": "the most ABBA blocks a gate is measured for; it looks after each one (default: "
                       "[tool.perfgate] max_blocks, else 30)"})
     # The whole self-test's time, not a gate's (perfgate gate --budget): its own option.
-    p.add_argument("--budget", type=float, metavar="MINUTES",
+    p.add_argument("--budget", dest="budget_minutes", type=float, metavar="MINUTES",
                    help=f"start no gate that would likely end after this (default none; --quick {QUICK_BUDGET_MIN:g})")
     p.add_argument("--quick", action="store_true",
                    help=f"{QUICK_GATES} gates of each kind, {QUICK_BLOCKS} blocks, one phase, a "

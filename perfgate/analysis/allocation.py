@@ -65,6 +65,7 @@ from statistics import median
 import numpy as np
 from scipy import special
 
+from perfgate.analysis.blocks import blocks_problem
 from perfgate.analysis.decide import GateConfig
 from perfgate.analysis.simulate import Noise, Scenario, simulate
 from perfgate.analysis.stats.components import Components
@@ -134,9 +135,9 @@ class Bounds:
             raise ValueError(f"Bounds.max_blocks must be an integer or None, got {self.max_blocks!r}")
         if self.min_steps < 2:
             raise ValueError(f"Bounds.min_steps must be at least 2 (a median step needs steps), got {self.min_steps}")
-        if self.min_blocks < 2:
-            raise ValueError(f"Bounds.min_blocks must be at least 2 (a contrast's t needs two blocks), "
-                             f"got {self.min_blocks}")
+        problem = blocks_problem(self.min_blocks, "Bounds.min_blocks")
+        if problem is not None:
+            raise ValueError(problem)
         for low, high in (("min_steps", "max_steps"), ("min_windows", "max_windows")):
             if getattr(self, high) < getattr(self, low):
                 raise ValueError(f"Bounds.{high} ({getattr(self, high)}) is below {low} ({getattr(self, low)})")

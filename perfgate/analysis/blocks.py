@@ -194,6 +194,20 @@ def block_log_ratio(base: Sequence[BlockValue], head: Sequence[BlockValue], *,
     )
 
 
+MIN_BLOCKS = 2
+"""The fewest ABBA blocks the paired design judges: the block contrasts' t needs two."""
+
+
+def blocks_problem(blocks: object, where: str = "blocks") -> str | None:
+    """Why ``blocks`` cannot be the paired design's ABBA blocks, one line naming ``where``
+    (``--blocks``, ``pyproject.toml: blocks``), or None. Every check of the blocks asks this."""
+    if isinstance(blocks, bool) or not isinstance(blocks, int):
+        return f"{where} must be an integer, got {blocks!r}"
+    if blocks < MIN_BLOCKS:
+        return f"{where}: the paired design needs at least {MIN_BLOCKS} ABBA blocks"
+    return None
+
+
 def paired_min_detectable(sd_log: float, blocks: int, alpha: float, power: float = 0.8) -> float:
     """Smallest slowdown (ratio - 1) that ``blocks`` full ABBA blocks detect with ``power``
     at one-sided ``alpha``, for a run-to-run sd of log ``sd_log``.
@@ -202,8 +216,9 @@ def paired_min_detectable(sd_log: float, blocks: int, alpha: float, power: float
     the block contrasts J - 1 degrees of freedom; the usual t approximation
     ``log(1 + mde) = se * (t[1-alpha] + t[power])`` gives the answer.
     """
-    if blocks < 2:
-        raise ValueError(f"blocks must be at least 2, got {blocks!r}")
+    problem = blocks_problem(blocks)
+    if problem is not None:
+        raise ValueError(problem)
     if not (sd_log >= 0 and math.isfinite(sd_log)):
         raise ValueError(f"sd_log must be a finite number >= 0, got {sd_log!r}")
     df = blocks - 1

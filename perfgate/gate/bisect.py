@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfgate.analysis.blocks import blocks_problem
 from perfgate.gate.config import Settings
 from perfgate.gate.gating import GateRequest, MeasuringRequest, PairedPlan, base_jobs_for, run_gate
 from perfgate.gate.worktree import BaseTree, base_worktree, git, repository_root, resolve_commit, sigterm_as_interrupt
@@ -197,8 +198,9 @@ def bisect(plan: Plan, judge: Judge, *, blocks: int, max_blocks: int,
     judgement, again)`` after each gate, ``again`` being the blocks of the next gate of the
     same commit (None: the step is decided or out of blocks).
     """
-    if blocks < 2:
-        raise UsageError("--blocks: the paired design needs at least 2 ABBA blocks")
+    problem = blocks_problem(blocks, "--blocks")
+    if problem is not None:
+        raise UsageError(problem)
     if max_blocks < blocks:
         raise UsageError(f"--max-blocks {max_blocks} is below --blocks {blocks}")
     repo = plan.repo

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from perfgate.analysis.blocks import blocks_problem
 from perfgate.analysis.decide import GateConfig
 from perfgate.model.errors import UsageError
 from perfgate.model.script import SCRIPTS_SETTING, Script, script_words
@@ -295,8 +296,9 @@ def load_settings(pyproject: Path | None, cli: Mapping[str, Any] | None = None) 
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise UsageError(f"{where}: repeats must be an integer >= 1, got {repeats!r}")
     blocks = run_value("blocks", 6)
-    if isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 2:
-        raise UsageError(f"{where}: blocks must be an integer >= 2, got {blocks!r}")
+    problem = blocks_problem(blocks, "--blocks" if "blocks" in cli else f"{where}: blocks")
+    if problem is not None:
+        raise UsageError(problem)
     windows = run_value("windows", 1)
     if isinstance(windows, bool) or not isinstance(windows, int) or not 1 <= windows <= MAX_WINDOWS:
         origin = "--windows" if "windows" in cli else f"{where}: windows"

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from statistics import median
 
+from perfgate.analysis.blocks import blocks_problem
 from perfgate.analysis.decide import GateConfig
 from perfgate.analysis.summary import summarise
 from perfgate.gate.config import Settings
@@ -412,8 +413,9 @@ def run_selftest(
     if budget_s is not None and not budget_s > 0:
         raise UsageError("--budget must be a positive number of minutes")
     blocks = blocks or settings.blocks
-    if blocks < 2:
-        raise UsageError("--blocks: the paired design needs at least 2 ABBA blocks")
+    problem = blocks_problem(blocks, "--blocks")
+    if problem is not None:
+        raise UsageError(problem)
     # The selftest measures the timing's false alarms and power: its A/A and injected-delay
     # gates run the same code on both sides, so a counted run could only add time.
     settings = replace(settings, gate=replace(settings.gate, counters=False))
