@@ -458,10 +458,23 @@ def test_missing_memory_is_not_a_verdict() -> None:
 
 
 def _both(per_step: LogRatio, median_step: LogRatio):
-    from perfgate.analysis.decide import combine_statistics
+    from perfgate.analysis.decide import FamilyKey, combine_statistics, family_keys
 
-    d = decide_time({"w": per_step, "w@median": median_step}, CFG, FIRST)
-    return combine_statistics(d["w"], d["w@median"])
+    step, median = family_keys("w", ())
+    assert (step, median) == (FamilyKey("w", "per_step"), FamilyKey("w", "median"))
+    d = decide_time({step: per_step, median: median_step}, CFG, FIRST)
+    return combine_statistics([d[step], d[median]])
+
+
+def test_the_family_keys_are_typed_and_read_as_before() -> None:
+    from perfgate.analysis.decide import FamilyKey, family_keys
+
+    keys = family_keys("resnet18", ("forward",))
+    assert [str(k) for k in keys] == ["resnet18", "resnet18@median", "resnet18:forward"]
+    assert [k.words() for k in keys] == ["time per step", "median step", "forward per step"]
+    # a key's statistic is a field, never parsed back out of a name that happens to hold "@median"
+    odd = FamilyKey("w@median")
+    assert odd.statistic == "per_step" and odd.words() == "time per step"
 
 
 def test_pass_is_the_time_per_steps_bound_alone_with_the_median_a_regression_detector() -> None:

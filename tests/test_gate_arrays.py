@@ -10,7 +10,19 @@ import pytest
 
 from perfgate.analysis.driver import drive, schedule_for
 from perfgate.analysis.decide import GateConfig
-from perfgate.analysis.gate_arrays import NAMES, PairedDraws, draw_paired, head_mask, paired_verdicts
+from perfgate.analysis.gate_arrays import (
+    IMPROVED,
+    INCONCLUSIVE,
+    PASS,
+    REGRESSION,
+    PairedDraws,
+    draw_paired,
+    head_mask,
+    paired_verdicts,
+)
+
+NAMES = {INCONCLUSIVE: "INCONCLUSIVE", PASS: "PASS", REGRESSION: "REGRESSION", IMPROVED: "IMPROVED"}
+"""The array verdict codes by name (``perfgate.model.verdict.Verdict``)."""
 from perfgate.analysis.outcome import Entry, Pairing
 from perfgate.analysis.simulate import AGAINST, _Repeat, _repeat_result, _run_result
 from perfgate.model.result import RepeatResult

@@ -32,13 +32,13 @@ from typing import Any
 from perfgate.analysis.blocks import BlockValue, block_log_ratio, blocks_of
 from perfgate.analysis.counters import CounterChanges, CounterThresholds, compare_counters
 from perfgate.analysis.decide import (
-    MEDIAN_KEY,
     GateConfig,
     Look,
     TimeDecision,
     combine_statistics,
     decide_memory,
     decide_time,
+    FamilyKey,
     family_keys,
     flag_phases,
 )
@@ -50,7 +50,7 @@ from perfgate.analysis.summary import WorkloadSummary, summarise
 from perfgate.model.baseline import Baseline, param_differences
 from perfgate.model.benchmark import BenchmarkData, Statistics, benchmark_data
 from perfgate.model.counters import GATED, CounterSet
-from perfgate.model.repeat import MEDIAN, PER_STEP, ROWS
+from perfgate.model.repeat import MEDIAN, PER_STEP, ROWS, STATISTICS
 from perfgate.model.result import RunResult
 from perfgate.model.script import SCRIPT_MEASURED, script_path_of
 from perfgate.model.verdict import Verdict
@@ -538,7 +538,7 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: Look | None =
 
     settled: dict[str, WorkloadComparison] = {}
     judged: dict[str, _Judged] = {}
-    estimates: dict[str, LogRatio] = {}
+    estimates: dict[FamilyKey, LogRatio] = {}
     notes: dict[str, str] = {}
     for entry in entries:
         name = entry.workload
@@ -550,14 +550,15 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: Look | None =
             phase_free.add(name)
         row = "step"
         try:
-            estimates[name], note = _step_estimate(prepared.result, prepared.summary, prepared.reference, config,
-                                                   prepared.estimate)
+            estimates[FamilyKey(name)], note = _step_estimate(prepared.result, prepared.summary,
+                                                              prepared.reference, config, prepared.estimate)
             if note:
                 notes[name] = note  # a pytest-benchmark result: its own statistics, one entry
             else:
-                estimates[f"{name}{MEDIAN_KEY}"] = prepared.estimate("step", MEDIAN)
+                for statistic in STATISTICS[1:]:
+                    estimates[FamilyKey(name, statistic)] = prepared.estimate("step", statistic)
             for row in cfg(name).gate_phases:
-                estimates[f"{name}:{row}"] = prepared.estimate(row, PER_STEP)
+                estimates[FamilyKey(name, PER_STEP, row)] = prepared.estimate(row, PER_STEP)
         except ValueError as exc:
             what = "" if row == "step" else f" gated phase {row}"
             settled[name] = WorkloadComparison(
@@ -567,7 +568,7 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: Look | None =
                 params=dict(prepared.result.params), labels=prepared.labels, left_out=prepared.left_out,
                 baseline=prepared.reference, baseline_path=prepared.path, design=prepared.design,
                 since_baseline=prepared.since_baseline, against=prepared.against)
-            estimates = {k: v for k, v in estimates.items() if k != name and not k.startswith(f"{name}:")}
+            estimates = {k: v for k, v in estimates.items() if k.workload != name}
             continue
         judged[name] = prepared
 
@@ -579,8 +580,8 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: Look | None =
                       if key not in estimates]
     # Holm's adjusted p-values depend only on the family; δ only on the workload. So each
     # distinct configuration decides the whole family and its own workloads read from it.
-    decisions: dict[str, TimeDecision] = {}
-    by_config: dict[GateConfig, dict[str, TimeDecision]] = {}
+    decisions: dict[FamilyKey, TimeDecision] = {}
+    by_config: dict[GateConfig, dict[FamilyKey, TimeDecision]] = {}
     for name in judged:
         c = cfg(name)
         if c not in by_config:
@@ -589,12 +590,12 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: Look | None =
 
     out: dict[str, WorkloadComparison] = dict(settled)
     for name, j in judged.items():
-        time = decisions[name]
+        time = decisions[FamilyKey(name)]
         if name in notes:
             time = dataclasses.replace(time, reason=f"{time.reason}; {notes[name]}", statistic=MEDIAN)
         else:
-            time = combine_statistics(time, decisions[f"{name}{MEDIAN_KEY}"])
-        gated = {p: decisions[f"{name}:{p}"] for p in cfg(name).gate_phases}
+            time = combine_statistics([decisions[FamilyKey(name, s)] for s in STATISTICS])
+        gated = {p: decisions[FamilyKey(name, PER_STEP, p)] for p in cfg(name).gate_phases}
         out[name] = _final(j, time, gated, cfg(name))
     ordered = tuple(out[e.workload] for e in entries)
     return GateOutcome(ordered, config, look)

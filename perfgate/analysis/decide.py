@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import median
+from typing import TypeVar
 
 import numpy as np
 
@@ -27,7 +28,7 @@ from perfgate.analysis.stats import (
 )
 from perfgate.analysis.stats.sequential import DEFAULT_GAMMA, Schedule
 from perfgate.model.counters import GATED as COUNTER_NAMES
-from perfgate.model.repeat import MEDIAN, PER_STEP, STATISTIC_WORDS
+from perfgate.model.repeat import PER_STEP, STATISTIC_WORDS, STATISTICS
 from perfgate.model.verdict import INCONCLUSIVE_POLICIES, Verdict
 
 __all__ = [
@@ -325,20 +326,53 @@ def _level_function(look: Look, est: LogRatio | None) -> Callable[[float], float
     return lambda alpha: schedule.level(alpha, look.count, fractions)
 
 
+@dataclass(frozen=True, order=True)
+class FamilyKey:
+    """One entry of a gate's Holm family: a workload's step under one statistic
+    (:data:`perfgate.model.repeat.STATISTICS`), or one of its gated phases (per step)."""
+
+    workload: str
+    statistic: str = PER_STEP
+    phase: str = ""
+    """A gated phase; empty for the step."""
+
+    def words(self) -> str:
+        """What the entry's reason calls its row ("time per step", "forward per step")."""
+        return f"{self.phase} per step" if self.phase else STATISTIC_WORDS[self.statistic]
+
+    def __str__(self) -> str:
+        tail = f":{self.phase}" if self.phase else ("" if self.statistic == PER_STEP else f"@{self.statistic}")
+        return f"{self.workload}{tail}"
+
+
+def family_keys(name: str, gate_phases: Sequence[str]) -> list[FamilyKey]:
+    """A workload's entries in the Holm family: its step under each statistic, its gated phases."""
+    return [*(FamilyKey(name, s) for s in STATISTICS), *(FamilyKey(name, PER_STEP, p) for p in gate_phases)]
+
+
+def _key(name: FamilyKey | str) -> FamilyKey:
+    """A family key; a bare name is a workload's time per step (one workload, one statistic)."""
+    return name if isinstance(name, FamilyKey) else FamilyKey(name)
+
+
+K = TypeVar("K", FamilyKey, str)
+"""A family's keys: :class:`FamilyKey`, or bare workload names."""
+
+
 def decide_time(
-    estimates: Mapping[str, LogRatio],
+    estimates: Mapping[K, LogRatio],
     config: GateConfig,
     look: Look | None = None,
     *,
-    already_decided: Collection[str] = (),
-) -> dict[str, TimeDecision]:
+    already_decided: Collection[K] = (),
+) -> dict[K, TimeDecision]:
     """Verdicts for the step time of each workload at ``look`` (None: a single look).
 
     Holm runs over the whole family: every name in ``estimates`` and in
     ``already_decided``. Workloads decided at an earlier look enter with p = 1 and get no
     new decision (they stopped measuring; counting them keeps every step's level safe).
-    Gated phases are decided in the same family by passing them as extra entries (for
-    example ``"resnet18:forward"``).
+    The keys are :class:`FamilyKey` (a workload's statistics and gated phases, all in one
+    family: :func:`family_keys`), or bare names, each a workload's time per step.
 
     α is spent over the planned looks: Holm's step with ``s`` hypotheses left tests at this
     look's nominal level for ``alpha / s`` (:func:`_holm_steps`). PASS holds the upper bound
@@ -348,7 +382,7 @@ def decide_time(
     look = look or Look.single()
     decided = set(already_decided)
     open_names = [n for n in estimates if n not in decided]
-    family = open_names + sorted(decided)
+    family = open_names + sorted(decided, key=str)
     m = len(family)
     if not open_names:
         return {}
@@ -365,7 +399,7 @@ def decide_time(
     slower_than = f" for a slowdown of more than {least * 100:.3g}%" if least > 0 else ""
     faster_than = f" for a speed-up of more than {least * 100:.3g}%" if least > 0 else ""
     where = look.where()
-    out: dict[str, TimeDecision] = {}
+    out: dict[K, TimeDecision] = {}
     for i, name in enumerate(open_names):
         est = estimates[name]
         slow = bool(rej_slow[i])
@@ -394,7 +428,7 @@ def decide_time(
         threshold = thr_fast[i] if verdict is Verdict.IMPROVED else thr_slow[i]
         level = 1.0 - 2.0 * threshold
         low, high = confidence_interval(est, level)
-        row = _row_words(name)
+        row = _key(name).words()
         head = (f"{row} {_pct(est.ratio)}% [{_pct(low)}, {_pct(high)}] "
                 f"({level_text(level)}% CI, the level of this look's test)")
         if verdict is Verdict.REGRESSION:
@@ -422,65 +456,48 @@ def decide_time(
         if est.excluded_baseline or est.outliers_current:
             reason += f"; {_outlier_text(est)}"
         out[name] = TimeDecision(verdict, reason, est, alpha, mde, look.number, look.looks,
-                                 float(thr_slow[i]), float(thr_fast[i]), statistic=statistic_of(name),
+                                 float(thr_slow[i]), float(thr_fast[i]), statistic=_key(name).statistic,
                                  pass_bound=upper, count=look.count)
     return out
 
 
-MEDIAN_KEY = "@median"
-"""The suffix of a workload's median-step entry in the Holm family (``"resnet18@median"``);
-a gated phase's entry is ``"<workload>:<phase>"``, the workload's own name is its time per step."""
+def combine_statistics(decisions: Sequence[TimeDecision]) -> TimeDecision:
+    """The step's decision from its statistics' decisions (in :data:`STATISTICS` order, the
+    deciding one first), each already decided in the Holm family.
 
-
-def statistic_of(name: str) -> str:
-    return MEDIAN if name.endswith(MEDIAN_KEY) else PER_STEP
-
-
-def family_keys(name: str, gate_phases: Sequence[str]) -> list[str]:
-    """A workload's entries in the Holm family: its time per step, its median step, its gated phases."""
-    return [name, f"{name}{MEDIAN_KEY}", *(f"{name}:{p}" for p in gate_phases)]
-
-
-def _row_words(name: str) -> str:
-    if name.endswith(MEDIAN_KEY):
-        return STATISTIC_WORDS[MEDIAN]
-    phase = name.partition(":")[2]
-    return f"{phase} per step" if phase else STATISTIC_WORDS[PER_STEP]
-
-
-def combine_statistics(per_step: TimeDecision, median_step: TimeDecision) -> TimeDecision:
-    """The step's decision from its two statistics, each already decided in the Holm family.
-
-    - REGRESSION when either is: significant after Holm and above δ. The time per step
+    - REGRESSION when any is: significant after Holm and above δ. The time per step
       catches what stalls a few steps (a loader falling behind every fourth batch); the
       median step catches a compute change the time per step's noise would hide. Holm over
-      both keeps the family-wise level at α whatever their correlation.
-    - PASS when the time per step's upper bound lies below δ and the median step is no
-      REGRESSION: the gate promises the time per step (what a training run pays), so PASS is
-      that statistic's test alone, at its own 2.5%. Asking both bounds to lie below δ spent
-      nothing but made unchanged code undecided whenever the two statistics disagree
-      (at a process sd of 20% and a correlation of 0.5 between them, 1.9% of A/A gates
-      passed); the median stays what it is good for, a detector of REGRESSION.
-    - IMPROVED when the time per step is faster by more than δ and the median step is no
-      REGRESSION, or the median step is and the time per step passes.
+      all of them keeps the family-wise level at α whatever their correlation.
+    - PASS when the deciding statistic (the time per step) has its upper bound below δ and
+      no other is a REGRESSION: the gate promises the time per step (what a training run
+      pays), so PASS is that statistic's test alone, at its own 2.5%. Asking every bound to
+      lie below δ spent nothing but made unchanged code undecided whenever the statistics
+      disagree (at a process sd of 20% and a correlation of 0.5 between the two, 1.9% of
+      A/A gates passed); the others stay what they are good for, detectors of REGRESSION.
+    - IMPROVED when the deciding statistic is faster by more than δ and none is a
+      REGRESSION, or another is IMPROVED and the deciding one passes.
     - INCONCLUSIVE otherwise.
 
-    The deciding statistic's decision is returned (the time per step when both agree),
-    holding both in ``by_statistic``.
+    The chosen statistic's decision is returned (the deciding one when they agree), holding
+    every statistic's in ``by_statistic``.
     """
-    both = {PER_STEP: per_step, MEDIAN: median_step}
-    if Verdict.REGRESSION in (per_step.verdict, median_step.verdict):
-        chosen = per_step if per_step.verdict is Verdict.REGRESSION else median_step
-    elif per_step.verdict in (Verdict.PASS, Verdict.IMPROVED):
-        chosen = median_step if (per_step.verdict is Verdict.PASS
-                                 and median_step.verdict is Verdict.IMPROVED) else per_step
+    deciding, *others = decisions
+    both = {d.statistic: d for d in decisions}
+    regressions = [d for d in decisions if d.verdict is Verdict.REGRESSION]
+    improved = [d for d in others if d.verdict is Verdict.IMPROVED]
+    if regressions:
+        chosen = regressions[0]
+    elif deciding.verdict is Verdict.PASS and improved:
+        chosen = improved[0]
     else:
-        chosen = per_step  # the time per step is undecided: so is the step
-    other = median_step if chosen is per_step else per_step
+        chosen = deciding  # PASS, IMPROVED, or undecided: the deciding statistic's own
     reason = chosen.reason
     if chosen.verdict is Verdict.PASS:
-        reason += (f"; {STATISTIC_WORDS[other.statistic]} {_pct(other.estimate.ratio)}% "
-                   f"({other.verdict.value.lower()}, shown, not required to pass)")
+        for other in decisions:
+            if other is not chosen:
+                reason += (f"; {STATISTIC_WORDS[other.statistic]} {_pct(other.estimate.ratio)}% "
+                           f"({other.verdict.value.lower()}, shown, not required to pass)")
     return dataclasses.replace(chosen, reason=reason, by_statistic=both)
 
 

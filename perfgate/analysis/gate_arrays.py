@@ -8,7 +8,7 @@ contrasts' right skew (``stats.logratio.t_test``); Holm over the whole family (b
 statistics of every workload, those decided earlier at p = 1) at the look's exact t
 boundary, each test's null reaching up to ``min_effect``·δ; REGRESSION when significant and
 above δ, IMPROVED when significant and faster by more than δ, PASS when the upper bound at the PASS level lies below δ; the step's
-verdict from its two statistics (``decide.combine_statistics``); a decided workload stops.
+verdict from its statistics (``decide.combine_statistics``); a decided workload stops.
 
 Written again here on arrays so that 10^5 gates take seconds instead of hours; kept honest
 by a test that runs the same draws through the real ``drive`` verdict for verdict
@@ -171,7 +171,7 @@ def paired_verdicts(draws: PairedDraws, config: GateConfig, schedule: Schedule) 
     if schedule.last > blocks:
         raise ValueError(f"the schedule looks up to {schedule.last} blocks; the draws hold {blocks}")
     d_step, d_median = draws.contrasts()
-    d = np.concatenate([d_step, d_median], axis=1)  # (gates, 2W, blocks): keys w..., then w@median...
+    d = np.concatenate([d_step, d_median], axis=1)  # (gates, 2W, blocks): each time per step, then each median
     m = 2 * workloads
     s1, s2, s3 = np.cumsum(d, axis=-1), np.cumsum(d * d, axis=-1), np.cumsum(d * d * d, axis=-1)
     up, down = 1.0 + config.delta, 1.0 / (1.0 + config.delta)

@@ -36,11 +36,25 @@ SERIES = (*PHASES, "step")
 ROWS = (*PHASES, RESIDUAL, "step")
 """Table rows: the five phases, the unattributed rest of the step, and the step."""
 
+@dataclass(frozen=True)
+class Statistic:
+    """One per-repeat statistic: a row of :data:`STATISTIC_TABLE`."""
+
+    name: str
+    words: str
+    """How a reason or a table names it ("time per step")."""
+
+
 PER_STEP = "per_step"
 MEDIAN = "median"
-STATISTICS = (PER_STEP, MEDIAN)
-"""The two per-repeat statistics, the deciding one first (see the module docstring)."""
-STATISTIC_WORDS: Mapping[str, str] = {PER_STEP: "time per step", MEDIAN: "median step"}
+STATISTIC_TABLE = (Statistic(PER_STEP, "time per step"), Statistic(MEDIAN, "median step"))
+"""The per-repeat statistics a step is decided on, the deciding one first: PASS is its test
+alone, REGRESSION any statistic's (``perfgate.analysis.decide.combine_statistics``); each
+is one entry of the Holm family per workload. Adding a statistic is a row here, its
+computation in :meth:`Repeat.summary_ms`, and the stored formats' migrations."""
+STATISTICS = tuple(s.name for s in STATISTIC_TABLE)
+"""The statistics' names, the deciding one first (see the module docstring)."""
+STATISTIC_WORDS: Mapping[str, str] = {s.name: s.words for s in STATISTIC_TABLE}
 
 
 def residual_series(series: Mapping[str, Sequence[float]]) -> tuple[float, ...]:
