@@ -3,7 +3,9 @@ with ``--perfgate-script`` or ``@pytest.mark.perfgate(script=...)``, and the jud
 that a script's result is judged when the base's settings name it.
 
 The settings and the selection are checked without measuring; one slow test runs a
-paired gate of a configured script through pytest in a scratch repository.
+paired gate through pytest in a scratch repository as far as a configured script the base
+lacks (that workload's ERROR), and one extended test measures a configured script's paired
+gate through pytest to its REGRESSION.
 """
 
 from __future__ import annotations
@@ -260,30 +262,48 @@ def test_the_rebaseline_command_names_a_given_script_and_its_arguments(pytester:
 # --- a paired gate of a configured script, through pytest -------------------------------
 
 
-@pytest.mark.slow
-def test_pytest_paired_gates_a_configured_script_against_its_base_copy(tmp_path: Path) -> None:
-    """The head's script sleeps 4 ms in forward (a step is about 1 ms here): the item
-    ``perfgate::script-train-loop`` fails with forward flagged; a script the pull request
-    adds to the settings has no base side and is that workload's ERROR, as a new workload's."""
+SCRIPT_SETTINGS = ('[tool.perfgate]\nblocks = 3\nmax_blocks = 10\ndelta = 0.5\ncounters = false\n'
+                   'scripts = ["train/train_loop.py --batch-size 8"]\n')
+PYTEST_AGAINST = ["-m", "pytest", "-p", "no:cacheprovider", "-rfEs", "--perfgate", "--perfgate-against", "HEAD~1",
+                  "--perfgate-device", "cpu", "--perfgate-cache-dir", "cache", "--perfgate-set", "warmup_steps=2",
+                  "--perfgate-set", "steps=10", "--perfgate-no-telemetry", "--perfgate-json", "report.json"]
+
+
+def scratch_project(tmp_path: Path) -> Path:
+    """A scratch repository whose first commit configures train/train_loop.py as a script."""
     root = tmp_path / "project"
     (root / "train").mkdir(parents=True)
     shutil.copy(PLAIN, root / "train" / "train_loop.py")
     (root / ".gitignore").write_text("perfgate-results/\ncache/\n.pytest_cache/\n")
-    settings = ('[tool.perfgate]\nblocks = 3\nmax_blocks = 10\ndelta = 0.5\ncounters = false\n'
-                'scripts = ["train/train_loop.py --batch-size 8"]\n')
-    (root / "pyproject.toml").write_text(settings)
+    (root / "pyproject.toml").write_text(SCRIPT_SETTINGS)
     git(root, "init", "-q")
     git(root, "add", "-A")
     git(root, "commit", "-qm", "a training script")
+    return root
+
+
+@pytest.mark.slow
+@pytest.mark.extended
+def test_pytest_paired_gates_a_configured_script_against_its_base_copy(tmp_path: Path) -> None:
+    """The head's script sleeps 4 ms in forward (a step is about 1 ms here): the item
+    ``perfgate::script-train-loop`` fails with forward flagged.
+
+    Extended (30 s on a quiet 2-core machine, 100 s and more when other jobs load it: every
+    process of a script starts fresh). Faster tests in the default lane keep each of its
+    assertions: tests/test_script_gate.py::test_a_slower_script_is_a_regression_in_forward_against_its_base_copy
+    (the same script, 4 ms slower in forward, paired against its base commit's copy: REGRESSION,
+    forward flagged, the script's arguments in its result), tests/test_pytest_plugin.py::
+    test_a_slower_forward_fails_with_the_markdown_section (a REGRESSION is the failed item
+    ``perfgate::NAME``), test_pytest_collects_configured_given_and_declared_scripts (a configured
+    script is the item ``perfgate::script-train-loop``) and
+    test_pytest_a_configured_script_the_base_lacks_is_that_workloads_error (this pytest paired
+    route on a configured script, as far as the base side)."""
+    root = scratch_project(tmp_path)
     loop = root / "train" / "train_loop.py"
     loop.write_text(loop.read_text().replace('"--forward-sleep-ms", type=float, default=0.0',
                                              '"--forward-sleep-ms", type=float, default=4.0'))
     git(root, "commit", "-qam", "a slower forward")
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rfEs", "--perfgate", "--perfgate-against",
-               "HEAD~1", "--perfgate-device", "cpu", "--perfgate-cache-dir", "cache", "--perfgate-set",
-               "warmup_steps=2", "--perfgate-set", "steps=10", "--perfgate-no-telemetry", "--perfgate-json",
-               "report.json"]
-    done = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=900)
+    done = subprocess.run([sys.executable, *PYTEST_AGAINST], cwd=root, capture_output=True, text=True, timeout=900)
     assert done.returncode == 1, done.stdout + done.stderr  # a failed test
     assert "FAILED perfgate::script-train-loop" in done.stdout, done.stdout
     report = json.loads((root / "report.json").read_text())
@@ -294,11 +314,18 @@ def test_pytest_paired_gates_a_configured_script_against_its_base_copy(tmp_path:
     head = json.loads((root / "perfgate-results" / "script-train-loop.json").read_text())
     assert head["params"]["script_args"] == "--batch-size 8"
 
+
+@pytest.mark.slow
+def test_pytest_a_configured_script_the_base_lacks_is_that_workloads_error(tmp_path: Path) -> None:
+    """A script the pull request adds to the settings has no base side and is that workload's
+    ERROR, as a new workload's. (The head side is measured all the same; the fewest blocks do.)"""
+    root = scratch_project(tmp_path)
     shutil.copy(PLAIN, root / "train" / "new_loop.py")
-    (root / "pyproject.toml").write_text(settings.replace('"]', '", "train/new_loop.py"]'))
+    (root / "pyproject.toml").write_text(SCRIPT_SETTINGS.replace('"]', '", "train/new_loop.py"]'))
     git(root, "add", "-A")
     git(root, "commit", "-qm", "a second script")
-    done = subprocess.run([*command, "--perfgate-workloads", "script-new-loop"], cwd=root, capture_output=True,
-                          text=True, timeout=900)
+    done = subprocess.run([sys.executable, *PYTEST_AGAINST, "--perfgate-workloads", "script-new-loop",
+                           "--perfgate-blocks", "2", "--perfgate-max-blocks", "2"], cwd=root,
+                          capture_output=True, text=True, timeout=900)
     assert "ERROR perfgate::script-new-loop" in done.stdout, done.stdout
     assert "has no file train/new_loop.py (the script script-new-loop is new)" in done.stdout, done.stdout
