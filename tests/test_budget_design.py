@@ -23,7 +23,8 @@ from perfgate.analysis.decide import GateConfig
 from perfgate.analysis.driver import MAX_PLANNED, BudgetPlan, drive, first_block_seconds, schedule_for
 from perfgate.analysis.outcome import Entry, Pairing
 from perfgate.gate.config import Settings, load_settings
-from perfgate.gate.judge import combine_shards, planned_last
+from perfgate.gate.judge import planned_last
+from perfgate.gate.shards import combine_shards
 from perfgate.model.errors import UsageError
 from perfgate.model.result import RunResult
 from perfgate.model.verdict import Verdict

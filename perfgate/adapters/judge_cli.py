@@ -61,7 +61,8 @@ from perfgate.gate.inputs import (
     relative_to,
     settings_changes,
 )
-from perfgate.gate.judge import TreeDefinitions, base_settings, combine_shards, git_commit_of, judge_measured
+from perfgate.gate.judge import TreeDefinitions, base_settings, git_commit_of, judge_measured
+from perfgate.gate.shards import combine_shards
 from perfgate.model.errors import EXIT_ERROR, EXIT_OK, PerfgateError, UsageError
 from perfgate.model.manifest import DESIGNS, MANIFEST_NAME
 from perfgate.model.verdict import RUN_POLICY

@@ -26,8 +26,8 @@ installed with perfgate is judged only when the base selects it, and a base side
 only for a workload the base gates or its own tree defines.
 
 A sharded run (each runner measuring its share, ``--shard I/N``) leaves one folder per
-shard; :func:`combine_shards` makes them one measurement, so that they are judged as one
-run, with Holm over all the shards' workloads.
+shard; :func:`perfgate.gate.shards.combine_shards` makes them one measurement, so that they
+are judged as one run, with Holm over all the shards' workloads.
 
 The command ``perfgate judge`` is ``perfgate.adapters.judge_cli``; the report it writes is
 composed by ``perfgate.gate.comment``.
@@ -44,24 +44,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfgate.analysis.compare import stored_counted
-from perfgate.analysis.driver import PlannedLast, budget_spent, drive, recorded_seconds, schedule_for
-from perfgate.analysis.outcome import Counted, Entry, GateOutcome, Pairing
+from perfgate.analysis.driver import PlannedLast, drive, schedule_for
+from perfgate.analysis.outcome import GateOutcome
 from perfgate.gate.config import ScriptEntry, Settings, load_settings
 from perfgate.gate.gating import paired_error
 from perfgate.gate.inputs import PYPROJECT, InputChanges
+from perfgate.gate.replay import ReplayedBlocks, ReplayedRepeats
+from perfgate.gate.shards import ShardedMeasured
 from perfgate.measure.script_job import linked_part
 from perfgate.model.counters import COUNTERS_SUFFIX
 from perfgate.model.errors import UsageError
-from perfgate.model.manifest import DECISION_RULE, MANIFEST_NAME, RunManifest
+from perfgate.model.manifest import DECISION_RULE, RunManifest
 from perfgate.model.result import RunResult
 from perfgate.model.script import ARGS_PARAM, script_path_of
-from perfgate.model.shard import parse_shard
-from perfgate.store.baselines import find_baseline
 from perfgate.store.definitions import Definitions, head_definitions, reference_definitions, tree_definitions
 from perfgate.store.untrusted import KEY_RE, safe_name
 from perfgate.store.untrusted_folders import Measured
-from perfgate.text.units import duration as duration_text
+from perfgate.text.inert import short_repr
 
 # --- the base's rules ------------------------------------------------------------------------
 
@@ -137,134 +136,6 @@ def gated_by_base(settings: Settings, device: str) -> dict[str, str]:
             **scripts}
 
 
-# --- shards: several measuring jobs' folders judged as one run ------------------------------
-
-_AGREE = ("design", "device", "pr_number", "head_sha", "head_ref", "head_repo", "base_sha", "base_ref",
-          "decision_rule")
-"""What every shard's manifest must say alike: one run of one pull request."""
-
-
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _owned(measured: Measured) -> set[str]:
-    """The workloads a shard's folder holds or names as its own (``base_only``, the base
-    tree's workloads the pull request lacks, is the same in every shard)."""
-    names = {*measured.head, *measured.base, *measured.head_counters, *measured.base_counters}
-    manifest = measured.manifest
-    if manifest is not None:
-        names.update((*manifest.workloads, *manifest.errors, *manifest.base_errors, *manifest.base_missing,
-                      *manifest.notes))
-    return names
-
-
-def _check_shares(manifests: Sequence[tuple[str, RunManifest]]) -> None:
-    """The folders of a sharded run must be every share of it once (``shard`` I/N in each
-    manifest, one N, each I from 1 to N): Holm over fewer would judge a part as the whole.
-    A one-line :class:`UsageError` otherwise; nothing to check when no manifest names a share."""
-    shares = [(where, parse_shard(m.shard, "shard")) for where, m in manifests if m.shard is not None]
-    if not shares:
-        return
-    if len(shares) != len(manifests):
-        plain = next(where for where, m in manifests if m.shard is None)
-        raise UsageError(f"the folders are not one sharded run: {shares[0][0]} is shard {shares[0][1]}, "
-                         f"{plain} is not a shard")
-    counts = {share.count for _, share in shares}
-    if len(counts) != 1:
-        raise UsageError("the folders are not one sharded run: they split it into "
-                         + " and ".join(str(n) for n in sorted(counts)) + " shards")
-    count = counts.pop()
-    seen: dict[int, str] = {}
-    for where, share in shares:
-        if share.index in seen:
-            raise UsageError(f"shard {share} twice: {seen[share.index]} and {where}")
-        seen[share.index] = where
-    missing = [str(i) for i in range(1, count + 1) if i not in seen]
-    if missing:
-        raise UsageError(f"shard {', '.join(missing)} of {count} missing (given: "
-                         f"{', '.join(f'{i}/{count}' for i in sorted(seen))}); judge every shard's folder together, "
-                         "or Holm would run over part of the run")
-
-
-def _combined_manifest(parts: Sequence[tuple[str, Measured]]) -> RunManifest | None:
-    manifests = [(where, m.manifest) for where, m in parts]
-    lacking = [where for where, m in manifests if m is None]
-    if len(lacking) == len(manifests):
-        return None
-    if lacking:
-        having = next(where for where, m in manifests if m is not None)
-        raise UsageError(f"{lacking[0]}: no {MANIFEST_NAME}, but {having} has one; every shard's folder needs its "
-                         "manifest")
-    first_where, first = manifests[0]
-    assert first is not None
-    for where, manifest in manifests[1:]:
-        assert manifest is not None
-        for name in _AGREE:
-            if getattr(manifest, name) != getattr(first, name):
-                raise UsageError(f"the shards are not of one run: {name} is {_shown(getattr(first, name))} in "
-                                 f"{first_where} and {_shown(getattr(manifest, name))} in {where}")
-    _check_shares([(where, m) for where, m in manifests if m is not None])
-    every = [m for _, m in manifests if m is not None]
-    failures = [f"{where}: {m.failure}" for where, m in manifests if m is not None and m.failure]
-    clocks = {where: m.clocks for where, m in manifests if m is not None and m.clocks}
-    one_clock = len(set(clocks.values())) == 1
-    return dataclasses.replace(
-        first,
-        workloads=tuple(sorted(n for m in every for n in m.workloads)),
-        errors={k: v for m in every for k, v in m.errors.items()},
-        base_errors={k: v for m in every for k, v in m.base_errors.items()},
-        base_missing=tuple(sorted(n for m in every for n in m.base_missing)),
-        base_only=tuple(sorted({n for m in every for n in m.base_only})),
-        notes={k: v for m in every for k, v in m.notes.items()},
-        failure="; ".join(failures) or None,
-        # any shard interrupted makes the whole run interrupted (the first shard's alone would hide it)
-        interrupted=next((m.interrupted for m in every if m.interrupted), None),
-        clocks=(next(iter(clocks.values())) if one_clock
-                else "; ".join(f"{Path(where).name}: {c}" for where, c in clocks.items()) or None),
-    )
-
-
-@dataclass(frozen=True)
-class ShardedMeasured(Measured):
-    """The folders of a sharded run combined, each shard's own measurement kept: every shard
-    planned its own last look from its own first block and budget (:func:`planned_last`)."""
-
-    shards: tuple[Measured, ...] = ()
-
-
-def combine_shards(parts: Sequence[tuple[str, Measured]]) -> Measured:
-    """The folders of a sharded run (``perfgate ci --measure-only --shard I/N`` on each
-    runner, or ``perfgate run --shard I/N``), each named by where it came from, as one
-    measurement: judged together, Holm runs over all their workloads.
-
-    A workload in two folders, manifests of different runs, or a folder without the
-    manifest the others have is a one-line :class:`UsageError` naming both folders."""
-    if not parts:
-        raise UsageError("no results folder given")
-    owner: dict[str, str] = {}
-    for where, measured in parts:
-        for name in sorted(_owned(measured)):
-            if name in owner:
-                raise UsageError(f"{name}: in both {owner[name]} and {where}; each workload belongs to one shard")
-            owner[name] = where
-    if len(parts) == 1:
-        manifest = parts[0][1].manifest
-        if manifest is not None:
-            _check_shares([(parts[0][0], manifest)])
-        return parts[0][1]
-    every = [m for _, m in parts]
-    return ShardedMeasured(
-        _combined_manifest(parts),
-        {k: v for m in every for k, v in m.head.items()},
-        {k: v for m in every for k, v in m.base.items()},
-        {k: v for m in every for k, v in m.head_counters.items()},
-        {k: v for m in every for k, v in m.base_counters.items()},
-        shards=tuple(every),
-    )
-
-
 # --- what the results may hold: the base's names, rule and design -----------------------------
 
 def check_rule(manifest: RunManifest | None) -> None:
@@ -277,7 +148,7 @@ def check_rule(manifest: RunManifest | None) -> None:
     from perfgate.model.version import __version__
 
     theirs = "not recorded" if manifest.decision_rule is None else str(manifest.decision_rule)
-    raise UsageError(f"the results were measured by perfgate {_shown(manifest.perfgate_version)} (decision rule "
+    raise UsageError(f"the results were measured by perfgate {short_repr(manifest.perfgate_version)} (decision rule "
                      f"{theirs}); this judge is perfgate {__version__} (decision rule {DECISION_RULE}): the "
                      "measuring job stopped each workload by a rule the judge does not replay; measure with a "
                      "perfgate of the judge's rule (update the base branch)")
@@ -331,20 +202,20 @@ def script_problem(name: str, result: RunResult, side: str, entry: ScriptEntry |
     if entry is None:
         if recorded is None:
             return None
-        return (f"the {side} side's result is of the script {_shown(recorded)}, but the base's [tool.perfgate] "
+        return (f"the {side} side's result is of the script {short_repr(recorded)}, but the base's [tool.perfgate] "
                 f"scripts names no script {name!r}: a script's result is judged against the base's entry of its "
                 "name (its path and arguments)")
     if recorded is None:
-        return (f"the base's [tool.perfgate] scripts runs {name!r} as the script {_shown(entry.written)}, but the "
-                f"{side} side's result is of a workload ({_shown(result.workload_source)})")
+        return (f"the base's [tool.perfgate] scripts runs {name!r} as the script {short_repr(entry.written)}, but the "
+                f"{side} side's result is of a workload ({short_repr(result.workload_source)})")
     expected = _script_entry_path(entry)
     if recorded != expected:
-        return (f"script path: the base's [tool.perfgate] scripts entry names {_shown(expected)}, the {side} side's "
-                f"result ran {_shown(recorded)}")
+        return (f"script path: the base's [tool.perfgate] scripts entry names {short_repr(expected)}, the {side} side's "
+                f"result ran {short_repr(recorded)}")
     args = result.params.get(ARGS_PARAM)
     if args != shlex.join(entry.args):
-        return (f"script arguments: the base's [tool.perfgate] scripts entry gives {_shown(shlex.join(entry.args))}, "
-                f"the {side} side's result ran with {_shown(args)}")
+        return (f"script arguments: the base's [tool.perfgate] scripts entry gives {short_repr(shlex.join(entry.args))}, "
+                f"the {side} side's result ran with {short_repr(args)}")
     return None
 
 
@@ -363,7 +234,7 @@ def design_problem(result: RunResult, side: str, settings: Settings, *, paired: 
     if result.overrides:
         given = ", ".join(f"{k}={v}" for k, v in sorted(result.overrides.items()))
         return (f"overrides (--set, --steps, --warmup): the base's settings give none, the {side} side's result "
-                f"was measured with {_shown(given)}")
+                f"was measured with {short_repr(given)}")
     start = settings.start_for(paired=paired)
     nproc = result.params.get("nproc_per_node")
     if isinstance(nproc, int) and not isinstance(nproc, bool) and nproc > 1:
@@ -374,7 +245,7 @@ def design_problem(result: RunResult, side: str, settings: Settings, *, paired: 
             fallback = (" (a template that cannot fork falls back to fresh processes: set start = \"fresh\" in the "
                         "base's [tool.perfgate] for this runner)") if start == "fork" and started == "fresh" else ""
             return (f"start: the base's settings give {start}, the {side} side's repeat {repeat.index + 1} started "
-                    f"{_shown(started)}{fallback}")
+                    f"{short_repr(started)}{fallback}")
     return None
 
 
@@ -385,48 +256,6 @@ class Judgement:
     outcome: GateOutcome
     retired: tuple[str, ...] = ()
     """Workloads the base gates that the pull request retires by removing their definitions or baselines."""
-
-
-def _keep(result: RunResult, keep: Any) -> RunResult | None:
-    repeats = tuple(r for r in result.repeats if keep(r))
-    return dataclasses.replace(result, repeats=repeats) if repeats else None
-
-
-def _blocks(result: RunResult) -> set[int]:
-    return {r.block for r in result.repeats if r.block is not None}
-
-
-def _whole_blocks(head: RunResult, base: RunResult, limit: int) -> tuple[str | None, int]:
-    """(why the blocks below ``limit`` are not measured whole, or None; how many there are).
-
-    The invariant: every repeat carries a block ≥ 0; the blocks below ``limit`` run 0, 1, 2, …
-    without a gap on both sides, each holding two repeats of each side (its ABBA or BAAB set).
-    Anything else (a block with three head repeats, a gap, a side with a block the other
-    lacks) is not a measurement this gate planned; leaving out slowed-down repeats happens
-    later, capped, in the comparison. Blocks from ``limit`` on are not read."""
-    counts: dict[str, dict[int, int]] = {}
-    for side, result in (("head", head), ("base", base)):
-        by_block: dict[int, int] = {}
-        for r in result.repeats:
-            if r.block is None:
-                return "a repeat carries no ABBA block, which the paired design needs", 0
-            if r.block < 0:
-                return f"the {side} side holds block {r.block}, not a planned block", 0
-            if r.block < limit:
-                by_block[r.block] = by_block.get(r.block, 0) + 1
-        counts[side] = by_block
-    present = sorted({*counts["head"], *counts["base"]})
-    total = present[-1] + 1 if present else 0
-    for side in ("head", "base"):
-        lacking = [b for b in range(total) if b not in counts[side]]
-        if lacking:
-            shown = ", ".join(str(b) for b in lacking[:8]) + (" …" if len(lacking) > 8 else "")
-            return f"the {side} side lacks block(s) {shown} of the 0–{total - 1} measured", 0
-        odd = sorted(b for b, n in counts[side].items() if n != 2)
-        if odd:
-            return (f"the {side} side holds {counts[side][odd[0]]} repeats in block {odd[0]}; an ABBA block holds "
-                    "two of each side"), 0
-    return None, total
 
 
 def judged_device(measured: Measured, settings: Settings) -> str:
@@ -623,171 +452,3 @@ def judge_measured(measured: Measured, settings: Settings, *, design: str, again
         raise UsageError(f"the base's [tool.perfgate]: {exc}") from None
     driven = drive(replay, names, config, schedule, per_workload=settings.per_workload, replay=True, plan=planned)
     return Judgement(_with_notes(driven.outcome, notes), retired)
-
-
-class _Replay:
-    """What the judge's replays share: nothing is measured, and each look's entries are the
-    workloads' own, or their error, or the first look's shortfall; an undecided workload whose
-    files end before its last planned look is stopped at the budget only when they show it
-    (:meth:`stopped_short`)."""
-
-    unit = "block"
-    measured: Measured
-    settings: Settings
-    errors: dict[str, str]
-    limit: int
-
-    def available(self, name: str) -> int:
-        raise NotImplementedError
-
-    def held(self, name: str) -> int:
-        """The units of ``name`` its files hold."""
-        raise NotImplementedError
-
-    def entry(self, name: str, count: int) -> Entry:
-        """``name``'s entry at ``count`` units (``count`` <= :meth:`held`)."""
-        raise NotImplementedError
-
-    def _part(self, name: str) -> Measured:
-        """The measuring job's folder that holds ``name``: a shard of a sharded run (each
-        shard stops at its own budget, on its own clock), else the whole run."""
-        measured = self.measured
-        if isinstance(measured, ShardedMeasured):
-            for part in measured.shards:
-                if name in part.head or name in part.base:
-                    return part
-        return measured
-
-    def stopped_short(self, name: str, count: int, last: int, open_names: Sequence[str]) -> str | None:
-        """None when the files show that the measuring job stopped ``name``, undecided at the look
-        of ``count`` units, at the base's wall-time budget; else the ERROR that says why not.
-
-        A measuring gate stops an undecided workload before its last planned look (``last``) only
-        at its budget, which stops every workload still undecided at once, when the time measured
-        and one more unit's would pass it. So: the base must set a budget; every other workload of
-        the same run (the same shard) still undecided here holds as many units; and the wall time
-        the run's repeats record (:func:`~perfgate.analysis.driver.recorded_seconds`) must show the
-        budget spent (:func:`~perfgate.analysis.driver.budget_spent`). Anything else (a job that
-        stopped early, a run cut short, a perfgate that decided by another rule) is no decision."""
-        held = self.available(name)
-        unit = self.unit
-        head = (f"{name}: the results hold {held} {unit}(s), the base's settings plan looks up to {last} and the "
-                f"boundary had not decided at {count}")
-        budget = self.settings.budget_s
-        if budget is None:
-            return (f"{head}; the base sets no budget (max_blocks = {self.settings.gate.max_blocks}), so the gate "
-                    f"measures to its last planned look: a run measured short of it is no decision")
-        part = self._part(name)
-        for other in open_names:
-            if other != name and other not in self.errors and self.available(other) != held and (
-                    other in part.head or other in part.base):
-                return (f"{head}; {other}, undecided too, holds {self.available(other)}: a budget stops every "
-                        f"workload still undecided at the same {unit}, so this run was not stopped by it")
-        below = self.limit if unit == "block" else None
-        seconds = recorded_seconds([*part.head.values(), *part.base.values()], below)
-        if not budget_spent(seconds, held, budget):
-            spent = "no recorded time" if seconds is None else f"about {duration_text(seconds)}"
-            return (f"{head}; its {unit}s record {spent} of the base's budget of {duration_text(budget)}: the budget "
-                    "was not spent, so the run was not stopped by it")
-        return None
-
-    def measure(self, names: Sequence[str], upto: int) -> None:
-        raise AssertionError("a replay measures nothing")
-
-    def seconds_per_unit(self, names: Sequence[str]) -> float | None:
-        return None
-
-    def notes(self, name: str) -> tuple[str, ...]:
-        return ()
-
-    def entries(self, names: Sequence[str], count: int) -> list[Entry]:
-        out = []
-        for name in names:
-            if name in self.errors:
-                out.append(Entry(name, None, None, error=self.errors[name]))
-            elif self.held(name) < count:
-                out.append(Entry(name, None, None, error=f"the first look was not measured whole: "
-                                                         f"{self.held(name)} {self.unit}(s) of its {count}"))
-            else:
-                out.append(self.entry(name, count))
-        return out
-
-
-class ReplayedBlocks(_Replay):
-    """The judge's strategy for the paired design: the blocks are read from the measured files.
-
-    Every repeat must carry a block; the blocks below the judge's last planned look (``limit``:
-    ``max_blocks``, or the budget's plan) must run 0, 1, 2, ... without a gap, each holding two
-    repeats of each side (its ABBA or BAAB set); anything else is an ERROR naming it. Blocks
-    from ``limit`` on are not read."""
-
-    unit = "block"
-
-    def __init__(self, measured: Measured, settings: Settings, names: Sequence[str], errors: Mapping[str, str],
-                 against: str | None, limit: int | None = None) -> None:
-        self.measured, self.settings, self.against = measured, settings, against
-        self.errors = dict(errors)
-        self.limit = settings.gate.max_blocks if limit is None else limit
-        self.counts: dict[str, int] = {}
-        for name in names:
-            if name in self.errors:
-                continue
-            problem, count = _whole_blocks(measured.head[name], measured.base[name], self.limit)
-            if problem:
-                self.errors[name] = f"the blocks were not measured whole: {problem}"
-            else:
-                self.counts[name] = count
-
-    def available(self, name: str) -> int:
-        return self.counts.get(name, self.limit if name in self.errors else 0)
-
-    def counted(self, name: str) -> Counted:
-        if not self.settings.gate.counters:
-            return Counted(note="not compared: counters = false in the base's [tool.perfgate]")
-        base_c, head_c = self.measured.base_counters.get(name), self.measured.head_counters.get(name)
-        # A base side counted and a head not: compare makes that an ERROR (missing_is_error).
-        lacking = [side for side, c in (("head", head_c), ("base", base_c)) if c is None]
-        note = (f"not compared: no counted run of the {' and the '.join(lacking)} side"
-                f"{'s' if len(lacking) == 2 else ''} in the results" if lacking else None)
-        return Counted(base_c, head_c, note)
-
-    def held(self, name: str) -> int:
-        return self.counts[name]
-
-    def entry(self, name: str, count: int) -> Entry:
-        head, base = self.measured.head[name], self.measured.base[name]
-        h = _keep(head, lambda r: r.block is not None and r.block < count)
-        b = _keep(base, lambda r: r.block is not None and r.block < count)
-        return Entry(name, h, _lookup(self.settings, head),  # held() >= count: not None
-                     pairing=Pairing(b, self.against or "base"), counted=self.counted(name))  # type: ignore[arg-type]  # as h
-
-
-class ReplayedRepeats(_Replay):
-    """The judge's strategy for the stored design: the current repeats are read from the
-    measured files, in the order they were measured (their index)."""
-
-    unit = "repeat"
-
-    def __init__(self, measured: Measured, settings: Settings, names: Sequence[str],
-                 errors: Mapping[str, str]) -> None:
-        self.measured, self.settings, self.errors = measured, settings, dict(errors)
-        self.limit = settings.gate.max_blocks
-
-    def available(self, name: str) -> int:
-        if name in self.errors:
-            return self.limit
-        return len(self.measured.head[name].repeats)
-
-    def held(self, name: str) -> int:
-        return len(self.measured.head[name].repeats)
-
-    def entry(self, name: str, count: int) -> Entry:
-        result = self.measured.head[name]
-        kept = dataclasses.replace(result, repeats=tuple(sorted(result.repeats, key=lambda r: r.index)[:count]))
-        found = _lookup(self.settings, result)
-        return Entry(name, kept, found, counted=stored_counted(found, self.measured.head_counters.get(name),
-                                                                self.settings.gate))
-
-
-def _lookup(settings: Settings, result: RunResult) -> Any:
-    return find_baseline(settings.baselines, result.environment.key(), result.workload)

@@ -126,6 +126,13 @@ def _cap(s: str, limit: int) -> str:
     return f"{s[:limit].rstrip()}… ({len(s) - limit} characters cut)"
 
 
+def short_repr(value: object, limit: int = 60) -> str:
+    """A value from a file for a one-line message: its ``repr`` (which escapes control
+    characters), at most ``limit`` characters, an ellipsis where it was cut."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def flatten(text: object, limit: int = LIMIT) -> str:
     """``text`` on one line: control characters and ANSI sequences removed, line breaks
     shown as ``⏎``, the ends stripped, at most ``limit`` characters (then a note)."""
