@@ -157,7 +157,7 @@ def test_unchanged_code_at_low_noise_passes_at_the_first_look() -> None:
 
 def test_the_budget_stops_the_undecided_as_inconclusive_naming_what_it_would_need() -> None:
     strategy = _Blocks({"noisy": 0.0}, sd=0.30, seed=3)
-    config = GateConfig(max_blocks=200)
+    config = GateConfig(max_blocks=20)  # above the 9 blocks the budget holds: the budget stops it
     driven = drive(strategy, ["noisy"], config, schedule_for(config, 4), budget_s=9.0, clock=strategy.clock)
     (c,) = driven.outcome.comparisons
     assert c.verdict is Verdict.INCONCLUSIVE
