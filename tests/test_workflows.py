@@ -184,6 +184,58 @@ def code_lines(script: str) -> list[str]:
     return [line for line in script.splitlines() if not line.lstrip().startswith("#")]
 
 
+# The one secret a shipped workflow may name: the shared history store's URL, in the env of
+# the one step that records, in the job that runs only for the default branch.
+HISTORY_SECRET_LINE = "          PERFGATE_HISTORY_URL: ${{ secrets.PERFGATE_HISTORY_URL }}"
+RECORD_STEP = "Record in the history store"
+DEFAULT_BRANCH_IF = "    if: github.ref == format('refs/heads/{0}', github.event.repository.default_branch)"
+HISTORY_ENVIRONMENT = "    environment: perfgate-history"
+# Besides `perfgate history record`, the recording step's script may only choose the store.
+RECORD_STEP_SHELL = re.compile(r'^(if \[ -n "\$\{PERFGATE_HISTORY_URL//\[\[:space:\]\]/\}" \]; then|else|fi'
+                               r'|store="\$\{STORE:-\$HOME/[\w./-]+\}"|mkdir -p "\$\(dirname "\$store"\)")$')
+
+
+def secret_problem(name: str, text: str) -> str | None:
+    """What is wrong with the secrets ``text`` (workflow ``name``) names; None when nothing.
+
+    Every workflow but perfgate-history.yml names no secret at all (``secrets.`` nowhere,
+    comments included, and no ``secrets`` context in code in any form: indexed, whole,
+    ``secrets: inherit``, any case). perfgate-history.yml names exactly one, on exactly
+    :data:`HISTORY_SECRET_LINE`, which is in the ``env:`` of the step :data:`RECORD_STEP`
+    of the job ``record``, the job that carries :data:`DEFAULT_BRANCH_IF` and
+    :data:`HISTORY_ENVIRONMENT` (where the secret is kept, limited to the default branch
+    in the repository's settings); that step uses
+    no action and runs nothing but ``perfgate history record``."""
+    dotted = [line for line in text.splitlines() if "secrets." in line.lower()]
+    in_code = [line for line in code_lines(text) if re.search(r"\bsecrets\b", line, re.I)]
+    if name != "perfgate-history.yml":
+        return f"{name} names a secret: {dotted + in_code}" if dotted or in_code else None
+    if dotted != [HISTORY_SECRET_LINE] or in_code != [HISTORY_SECRET_LINE]:
+        return f"{name}: the secrets named are not exactly the history URL's one line: {dotted + in_code}"
+    record = jobs(text).get("record")
+    if record is None or HISTORY_SECRET_LINE not in record.splitlines():
+        return f"{name}: the history URL is not in the job record"
+    if DEFAULT_BRANCH_IF not in record.splitlines():
+        return f"{name}: the job that gets the history URL is not only for the default branch"
+    if HISTORY_ENVIRONMENT not in record.splitlines():
+        return f"{name}: the job that gets the history URL does not name its environment"
+    step = step_text(record, RECORD_STEP).splitlines()
+    if HISTORY_SECRET_LINE not in step:
+        return f"{name}: the history URL is not in the step {RECORD_STEP!r}"
+    keys = [line for line in step[:step.index(HISTORY_SECRET_LINE)] if re.match(r"^        \S", line)]
+    if not keys or keys[-1] != "        env:":
+        return f"{name}: the history URL is not in the env of the step {RECORD_STEP!r}"
+    if any(re.match(r"^        uses:", line) for line in step):
+        return f"{name}: the step {RECORD_STEP!r} uses an action"
+    script = "\n".join(code_lines(step_script(record, RECORD_STEP))).replace("\\\n", " ")
+    lines = [line.strip() for line in script.splitlines() if line.strip()]
+    records = [line for line in lines if line.startswith('"$RUNNER_TEMP/perfgate-venv/bin/perfgate" history record ')]
+    others = [line for line in lines if line not in records and not RECORD_STEP_SHELL.match(line)]
+    if not records or others:
+        return f"{name}: the step {RECORD_STEP!r} runs more than perfgate history record: {others}"
+    return None
+
+
 @pytest.mark.parametrize("path", ALL, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}/{p.name}")
 def test_hardening(path: Path) -> None:
     text = path.read_text()
@@ -196,9 +248,88 @@ def test_hardening(path: Path) -> None:
     uses = [line for line in text.splitlines() if re.match(r"^\s*(- )?uses:", line)]
     assert uses and all(SHA_PIN.match(line) for line in uses), uses
     assert text.count("uses: actions/checkout@") == text.count("persist-credentials: false")
-    assert "secrets." not in text
+    assert secret_problem(path.name, text) is None, secret_problem(path.name, text)
     for script in run_blocks(text):
         assert "${{" not in script, script  # inputs reach scripts through env: only
+
+
+WORKFLOW_ENV = "\nenv:\n"
+JOB_PERMISSIONS = "    permissions:\n      contents: read\n    steps:\n"
+
+
+def misplaced_secret(where: str) -> tuple[str, str]:
+    """A workflow, and its name, with the history URL's secret put where it must not be."""
+    history = template("perfgate-history.yml")
+    line = HISTORY_SECRET_LINE.strip()
+    if where == "workflow":
+        return "perfgate-history.yml", history.replace(WORKFLOW_ENV, f"{WORKFLOW_ENV}  {line}\n", 1)
+    if where == "job":
+        assert history.count(JOB_PERMISSIONS) == 1
+        return "perfgate-history.yml", history.replace(
+            JOB_PERMISSIONS, JOB_PERMISSIONS.replace("    steps:\n", f"    env:\n      {line}\n    steps:\n"))
+    if where == "no environment":
+        return "perfgate-history.yml", history.replace(HISTORY_ENVIRONMENT + "\n", "")
+    if where == "another step":
+        moved = history.replace(HISTORY_SECRET_LINE + "\n", "")
+        measure = "      - name: Measure\n"
+        return "perfgate-history.yml", moved.replace(measure, f"{measure}        env:\n{HISTORY_SECRET_LINE}\n")
+    if where == "no default-branch if":
+        return "perfgate-history.yml", history.replace(DEFAULT_BRANCH_IF + "\n", "")
+    if where == "indexed, beside":
+        return "perfgate-history.yml", history.replace(
+            HISTORY_SECRET_LINE, HISTORY_SECRET_LINE + "\n          OTHER: ${{ secrets['GITHUB_TOKEN'] }}")
+    if where == "another secret":
+        return "perfgate-history.yml", history.replace("secrets.PERFGATE_HISTORY_URL", "secrets.GITHUB_TOKEN")
+    if where == "the step runs more":
+        return "perfgate-history.yml", history.replace(
+            "        run: |\n          if [ -n \"${PERFGATE_HISTORY_URL",
+            "        run: |\n          bash ./scripts/anything.sh\n          if [ -n \"${PERFGATE_HISTORY_URL", 1)
+    name = where  # perfgate.yml, perfgate-judge.yml: the step's env line as it is in the history
+    text = template(name)
+    step = re.search(r"^      - name: .*\n", text.split("\njobs:\n", 1)[1], re.M)
+    assert step
+    return name, text.replace(step.group(0), f"{step.group(0)}        env:\n{HISTORY_SECRET_LINE}\n", 1)
+
+
+@pytest.mark.parametrize("where", ["workflow", "job", "another step", "no default-branch if", "no environment",
+                                   "indexed, beside",
+                                   "another secret", "the step runs more", "perfgate.yml", "perfgate-judge.yml"])
+def test_the_history_secret_is_refused_anywhere_else(where: str) -> None:
+    name, text = misplaced_secret(where)
+    assert text != template(name)
+    assert secret_problem(name, text) is not None
+
+
+def test_only_the_default_branchs_recording_step_gets_the_history_secret() -> None:
+    text = template("perfgate-history.yml")
+    assert secret_problem("perfgate-history.yml", text) is None
+    assert text.count("secrets.") == 1
+    assert "PERFGATE_HISTORY_URL" not in code_lines(text.split(f"- name: {RECORD_STEP}\n", 1)[0])
+    for name in NAMES:
+        if name != "perfgate-history.yml":
+            assert "PERFGATE_HISTORY_URL" not in template(name), name
+
+
+@pytest.mark.parametrize("url", ["postgresql://recorder:s3cret@db.internal/perfgate", "", "  "],
+                         ids=["secret set", "secret empty", "secret blank"])
+def test_the_history_step_records_into_the_shared_store_or_the_runners_file(
+        tmp_path: Path, bin_dir: Path, url: str) -> None:
+    venv = tmp_path / "perfgate-venv" / "bin"
+    fake(venv, "perfgate", f'printf "%s\\n" "$*" > "{tmp_path}/argv"\nprintf "%s" "$PERFGATE_HISTORY_URL" > "{tmp_path}/url"\n')
+    script = step_script(template("perfgate-history.yml"), RECORD_STEP)
+    done = bash(script, tmp_path, {"PERFGATE_HISTORY_URL": url, "STORE": "", "GITHUB_REF_NAME": "main"}, bin_dir)
+    assert done.returncode == 0, done.stderr
+    assert "s3cret" not in done.stdout + done.stderr  # the step never shows the URL
+    argv = (tmp_path / "argv").read_text().split()
+    assert argv[:6] == ["history", "record", "--results", "perfgate-results", "--design", "stored"]
+    assert argv[6:8] == ["--branch", "main"]
+    if url.strip():
+        assert "--history" not in argv  # perfgate reads the URL from its environment
+        assert (tmp_path / "url").read_text() == url
+    else:
+        store = tmp_path / ".local" / "share" / "perfgate" / "history.sqlite"
+        assert argv[8:] == ["--history", str(store)]
+        assert store.parent.is_dir()
 
 
 def test_the_gate_job_is_read_only_and_gated_for_forks() -> None:
