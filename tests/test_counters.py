@@ -168,10 +168,12 @@ def test_a_per_parameter_optimizer_loop_fails_on_the_operator_count(workloads_di
 
 def test_a_scalar_read_in_the_data_wait_is_no_synchronisation(workloads_dir: Path, cache_dir: Path,
                                                              base: CounterSet) -> None:
-    from perfgate.measure.loop import HOST_PHASES as LOOP_HOST_PHASES
+    from perfgate.measure.inject import HOST_PHASES as INJECTED_ON_THE_HOST
     from perfgate.model.counters import HOST_PHASES
+    from perfgate.model.workload import PHASE_TABLE
 
-    assert HOST_PHASES == LOOP_HOST_PHASES
+    # one table says which phases work on host tensors: the counters and the injected delays read it
+    assert HOST_PHASES == INJECTED_ON_THE_HOST == {p.name for p in PHASE_TABLE if p.host}
     head = count(workloads_dir, cache_dir, sync_in_data=True)
     assert head.phases["data_wait"].ops["aten::_local_scalar_dense"] == head.steps * 8  # one per sample
     assert head.phases["data_wait"].syncs == ()
