@@ -232,13 +232,14 @@ def step_gate(argv: Sequence[str]) -> int:
                          help="start no gate that would likely end after this (default: the step's limit - 30 s)")
     ns = options.parse_args(list(argv))
     from perfgate.adapters import options as cli_options
+    from perfgate.adapters.selection import jobs_of
     from perfgate.adapters.cli import build_parser
     from perfgate.gate.selftest import run_selftest
     from perfgate.measure import template
 
     args = build_parser().parse_args(gate_command(ns.warmup, ns.steps, ns.max_blocks))
     settings = cli_options.settings_of(args)
-    device, (job,) = cli_options.jobs_of(args, settings)
+    device, (job,) = jobs_of(args, settings)
     request = cli_options.request_of(args, settings, device, [job])
     messages: list[str] = []
     starts: dict[str, int] = {}

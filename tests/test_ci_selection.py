@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.adapters import options
+from perfgate.adapters import selection
 from perfgate.gate.config import load_settings
 
 OWN = '''
@@ -51,7 +51,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _names(project: Path, *, prefer_project: bool) -> list[str]:
     settings = load_settings(project / "pyproject.toml")
-    _, jobs = options.jobs_of(_args(), settings, prefer_project=prefer_project, shard=False)
+    _, jobs = selection.jobs_of(_args(), settings, prefer_project=prefer_project, shard=False)
     return [job.workload.name for job in jobs]
 
 

@@ -486,14 +486,14 @@ def test_the_html_report_has_the_per_rank_table_too() -> None:
 def test_a_default_selection_leaves_out_what_this_machine_cannot_run(capsys, monkeypatch: pytest.MonkeyPatch) -> None:
     """A single-GPU runner gates the single-process workloads: by default the two-rank one is
     left out and named; named on the command line it runs and fails in one line."""
-    from perfgate.adapters import options
+    from perfgate.adapters import selection
     from perfgate.adapters.cli import build_parser
     from perfgate.gate.config import Settings
 
     monkeypatch.setattr("perfgate.measure.telemetry_host.available_cores", lambda: 1)
 
     def selected(*argv: str) -> list[str]:
-        _, jobs = options.jobs_of(build_parser().parse_args(["run", "--device", "cpu", *argv]), Settings())
+        _, jobs = selection.jobs_of(build_parser().parse_args(["run", "--device", "cpu", *argv]), Settings())
         return [j.workload.name for j in jobs]
 
     names = selected()
@@ -536,7 +536,7 @@ def test_leaving_out_what_does_not_fit_imports_no_torch(tmp_path: Path) -> None:
             "from perfgate.adapters import options\n"
             "from perfgate.adapters.cli import build_parser\n"
             "from perfgate.gate.config import Settings\n"
-            "_, jobs = options.jobs_of(build_parser().parse_args(['run', '--device', 'cpu']), Settings())\n"
+            "_, jobs = selection.jobs_of(build_parser().parse_args(['run', '--device', 'cpu']), Settings())\n"
             "assert 'resnet18-cifar10-ddp' in [j.workload.name for j in jobs]\n"
             "print('torch' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True)

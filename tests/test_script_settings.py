@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from perfgate.adapters.options import configured_scripts, selected_jobs
+from perfgate.adapters.selection import configured_scripts, selected_jobs
 from perfgate.gate.config import load_settings
 from perfgate.gate.judge import gated_by_base
 from perfgate.model.errors import UsageError
@@ -152,7 +152,7 @@ def test_the_base_decides_which_scripts_and_the_head_side_runs_the_pull_requests
 
 def test_run_selects_a_configured_script_by_its_name(project: Path) -> None:
     from perfgate.adapters.cli import build_parser
-    from perfgate.adapters.options import jobs_of
+    from perfgate.adapters.selection import jobs_of
 
     settings = settings_of(project, 'workloads = ["script-train-loop"]\nscripts = ["train_loop.py"]')
     args = build_parser().parse_args(["run", "--device", "cpu"])

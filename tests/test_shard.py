@@ -22,7 +22,8 @@ from perfgate.adapters import ci
 from perfgate.adapters.cli import build_parser, main
 from perfgate.adapters.judge_cli import add_parser as add_judge_parser
 from perfgate.adapters.judge_cli import run_judge
-from perfgate.adapters.options import jobs_of, settings_of
+from perfgate.adapters.options import settings_of
+from perfgate.adapters.selection import jobs_of
 from perfgate.analysis.stats.multiplicity import holm_adjusted
 from perfgate.gate.config import Settings
 from perfgate.model.errors import UsageError

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from perfgate.adapters import options
+from perfgate.adapters import options, selection
 from perfgate.adapters.script_cli import add_script_options
 from perfgate.gate.bisect import (
     Bisection,
@@ -80,7 +80,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
                          f"--script bisects the script, not the workload {args.workload!r} named with it")
     plan = plan_bisection(Path.cwd(), args.good, args.bad)
     args.workloads = [args.workload] if args.workload is not None else []
-    device, jobs = options.jobs_of(args, settings)
+    device, jobs = selection.jobs_of(args, settings)
     args.workload = jobs[0].workload.name  # a script's: script-<file name>, or --name
     quiet = args.quiet
     say = (lambda message: None) if quiet else (lambda message: print(f"perfgate: {message}", file=sys.stderr,

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from perfgate.adapters import options
+from perfgate.adapters import options, selection
 from perfgate.adapters.script_cli import add_script_options
 from perfgate.adapters.publish import publish
 from perfgate.analysis.decide import Look
@@ -219,9 +219,9 @@ def judge(args: argparse.Namespace,
     values = options.values_of(args)
     settings = settings_for(options.settings_cli(values))  # the base's settings, the options given on top
     options.require_gate_repeats(settings, values)
-    share = options.shard_of(args)
-    device, selected = options.jobs_of(args, settings, prefer_project=True, shard=False)
-    jobs = options.share_of(selected, share, quiet=args.quiet)
+    share = selection.shard_of(args)
+    device, selected = selection.jobs_of(args, settings, prefer_project=True, shard=False)
+    jobs = selection.share_of(selected, share, quiet=args.quiet)
     # The base tree's workloads the pull request lacks: against the whole selection, not the share.
     base_only = _base_only(base, args, settings, selected) if base is not None else ()
     if share is not None and not jobs:

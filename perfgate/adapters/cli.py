@@ -23,17 +23,16 @@ from perfgate.adapters.options import (
     add_paired_options,
     add_run_options,
     cache_dir_of,
-    jobs_of,
     measuring_request,
     paired_gate_in,
     progress_printer,
-    registry_of,
     require_gate_repeats,
     settings_of,
     stored_gate,
     values_of,
 )
 from perfgate.adapters.publish import FORMATS, Publication, publish
+from perfgate.adapters.selection import jobs_of, registry_of
 from perfgate.adapters.script_cli import add_script_options
 from perfgate.analysis.outcome import GateOutcome
 from perfgate.analysis.summary import summarise

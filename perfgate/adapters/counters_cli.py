@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from perfgate.adapters import options
+from perfgate.adapters import options, selection
 from perfgate.adapters.script_cli import add_script_options
 from perfgate.model.counters import DEFAULT_STEPS
 from perfgate.model.errors import EXIT_OK, UsageError
@@ -30,7 +30,7 @@ def cmd_counters(args: argparse.Namespace) -> int:
     if args.script is None and len(args.workloads) != 1:
         raise UsageError("perfgate counters counts one workload: name it, or give --script PATH [-- ARGS]")
     settings = options.settings_of(args)
-    device, (job,) = options.jobs_of(args, settings)
+    device, (job,) = selection.jobs_of(args, settings)
     outcome = count_job(job, device, options.cache_dir_of(args), steps=args.count_steps,
                         out_dir=Path(args.out) if args.out else None, timeout_s=args.timeout)
     if outcome.counters is None:

@@ -61,7 +61,7 @@ def plan_jobs(items: Sequence[pytest.Item], settings: Settings, *, here: Path, r
     Scripts join as workloads do: ``[tool.perfgate] scripts`` with the default selection (or
     when ``--perfgate-workloads`` names them), every ``--perfgate-script`` and every script a
     test declares with ``@pytest.mark.perfgate(script=...)`` always."""
-    from perfgate.adapters.options import configured_scripts, default_selection, job_for, script_entry_job
+    from perfgate.adapters.selection import configured_scripts, default_selection, job_for, script_entry_job
     from perfgate.gate.config import ScriptEntry
     from perfgate.measure.runner import resolve_device
     from perfgate.model.errors import UsageError

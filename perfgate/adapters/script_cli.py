@@ -3,7 +3,7 @@
 The options (``--script``, ``--name``, the script's own arguments after ``--``) and what
 they become: one job, measured by the runner as a workload is (counted, traced, gated paired
 against the base commit's copy of the script), written as the same result file. See
-docs/script.md. The job itself is made by :func:`perfgate.adapters.options.script_jobs`.
+docs/script.md. The job itself is made by :func:`perfgate.adapters.selection.script_jobs`.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from perfgate.adapters import options
+from perfgate.adapters import options, selection
 from perfgate.gate.selftest import (
     DEFAULT_GATES,
     DEFAULT_SIZES,
@@ -30,7 +30,7 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     gates = args.gates if args.gates is not None else (QUICK_GATES if args.quick else DEFAULT_GATES)
     blocks = args.blocks if args.blocks is not None else (QUICK_BLOCKS if args.quick else settings.blocks)
     budget = args.budget_minutes if args.budget_minutes is not None else (QUICK_BUDGET_MIN if args.quick else None)
-    device, (job,) = options.jobs_of(args, settings)
+    device, (job,) = selection.jobs_of(args, settings)
     # The gates' measuring, as `perfgate gate --against` builds it; the jobs are the self-test's own.
     request = options.request_of(args, settings, device, [job])
     result = run_selftest(
