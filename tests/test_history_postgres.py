@@ -570,3 +570,59 @@ def test_a_recorder_that_waits_too_long_for_the_lock_gives_up_in_one_line(postgr
             store.record(url, [store.Recording(result_of("late", created_at=DAY2), None, "stored")], timeout_s=0.5)
         assert not load(url).empty  # a reader does not wait for a recorder
     assert snapshot(url) == before
+
+
+# --- the fleet's roles, as docs/history.md writes them --------------------------------------
+
+DOCS_HISTORY = Path(__file__).resolve().parents[1] / "docs" / "history.md"
+
+
+def documented_roles_sql() -> tuple[list[str], list[str]]:
+    """The statements of docs/history.md's roles block: those run on the server, and those
+    run connected to the new database."""
+    text = DOCS_HISTORY.read_text()
+    block = text.split("### The roles\n", 1)[1].split("```sql\n", 1)[1].split("```", 1)[0]
+    server_part, database_part = block.split("-- Then connected to the database perfgate", 1)
+    database_part = database_part.split("\n", 1)[1]
+
+    def statements(part: str) -> list[str]:
+        code = "\n".join(line for line in part.splitlines() if not line.lstrip().startswith("--"))
+        return [s.strip() for s in code.split(";") if s.strip()]
+
+    return statements(server_part), statements(database_part)
+
+
+def test_the_documented_roles_record_read_and_are_refused_as_the_docs_say(tmp_path: Path, postgres: Server,
+                                                                          capsys) -> None:
+    on_server, on_database = documented_roles_sql()
+    assert any(s.startswith("ALTER DEFAULT PRIVILEGES") for s in on_database)
+    name = f"perfgate_{postgres.new_database()}"  # a name of its own: roles are the cluster's
+    postgres.sql(*[s.replace("DATABASE perfgate", f"DATABASE {name}") for s in on_server])
+    postgres.sql(*on_database, database=name)
+    owner, recorder, reader = (postgres.url(name, user) for user in
+                               ("perfgate_owner", "perfgate_recorder", "perfgate_reader"))
+
+    code, _, err = run_cli(capsys, "history", "migrate", "--history", owner)
+    assert code == 0, err
+    folder = results_dir(tmp_path / "r", result_of("tiny"), result_of("small"))
+    code, _, err = run_cli(capsys, "history", "record", "--results", str(folder), "--history", recorder,
+                           "--runner", "t4-1")
+    assert code == 0, err  # no right on the identity's sequence, none for the advisory lock
+    code, _, err = run_cli(capsys, "history", "record", "--results",
+                           str(results_dir(tmp_path / "r2", result_of("tiny", created_at=DAY2))),
+                           "--history", reader)
+    assert code == 2 and "cannot be written with this role" in one_error_line(err)
+    for argv in (["html", str(tmp_path / "site")], ["export", "--format", "csv", "--out", str(tmp_path / "h.csv")]):
+        code, _, err = run_cli(capsys, "history", *argv, "--history", reader)
+        assert code == 0, (argv, err)
+    code, _, err = run_cli(capsys, "history", "copy", reader, str(tmp_path / "snapshot.sqlite"))
+    assert code == 0, err
+    assert raw(tmp_path / "snapshot.sqlite", "SELECT count(*) FROM runs")[0][0] == 2
+
+    import psycopg
+
+    for statement in ("DELETE FROM runs", "UPDATE runs SET branch = 'x'", "DROP TABLE counters",
+                      "ALTER TABLE runs ADD COLUMN x TEXT", "CREATE TABLE other (x INT)"):
+        with psycopg.connect(recorder) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(statement)
+    assert raw(owner, "SELECT count(*) FROM runs")[0][0] == 2
