@@ -18,7 +18,7 @@ _LAZY = {
     "PhaseRow": ("perfgate.analysis.outcome", "PhaseRow"),
     "PhaseFlag": ("perfgate.analysis.decide", "PhaseFlag"),
     "TimeDecision": ("perfgate.analysis.decide", "TimeDecision"),
-    "MemoryDecision": ("perfgate.analysis.decide", "MemoryDecision"),
+    "MemoryDecision": ("perfgate.analysis.memory", "MemoryDecision"),
     "LogRatio": ("perfgate.analysis.stats", "LogRatio"),
 }
 """Names imported on first use: ``{name: (module, attribute)}`` (no attribute: the module).

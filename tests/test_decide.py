@@ -14,12 +14,12 @@ from perfgate.analysis.decide import (
     GateConfig,
     Look,
     alpha_for_look,
-    decide_memory,
     decide_time,
     flag_phases,
     level_text,
     pass_level,
 )
+from perfgate.analysis.memory import decide_memory
 from perfgate.analysis.stats import LogRatio, confidence_interval, log_ratio, min_detectable_slowdown
 from perfgate.analysis.stats.sequential import Schedule
 from perfgate.model.verdict import Verdict

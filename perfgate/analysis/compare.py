@@ -36,12 +36,12 @@ from perfgate.analysis.decide import (
     Look,
     TimeDecision,
     combine_statistics,
-    decide_memory,
     decide_time,
     FamilyKey,
     family_keys,
     flag_phases,
 )
+from perfgate.analysis.memory import decide_memory
 from perfgate.analysis.diagnose import Label, diagnose
 from perfgate.analysis.outcome import BlockEstimate, Counted, Entry, GateOutcome, PhaseRow, WorkloadComparison
 from perfgate.analysis.screening import median_clock, screen

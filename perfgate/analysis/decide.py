@@ -10,7 +10,6 @@ import dataclasses
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from statistics import median
 from typing import TypeVar
 
 import numpy as np
@@ -34,13 +33,11 @@ from perfgate.model.verdict import INCONCLUSIVE_POLICIES, Verdict
 __all__ = [
     "GateConfig",
     "Look",
-    "MemoryDecision",
     "PhaseFlag",
     "TimeDecision",
     "Verdict",
     "alpha_for_look",
     "combine_statistics",
-    "decide_memory",
     "decide_time",
     "flag_phases",
 ]
@@ -567,39 +564,3 @@ def flag_phases(
         tail = f"{direction} (BH q={_p(qv)} <= {q:g})" if flagged else f"no change flagged (BH q={_p(qv)})"
         out[name] = PhaseFlag(name, est, True, flagged, qv, shares.get(name), f"{head}: {tail}")
     return out
-
-
-@dataclass(frozen=True)
-class MemoryDecision:
-    """Peak memory: REGRESSION or PASS, or ``verdict=None`` when it cannot be compared."""
-
-    verdict: Verdict | None
-    ratio: float | None
-    reason: str
-
-
-def decide_memory(
-    current: Sequence[float] | None,
-    baseline: Sequence[float] | None,
-    threshold: float = 0.10,
-) -> MemoryDecision:
-    """Ratio of median peak memory, current / baseline; growth above ``threshold`` fails."""
-    if not (_is_number(threshold) and threshold > 0):
-        raise ValueError(f"threshold must be > 0, got {threshold!r}")
-    sides: list[np.ndarray] = []
-    for what, values in (("current run", current), ("baseline", baseline)):
-        if values is None or len(values) == 0:
-            return MemoryDecision(None, None, f"peak memory not compared: not recorded in the {what}")
-        arr = np.asarray(values, dtype=float)
-        if not np.all(np.isfinite(arr)) or np.any(arr < 0):
-            raise ValueError(f"peak memory of the {what} must be finite and >= 0")
-        sides.append(arr)
-    cur, base = (median(a.tolist()) for a in sides)
-    if base <= 0:
-        return MemoryDecision(None, None, "peak memory not compared: the baseline recorded 0 bytes")
-    ratio = cur / base
-    head = f"peak memory {_pct(ratio)}% (median of {sides[0].size} vs {sides[1].size} repeats)"
-    limit = f"the {threshold * 100:g}% threshold"
-    if ratio > 1 + threshold:
-        return MemoryDecision(Verdict.REGRESSION, ratio, f"{head}, above {limit}")
-    return MemoryDecision(Verdict.PASS, ratio, f"{head}, within {limit}")

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfgate.analysis.counters import CounterChanges
-from perfgate.analysis.decide import GateConfig, Look, MemoryDecision, PhaseFlag, TimeDecision, level_text
+from perfgate.analysis.decide import GateConfig, Look, PhaseFlag, TimeDecision, level_text
+from perfgate.analysis.memory import MemoryDecision
 from perfgate.analysis.diagnose import Label
 from perfgate.analysis.stats import LogRatio
 from perfgate.analysis.summary import WorkloadSummary
