@@ -20,7 +20,6 @@ from perfgate.adapters import options, selection
 from perfgate.adapters.script_cli import add_script_options
 from perfgate.gate.bisect import (
     Bisection,
-    Judgement,
     Step,
     bisect,
     interruptible,
@@ -44,12 +43,10 @@ def _results_dir(out: str | None) -> Iterator[Path]:
         yield Path(scratch)
 
 
-def _judged(step: Step, judgement: Judgement, again: int | None) -> None:
-    line = (f"step {step.number}: {step.commit[:7]} {step.subject}: {judgement.verdict.value} at "
-            f"{judgement.blocks} ABBA blocks: {terminal(judgement.reason)}")
-    if again is not None:
-        line += f"; measuring again with {again} blocks"
-    print(line, flush=True)
+def _judged(step: Step) -> None:
+    judgement = step.judgement
+    print(f"step {step.number}: {step.commit[:7]} {step.subject}: {judgement.verdict.value} at "
+          f"{judgement.blocks} ABBA blocks: {terminal(judgement.reason)}", flush=True)
 
 
 def _ended(result: Bisection) -> int:
@@ -69,7 +66,7 @@ def _ended(result: Bisection) -> int:
 def cmd_bisect(args: argparse.Namespace) -> int:
     settings = options.settings_of(args)
     blocks = args.blocks if args.blocks is not None else settings.blocks
-    max_blocks = args.max_blocks if args.max_blocks is not None else 4 * blocks
+    max_blocks = args.max_blocks if args.max_blocks is not None else max(blocks, min(4 * blocks, 500))
     # --blocks and --max-reruns are checked with the table's options (settings_of above), the
     # configured blocks with the settings; bisect() checks the blocks again, with --max-blocks.
     if max_blocks < blocks:
@@ -86,7 +83,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     say = (lambda message: None) if quiet else (lambda message: print(f"perfgate: {message}", file=sys.stderr,
                                                                         flush=True))
     print(f"perfgate bisect: {terminal(args.workload)} between GOOD {plan.good[:7]} and BAD {plan.bad[:7]}: "
-          f"{plan.commits} commit(s) after GOOD, paired gates of {blocks} ABBA blocks (up to {max_blocks})",
+          f"{plan.commits} commit(s) after GOOD, one sequential paired gate per step, its looks from {blocks} to "
+          f"{max_blocks} ABBA blocks",
           flush=True)
     with interruptible(), _results_dir(args.out) as out_dir:
         judge, check_good = paired_judge(
@@ -113,8 +111,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "bisect", help="find the first commit that made a workload slower: git's bisection, a paired gate per step",
         description="Bisect the commits after GOOD up to BAD: each step checks out git's midpoint in a temporary "
                     "worktree and judges it by a paired gate against GOOD (REGRESSION: bad; PASS or IMPROVED: "
-                    "good; INCONCLUSIVE: measured again with twice the blocks, up to --max-blocks, then the search "
-                    "stops). The checkout you run it from is never touched.",
+                    "good; INCONCLUSIVE at its last look, --max-blocks: the search stops). Each step is one "
+                    "sequential gate at the gate's alpha, spent over its looks from --blocks to --max-blocks. The "
+                    "checkout you run it from is never touched.",
         epilog="exit codes: 0 first slow commit found, 2 error or bad input, 3 a step still inconclusive at "
                "--max-blocks (the range narrowed so far is printed); see docs/bisect.md",
     )
@@ -123,9 +122,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("workload", metavar="WORKLOAD", nargs="?",
                    help="the workload that became slower (or --script PATH: each commit's copy of the script)")
     options.add_options(p, ("device", "blocks", "max_blocks"), help={
-        "blocks": "ABBA blocks of each step's first gate (default: [tool.perfgate] blocks, else 6)",
-        "max_blocks": "an INCONCLUSIVE step is measured again with twice the blocks, up to this many (default: "
-                      "4 x --blocks)"})
+        "blocks": "ABBA blocks at each step's first look (default: [tool.perfgate] blocks, else 6)",
+        "max_blocks": "each step's gate looks after every block up to this many, then stays INCONCLUSIVE "
+                      "(default: 4 x --blocks, at most 500)"})
     p.add_argument("--steps", type=int, help="measured steps per repeat (same as --set steps=N)")
     p.add_argument("--warmup", type=int, help="warmup steps per repeat (same as --set warmup_steps=N)")
     p.add_argument("--set", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
@@ -138,8 +137,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "no_counters": "skip each gate's counted runs ([tool.perfgate] counters = false does the same)",
         "max_reruns": "blocks measured again per gate when other processes loaded the machine (default 3)",
         "max_other_cpu_share": "a repeat is contended when other processes used more than this share of the CPUs",
-        "out": "keep each gate's result files under DIR/<commit>-<N>blocks/ (default: a temporary folder, "
-               "removed)"},
+        "out": "keep each step's result files under DIR/<commit>/ (default: a temporary folder, removed)"},
         defaults={"out": None})
     p.add_argument("--log", metavar="FILE", help="write the search as git bisect log does (git bisect replay FILE)")
     options.add_options(p, ("cache_dir", "timeout", "no_telemetry"), help={

@@ -10,13 +10,15 @@ a verdict, an error, Ctrl-C or SIGTERM. The user's checkout, its HEAD, index and
 state are never touched.
 
 A step is one paired gate of the candidate (head) against GOOD (base), by the gate's own
-rules (``run_gate``: ABBA blocks, Holm over the one workload, δ, the sequential looks):
+rules and on its own driver (``run_gate``: ABBA blocks, Holm over the one workload, δ, the
+sequential looks): its first look at ``blocks``, then a look after every block up to
+``max_blocks``, α and the PASS bound spent over those looks, so that the step is one decision
+at the gate's α however many blocks it takes. A commit is never measured by a second gate:
 
 - REGRESSION: the candidate is bad; the first slow commit is it or an earlier one;
 - PASS or IMPROVED: the candidate is good;
-- INCONCLUSIVE: the step is measured again, a fresh gate with twice the blocks, up to
-  ``max_blocks``; still INCONCLUSIVE there, the search stops (exit 3) with the range
-  narrowed so far, never a guess;
+- INCONCLUSIVE (undecided at its last look, ``max_blocks``): the search stops (exit 3) with
+  the range narrowed so far, never a guess;
 - ERROR, INCOMPARABLE (or anything else): the search stops (exit 2) with the reason.
 
 The commit named at the end was itself judged a REGRESSION: when every candidate passed,
@@ -54,34 +56,38 @@ GOOD_VERDICTS = frozenset({Verdict.PASS, Verdict.IMPROVED})
 
 @dataclass(frozen=True)
 class Judgement:
-    """One paired gate of a candidate against GOOD."""
+    """The one paired gate of a candidate against GOOD."""
 
     verdict: Verdict
     reason: str
     """The gate's own reason: the step's change with the interval at the level of its test."""
     blocks: int
-    """ABBA blocks at this gate's first look (its second look, when taken, adds as many)."""
+    """ABBA blocks the gate measured: those of its last look taken (the one that decided, or
+    ``max_blocks`` when it stayed INCONCLUSIVE)."""
     change: float | None = None
     """The step's estimated change, ``ratio - 1`` (None when nothing was estimated)."""
+    looks: int = 1
+    """Looks the gate took, the first at ``blocks`` of :data:`Judge`, then one per block."""
 
 
-Judge = Callable[[BaseTree, BaseTree, int], Judgement]
-"""``judge(candidate, good, blocks)``: the paired gate of the candidate's tree against GOOD's."""
+Judge = Callable[[BaseTree, BaseTree, int, int], Judgement]
+"""``judge(candidate, good, blocks, max_blocks)``: the one sequential paired gate of the
+candidate's tree against GOOD's, its first look at ``blocks``, its last at ``max_blocks``."""
 
 
 @dataclass(frozen=True)
 class Step:
-    """One commit of the search and every gate it took (the last one decided)."""
+    """One commit of the search and its gate."""
 
     number: int
     commit: str
     subject: str
     """The commit's subject, made terminal-safe (untrusted text)."""
-    judgements: tuple[Judgement, ...]
+    judgement: Judgement
 
     @property
     def verdict(self) -> Verdict:
-        return self.judgements[-1].verdict
+        return self.judgement.verdict
 
     @property
     def bad(self) -> bool:
@@ -170,33 +176,16 @@ def _subject(repo: Path, commit: str) -> str:
     return terminal(done.stdout.strip(), 200) if done.returncode == 0 else ""
 
 
-def _judge_with_more_blocks(judge: Judge, candidate: BaseTree, good: BaseTree, *, blocks: int, max_blocks: int,
-                            judged: Callable[[Judgement, int | None], None]) -> tuple[Judgement, ...]:
-    """The candidate's gates: ``blocks``, and while INCONCLUSIVE twice as many, up to ``max_blocks``."""
-    out: list[Judgement] = []
-    count = blocks
-    while True:
-        judgement = judge(candidate, good, count)
-        out.append(judgement)
-        undecided = judgement.verdict is Verdict.INCONCLUSIVE and count < max_blocks
-        again = min(2 * count, max_blocks) if undecided else None
-        judged(judgement, again)
-        if again is None:
-            return tuple(out)
-        count = again
-
-
 def bisect(plan: Plan, judge: Judge, *, blocks: int, max_blocks: int,
            check_good: Callable[[BaseTree], None] = lambda tree: None,
            started: Callable[[int, str, str, int], None] = lambda number, commit, subject, left: None,
-           judged: Callable[[Step, Judgement, int | None], None] = lambda step, judgement, again: None,
+           judged: Callable[[Step], None] = lambda step: None,
            ) -> Bisection:
     """Search ``plan``'s range with ``judge``: see the module's description.
 
     ``check_good(tree)`` runs once GOOD is checked out (a UsageError there is bad input);
-    ``started(number, commit, subject, steps_left)`` before each step; ``judged(step,
-    judgement, again)`` after each gate, ``again`` being the blocks of the next gate of the
-    same commit (None: the step is decided or out of blocks).
+    ``started(number, commit, subject, steps_left)`` before each step; ``judged(step)`` after
+    each step's gate, once per step.
     """
     problem = blocks_problem(blocks, "--blocks")
     if problem is not None:
@@ -225,25 +214,18 @@ def bisect(plan: Plan, judge: Judge, *, blocks: int, max_blocks: int,
             subjects.setdefault(candidate, _subject(repo, candidate))
             number = len(steps) + 1
             started(number, candidate, subjects[candidate], steps_left)
-            partial: list[Judgement] = []
-
-            def one(judgement: Judgement, again: int | None, commit: str = candidate, n: int = number,
-                    partial: list[Judgement] = partial) -> None:
-                partial.append(judgement)
-                judged(Step(n, commit, subjects[commit], tuple(partial)), judgement, again)
-
             with base_worktree(repo, candidate) as tree:
-                judgements = _judge_with_more_blocks(judge, tree, good_tree, blocks=blocks, max_blocks=max_blocks,
-                                                     judged=one)
-            step = Step(number, candidate, subjects[candidate], judgements)
+                judgement = judge(tree, good_tree, blocks, max_blocks)
+            step = Step(number, candidate, subjects[candidate], judgement)
             steps.append(step)
+            judged(step)
             if step.bad:
                 bad, bad_confirmed = candidate, True
             elif step.good and candidate == plan.bad:
                 return ended(EXIT_ERROR, message=(
                     f"BAD {plan.bad[:7]} is not slower than GOOD {plan.good[:7]} ({step.verdict.value}: "
-                    f"{judgements[-1].reason})" + (", and every commit measured between them passed" if
-                                                   len(steps) > 1 else "") + ": nothing to bisect"))
+                    f"{judgement.reason})" + (", and every commit measured between them passed" if
+                                              len(steps) > 1 else "") + ": nothing to bisect"))
             elif step.good:
                 goods.append(candidate)
             elif step.verdict is Verdict.INCONCLUSIVE:
@@ -251,12 +233,12 @@ def bisect(plan: Plan, judge: Judge, *, blocks: int, max_blocks: int,
                 for commit in remaining:
                     subjects.setdefault(commit, _subject(repo, commit))
                 return ended(EXIT_INCONCLUSIVE, remaining=remaining, message=(
-                    f"{candidate[:7]} is still INCONCLUSIVE at {judgements[-1].blocks} ABBA blocks "
+                    f"{candidate[:7]} is still INCONCLUSIVE at {judgement.blocks} ABBA blocks "
                     f"(--max-blocks {max_blocks}); the search stops here rather than guess"))
             else:
                 return ended(EXIT_ERROR, message=(
                     f"step {number}: {candidate[:7]} {subjects[candidate]}: {step.verdict.value}: "
-                    f"{terminal(judgements[-1].reason)}"))
+                    f"{terminal(judgement.reason)}"))
 
 
 @contextlib.contextmanager
@@ -269,14 +251,25 @@ def interruptible() -> Iterator[None]:
 def paired_judge(template: Sequence[Job], *, project_dir: Path, workload_paths: Sequence[Path],
                  assignments: Mapping[str, object], settings: Settings, measuring: MeasuringRequest, out_dir: Path,
                  announce: Callable[[str], None] = lambda message: None) -> tuple[Judge, Callable[[BaseTree], None]]:
-    """The real judge, a paired gate per call (``run_gate``), and the check that GOOD
-    defines the workload.
+    """The real judge, one sequential paired gate per call (``run_gate``), and the check that
+    GOOD defines the workload.
 
     ``template`` holds the one job built from the user's checkout (its name, ``--set``
     overrides and data root); each tree's own job is found in that tree with
     :func:`base_jobs_for`, for GOOD (base) and the candidate (head) alike. The gate's
-    result files go to ``out_dir/<commit>-<blocks>blocks/`` (and its ``base/``); ``measuring``
-    is how every gate measures (on its device).
+    result files go to ``out_dir/<commit>/`` (and its ``base/``); ``measuring`` is how every
+    gate measures (on its device).
+
+    Each call is the gate's own driver with ``settings`` but for the looks: the first at
+    ``blocks``, then one after every block up to ``max_blocks`` (``settings.gate.max_blocks``),
+    α and the PASS bound spent over them (:func:`perfgate.analysis.driver.schedule_for`). The
+    judgement's blocks are those the gate measured (``GateRun.count``, as selftest reads them).
+
+    No wall-time budget: a ``budget`` in ``[tool.perfgate]`` is the CI gate's and is not taken
+    here (``perfgate bisect`` has no ``--budget``, so no user set one for the search). A step's
+    bound is ``max_blocks``, always given (``--max-blocks``, else 4 × ``--blocks``); a budget
+    would also plan the last look from the runner's speed and stop a step for time, which the
+    search would report as INCONCLUSIVE at ``max_blocks`` and end on (exit 3).
     """
     (job,) = template
     name = job.workload.name
@@ -290,24 +283,23 @@ def paired_judge(template: Sequence[Job], *, project_dir: Path, workload_paths: 
         if name not in jobs_in(tree):
             raise UsageError(f"GOOD {tree.commit[:7]} has no workload {name!r}: there is nothing to compare with")
 
-    def judge(candidate: BaseTree, good: BaseTree, blocks: int) -> Judgement:
+    def judge(candidate: BaseTree, good: BaseTree, blocks: int, max_blocks: int) -> Judgement:
         head_jobs = jobs_in(candidate)
         if name not in head_jobs:
-            return Judgement(Verdict.ERROR, f"the commit {candidate.commit[:7]} has no workload {name!r}", blocks)
+            return Judgement(Verdict.ERROR, f"the commit {candidate.commit[:7]} has no workload {name!r}", 0,
+                             looks=0)  # no gate ran
         plan = PairedPlan([head_jobs[name]], jobs_in(good), candidate.mirror(project_dir), good.mirror(project_dir),
                           good.commit)
-        # A step is one look at ``blocks``: the search itself measures an undecided step again
-        # with twice the blocks, up to its --max-blocks.
-        gate_settings = dataclasses.replace(settings, blocks=blocks, gate=dataclasses.replace(
-            settings.gate, max_blocks=blocks))
-        gate = run_gate(GateRequest([head_jobs[name]], gate_settings, measuring,
-                                    out_dir / f"{candidate.commit[:12]}-{blocks}blocks", announce=announce,
-                                    paired=plan))
+        # One sequential gate per step: looks from ``blocks`` to ``max_blocks``, no budget (see above).
+        gate_settings = dataclasses.replace(settings, blocks=blocks, budget_s=None, max_blocks_given=True,
+                                            gate=dataclasses.replace(settings.gate, max_blocks=max_blocks))
+        gate = run_gate(GateRequest([head_jobs[name]], gate_settings, measuring, out_dir / candidate.commit[:12],
+                                    announce=announce, paired=plan))
         if gate.interrupted:  # a step cut short decides nothing: end the bisect as interrupted
             raise KeyboardInterrupt
         (comparison,) = gate.outcome.comparisons
         change = comparison.time.estimate.change if comparison.time is not None else None
-        return Judgement(comparison.verdict, comparison.reason, blocks, change)
+        return Judgement(comparison.verdict, comparison.reason, gate.count, change, gate.looks)
 
     return judge, check_good
 
@@ -320,7 +312,7 @@ def replay_log(bisection: Bisection) -> str:
              f"git bisect start '{bisection.bad}' '{bisection.good}'"]
     for step in bisection.steps:
         word = "bad" if step.bad else "good" if step.good else None
-        blocks = step.judgements[-1].blocks
+        blocks = step.judgement.blocks
         if word is None:
             lines.append(f"# perfgate: {step.verdict.value} at {blocks} ABBA blocks: [{step.commit}] "
                          f"{flatten(step.subject)}")
