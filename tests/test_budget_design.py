@@ -154,7 +154,7 @@ def test_a_given_max_blocks_caps_the_plan(tmp_path: Path, table: str, cli: dict 
 
 
 def test_a_one_look_design_is_never_extended(tmp_path: Path) -> None:
-    # perfgate bisect's steps: max_blocks set to the blocks, one look
+    # max_blocks set to the blocks: one look, nothing for a budget to extend
     settings = _settings(tmp_path, 'budget = "10m"\n')
     step = dataclasses.replace(settings, blocks=12, gate=dataclasses.replace(settings.gate, max_blocks=12))
     assert step.budget_plan(paired=True) is None

@@ -205,7 +205,7 @@ class Settings:
         None (the looks end at ``max_blocks``, as without a budget): no budget; the stored
         design (its estimate holds the baseline's variance, which more current repeats do not
         shrink, so a longer plan buys little); or a one-look design (``max_blocks`` not above
-        ``blocks``, as each step of ``perfgate bisect`` is)."""
+        ``blocks``)."""
         from perfgate.analysis.driver import MAX_PLANNED, BudgetPlan
 
         if not paired or self.budget_s is None or self.gate.max_blocks <= self.blocks:
