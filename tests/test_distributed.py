@@ -533,7 +533,7 @@ def test_leaving_out_what_does_not_fit_imports_no_torch(tmp_path: Path) -> None:
     import sys
 
     code = ("import sys\n"
-            "from perfgate.adapters import options\n"
+            "from perfgate.adapters import selection\n"
             "from perfgate.adapters.cli import build_parser\n"
             "from perfgate.gate.config import Settings\n"
             "_, jobs = selection.jobs_of(build_parser().parse_args(['run', '--device', 'cpu']), Settings())\n"

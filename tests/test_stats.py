@@ -473,6 +473,7 @@ def test_one_median_across_the_statistics() -> None:
     import pkgutil
 
     import perfgate.analysis.decide
+    import perfgate.analysis.memory
     import perfgate.analysis.stats
     import perfgate.analysis.stats.estimate
     import perfgate.model.baseline
@@ -480,10 +481,11 @@ def test_one_median_across_the_statistics() -> None:
     parts = [importlib.import_module(f"perfgate.analysis.stats.{m.name}")
              for m in pkgutil.iter_modules(perfgate.analysis.stats.__path__)]
     assert perfgate.analysis.stats.estimate in parts
-    for module in (perfgate.analysis.stats, *parts, perfgate.analysis.decide, perfgate.model.baseline):
+    for module in (perfgate.analysis.stats, *parts, perfgate.analysis.decide, perfgate.analysis.memory,
+                   perfgate.model.baseline):
         source = inspect.getsource(module)
         assert "np.median(" not in source and "def _median" not in source, module.__name__
-    assert perfgate.analysis.stats.estimate.median is perfgate.analysis.decide.median is statistics.median
+    assert perfgate.analysis.stats.estimate.median is perfgate.analysis.memory.median is statistics.median
 
 
 @pytest.mark.parametrize("bad", [[0.1, 1.2], [-0.1], [math.nan]])
