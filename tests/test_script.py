@@ -513,3 +513,15 @@ def test_a_scripts_loader_restart_advice_is_the_scripts_own() -> None:
 
     assert "make_loader" in advice(restarted)
     assert "make_loader" not in advice(script) and "fewer steps (--warmup, --steps)" in advice(script)
+
+
+def test_an_injected_delay_lengthens_a_scripts_phase_as_a_workloads() -> None:
+    """selftest's known delay reaches a script's repeat too (it was dropped before): the
+    optimizer phase of every measured step holds the busy-wait once (this script's steps
+    leave the optimizer twice: zero_grad, then the step), the forward phase none of it."""
+    plain, _ = run_in_process("plain.py", [])
+    slowed, _ = run_in_process("plain.py", [], inject_ms={"optimizer": 3.0})
+    assert min(slowed.phases_ms["optimizer"]) >= 3.0  # a busy-wait lasts at least what was asked
+    added = medians(slowed)["optimizer"] - medians(plain)["optimizer"]
+    assert 2.5 < added < 5.5  # once per step, not once per optimizer interval (6 ms)
+    assert medians(slowed)["forward"] < medians(plain)["forward"] + 2.5

@@ -95,6 +95,13 @@ def test_the_delay_runs_before_the_switch_that_leaves_its_phase():
     line.boundary(FORWARD)
     line.switch(FORWARD, FORWARD)
     assert calls == ["2|None", "2>2"]
+    # a phase left twice in one step (zero_grad, then the optimizer's step) is delayed once
+    calls.clear()
+    for old, new in ((OPTIMIZER, IDLE), (IDLE, OPTIMIZER), (OPTIMIZER, IDLE)):
+        line.switch(old, new)
+    line.boundary(IDLE)
+    line.switch(OPTIMIZER, IDLE)
+    assert calls == ["opt", "4>5", "5>4", "4>5", "5|None", "opt", "4>5"]
     with pytest.raises(ValueError, match="cannot inject"):
         InjectingTimeline(inner, {"step": lambda: None})
 

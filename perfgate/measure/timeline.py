@@ -355,11 +355,13 @@ class DeviceTimeline:
 class InjectingTimeline:
     """A timeline that lengthens named phases by a fixed delay (``perfgate selftest``).
 
-    Each delay runs just before the switch (or boundary) that leaves its phase, so it falls
-    inside that phase's interval and nowhere else: once per step for a workload, once per
-    time the phase is left for a script (a script that runs forward twice per step gets it
-    twice). Only ever used when an injection was asked for: a normal repeat measures with
-    the bare timeline, so the injection costs it nothing.
+    Each delay runs just before the switch (or boundary) that first leaves its phase in a
+    step, so it falls inside that phase's interval and nowhere else, once per step: a
+    workload leaves each phase once, a script may leave one several times (``zero_grad``
+    and ``optimizer.step`` are two optimizer intervals; gradient accumulation runs forward
+    several times) and still gets the delay once. Only ever used when an injection was
+    asked for: a normal repeat measures with the bare timeline, so the injection costs it
+    nothing.
     """
 
     def __init__(self, timeline: Timeline, delays: Mapping[str, Callable[[], None]]) -> None:
@@ -372,23 +374,30 @@ class InjectingTimeline:
         for phase, delay in delays.items():
             by_index[INDEX_OF[phase]] = delay
         inner_switch, inner_boundary = timeline.switch, timeline.boundary
+        done = [False] * 6
+        """Per phase, whether this step's delay ran."""
 
         def switch(old: int, new: int) -> None:
             delay = by_index[old]
-            if delay is not None and new != old:
+            if delay is not None and new != old and not done[old]:
+                done[old] = True
                 delay()
             inner_switch(old, new)
 
         def boundary(current: int, after: int | None = None) -> None:
             delay = by_index[current]
-            if delay is not None and after is not None and after != current:
+            if delay is not None and after is not None and after != current and not done[current]:
                 delay()
+            done[:] = [False] * 6
             inner_boundary(current, after)
 
         self.switch = switch
         self.boundary = boundary
+        self._done = done
 
     def open(self, current: int) -> None:
+        """The window's first step starts here: no delay has run in it yet."""
+        self._done[:] = [False] * 6
         self._inner.open(current)
 
     def close(self) -> WindowTimes:
