@@ -153,6 +153,7 @@ def bookkeeping_only(n: int = 100_000) -> float:
 
     hooks = ScriptHooks(HostTimeline(10**9), warmup_steps=1, steps=10**9)
     iterator, batch, loss = Iterator(), (torch.zeros(16, 16), torch.zeros(16)), torch.zeros(())
+    module = torch.nn.Linear(16, 4)
     enter, leave = hooks.enter, hooks.exit
     start = time.perf_counter()
     for _ in range(n):
@@ -164,7 +165,7 @@ def bookkeeping_only(n: int = 100_000) -> float:
             leave()
         enter(OPTIMIZER)
         leave()
-        hooks.start_forward()
+        hooks.start_forward(module)
         enter(BACKWARD)
         hooks.note_loss(loss)
         leave()
