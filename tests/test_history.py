@@ -37,6 +37,7 @@ from perfgate.model.errors import FileFormatError, UsageError
 from perfgate.model.result import ROWS, RunResult
 from perfgate.model.workload import PHASES
 from perfgate.store import history as store
+from perfgate.store.history_values import Recording
 from perfgate.store.counters import save_counters
 from perfgate.store.results import save_result
 
@@ -575,10 +576,10 @@ def stepped_store(tmp_path: Path, *, runs: int = 24, step_at: int = 12, short: i
     for i in range(runs):
         result = result_of("tiny", commit=f"c{i:02d}", created_at=f"2026-10-{i + 1:02d}T10:00:00+00:00",
                            scale=1.05 if i >= step_at else 1.0, seed=i)
-        recordings.append(store.Recording(result, None, "stored"))
+        recordings.append(Recording(result, None, "stored"))
     for i in range(short):
         result = result_of("small", commit=f"c{i:02d}", created_at=f"2026-10-{i + 1:02d}T10:00:00+00:00", seed=i)
-        recordings.append(store.Recording(result, None, "stored"))
+        recordings.append(Recording(result, None, "stored"))
     store.record(db, recordings)
     return db
 

@@ -28,6 +28,7 @@ from perfgate.model.errors import FileFormatError, UsageError
 from perfgate.model.result import ROWS
 from perfgate.store import history as store
 from perfgate.store.history_sql import HISTORY_SCHEMA_VERSION, TABLES, mask
+from perfgate.store.history_values import COLUMNS, Recording
 
 Location = Path | str
 
@@ -41,7 +42,7 @@ def snapshot(location: Location) -> object:
 
 
 def record(location: Location, *results, **kwargs) -> list[int]:
-    return store.record(location, [store.Recording(r, None, "stored", **kwargs) for r in results])
+    return store.record(location, [Recording(r, None, "stored", **kwargs) for r in results])
 
 
 def shown(location: Location) -> str:
@@ -176,7 +177,7 @@ def test_migrate_creates_then_says_it_is_current(backend, capsys) -> None:
     code, _, err = run_cli(capsys, "history", "migrate", "--history", str(where))
     assert code == 0 and f"is at schema version {HISTORY_SCHEMA_VERSION} already" in err
     assert load(where).empty  # a store with no run yet: an empty table, the columns documented
-    assert list(load(where).columns) == list(store.COLUMNS)
+    assert list(load(where).columns) == list(COLUMNS)
     code, out, err = run_cli(capsys, "history", "changes", "--history", str(where))
     assert code == 2 and out == "" and one_error_line(err).endswith(f"{shown(where)}: no run recorded yet")
 
@@ -261,8 +262,8 @@ def test_record_brings_a_version_1_store_forward_in_its_transaction(tmp_path: Pa
 def test_copy_moves_a_history_into_postgresql_and_back_counted(tmp_path: Path, postgres: Server, capsys) -> None:
     db = tmp_path / "h.sqlite"
     record(db, result_of("tiny"), result_of("small"))
-    store.record(db, [store.Recording(result_of("tiny", created_at=DAY2, commit="c2"), counted("tiny"), "stored",
-                                      "main", "runner-1")])
+    store.record(db, [Recording(result_of("tiny", created_at=DAY2, commit="c2"), counted("tiny"), "stored",
+                                "main", "runner-1")])
     url = postgres.url(postgres.new_database())
     code, _, err = run_cli(capsys, "history", "copy", str(db), url)
     assert code == 0, err
@@ -437,12 +438,13 @@ sys.path.insert(0, sys.argv[3])
 from test_history import result_of
 from perfgate.model.errors import FileFormatError
 from perfgate.store import history
+from perfgate.store.history_values import Recording
 
 url, worker, gate = sys.argv[1], int(sys.argv[2]), Path(sys.argv[4])
-mine = [history.Recording(result_of(f"w{worker}", commit=f"c{i:02d}", seed=i,
-                                    created_at=f"2026-10-{i + 1:02d}T{worker:02d}:00:00+00:00"), None, "stored")
+mine = [Recording(result_of(f"w{worker}", commit=f"c{i:02d}", seed=i,
+                            created_at=f"2026-10-{i + 1:02d}T{worker:02d}:00:00+00:00"), None, "stored")
         for i in range(25)]
-shared = [history.Recording(result_of("shared", commit=f"s{i:02d}"), None, "stored") for i in range(25)]
+shared = [Recording(result_of("shared", commit=f"s{i:02d}"), None, "stored") for i in range(25)]
 (gate / f"ready-{worker}").touch()
 while not (gate / "go").exists():  # all four start recording at once
     time.sleep(0.005)
@@ -502,14 +504,14 @@ def test_copy_refuses_a_destination_of_a_newer_schema(tmp_path: Path, postgres: 
 def test_recordings_keep_the_runner_and_gpu(backend) -> None:
     where = backend()
     gpu = result_of("g", device="cuda")
-    store.record(where, [store.Recording(gpu, None, "stored", runner="t4-runner-2",
-                                         gpu_uuid="GPU-8a1c2f3e-0000-1111-2222-333344445555")])
+    store.record(where, [Recording(gpu, None, "stored", runner="t4-runner-2",
+                                   gpu_uuid="GPU-8a1c2f3e-0000-1111-2222-333344445555")])
     df = load(where)
     assert set(df["runner"].astype(str)) == {"t4-runner-2"} and set(df["gpu_model"].astype(str)) == {"Test GPU"}
     assert set(df["gpu_uuid"].astype(str)) == {"GPU-8a1c2f3e-0000-1111-2222-333344445555"}
     with pytest.raises(FileFormatError, match="runner: expected a one-line string"):
-        store.record(where, [store.Recording(dataclasses.replace(gpu, created_at=DAY2), None, "stored",
-                                             runner="a\nb")])
+        store.record(where, [Recording(dataclasses.replace(gpu, created_at=DAY2), None, "stored",
+                                       runner="a\nb")])
 
 
 KILLED = """
@@ -518,6 +520,7 @@ from pathlib import Path
 sys.path.insert(0, sys.argv[2])
 from test_history import result_of
 from perfgate.store import history
+from perfgate.store.history_values import Recording
 
 url, marker = sys.argv[1], Path(sys.argv[3])
 insert = history._insert_run
@@ -528,7 +531,7 @@ def holding(tx, recording, recorded_at):
     time.sleep(3600)
 
 history._insert_run = holding
-history.record(url, [history.Recording(result_of(name, created_at="2026-11-02T10:00:00+00:00"), None, "stored")
+history.record(url, [Recording(result_of(name, created_at="2026-11-02T10:00:00+00:00"), None, "stored")
                      for name in ("alpha", "beta")])
 """
 
@@ -552,7 +555,7 @@ def test_a_recorder_killed_inside_its_transaction_leaves_the_server_store_as_it_
     proc.communicate(timeout=60)
     assert snapshot(url) == before  # the server dropped the transaction with the connection
     # and its lock: the next recorder takes it (a lock still held would end this one with "stayed locked")
-    store.record(url, [store.Recording(result_of("alpha", created_at=DAY2), None, "stored")], timeout_s=20)
+    store.record(url, [Recording(result_of("alpha", created_at=DAY2), None, "stored")], timeout_s=20)
     assert sorted(set(load(url)["workload"].astype(str))) == ["alpha", "tiny"]
 
 
@@ -567,7 +570,7 @@ def test_a_recorder_that_waits_too_long_for_the_lock_gives_up_in_one_line(postgr
     with psycopg.connect(url) as holder:  # another recorder, inside its transaction
         holder.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
         with pytest.raises(FileFormatError, match="the history store stayed locked by another process; try again"):
-            store.record(url, [store.Recording(result_of("late", created_at=DAY2), None, "stored")], timeout_s=0.5)
+            store.record(url, [Recording(result_of("late", created_at=DAY2), None, "stored")], timeout_s=0.5)
         assert not load(url).empty  # a reader does not wait for a recorder
     assert snapshot(url) == before
 

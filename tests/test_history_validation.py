@@ -21,6 +21,7 @@ from test_history import DAY1, DAY2, DAY3, digest, one_error_line, result_of, re
 
 from perfgate.model.errors import FileFormatError
 from perfgate.store import history as store
+from perfgate.store.history_values import Recording
 
 
 def _days_ahead(days: float) -> str:
@@ -67,7 +68,7 @@ def test_record_takes_a_created_at_up_to_a_day_ahead_of_the_clock(tmp_path: Path
 
 def test_record_checks_the_fields_it_stores_in_the_library_call_too(tmp_path: Path) -> None:
     db = tmp_path / "h.sqlite"
-    good = store.Recording(result_of("tiny"), None, "stored")
+    good = Recording(result_of("tiny"), None, "stored")
     bad = [
         dataclasses.replace(good, result=dataclasses.replace(good.result, created_at="yesterday")),
         dataclasses.replace(good, result=dataclasses.replace(good.result, workload="../x")),

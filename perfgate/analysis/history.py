@@ -23,8 +23,9 @@ import pandas as pd
 from perfgate.model.errors import UsageError
 from perfgate.model.repeat import MEDIAN, PER_STEP, STATISTIC_WORDS, STATISTICS
 from perfgate.model.result import ROWS
-from perfgate.store.history import COLUMNS, COUNTERS, HistoryRows, Location, read_rows
+from perfgate.store.history import HistoryRows, Location, read_rows
 from perfgate.store.history_sql import URL_ENV, environment_url, parse_location
+from perfgate.store.history_values import COLUMNS, COUNTERS
 
 UTC_NS = "datetime64[ns, UTC]"
 DTYPES: dict[str, object] = {

@@ -14,10 +14,11 @@ Where the store is, and what differs between the two engines, is
 :mod:`perfgate.store.history_sql`: a path is an SQLite file, a ``postgresql://`` URL a
 server; one schema and one set of statements serve both.
 
-Every value ``record`` stores is checked first (:func:`check_recording`): ``created_at``
-is an ISO 8601 time with a timezone, from 2000 to at most a day ahead of the clock; the
-names, commit and versions are short one-line strings; the numbers finite and bounded. A
-run that fails is refused with one line naming the field, and nothing is recorded. A run
+Every value ``record`` stores is checked first
+(:func:`perfgate.store.history_values.check_recording`): ``created_at`` is an ISO 8601
+time with a timezone, from 2000 to at most a day ahead of the clock; the names, commit
+and versions are short one-line strings; the numbers finite and bounded. A run that
+fails is refused with one line naming the field, and nothing is recorded. A run
 already recorded (workload, commit, ``created_at``, environment key) is refused; the
 unique index refuses it too.
 
@@ -33,9 +34,9 @@ rolled back, which restores the file as it was before that recording).
 
 Reading checks every row as ``record`` would have stored it (a store edited by hand, or
 written by a perfgate that checked less, may hold a ``created_at`` of "yesterday" or of
-the year 9999): a run with a row that is not is left out whole, and
-:attr:`HistoryRows.skipped` names it, one line per run, for the command to show; the
-other runs are read as usual.
+the year 9999; :mod:`perfgate.store.history_values` says what each column may hold): a
+run with a row that is not is left out whole, and :attr:`HistoryRows.skipped` names it,
+one line per run, for the command to show; the other runs are read as usual.
 
 :func:`copy` moves a whole store from one location to another (SQLite into PostgreSQL and
 back), in one transaction on the destination, and checks that each table holds as many
@@ -45,21 +46,18 @@ rows as the source's. The pandas table built from :func:`read_rows` is
 
 from __future__ import annotations
 
-import math
 import os
-import re
 import socket
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 
 from perfgate.model.counters import CounterSet
 from perfgate.model.errors import FileFormatError, UsageError
 from perfgate.model.manifest import DESIGNS
-from perfgate.model.result import MAX_REPEATS, ROWS, RunResult
-from perfgate.model.schema import MAX_COUNT
+from perfgate.model.result import ROWS, RunResult
 from perfgate.model.version import __version__
 from perfgate.model.workload import PHASES
 from perfgate.store.history_sql import (
@@ -79,25 +77,13 @@ from perfgate.store.history_sql import (
     sqlite_location,
     transaction,
 )
+from perfgate.store.history_values import COLUMNS, COUNTERS, MAX_TEXT, Recording, check_recording, readable
 from perfgate.store.jsonfile import write_bytes_atomic
-from perfgate.store.untrusted import safe_name
 from perfgate.store.untrusted_folders import load_measured
 from perfgate.text.inert import terminal
 
-__all__ = ["BUSY_TIMEOUT_S", "COLUMNS", "COUNTERS", "HISTORY_KIND", "HISTORY_SCHEMA_VERSION", "HistoryRows",
-           "Location", "Recording", "check_recording", "copy", "location_of", "migrate", "read_rows", "record",
-           "recordings_of", "runner_name", "write_export"]
-
-COUNTERS = ("ops", "copies", "flops", "syncs", "launches")
-"""Counters kept per phase, each per counted step: aten operator calls, copy operator
-calls, FLOPs, host-device synchronisations, CUDA kernel launches (None on the CPU)."""
-
-COLUMNS = (
-    "run_id", "recorded_at", "date", "commit", "dirty", "branch", "design", "workload", "workload_version",
-    "device", "environment_key", "perfgate_version", "runner", "gpu_model", "gpu_uuid", "repeat", "block", "phase",
-    "per_step_ms", "median_ms", "share", "samples_per_s", "peak_memory_bytes", *COUNTERS,
-)
-"""The columns :func:`read_rows` returns, in this order: one row per run × repeat × row."""
+__all__ = ["BUSY_TIMEOUT_S", "HISTORY_KIND", "HISTORY_SCHEMA_VERSION", "HistoryRows", "Location", "copy",
+           "location_of", "migrate", "read_rows", "record", "recordings_of", "runner_name", "write_export"]
 
 _READ = f"""
 SELECT r.run_id, r.recorded_at, r.created_at, r.git_commit, r.dirty, r.branch, r.design, r.workload,
@@ -118,25 +104,6 @@ no runner)."""
 assert set(READS) == set(range(1, HISTORY_SCHEMA_VERSION + 1))
 
 
-@dataclass(frozen=True)
-class Recording:
-    """One run to record: a head result, its counted run (None: none beside it), the
-    design it was measured in, the branch it was measured on (None: not given), the
-    runner that measured it (``RUNNER_NAME`` or the host name: :func:`runner_name`) and
-    its GPU's UUID (None: not known)."""
-
-    result: RunResult
-    counters: CounterSet | None
-    design: str
-    branch: str | None = None
-    runner: str | None = None
-    gpu_uuid: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.design not in DESIGNS:
-            raise ValueError(f"design must be one of {', '.join(DESIGNS)}, got {self.design!r}")
-
-
 def runner_name() -> str | None:
     """The runner recording: GitHub's ``RUNNER_NAME`` when set, else this machine's host name."""
     name = os.environ.get("RUNNER_NAME", "").strip() or socket.gethostname().strip()
@@ -147,122 +114,7 @@ def _utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-# --- what a run may hold ---------------------------------------------------------------------
-
-_ISO_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?"
-                       r"(?:Z|[+-][0-9]{2}:[0-9]{2})")
-"""An ISO 8601 date and time with its timezone (``2026-11-30T10:00:00+00:00``, ``...Z``),
-the form perfgate writes and pandas reads."""
-EARLIEST = datetime(2000, 1, 1, tzinfo=timezone.utc)
-"""No run is older (the year 1 or 1970 is a clock that was not set)."""
-LATEST_READ = datetime(2200, 1, 1, tzinfo=timezone.utc)
-"""Reading: no time from here on (pandas' nanosecond timestamps end in 2262)."""
-AHEAD = timedelta(days=1)
-"""Recording: how far ``created_at`` may lie ahead of this machine's clock (another
-runner's clock, a timezone written wrong)."""
-MAX_TEXT = 200
-"""Characters of a stored name, version, commit or branch at most."""
-MAX_INDEX = MAX_REPEATS - 1
-"""A repeat's index and ABBA block at most, as the result reader bounds them."""
-MAX_NUMBER = float(MAX_COUNT)
-"""A version, a peak memory or a count of steps at most (2**53, exact in a float)."""
-
-
-def parse_time(value: object, *, latest: datetime) -> datetime:
-    """``value`` as an aware datetime: ISO 8601 with a timezone, from :data:`EARLIEST` to
-    ``latest``; ValueError saying which of these it is not."""
-    if not isinstance(value, str):
-        raise ValueError(f"expected an ISO 8601 time, got {type(value).__name__}")
-    shown = terminal(repr(value), 60)
-    if not _ISO_TIME.fullmatch(value):
-        raise ValueError(f"{shown} is not an ISO 8601 time with a timezone (2026-11-30T10:00:00+00:00)")
-    try:
-        when = datetime.fromisoformat(value)
-    except ValueError:
-        raise ValueError(f"{shown} is not a date and time (month, day, hour or offset out of range)") from None
-    if when < EARLIEST:
-        raise ValueError(f"{shown} is before {EARLIEST.year}")
-    if when > latest:
-        raise ValueError(f"{shown} is after {latest.isoformat(timespec='seconds')}")
-    return when
-
-
-def _text(value: object, *, optional: bool = False) -> None:
-    if value is None and optional:
-        return
-    if not isinstance(value, str) or not value or len(value) > MAX_TEXT or terminal(value, MAX_TEXT) != value:
-        shown = terminal(repr(value), 60) if isinstance(value, str) else type(value).__name__
-        raise ValueError(f"expected a one-line string of 1 to {MAX_TEXT} printable characters, got {shown}")
-
-
-def _integer(value: object, low: int, high: float, *, optional: bool = False) -> None:
-    if value is None and optional:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        shown = value if isinstance(value, int) and abs(value) < 10**20 else type(value).__name__
-        raise ValueError(f"expected an integer from {low} to {high:.0f}, got {shown}")
-
-
-def _number(value: object, *, optional: bool = False) -> None:
-    if value is None and optional:
-        return
-    try:
-        finite = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
-    except OverflowError:  # an integer beyond a float's range
-        finite = False
-    if not finite:
-        shown = value if isinstance(value, float) else type(value).__name__
-        raise ValueError(f"expected a finite number, got {shown}")
-
-
-def _field(where: str, check: Callable[[], object]) -> None:
-    try:
-        check()
-    except ValueError as exc:
-        raise ValueError(f"{where}: {exc}") from None
-
-
-def check_recording(recording: Recording, *, now: datetime | None = None) -> None:
-    """Every value of ``recording`` that :func:`record` stores, checked as the readers read
-    it back; ValueError naming the first bad field (``created_at: 'yesterday' is not ...``)."""
-    result, env = recording.result, recording.result.environment
-    latest = (now or datetime.now(timezone.utc)) + AHEAD
-    _field("created_at", lambda: parse_time(result.created_at, latest=latest))
-    _field("workload", lambda: safe_name(result.workload, "the name"))
-    _field("workload_version", lambda: _integer(result.workload_version, 0, MAX_NUMBER))
-    _field("device", lambda: _text(result.device))
-    _field("perfgate_version", lambda: _text(result.perfgate_version))
-    _field("environment.git_commit", lambda: _text(env.git_commit, optional=True))
-    if env.git_dirty is not None and not isinstance(env.git_dirty, bool):
-        raise ValueError(f"environment.git_dirty: expected true, false or null, got {type(env.git_dirty).__name__}")
-    try:
-        key = env.key()
-    except (AttributeError, TypeError, ValueError):
-        raise ValueError("environment: its fields do not make an environment key") from None
-    _field("environment key", lambda: _text(key))
-    _field("branch", lambda: _text(recording.branch, optional=True))
-    _field("runner", lambda: _text(recording.runner, optional=True))
-    _field("gpu_uuid", lambda: _text(recording.gpu_uuid, optional=True))
-    # _field calls each check at once, in this iteration: the lambdas only put its ValueError
-    # under the field's name (hence the noqa: B023 below).
-    for repeat in result.repeats:
-        where = f"repeat {repeat.index}"
-        _field(f"{where} index", lambda: _integer(repeat.index, 0, MAX_INDEX))  # noqa: B023  run at once
-        _field(f"{where} block", lambda: _integer(repeat.block, 0, MAX_INDEX, optional=True))  # noqa: B023  run at once
-        _field(f"{where} samples_per_s", lambda: _number(repeat.samples_per_s))  # noqa: B023  run at once
-        _field(f"{where} peak_memory_bytes",
-               lambda: _integer(repeat.peak_memory_bytes, 0, MAX_NUMBER, optional=True))  # noqa: B023  run at once
-        if not repeat.samples_per_s > 0:
-            raise ValueError(f"{where} samples_per_s: expected a positive number, got {repeat.samples_per_s}")
-        if not sum(repeat.phases_ms["step"]) > 0:
-            raise ValueError(f"{where}: no step time")
-        for row in ROWS:
-            _field(f"{where} time per step {row}", lambda: _number(repeat.per_step_ms[row]))  # noqa: B023  run at once
-            _field(f"{where} median {row}", lambda: _number(repeat.medians_ms[row]))  # noqa: B023  run at once
-            _field(f"{where} share {row}", lambda: _number(repeat.shares[row]))  # noqa: B023  run at once
-    if recording.counters is not None:
-        _field("counted steps", lambda: _integer(recording.counters.steps if recording.counters else None,
-                                                 1, MAX_NUMBER))
+# --- the runs of a results folder ----------------------------------------------------------
 
 
 def _design_of(result: RunResult) -> str:
@@ -584,66 +436,6 @@ class HistoryRows:
     skipped: tuple[str, ...] = ()
 
 
-def _one_of(choices: Sequence[str]) -> Callable[[object], None]:
-    def check(value: object) -> None:
-        if value not in choices:
-            raise ValueError(f"expected one of {', '.join(choices)}, got {terminal(repr(value), 40)}")
-    return check
-
-
-_READ_CHECKS: dict[str, Callable[[object], object]] = {
-    "run_id": lambda v: _integer(v, 0, 2**63 - 1),
-    "recorded_at": lambda v: parse_time(v, latest=LATEST_READ),
-    "date": lambda v: parse_time(v, latest=LATEST_READ),
-    "commit": lambda v: _text(v, optional=True),
-    "dirty": lambda v: _integer(v, 0, 1, optional=True),
-    "branch": lambda v: _text(v, optional=True),
-    "design": _one_of(DESIGNS),
-    "workload": lambda v: _text(v),
-    "workload_version": lambda v: _integer(v, 0, MAX_NUMBER),
-    "device": lambda v: _text(v),
-    "environment_key": lambda v: _text(v),
-    "perfgate_version": lambda v: _text(v),
-    "runner": lambda v: _text(v, optional=True),
-    "gpu_model": lambda v: _text(v, optional=True),
-    "gpu_uuid": lambda v: _text(v, optional=True),
-    "repeat": lambda v: _integer(v, 0, MAX_INDEX),
-    "block": lambda v: _integer(v, 0, MAX_INDEX, optional=True),
-    "phase": _one_of(ROWS),
-    "per_step_ms": lambda v: _number(v, optional=True),
-    "median_ms": lambda v: _number(v),
-    "share": lambda v: _number(v),
-    "samples_per_s": lambda v: _number(v),
-    "peak_memory_bytes": lambda v: _integer(v, 0, MAX_NUMBER, optional=True),
-    **{c: (lambda v: _number(v, optional=True)) for c in COUNTERS},
-}
-"""Per column of :data:`COLUMNS`, what a readable value is (what ``record`` stores)."""
-assert tuple(_READ_CHECKS) == COLUMNS
-
-
-def _readable(path: Location, rows: list[tuple[object, ...]]) -> tuple[list[tuple[object, ...]], tuple[str, ...]]:
-    """``rows`` less those of the runs with an unreadable value, and one line per such run."""
-    bad: dict[object, str] = {}
-    readable: set[tuple[int, object]] = set()  # (column, value) pairs checked: a run's values repeat on its rows
-    for row in rows:
-        run_id = row[0]
-        if run_id in bad:
-            continue
-        for i, (column, value, check) in enumerate(zip(COLUMNS, row, _READ_CHECKS.values(), strict=True)):
-            if (i, value) in readable:
-                continue
-            try:
-                check(value)
-            except ValueError as exc:
-                bad[run_id] = (f"{path}: run {terminal(repr(run_id), 24)} ({terminal(str(row[7]), 64)}) left out: "
-                               f"{'created_at' if column == 'date' else column}: {exc}")
-                break
-            readable.add((i, value))
-    if not bad:
-        return rows, ()
-    return [row for row in rows if row[0] not in bad], tuple(bad.values())
-
-
 def read_rows(store: Location | Path | str, *, timeout_s: float = BUSY_TIMEOUT_S) -> HistoryRows:
     """Every recorded repeat's rows, one per run × repeat × row of ``ROWS``, with the
     counters per step of the runs that have them (None elsewhere), in run id order. The
@@ -660,7 +452,7 @@ def read_rows(store: Location | Path | str, *, timeout_s: float = BUSY_TIMEOUT_S
         return [tuple(row) for row in tx.execute(READS[version])], _meta(tx)
 
     rows, meta = transaction(location, write=False, timeout_s=timeout_s, body=read)
-    rows, skipped = _readable(location, rows)
+    rows, skipped = readable(location, rows)
     return HistoryRows(meta, COLUMNS, rows, skipped)
 
 
