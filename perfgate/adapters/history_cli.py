@@ -104,7 +104,7 @@ def _branch(value: str | None) -> str | None:
 def cmd_record(args: argparse.Namespace) -> int:
     store = store_of(args)
     recordings = recordings_of(Path(args.results), design=args.design, branch=_branch(args.branch),
-                               runner=_runner(args.runner))
+                               runner=runner_of(args.runner))
     run_ids = record(store, recordings)
     for run_id, r in zip(run_ids, recordings, strict=True):
         commit = (r.result.environment.git_commit or "unknown commit")[:12]
@@ -116,7 +116,8 @@ def cmd_record(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _runner(value: str | None) -> str | None:
+def runner_of(value: str | None) -> str | None:
+    """``--runner`` checked, else the runner ``record`` names by default (:func:`runner_name`)."""
     if value is None:
         return runner_name()
     name = value.strip()

@@ -49,10 +49,11 @@ from __future__ import annotations
 import os
 import socket
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TypeVar
 
 from perfgate.model.counters import CounterSet
 from perfgate.model.errors import FileFormatError, UsageError
@@ -77,13 +78,23 @@ from perfgate.store.history_sql import (
     sqlite_location,
     transaction,
 )
-from perfgate.store.history_values import COLUMNS, COUNTERS, MAX_TEXT, Recording, check_recording, readable
+from perfgate.store.history_values import (
+    COLUMNS,
+    COUNTERS,
+    MAX_TEXT,
+    Recording,
+    check_recording,
+    readable,
+    recorded_gpu_model,
+)
 from perfgate.store.jsonfile import write_bytes_atomic
 from perfgate.store.untrusted_folders import load_measured
 from perfgate.text.inert import terminal
 
 __all__ = ["BUSY_TIMEOUT_S", "HISTORY_KIND", "HISTORY_SCHEMA_VERSION", "HistoryRows", "Location", "copy",
-           "location_of", "migrate", "read_rows", "record", "recordings_of", "runner_name", "write_export"]
+           "location_of", "migrate", "read_rows", "reading", "record", "recordings_of", "runner_name", "write_export"]
+
+T = TypeVar("T")
 
 _READ = f"""
 SELECT r.run_id, r.recorded_at, r.created_at, r.git_commit, r.dirty, r.branch, r.design, r.workload,
@@ -292,7 +303,7 @@ def _insert_run(tx: Tx, recording: Recording, recorded_at: str) -> int:
     """Insert one run with its repeats, times per row and counters; its run id."""
     result, counted = recording.result, recording.counters
     env = result.environment
-    gpu_model = env.gpu_name if result.device == "cuda" and env.gpu_name else None
+    gpu_model = recorded_gpu_model(result.device, env)
     run_id = tx.insert_id(
         "INSERT INTO runs (workload, workload_version, git_commit, dirty, branch, created_at, environment_key, "
         "device, design, perfgate_version, recorded_at, counted_steps, runner, gpu_model, gpu_uuid) "
@@ -445,15 +456,24 @@ def read_rows(store: Location | Path | str, *, timeout_s: float = BUSY_TIMEOUT_S
     named in ``skipped``."""
     location = location_of(store)
 
-    def read(tx: Tx) -> tuple[list[tuple[object, ...]], dict[str, str]]:
-        version = _check(tx, deep=False)
+    def read(tx: Tx, version: int) -> tuple[list[tuple[object, ...]], dict[str, str]]:
         if version == 0:
             raise FileFormatError(f"{location}: an empty history store: no run recorded yet")
         return [tuple(row) for row in tx.execute(READS[version])], _meta(tx)
 
-    rows, meta = transaction(location, write=False, timeout_s=timeout_s, body=read)
+    rows, meta = reading(location, read, timeout_s=timeout_s)
     rows, skipped = readable(location, rows)
     return HistoryRows(meta, COLUMNS, rows, skipped)
+
+
+def reading(store: Location | Path | str, body: Callable[[Tx, int], T], *,
+            timeout_s: float = BUSY_TIMEOUT_S) -> T:
+    """``body(tx, version)`` in one read transaction on the store, after checking it as
+    :func:`read_rows` does (``version`` 0: an empty database); the store is never written.
+    Each reader of the store (:func:`read_rows`, ``perfgate.store.history_fleet``) opens
+    it here."""
+    return transaction(location_of(store), write=False, timeout_s=timeout_s,
+                       body=lambda tx: body(tx, _check(tx, deep=False)))
 
 
 def write_export(path: Path, data: bytes) -> None:

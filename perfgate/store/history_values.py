@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from perfgate.model.counters import CounterSet
+from perfgate.model.environment import Environment
 from perfgate.model.manifest import DESIGNS
 from perfgate.model.result import MAX_REPEATS, ROWS, RunResult
 from perfgate.model.schema import MAX_COUNT
@@ -30,7 +31,7 @@ from perfgate.store.untrusted import safe_name
 from perfgate.text.inert import terminal
 
 __all__ = ["AHEAD", "COLUMNS", "COUNTERS", "EARLIEST", "LATEST_READ", "MAX_INDEX", "MAX_NUMBER", "MAX_TEXT",
-           "READ_CHECKS", "Recording", "check_recording", "parse_time", "readable"]
+           "READ_CHECKS", "Recording", "check_recording", "parse_time", "readable", "recorded_gpu_model"]
 
 COUNTERS = ("ops", "copies", "flops", "syncs", "launches")
 """Counters kept per phase, each per counted step: aten operator calls, copy operator
@@ -61,6 +62,13 @@ class Recording:
     def __post_init__(self) -> None:
         if self.design not in DESIGNS:
             raise ValueError(f"design must be one of {', '.join(DESIGNS)}, got {self.design!r}")
+
+
+def recorded_gpu_model(device: str, environment: Environment) -> str | None:
+    """The GPU model a run of ``device`` in ``environment`` is recorded with (the ``gpu_model``
+    column): the GPU's name on CUDA (``torch.cuda.get_device_name``, as the fingerprint
+    holds it), None on the CPU."""
+    return environment.gpu_name if device == "cuda" and environment.gpu_name else None
 
 
 # --- what a run may hold ---------------------------------------------------------------------
