@@ -134,3 +134,47 @@ def test_a_cpu_baseline_written_before_gpu_clocks_keeps_its_key(tmp_path: Path) 
     path.parent.mkdir()
     path.write_text(json.dumps(data))
     _check_stored_keys(path)
+
+
+def test_the_gpu_uuid_tells_a_fleets_cards_apart_without_splitting_the_key() -> None:
+    from perfgate.model.result import environment_from_fields
+    from perfgate.model.schema import Fields
+
+    card = dataclasses.replace(T4, gpu_uuid="GPU-0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")
+    assert card.key() == T4.key()  # two cards of one model are compared: that is a fleet
+    assert "gpu_uuid" not in CPU.to_dict() and "gpu_uuid" not in T4.to_dict()  # written as before
+    data = card.to_dict()
+    assert data["gpu_uuid"] == card.gpu_uuid
+    assert environment_from_fields(Fields(data, "environment")) == card
+
+
+@pytest.mark.parametrize(("given", "recorded"), [
+    ("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", "GPU-0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"),
+    ("GPU-0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", "GPU-0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"),
+    ("", None), ("not a uuid\n", None), (None, None),
+])
+def test_the_gpu_uuid_is_read_from_torch_as_nvidia_smi_names_it(monkeypatch: pytest.MonkeyPatch, given, recorded) -> None:
+    import types
+
+    import torch
+
+    from perfgate.measure import fingerprint
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: types.SimpleNamespace(uuid=given))
+    assert fingerprint.gpu_uuid(0) == recorded
+
+    def broken(index: int) -> None:
+        raise RuntimeError("no CUDA")
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", broken)
+    assert fingerprint.gpu_uuid(0) is None
+
+
+def test_a_recorded_run_takes_the_gpu_uuid_its_result_holds() -> None:
+    from perfgate.store.history_values import Recording
+
+    result = make_result()
+    card = dataclasses.replace(result, environment=dataclasses.replace(result.environment, gpu_uuid="GPU-abc"))
+    assert Recording(card, None, "stored").gpu_uuid == "GPU-abc"
+    assert Recording(card, None, "stored", gpu_uuid="GPU-given").gpu_uuid == "GPU-given"
+    assert Recording(result, None, "stored").gpu_uuid is None

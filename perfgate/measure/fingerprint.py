@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import platform
+import re
 from collections.abc import Mapping
 
 import torch
@@ -65,10 +66,11 @@ def collect(device: str, *, git_commit: str | None = None, git_dirty: bool | Non
         tv_version: str | None = torchvision.__version__
     except ImportError:
         tv_version = None
-    gpu_name = cuda = cudnn = driver = clocks = None
+    gpu_name = cuda = cudnn = driver = clocks = uuid = None
     if device == "cuda":
         clocks = declared_gpu_clocks()
         gpu_name = torch.cuda.get_device_name(torch.cuda.current_device())
+        uuid = gpu_uuid(torch.cuda.current_device())
         cuda = torch.version.cuda
         cudnn_version = torch.backends.cudnn.version()
         cudnn = str(cudnn_version) if cudnn_version is not None else None
@@ -88,4 +90,18 @@ def collect(device: str, *, git_commit: str | None = None, git_dirty: bool | Non
         git_commit=git_commit,
         git_dirty=git_dirty,
         gpu_clocks=clocks,
+        gpu_uuid=uuid,
     )
+
+
+def gpu_uuid(index: int) -> str | None:
+    """The UUID of CUDA device ``index`` as ``nvidia-smi -L`` writes it (``GPU-`` and the
+    hyphenated hex), from ``torch.cuda.get_device_properties``; None when torch does not
+    give one. Not verified on a GPU at the time of writing (no device was available)."""
+    try:
+        value = str(getattr(torch.cuda.get_device_properties(index), "uuid", "") or "")
+    except Exception:  # noqa: BLE001 - a fingerprint field, never a failure of the run
+        return None
+    if not re.fullmatch(r"(GPU-)?[0-9a-fA-F-]{32,36}", value):
+        return None
+    return value if value.startswith("GPU-") else f"GPU-{value}"

@@ -90,6 +90,10 @@ class Environment:
     gpu_clocks: str | None = None
     """The graphics-clock lock of the GPU while it measured: ``"locked 1245 MHz"``,
     ``"unlocked"`` or ``"unknown"`` (the runner did not say); None on the CPU device."""
+    gpu_uuid: str | None = None
+    """Which GPU measured (``GPU-…``, as ``nvidia-smi -L`` names it), so that a fleet's
+    history tells its cards apart; None on the CPU or when torch cannot say. Never in the
+    key: two cards of one model are compared, that is what a fleet is."""
 
     def comparable_fields(self) -> dict[str, Any]:
         """What must match for two results to be compared. ``gpu_clocks`` is present only
@@ -130,9 +134,10 @@ class Environment:
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
-        if data["gpu_clocks"] is None:
-            # CPU results and baselines are written as they were before the field existed.
-            del data["gpu_clocks"]
+        for name in ("gpu_clocks", "gpu_uuid"):
+            if data[name] is None:
+                # CPU results and baselines are written as they were before the field existed.
+                del data[name]
         data["key"] = self.key()
         return data
 

@@ -50,7 +50,8 @@ class Recording:
     """One run to record: a head result, its counted run (None: none beside it), the
     design it was measured in, the branch it was measured on (None: not given), the
     runner that measured it (``RUNNER_NAME`` or the host name:
-    :func:`perfgate.store.history.runner_name`) and its GPU's UUID (None: not known)."""
+    :func:`perfgate.store.history.runner_name`) and its GPU's UUID (None: the one the result's
+    environment records, when it does)."""
 
     result: RunResult
     counters: CounterSet | None
@@ -62,6 +63,8 @@ class Recording:
     def __post_init__(self) -> None:
         if self.design not in DESIGNS:
             raise ValueError(f"design must be one of {', '.join(DESIGNS)}, got {self.design!r}")
+        if self.gpu_uuid is None and self.result.environment.gpu_uuid is not None:
+            object.__setattr__(self, "gpu_uuid", self.result.environment.gpu_uuid)
 
 
 def recorded_gpu_model(device: str, environment: Environment) -> str | None:
