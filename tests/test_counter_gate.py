@@ -18,7 +18,8 @@ import pytest
 from factories import define_workloads, make_result
 
 from perfgate.adapters.judge_cli import add_parser, run_judge
-from perfgate.analysis.compare import STORED_COUNTERS_NOTE, compare, stored_counted
+from perfgate.analysis.compare import compare
+from perfgate.analysis.counted import STORED_COUNTERS_NOTE, stored_counted
 from perfgate.analysis.counters import CounterOutcome
 from perfgate.analysis.decide import GateConfig
 from perfgate.analysis.outcome import Counted, Entry, Pairing

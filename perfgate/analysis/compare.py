@@ -30,7 +30,7 @@ from statistics import median
 from typing import Any
 
 from perfgate.analysis.blocks import BlockValue, block_log_ratio, blocks_of
-from perfgate.analysis.counters import CounterChanges, CounterThresholds, compare_counters
+from perfgate.analysis.counted import counter_changes, counters_reason
 from perfgate.analysis.decide import (
     GateConfig,
     Look,
@@ -49,7 +49,6 @@ from perfgate.analysis.stats import LogRatio, SampleSummary, log_ratio, log_rati
 from perfgate.analysis.summary import WorkloadSummary, summarise
 from perfgate.model.baseline import Baseline, param_differences
 from perfgate.model.benchmark import BenchmarkData, Statistics, benchmark_data
-from perfgate.model.counters import GATED, CounterSet
 from perfgate.model.repeat import MEDIAN, PER_STEP, ROWS, STATISTICS
 from perfgate.model.result import RunResult
 from perfgate.model.script import SCRIPT_MEASURED, script_path_of
@@ -61,50 +60,6 @@ WORKLOAD_FIELDS = ("delta", "memory_threshold", "gate_phases", "phase_q", "phase
                    "flops_threshold", "launch_threshold", "counters_off", "straggler_share")
 """The fields of a per-workload :class:`GateConfig` that ``compare`` uses; the others (α,
 the looks, the estimation settings) are the whole run's and come from its own config."""
-
-
-STORED_COUNTERS_NOTE = "not compared: the baseline has no counted run (perfgate rebaseline records one)"
-"""Why a stored-design comparison has no counters."""
-NOT_COUNTED = "not counted"
-"""Why a comparison given no counted runs has no counters."""
-COUNTERS_OFF_NOTE = "not counted: counters = false in [tool.perfgate]"
-
-
-def counter_thresholds(config: GateConfig) -> CounterThresholds:
-    """The counters' thresholds of a (per-workload) gate configuration."""
-    return CounterThresholds(flops_threshold=config.flops_threshold, launch_threshold=config.launch_threshold,
-                             enabled=frozenset(GATED) - set(config.counters_off))
-
-
-def stored_counted(lookup: Lookup | None, head: CounterSet | None, config: GateConfig) -> Counted | None:
-    """The stored design's counters of one workload: the baseline's counted run against
-    the current one. None when there is no baseline to compare with at all."""
-    if lookup is None or lookup.baseline is None:
-        return None
-    if not config.counters:
-        return Counted(note=COUNTERS_OFF_NOTE)
-    if lookup.counters is None:
-        return Counted(head=head, note=STORED_COUNTERS_NOTE)
-    if head is None:
-        return Counted(base=lookup.counters, note="not compared: no counted run of the current code")
-    return Counted(lookup.counters, head)
-
-
-def _counter_changes(counted: Counted | None, config: GateConfig) -> tuple[CounterChanges | None, str | None]:
-    """The counters' changes of one workload, or None with the reason."""
-    if counted is None:
-        return None, NOT_COUNTED
-    if counted.base is None or counted.head is None:
-        return None, counted.note or NOT_COUNTED
-    try:
-        return compare_counters(counted.base, counted.head, counter_thresholds(config)), counted.note
-    except ValueError as exc:
-        return None, f"not compared: {exc}"
-
-
-def counters_reason(changes: CounterChanges) -> str:
-    """The reason line of a workload its counters fail."""
-    return "counters: " + "; ".join(c.reason for c in changes.failures)
 
 
 def _estimate(current: Sequence[float], baseline: Baseline, row: str, config: GateConfig,
@@ -497,7 +452,7 @@ def _final(j: _Judged, time: TimeDecision, gated: Mapping[str, TimeDecision], co
     elif open_phases and verdict in (Verdict.PASS, Verdict.IMPROVED):
         verdict = Verdict.INCONCLUSIVE
         reason = f"gated phase {open_phases[0]}: {gated[open_phases[0]].reason}"
-    counters, counters_note = _counter_changes(j.counted, config)
+    counters, counters_note = counter_changes(j.counted, config)
     if counters is not None and counters.failed:
         # Exact counts: a failing change decides, whatever the timing says (shown beside it).
         reason = f"{counters_reason(counters)} (time: {verdict.value}, {reason})"

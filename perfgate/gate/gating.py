@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perfgate.analysis.compare import stored_counted
+from perfgate.analysis.counted import stored_counted
 from perfgate.analysis.driver import BudgetTooSmall, drive, schedule_for
 from perfgate.analysis.outcome import Counted, Entry, GateOutcome, Pairing
 from perfgate.gate.config import Settings

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
-from perfgate.analysis.compare import stored_counted
+from perfgate.analysis.counted import stored_counted
 from perfgate.analysis.driver import budget_spent, recorded_seconds
 from perfgate.analysis.outcome import Counted, Entry, Pairing
 from perfgate.gate.config import Settings

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import jinja2
 from markupsafe import Markup
 
-from perfgate.analysis.compare import NOT_COUNTED
+from perfgate.analysis.counted import NOT_COUNTED
 from perfgate.analysis.outcome import GateOutcome, PhaseRow, WorkloadComparison
 from perfgate.analysis.stats.logratio import LogRatio
 from perfgate.model.repeat import PER_STEP

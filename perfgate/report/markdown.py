@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import quote
 
-from perfgate.analysis.compare import NOT_COUNTED
+from perfgate.analysis.counted import NOT_COUNTED
 from perfgate.analysis.counters import _flops, _num
 from perfgate.analysis.diagnose import PHASE_HINTS
 from perfgate.analysis.outcome import GateOutcome, WorkloadComparison

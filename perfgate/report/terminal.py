@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 from statistics import median
 
-from perfgate.analysis.compare import NOT_COUNTED
+from perfgate.analysis.counted import NOT_COUNTED
 from perfgate.analysis.contention import contention
 from perfgate.analysis.diagnose import diagnose
 from perfgate.analysis.modes import bimodal
