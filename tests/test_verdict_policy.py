@@ -258,3 +258,15 @@ def test_ci_md_says_what_an_inconclusive_gate_shows_under_each_setting() -> None
             assert f"{failing.state} with `inconclusive = \"fail\"`" in row[2]
             assert f"{failing.conclusion} with `inconclusive = \"fail\"`" in row[3]
     assert re.search(r"require[^.]*`perfgate verdict`", text.replace("\n", " "))
+
+
+def test_the_policy_says_what_a_bisect_step_makes_of_each_verdict() -> None:
+    from perfgate.gate.bisect import BAD_VERDICTS, GOOD_VERDICTS
+    from perfgate.model.verdict import BISECT_STEPS, POLICY, Verdict
+
+    assert {p.bisect for p in POLICY.values()} <= set(BISECT_STEPS)
+    steps = {v: POLICY[v].bisect for v in Verdict}
+    assert steps == {Verdict.REGRESSION: "slow", Verdict.PASS: "fast", Verdict.IMPROVED: "fast",
+                     Verdict.INCONCLUSIVE: "undecided", Verdict.INCOMPARABLE: "error",
+                     Verdict.NO_BASELINE: "error", Verdict.ERROR: "error"}
+    assert BAD_VERDICTS == {Verdict.REGRESSION} and GOOD_VERDICTS == {Verdict.PASS, Verdict.IMPROVED}

@@ -44,14 +44,14 @@ from perfgate.gate.gating import GateRequest, MeasuringRequest, PairedPlan, base
 from perfgate.gate.worktree import BaseTree, base_worktree, git, repository_root, resolve_commit, sigterm_as_interrupt
 from perfgate.model.errors import EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_OK, UsageError
 from perfgate.model.job import Job
-from perfgate.model.verdict import Verdict
+from perfgate.model.verdict import BISECT_FAST, BISECT_SLOW, BISECT_UNDECIDED, POLICY, Verdict
 from perfgate.text.inert import flatten, terminal
 
 __all__ = ["Bisection", "Judge", "Judgement", "Plan", "Step", "bisect", "interruptible", "paired_judge",
            "plan_bisection", "replay_log"]
 
-BAD_VERDICTS = frozenset({Verdict.REGRESSION})
-GOOD_VERDICTS = frozenset({Verdict.PASS, Verdict.IMPROVED})
+BAD_VERDICTS = frozenset(v for v, p in POLICY.items() if p.bisect == BISECT_SLOW)
+GOOD_VERDICTS = frozenset(v for v, p in POLICY.items() if p.bisect == BISECT_FAST)
 
 
 @dataclass(frozen=True)
@@ -228,7 +228,7 @@ def bisect(plan: Plan, judge: Judge, *, blocks: int, max_blocks: int,
                                               len(steps) > 1 else "") + ": nothing to bisect"))
             elif step.good:
                 goods.append(candidate)
-            elif step.verdict is Verdict.INCONCLUSIVE:
+            elif POLICY[step.verdict].bisect == BISECT_UNDECIDED:
                 remaining = tuple(_rev_list(repo, bad, goods))
                 for commit in remaining:
                     subjects.setdefault(commit, _subject(repo, commit))

@@ -31,6 +31,7 @@ from typing import Protocol
 from perfgate.model.errors import EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_OK, EXIT_REGRESSION
 
 __all__ = [
+    "BISECT_STEPS",
     "CHECK_CONCLUSIONS",
     "EXIT_PRECEDENCE",
     "INCONCLUSIVE_FAIL",
@@ -177,6 +178,10 @@ class VerdictPolicy:
     """The outcome of its pytest item (:data:`PYTEST_OUTCOMES`)."""
     words: str
     """How a sentence of the comment names a workload with this verdict."""
+    bisect: str
+    """What a step of ``perfgate bisect`` with this verdict says of its commit
+    (:data:`BISECT_STEPS`): ``slow`` (the slowdown is there), ``fast`` (not slower than
+    GOOD), ``undecided`` (the search stops, exit 3) or ``error`` (it stops, exit 2)."""
     notice: str | None = None
     """The workflow annotation it gets while it does not fail the check (it gets an error when
     it does): "notice", "warning" or None."""
@@ -222,40 +227,42 @@ class VerdictPolicy:
         return "error" if self.fails(rules) else self.notice
 
 
+BISECT_SLOW, BISECT_FAST, BISECT_UNDECIDED, BISECT_ERROR = BISECT_STEPS = ("slow", "fast", "undecided", "error")
+
 POLICY: dict[Verdict, VerdictPolicy] = {p.verdict: p for p in (
     VerdictPolicy(
         Verdict.REGRESSION,
         "slower by more than δ and significantly slower than min_effect·δ (δ/2) after Holm's correction "
         "over the run's workloads, or peak memory, a gated phase or a counter beyond its threshold",
-        EXIT_REGRESSION, "❌", "bad", PYTEST_FAILED, "a regression"),
+        EXIT_REGRESSION, "❌", "bad", PYTEST_FAILED, "a regression", BISECT_SLOW),
     VerdictPolicy(
         Verdict.PASS,
         "the time per step's upper bound below 1 + δ, and the median step no REGRESSION",
-        EXIT_OK, "✅", "good", PYTEST_PASSED, "passes"),
+        EXIT_OK, "✅", "good", PYTEST_PASSED, "passes", BISECT_FAST),
     VerdictPolicy(
         Verdict.INCONCLUSIVE,
         "undecided: the interval reaches above 1 + δ, but the evidence is not enough to call a "
         "regression after the planned looks; the reason gives the smallest slowdown the run could detect",
-        EXIT_INCONCLUSIVE, "❔", "open", PYTEST_SKIPPED, "undecided", notice="warning",
+        EXIT_INCONCLUSIVE, "❔", "open", PYTEST_SKIPPED, "undecided", BISECT_UNDECIDED, notice="warning",
         strict_when='inconclusive = "fail"', strict_exit_code=EXIT_INCONCLUSIVE, strict_pytest=PYTEST_FAILED),
     VerdictPolicy(
         Verdict.IMPROVED,
         "significantly faster, with its estimate below 1/(1 + δ); the reason suggests rebaselining",
-        EXIT_OK, "🚀", "better", PYTEST_PASSED, "faster", notice="notice"),
+        EXIT_OK, "🚀", "better", PYTEST_PASSED, "faster", BISECT_FAST, notice="notice"),
     VerdictPolicy(
         Verdict.INCOMPARABLE,
         "the workload version, a parameter or the environment key differs from the baseline's; "
         "the report names exactly what",
-        EXIT_ERROR, "⛔", "stop", PYTEST_ERROR, "not comparable with its baseline"),
+        EXIT_ERROR, "⛔", "stop", PYTEST_ERROR, "not comparable with its baseline", BISECT_ERROR),
     VerdictPolicy(
         Verdict.NO_BASELINE,
         "no baseline yet, so nothing was judged; the reason gives the command that records one",
-        EXIT_OK, "⚠️", "open", PYTEST_SKIPPED, "not judged (no baseline)", notice="warning",
+        EXIT_OK, "⚠️", "open", PYTEST_SKIPPED, "not judged (no baseline)", BISECT_ERROR, notice="warning",
         strict_when="fail_on_missing_baseline", strict_exit_code=EXIT_ERROR, strict_pytest=PYTEST_ERROR),
     VerdictPolicy(
         Verdict.ERROR,
         "the workload could not be measured or compared",
-        EXIT_ERROR, "💥", "bad", PYTEST_ERROR, "an error"),
+        EXIT_ERROR, "💥", "bad", PYTEST_ERROR, "an error", BISECT_ERROR),
 )}
 
 
