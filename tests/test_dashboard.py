@@ -77,9 +77,11 @@ def split_finder(values: Sequence[float]) -> list[Found]:
 
 
 def history(workloads: dict[str, int | None], *, runs: int = RUNS, seed: int = 7, key: str = KEY,
-            commits: Sequence[str] | None = None) -> pd.DataFrame:
+            commits: Sequence[str] | None = None, step: float = 1.05, level: float = 1.0,
+            runner: str = "runner-1") -> pd.DataFrame:
     """A history table with exactly the documented columns: per workload ``runs`` runs of three
-    repeats, one a day, 1% noise, every row scaled by 1.05 from the run given (None: no step).
+    repeats, one a day, 1% noise, every row scaled by ``level`` and by ``step`` (1.05) from the
+    run given (None: no step), all recorded by ``runner``.
     Each repeat's time per step is its median step × :data:`PER_STEP_OVER_MEDIAN`, so a test
     tells which statistic a panel shows."""
     rng = random.Random(seed)
@@ -91,17 +93,17 @@ def history(workloads: dict[str, int | None], *, runs: int = RUNS, seed: int = 7
             run_id += 1
             commit = commits[run] if commits else f"{rng.getrandbits(160):040x}"
             date = start + timedelta(days=run, minutes=run_id)
-            scale = 1.05 if step_at is not None and run >= step_at else 1.0
+            scale = level * (step if step_at is not None and run >= step_at else 1.0)
             for repeat in range(3):
                 values = {p: v * scale * math.exp(rng.gauss(0, 0.01)) for p, v in BASE_PHASES.items()}
-                values["residual"] = 0.2
+                values["residual"] = 0.2 * level
                 values["step"] = sum(values.values())
                 for phase, value in values.items():
                     rows.append({
                         "run_id": run_id, "recorded_at": date + timedelta(hours=1), "date": date, "commit": commit,
                         "dirty": run == 3, "branch": "main", "design": "stored", "workload": workload,
                         "workload_version": 1, "device": "cpu", "environment_key": key, "perfgate_version": "0.1.0",
-                        "runner": "runner-1", "gpu_model": None, "gpu_uuid": None,
+                        "runner": runner, "gpu_model": None, "gpu_uuid": None,
                         "repeat": repeat, "block": None, "phase": phase,
                         "per_step_ms": value * PER_STEP_OVER_MEDIAN, "median_ms": value,
                         "share": value / values["step"], "samples_per_s": 80.0, "peak_memory_bytes": 1_000_000,
@@ -415,3 +417,101 @@ def test_runs_recorded_before_the_time_per_step_was_kept_are_left_out_and_counte
     assert any(n.startswith("2 run(s) recorded before the time per step was kept are not shown") for n in section.notes)
     (median,) = dashboard.sections(df, find=split_finder, statistic="median")
     assert median.runs == 6 and not any("recorded before" in n for n in median.notes)
+
+
+TWO_RUNNERS = ("runner-a", "runner-b")
+RUNNER_STEP = 1.08
+RUNNER_LEVEL = 1.05
+
+
+def two_runners() -> tuple[pd.DataFrame, list[str]]:
+    """resnet on two runners, the same commits three hours apart, runner-b's level 5% above
+    runner-a's, both +8% from the commit at :data:`STEP_AT`."""
+    rng = random.Random(11)
+    commits = [f"{rng.getrandbits(160):040x}" for _ in range(RUNS)]
+    a = history({"resnet": STEP_AT}, commits=commits, step=RUNNER_STEP, runner=TWO_RUNNERS[0])
+    b = history({"resnet": STEP_AT}, commits=commits, step=RUNNER_STEP, level=RUNNER_LEVEL, runner=TWO_RUNNERS[1],
+                seed=8)
+    b = b.assign(run_id=b["run_id"] + 1000, date=b["date"] + timedelta(hours=3),
+                 recorded_at=b["recorded_at"] + timedelta(hours=3))
+    return pd.concat([a, b], ignore_index=True).astype(DTYPES), commits
+
+
+def test_two_runners_are_two_series_each_with_the_step_at_the_commit_it_saw() -> None:
+    df, commits = two_runners()
+    (section,) = dashboard.sections(df)  # perfgate's own change-point method
+    assert section.runners == TWO_RUNNERS and section.runs == 2 * RUNS
+    assert [(p.row, p.runner) for p in section.panels[:3]] == [("step", "runner-a"), ("step", "runner-b"),
+                                                                ("data_wait", "runner-a")]
+    a, b = section.rows()[0]
+    assert len(a.values) == len(b.values) == RUNS and sorted(a.xs() + b.xs()) == list(range(2 * RUNS))
+    assert statistics.median(b.values) / statistics.median(a.values) == pytest.approx(RUNNER_LEVEL, abs=0.01)
+    for panel in (a, b):
+        (change,) = panel.changes  # found in the runner's own series: the other's level is no step
+        assert change.index == STEP_AT and change.commit_after == commits[STEP_AT][:8]
+        assert change.ratio == pytest.approx(RUNNER_STEP, abs=0.015)
+    assert any(n.startswith("Split by runner: one series per runner (runner-a, runner-b)") for n in section.notes)
+
+    fig = dashboard.section_figure(section)
+    assert fig is not None
+    step_axes = fig.axes[0]
+    legend = step_axes.get_legend()
+    assert legend is not None and [t.get_text() for t in legend.get_texts()] == list(TWO_RUNNERS)
+    vertical = sorted(ln.get_xdata()[0] for ln in step_axes.get_lines() if len(set(ln.get_xdata())) == 1)
+    assert vertical == sorted(x - 0.5 for x in (a.xs()[STEP_AT], b.xs()[STEP_AT]))
+    labels = [t.get_text() for t in step_axes.texts]
+    assert sorted(labels) == sorted(f"{commits[STEP_AT][:8]} +{100 * (c.ratio - 1):.1f}% {p.runner}"
+                                    for p in (a, b) for c in p.changes)
+
+    page = Page(dashboard.render_dashboard(df, find=split_finder))
+    steps = {r[2]: r for r in page.rows if len(r) == 8 and r[3] == "step"}  # the change table names the runner
+    assert sorted(steps) == list(TWO_RUNNERS)
+    for row in steps.values():
+        assert row[:2] == ["resnet", KEY]
+        assert row[4] == f"{commits[STEP_AT - 1][:8]} → {commits[STEP_AT][:8]}"
+        assert 7.0 < float(row[6].rstrip("%")) < 9.0
+    assert steps["runner-b"][5] > steps["runner-a"][5]  # runner-b ran the commit three hours later
+
+    (together,) = dashboard.sections(df, find=split_finder, by_runner=False)
+    assert together.runners == () and all(p.runner is None for p in together.panels)
+    assert all(len(r) == 7 for r in Page(dashboard.render_dashboard(df.query("phase == 'step'"), find=split_finder,
+                                                                     by_runner=False)).rows)
+
+
+def test_one_named_runner_and_runs_without_one_are_one_series() -> None:
+    df = history({"tiny": None}, runs=12).query("phase == 'step'").copy()
+    df["runner"] = df["runner"].cat.add_categories(["runner-2"])
+    df.loc[df["run_id"] <= 4, "runner"] = None  # recorded before the runner was kept
+    (section,) = dashboard.sections(df, find=split_finder)
+    assert section.runners == () and len(section.panels) == 1
+    df.loc[df["run_id"] > 8, "runner"] = "runner-2"
+    (section,) = dashboard.sections(df, find=split_finder)
+    assert section.runners == ("runner-1", "runner-2", "unknown runner")
+    assert [len(p.values) for p in section.panels] == [4, 4, 4]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium (chromium-browser, google-chrome) on PATH to draw the page")
+def test_a_headless_browser_draws_the_two_runners(tmp_path: Path) -> None:
+    import numpy
+    from PIL import Image
+
+    df, commits = two_runners()
+    index = dashboard.write_dashboard(df, tmp_path / "site", find=split_finder)
+    run = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+           f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run([*run, "--dump-dom", index.resolve().as_uri()], check=False, capture_output=True, text=True,
+                         timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    drawn = Page(dom.stdout)
+    for runner in TWO_RUNNERS:
+        assert any(r[2] == runner and r[4].endswith(commits[STEP_AT][:8]) for r in drawn.rows if len(r) == 8)
+        assert runner in drawn.sections["w-1"]["text"]
+    shot = tmp_path / "shot.png"
+    done = subprocess.run([*run, f"--screenshot={shot}", "--window-size=1200,1600", index.resolve().as_uri()],
+                          check=False, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    with Image.open(shot) as raw:
+        image = numpy.asarray(raw.convert("RGB"), dtype=int)
+    for colour in dashboard.RUNNER_COLOURS[:2]:  # each runner's series is drawn, in its own colour
+        target = numpy.array([int(colour[i:i + 2], 16) for i in (1, 3, 5)])
+        assert (numpy.abs(image - target).sum(axis=2) < 40).sum() > 300, colour

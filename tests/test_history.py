@@ -655,3 +655,22 @@ def test_html_writes_the_dashboard_of_the_store(backend, tmp_path: Path, capsys)
     code, _, err = run_cli(capsys, "history", "html", str(tmp_path / "other"), "--history",
                            str(tmp_path / "none.sqlite"))
     assert code == 2 and not (tmp_path / "other").exists()
+
+
+def test_html_splits_a_workload_by_runner_unless_told_not_to(tmp_path: Path, capsys) -> None:
+    db = tmp_path / "h.sqlite"
+    for k, runner in enumerate(("runner-a", "runner-b")):  # the same commits; b 5% slower; both +8% from c12
+        store.record(db, [Recording(result_of("tiny", commit=f"c{i:02d}", created_at=f"2026-10-{i + 1:02d}T1{k}:00:00Z",
+                                              scale=(1.0 + 0.05 * k) * (1.08 if i >= 12 else 1.0), seed=i + 50 * k),
+                                    None, "stored", runner=runner) for i in range(24)])
+    code, _, err = run_cli(capsys, "history", "html", str(tmp_path / "site"), "--history", str(db), "--no-baselines")
+    assert code == 0, err
+    page = (tmp_path / "site" / "index.html").read_text()
+    assert "<th>runner</th>" in page
+    for runner in ("runner-a", "runner-b"):
+        cells = f'<td class="runner">{runner}</td><td class="phase">step</td><td><code>c11</code> → <code>c12</code>'
+        assert cells in page
+    code, _, err = run_cli(capsys, "history", "html", str(tmp_path / "one"), "--history", str(db), "--no-baselines",
+                           "--no-by-runner")
+    assert code == 0, err
+    assert "<th>runner</th>" not in (tmp_path / "one" / "index.html").read_text()

@@ -230,7 +230,7 @@ def cmd_html(args: argparse.Namespace) -> int:
     baselines = None if args.no_baselines else load_settings(
         Path(args.config), {"baselines": args.baselines}).baselines
     path = write_dashboard(load_table(store), Path(args.dir), baselines_root=baselines, title=args.title,
-                           statistic=_statistic(args))
+                           statistic=_statistic(args), by_runner=args.by_runner)
     print(f"perfgate: wrote {path}", file=sys.stderr)
     return EXIT_OK
 
@@ -334,6 +334,9 @@ def add_parser(subparsers: Any) -> None:
     d.add_argument("--no-baselines", action="store_true", help="draw no baseline lines")
     d.add_argument("--title", default="perfgate history", help="the page's heading")
     d.add_argument("--statistic", default=PER_STEP, choices=STATISTICS, help=STATISTIC_HELP)
+    d.add_argument("--by-runner", action=argparse.BooleanOptionalAction, default=True,
+                   help="one series per runner where a workload's runs come from two or more runners, each with "
+                        "its own change points (default); --no-by-runner draws all runs as one series")
     _store_options(d)
     d.set_defaults(func=cmd_html)
 

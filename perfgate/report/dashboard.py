@@ -24,6 +24,14 @@ it opens from disk and can be published as it is (GitHub Pages). It holds
   micro-benchmark's phases) has no panel. Runs recorded before the time per step was kept
   (history schema version 1) are not in a time-per-step panel, and the section says how
   many were left out.
+* split by runner (``by_runner``, the default): where a workload's runs in an environment
+  come from two or more runners (the table's ``runner``), every panel has one series per
+  runner, in its own colour and marker, with its own rolling median, on an x axis the
+  series share (all the row's runs in date order); the step's panel has a legend naming
+  the runners. Change points are looked for in each runner's series alone, so a step is
+  placed at the commit where that runner saw it, and the change table names the runner.
+  Runs without a runner (recorded before it was kept) are the series "unknown runner";
+  runs of one named runner (with or without such runs) are one series, as before.
 
 Change points come from ``find`` (by default ``perfgate.analysis.changepoints.find_changes``)
 called on each panel's per-run values. A series the method refuses as too short (its
@@ -97,11 +105,16 @@ ROLLING_RUNS = 5
 """The rolling median's window: the last five runs."""
 ROLLING_MIN_RUNS = 3
 BASELINE_COLOUR = "#6d6d6d"
+RUNNER_COLOURS = ("#1f5fa8", "#8e3fa8", "#0f8a7e", "#a8741f", "#4d4d4d", "#c2407d")
+"""One colour per runner's series, in order (the first is ``POINT_COLOUR``); none is a change point's red or green."""
+RUNNER_MARKERS = ("o", "s", "^", "D", "v", "P")
+UNKNOWN_RUNNER = "unknown runner"
+RUNNER_CHARS = 40
 CHANGE_COLOUR = {"slower": "#c62828", "faster": "#2e7d32"}
 EXTRA_CSS = """
 .summary { color: #333; }
 table.changes td { overflow-wrap: anywhere; }
-table.changes td.phase { white-space: nowrap; }
+table.changes td.phase, table.changes td.runner { white-space: nowrap; }
 td.slower { color: #c62828; font-weight: 600; } td.faster { color: #2e7d32; font-weight: 600; }
 .note { color: #555; font-size: 0.92em; }
 .empty { border-left: 4px solid #1f5fa8; background: #eef4fb; padding: 10px 14px; }
@@ -156,6 +169,14 @@ class Panel:
     """Why no change points were looked for, when they were not."""
     statistic: str = PER_STEP
     """The per-repeat statistic the values are of (``perfgate.model.repeat.STATISTICS``)."""
+    runner: str | None = None
+    """The runner whose runs these are, when the section is split by runner; None: every run."""
+    positions: tuple[int, ...] = ()
+    """Per run, its place on the x axis that the row's series share (all the row's runs in
+    date order); empty: 0, 1, 2, ... (one series)."""
+
+    def xs(self) -> list[int]:
+        return list(self.positions) if self.positions else list(range(len(self.values)))
 
 
 @dataclass(frozen=True)
@@ -167,7 +188,20 @@ class Section:
     device: str
     runs: int
     panels: tuple[Panel, ...]
+    """The panels in drawing order; split by runner, one per row and runner, a row's runners together."""
     notes: tuple[str, ...]
+    runners: tuple[str, ...] = ()
+    """The runners the section is split by (two or more), in the order of their series; empty: not split."""
+
+    def rows(self) -> list[tuple[Panel, ...]]:
+        """The panels grouped by row, in order: each group is one drawn panel (one series per runner)."""
+        out: list[tuple[Panel, ...]] = []
+        for panel in self.panels:
+            if out and out[-1][0].row == panel.row:
+                out[-1] += (panel,)
+            else:
+                out.append((panel,))
+        return out
 
 
 def _plain(value: object) -> str | None:
@@ -237,7 +271,7 @@ def _per_run(df: pandas.DataFrame, statistic: str) -> tuple[pandas.DataFrame, di
     missing = [c for c in (*COLUMNS, value) if c not in df.columns]
     if missing:
         raise ValueError(f"the history table lacks the column(s) {', '.join(missing)}")
-    d = df.loc[:, [*COLUMNS, value]]
+    d = df.loc[:, [*COLUMNS, *(["runner"] if "runner" in df.columns else []), value]]
     finite = numpy.isfinite(d[value].astype(float))
     d = d.assign(**_keys(d), **{value: d[value].astype(float)})
     held = d[finite]
@@ -247,15 +281,45 @@ def _per_run(df: pandas.DataFrame, statistic: str) -> tuple[pandas.DataFrame, di
     return per_run(held, statistic), {(str(w), str(k)): int(n) for (w, k), n in lacking.items()}
 
 
+def _runner_names(block: pandas.DataFrame) -> list[str]:
+    """Per run of ``block``, its runner's name as drawn ("unknown runner" when not recorded)."""
+    if "runner" not in block.columns:
+        return [UNKNOWN_RUNNER] * len(block)
+    return [(_plain(v) or UNKNOWN_RUNNER)[:RUNNER_CHARS] for v in block["runner"]]
+
+
+def _panel(part: pandas.DataFrame, row: str, positions: tuple[int, ...], baseline: float | None, statistic: str,
+           finder: Finder, runner: str | None) -> Panel:
+    """The panel (one series) of ``part``'s runs, in date order; change points found in this series alone."""
+    dates = tuple(_date(v) for v in part["date"])
+    commits = tuple(_plain(v) or "" for v in part["commit"])
+    values = tuple(float(v) for v in part["value_ms"])
+    rolled = part["value_ms"].astype(float).rolling(ROLLING_RUNS, min_periods=ROLLING_MIN_RUNS).median()
+    rolling = tuple(None if math.isnan(v) else float(v) for v in rolled)
+    changes, why = _changes(values, commits, dates, finder)
+    dirty = tuple(_plain(v) is not None and bool(v) for v in part["dirty"])  # unknown: not dirty
+    return Panel(row, dates, commits, dirty, values, tuple(float(v) for v in part["low"]),
+                 tuple(float(v) for v in part["high"]), rolling, changes, baseline, why, statistic, runner, positions)
+
+
 def sections(df: pandas.DataFrame, *, find: Finder | None = None, baselines_root: Path | None = None,
-             statistic: str = PER_STEP) -> list[Section]:
-    """What the page shows, one section per workload × environment key (sorted), before any drawing."""
+             statistic: str = PER_STEP, by_runner: bool = True) -> list[Section]:
+    """What the page shows, one section per workload × environment key (sorted), before any drawing.
+
+    With ``by_runner`` (the default), a section whose runs come from two or more runners
+    (the history's ``runner`` column; runs without one are the series "unknown runner", and
+    with one named runner only they are not split off) has one series per runner in each
+    panel, each with its own rolling median and its own change points."""
     runs, lacking = _per_run(df, statistic)
     if runs.empty:
         return []
     finder = find or _default_finder()
     out = []
     for (workload, key), block in runs.groupby(["workload", "environment_key"], sort=True):
+        block = block.assign(runner_name=_runner_names(block))
+        named = sorted(set(block["runner_name"]) - {UNKNOWN_RUNNER})
+        runners = ((named + [UNKNOWN_RUNNER] * (UNKNOWN_RUNNER in set(block["runner_name"])))
+                   if by_runner and len(named) > 1 else [])
         levels: dict[str, float] = {}
         notes = []
         if lacking.get((workload, key)):
@@ -271,23 +335,29 @@ def sections(df: pandas.DataFrame, *, find: Finder | None = None, baselines_root
             part = block[block["phase"] == row].sort_values(["date", "run_id"], kind="stable")
             if part.empty or not (part["high"] != 0).any():
                 continue  # not measured, or zero in every run (a micro-benchmark's phases)
-            dates = tuple(_date(v) for v in part["date"])
-            commits = tuple(_plain(v) or "" for v in part["commit"])
-            values = tuple(float(v) for v in part["value_ms"])
-            rolled = part["value_ms"].astype(float).rolling(ROLLING_RUNS, min_periods=ROLLING_MIN_RUNS).median()
-            rolling = tuple(None if math.isnan(v) else float(v) for v in rolled)
-            changes, why = _changes(values, commits, dates, finder)
-            if why:
-                refused.setdefault(why, []).append(row)
-            dirty = tuple(_plain(v) is not None and bool(v) for v in part["dirty"])  # unknown: not dirty
-            panels.append(Panel(row, dates, commits, dirty, values, tuple(float(v) for v in part["low"]),
-                                tuple(float(v) for v in part["high"]), rolling, changes, levels.get(row), why,
-                                statistic))
+            if not runners:
+                panel = _panel(part, row, (), levels.get(row), statistic, finder, None)
+                panels.append(panel)
+                if panel.note:
+                    refused.setdefault(panel.note, []).append(row)
+                continue
+            where = numpy.arange(len(part))
+            for runner in runners:
+                mine = (part["runner_name"] == runner).to_numpy()
+                if mine.any():
+                    panel = _panel(part[mine], row, tuple(int(i) for i in where[mine]), levels.get(row), statistic,
+                                   finder, runner)
+                    panels.append(panel)
+                    if panel.note:
+                        refused.setdefault(panel.note, []).append(f"{row} ({runner})")
         for why, rows in refused.items():
             notes.append(f"No change points looked for in {', '.join(rows)}: {why}.")
         devices = sorted({_plain(v) or "unknown" for v in block["device"]})
+        if runners:
+            notes.append(f"Split by runner: one series per runner ({', '.join(runners)}), each with its own "
+                         "rolling median and change points.")
         out.append(Section(workload, key, ", ".join(devices), int(block["run_id"].nunique()), tuple(panels),
-                           tuple(notes)))
+                           tuple(notes), tuple(runners)))
     return out
 
 
@@ -308,32 +378,45 @@ def _ticks(n: int, most: int) -> list[int]:
     return sorted({*range(0, n, step), n - 1})
 
 
-def _draw(ax: Any, panel: Panel, wide: bool) -> None:
-    n = len(panel.values)
-    xs = list(range(n))
-    ax.vlines(xs, panel.low, panel.high, colors=SPREAD_COLOUR, linewidth=2.2 if wide else 1.6, zorder=2)
-    for hollow in (False, True):
-        chosen = [i for i in xs if panel.dirty[i] is hollow]
-        if chosen:
-            ax.scatter(chosen, [panel.values[i] for i in chosen], s=18 if wide else 10, zorder=3, linewidths=1,
-                       facecolors="none" if hollow else POINT_COLOUR, edgecolors=POINT_COLOUR)
-    rolled = [(i, v) for i, v in enumerate(panel.rolling) if v is not None]
-    if rolled:
-        ax.plot([i for i, _ in rolled], [v for _, v in rolled], color=ROLLING_COLOUR, linewidth=1.2, zorder=2.5)
-    values = [*panel.low, *panel.high]
+def _draw(ax: Any, group: tuple[Panel, ...], wide: bool, runners: Sequence[str] = ()) -> None:
+    """One drawn panel: one series, or (split by runner) one series per runner on a shared x axis."""
+    panel = group[0]
+    split = panel.runner is not None
+    dates: dict[int, str] = {}
+    values = []
+    for k, series in enumerate(group):
+        xs = series.xs()
+        dates.update(zip(xs, series.dates, strict=True))
+        at = runners.index(series.runner) if series.runner in runners else k
+        colour = RUNNER_COLOURS[at % len(RUNNER_COLOURS)] if split else POINT_COLOUR
+        ax.vlines(xs, series.low, series.high, colors=colour if split else SPREAD_COLOUR,
+                  alpha=0.35 if split else None, linewidth=2.2 if wide else 1.6, zorder=2)
+        for hollow in (False, True):
+            chosen = [j for j in range(len(xs)) if series.dirty[j] is hollow]
+            if chosen:
+                ax.scatter([xs[j] for j in chosen], [series.values[j] for j in chosen], s=18 if wide else 10,
+                           zorder=3, linewidths=1, facecolors="none" if hollow else colour, edgecolors=colour,
+                           **({"marker": RUNNER_MARKERS[at % len(RUNNER_MARKERS)]} if split else {}))
+        rolled = [(xs[j], v) for j, v in enumerate(series.rolling) if v is not None]
+        if rolled:
+            ax.plot([i for i, _ in rolled], [v for _, v in rolled], color=colour if split else ROLLING_COLOUR,
+                    linewidth=1.2, zorder=2.5, alpha=0.75 if split else 1.0)
+        values += [*series.low, *series.high]
+        for change in series.changes:
+            colour = CHANGE_COLOUR["slower" if change.ratio > 1 else "faster"]
+            x = xs[change.index] - 0.5
+            label = f"{change.commit_after} {percent(change.ratio - 1, signed=True)}"
+            ax.axvline(x, color=colour, linewidth=1.3, zorder=4)
+            ax.text(x, 0.97, f"{label} {series.runner}" if split and wide else label, parse_math=False,
+                    transform=ax.get_xaxis_transform(), rotation=90, fontsize=7 if wide else 6, color=colour,
+                    ha="left" if split and at % 2 else "right", va="top", zorder=5,
+                    bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 0.5})
+    n = max(dates) + 1
     if panel.baseline is not None:
         values.append(panel.baseline)
         ax.axhline(panel.baseline, color=BASELINE_COLOUR, linestyle="--", linewidth=1.2, zorder=1)
-    for change in panel.changes:
-        colour = CHANGE_COLOUR["slower" if change.ratio > 1 else "faster"]
-        x = change.index - 0.5
-        ax.axvline(x, color=colour, linewidth=1.3, zorder=4)
-        ax.text(x, 0.97, f"{change.commit_after} {percent(change.ratio - 1, signed=True)}", parse_math=False,
-                transform=ax.get_xaxis_transform(), rotation=90, fontsize=7 if wide else 6, color=colour,
-                ha="right", va="top", zorder=5,
-                bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 0.5})
     lo, hi = min(values), max(values)
-    need = MIN_SPAN * abs(statistics.median(panel.values)) or 1e-3
+    need = MIN_SPAN * abs(statistics.median(v for series in group for v in series.values)) or 1e-3
     if hi - lo < need:
         mid = (hi + lo) / 2
         lo, hi = mid - need / 2, mid + need / 2
@@ -342,7 +425,7 @@ def _draw(ax: Any, panel: Panel, wide: bool) -> None:
     ax.set_xlim(-0.8, n - 0.2)
     ticks = _ticks(n, 9 if wide else 4)
     ax.set_xticks(ticks)
-    ax.set_xticklabels([panel.dates[i][:10] if wide else panel.dates[i][5:10] for i in ticks], fontsize=7,
+    ax.set_xticklabels([dates.get(i, "")[:10] if wide else dates.get(i, "")[5:10] for i in ticks], fontsize=7,
                        parse_math=False)
     ax.ticklabel_format(axis="y", style="plain", useOffset=False)
     ax.tick_params(axis="y", labelsize=7)
@@ -351,9 +434,29 @@ def _draw(ax: Any, panel: Panel, wide: bool) -> None:
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     level = f" · baseline {ms(panel.baseline)}" if panel.baseline is not None else ""
-    found = f" · {len(panel.changes)} change point(s)" if panel.changes and wide else ""
-    ax.set_title(f"{panel.row}, {STATISTIC_WORDS[panel.statistic]}: latest {ms(panel.values[-1])} ms{level}{found}",
-                 fontsize=9 if wide else 8, fontweight="bold", loc="left")
+    changes = sum(len(series.changes) for series in group)
+    found = f" · {changes} change point(s)" if changes and wide else ""
+    if not split:
+        latest = f"latest {ms(panel.values[-1])} ms"
+    elif wide:
+        latest = "latest " + ", ".join(f"{ms(series.values[-1])} ms ({series.runner})" for series in group)
+    else:
+        latest = f"{len(group)} runners"
+    ax.set_title(f"{panel.row}, {STATISTIC_WORDS[panel.statistic]}: {latest}{level}{found}",
+                 fontsize=9 if wide else 8, fontweight="bold", loc="left", parse_math=False)
+    if split and wide:
+        from matplotlib.lines import Line2D
+
+        handles = []
+        for k, series in enumerate(group):
+            at = runners.index(series.runner) if series.runner in runners else k
+            handles.append(Line2D([], [], color=RUNNER_COLOURS[at % len(RUNNER_COLOURS)], linewidth=1.2,
+                                  marker=RUNNER_MARKERS[at % len(RUNNER_MARKERS)], markersize=5,
+                                  label=str(series.runner)))
+        legend = ax.legend(handles=handles, loc="lower right", fontsize=7, framealpha=0.9, title="runner",
+                           title_fontsize=7)
+        for text in (*legend.get_texts(), legend.get_title()):
+            text.set_parse_math(False)
 
 
 def section_figure(section: Section) -> Figure | None:
@@ -363,18 +466,18 @@ def section_figure(section: Section) -> Figure | None:
     # imported here: the CLI must not pay for matplotlib
     from matplotlib.figure import Figure
 
-    first, rest = section.panels[0], section.panels[1:]
+    first, *rest = section.rows()
     rows = math.ceil(len(rest) / PHASE_COLUMNS)
     fig = Figure(figsize=(WIDTH_INCHES, STEP_INCHES + PANEL_INCHES * rows), layout="constrained")
     grid = fig.add_gridspec(1 + rows, PHASE_COLUMNS, height_ratios=[STEP_INCHES] + [PANEL_INCHES] * rows)
     ax = fig.add_subplot(grid[0, :])
-    _draw(ax, first, wide=True)
-    ax.set_ylabel(f"{STATISTIC_WORDS[first.statistic]} (ms)", fontsize=8)
-    for k, panel in enumerate(rest):
+    _draw(ax, first, wide=True, runners=section.runners)
+    ax.set_ylabel(f"{STATISTIC_WORDS[first[0].statistic]} (ms)", fontsize=8)
+    for k, group in enumerate(rest):
         ax = fig.add_subplot(grid[1 + k // PHASE_COLUMNS, k % PHASE_COLUMNS])
-        _draw(ax, panel, wide=False)
+        _draw(ax, group, wide=False, runners=section.runners)
         if k % PHASE_COLUMNS == 0:
-            ax.set_ylabel(f"{STATISTIC_WORDS[panel.statistic]} (ms)", fontsize=8)
+            ax.set_ylabel(f"{STATISTIC_WORDS[group[0].statistic]} (ms)", fontsize=8)
     return fig
 
 
@@ -385,7 +488,8 @@ def _figure(section: Section) -> dict[str, object] | None:
     width, height = (round(v * 100) for v in fig.get_size_inches())
     data = Markup(base64.b64encode(figure_png(fig)).decode("ascii"))  # base64: nothing to escape
     alt = (f"{section.workload} in {section.environment_key}: per-run {STATISTIC_WORDS[first_statistic(section)]} "
-           "of " + ", ".join(p.row for p in section.panels))
+           "of " + ", ".join(group[0].row for group in section.rows())
+           + (f", one series per runner ({', '.join(section.runners)})" if section.runners else ""))
     return {"data": data, "width": width, "height": height, "alt": alt}
 
 
@@ -411,7 +515,7 @@ def _change_rows(shown: Sequence[Section]) -> list[dict[str, object]]:
         for p in s.panels:
             for c in p.changes:
                 rows.append({"anchor": f"w-{i + 1}", "workload": s.workload, "environment": s.environment_key,
-                             "phase": p.row, "before": c.commit_before, "after": c.commit_after,
+                             "runner": p.runner or "", "phase": p.row, "before": c.commit_before, "after": c.commit_after,
                              "date": c.date_after, "size": percent(c.ratio - 1, signed=True),
                              "css": "slower" if c.ratio > 1 else "faster", "confidence": _confidence(c.confidence)})
     return sorted(rows, key=lambda r: str(r["date"]), reverse=True)
@@ -422,11 +526,11 @@ def first_statistic(section: Section) -> str:
 
 
 def render_dashboard(df: pandas.DataFrame, *, find: Finder | None = None, baselines_root: Path | None = None,
-                     title: str = "perfgate history", statistic: str = PER_STEP) -> str:
+                     title: str = "perfgate history", statistic: str = PER_STEP, by_runner: bool = True) -> str:
     """The whole dashboard as one HTML page (inline CSS, figures as base64 PNG, no JavaScript);
     every panel shows ``statistic`` (the time per step by default) and says so."""
-    shown = sections(df, find=find, baselines_root=baselines_root, statistic=statistic)
-    dates = sorted(d for s in shown for p in s.panels[:1] for d in p.dates)
+    shown = sections(df, find=find, baselines_root=baselines_root, statistic=statistic, by_runner=by_runner)
+    dates = sorted(d for s in shown for p in s.rows()[0] for d in p.dates)
     runs = sum(s.runs for s in shown)
     summary = ""
     if shown:
@@ -438,6 +542,7 @@ def render_dashboard(df: pandas.DataFrame, *, find: Finder | None = None, baseli
         css=Markup(CSS + "\n" + EXTRA_CSS),
         summary=summary,
         changes=_change_rows(shown),
+        by_runner=any(s.runners for s in shown),
         sections=[{"anchor": f"w-{i + 1}", "workload": s.workload, "environment": s.environment_key,
                    "device": s.device, "runs": s.runs, "notes": list(s.notes), "figure": _figure(s)}
                   for i, s in enumerate(shown)],
@@ -449,7 +554,7 @@ def render_dashboard(df: pandas.DataFrame, *, find: Finder | None = None, baseli
 
 def write_dashboard(df: pandas.DataFrame, out_dir: Path, *, find: Finder | None = None,
                     baselines_root: Path | None = None, title: str = "perfgate history",
-                    statistic: str = PER_STEP) -> Path:
+                    statistic: str = PER_STEP, by_runner: bool = True) -> Path:
     """Write ``out_dir/index.html`` (see the module's docstring) and return its path.
 
     ``df`` is ``perfgate.analysis.history.load``'s table (the columns of :data:`COLUMNS` are
@@ -458,7 +563,8 @@ def write_dashboard(df: pandas.DataFrame, out_dir: Path, *, find: Finder | None 
     ``ValueError`` means "no change points looked for", with the message shown);
     ``baselines_root`` the baseline store whose level is drawn (None: no baseline lines);
     ``title`` the page's heading; ``statistic`` the per-repeat statistic every panel shows
-    (``per_step``, the time per step, by default; ``median``). A baseline file that is not valid raises
+    (``per_step``, the time per step, by default; ``median``); ``by_runner`` splits a workload's
+    series by runner where its runs come from two or more (:func:`sections`). A baseline file that is not valid raises
     ``FileFormatError`` from the baseline store, before anything is written.
 
     The page is rendered first, then written to a temporary file in ``out_dir`` and renamed
@@ -466,7 +572,8 @@ def write_dashboard(df: pandas.DataFrame, out_dir: Path, *, find: Finder | None 
     folders this call created for a write that failed are removed again. An ``out_dir``
     that cannot be written (not a folder, no permission) raises ``UsageError``.
     """
-    text = render_dashboard(df, find=find, baselines_root=baselines_root, title=title, statistic=statistic)
+    text = render_dashboard(df, find=find, baselines_root=baselines_root, title=title, statistic=statistic,
+                            by_runner=by_runner)
     out_dir = Path(out_dir)
     created = []
     for folder in (out_dir, *out_dir.parents):
