@@ -41,7 +41,7 @@ from perfgate.analysis.decide import (
     family_keys,
     flag_phases,
 )
-from perfgate.analysis.memory import decide_memory
+from perfgate.analysis.memory import Creep, creep_rule, decide_memory, memory_creep
 from perfgate.analysis.diagnose import Label, diagnose
 from perfgate.analysis.outcome import BlockEstimate, Counted, Entry, GateOutcome, PhaseRow, WorkloadComparison
 from perfgate.analysis.screening import median_clock, screen
@@ -300,6 +300,9 @@ class _Judged:
     base_environment: Any = None
     counted: Counted | None = None
     clocks: Mapping[str, float] = field(default_factory=dict)
+    reference_creep: tuple[Creep, ...] | None = None
+    """The base side's memory growth per step (paired); None: not known (a stored baseline
+    keeps no telemetry), and the creep rule does not apply."""
 
 
 def _prepared(entry: Entry, config: GateConfig, *, straggler_share: float) -> WorkloadComparison | _Judged:
@@ -373,7 +376,8 @@ def _prepared_paired(entry: Entry, result: RunResult, summary: WorkloadSummary, 
             against=pairing.against, **common)
     return _Judged(result, summary, reference, None, _paired_estimator(summary, base_summary, config, pairing.estimate),
                    common["labels"], common["left_out"], design, pairing.against, since, env_diffs,
-                   base.environment if env_diffs else None, entry.counted, common["clocks"])
+                   base.environment if env_diffs else None, entry.counted, common["clocks"],
+                   tuple(memory_creep(base.repeats)))
 
 
 def _prepared_stored(entry: Entry, result: RunResult, summary: WorkloadSummary, baseline: Baseline | None,
@@ -433,6 +437,8 @@ def _final(j: _Judged, time: TimeDecision, gated: Mapping[str, TimeDecision], co
         j.reference.peak_memory() or None,
         config.memory_threshold,
     )
+    memory = creep_rule(memory, memory_creep(j.result.repeats), j.reference_creep,
+                        "base side" if j.against is not None else "baseline")
     verdict, reason = time.verdict, time.reason
     lacking = _lacking(j, config)
     if lacking:

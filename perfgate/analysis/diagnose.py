@@ -24,6 +24,11 @@ More labels are read from what each repeat recorded rather than from the shares:
   events' resolution (``cuda_window.clamped_stamps``/``largest_clamp_ms``) (warning);
 - SCALER-SKIPS: a script's GradScaler skipped optimizer steps inside the window (an fp16
   overflow), each merged with the next step (warning);
+- MEMORY-CREEP: memory grows steadily over the window: the median over repeats of each
+  repeat's least-squares slope of the resident memory (on CUDA also NVML's device memory),
+  sampled about every 100 ms beside the loop, in bytes per step, with a 95% interval on the
+  per-repeat slopes whose lower bound is above 64 KiB per step
+  (:data:`~perfgate.analysis.memory.CREEP_FLOOR_BYTES`) (warning);
 - STALLS: the steps' time beyond the median step is 10% of the window or more (20%:
   critical), with the phase that holds most of it and how often a step takes over twice
   the median. The shares above and the gate's per-repeat medians are medians: a stall
@@ -48,6 +53,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from statistics import median
 
+from perfgate.analysis.memory import memory_creep
 from perfgate.analysis.ranks import COMM, STRAGGLER_SHARE, comm_share, stragglers
 from perfgate.model.result import CLAMP_NOTE_MS, RunResult, finite_number
 from perfgate.model.script import script_path_of
@@ -194,6 +200,7 @@ def diagnose(result: RunResult, *, straggler_share: float = STRAGGLER_SHARE) -> 
     labels += [label for label in (_stall_label(result), _sync_label(result), _restart_label(result),
                                    _clock_label(result), _scaler_label(result), _comm_label(result))
                if label is not None]
+    labels += _creep_labels(result)
     labels += _straggler_labels(result, straggler_share)
     order = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2}
     return sorted(labels, key=lambda label: order[label.severity])
@@ -354,6 +361,16 @@ def _clock_label(result: RunResult) -> Label | None:
     share = max(len(off), raised) / len(result.repeats)
     return Label("CLOCK-MISMATCH", Severity.WARNING, share,
                  "; ".join(findings) + "; the step times of this run are not reliable")
+
+
+def _creep_labels(result: RunResult) -> list[Label]:
+    """MEMORY-CREEP: per kind of memory, a slope per step whose interval lies above the floor
+    (:func:`perfgate.analysis.memory.memory_creep`); share: the repeats above the floor."""
+    return [Label("MEMORY-CREEP", Severity.WARNING, c.growing / c.repeats,
+                  f"{c.describe()}; memory that grows every step runs out on a long run, and the peak of a "
+                  f"short window understates it (a tensor kept across steps: a loss appended to a list "
+                  f"without .item(), a cache, a graph held by retain_graph)")
+            for c in memory_creep(result.repeats) if c.creeps]
 
 
 def _scaler_label(result: RunResult) -> Label | None:

@@ -4,18 +4,43 @@ The median peak memory over the current repeats against the reference's; growth 
 threshold (``memory_threshold``, 10% by default) is a REGRESSION. No sequential looks and no
 test: the peak of a repeat is nearly deterministic, and a growth beyond a tenth is a fact to
 report, not a noise to weigh.
+
+Memory creep (:func:`memory_creep`, :func:`creep_rule`): each repeat's telemetry holds the
+least-squares slope of the process's resident memory over the window's samples (taken about
+every 100 ms beside the loop, never inside it; on CUDA also NVML's device memory used), in
+bytes per second. Per repeat it becomes bytes per step (× the window's seconds / its steps);
+over the repeats, the median and a 95% t interval on the per-repeat slopes. A side creeps
+when the interval's lower bound is above :data:`CREEP_FLOOR_BYTES` (64 KiB); a head that creeps
+against a reference measured not to is a REGRESSION of the memory row. Both creeping, or
+neither, changes nothing; a reference whose slopes were not recorded (a stored baseline
+keeps no telemetry) is not known, and changes nothing either.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import median
 
 import numpy as np
+from scipy import stats
 
+from perfgate.model.result import RepeatResult, finite_number
 from perfgate.model.verdict import Verdict
+
+CREEP_FLOOR_BYTES = 64.0 * 1024
+"""MEMORY-CREEP needs the interval's lower bound above 64 KiB per step. A steady loop's
+resident set still grows early in a process (the allocator's arenas, pages touched for the
+first time, Python's caches): measured here on two CPU cores, the tiny test workload over
+400 steps after 2 warmup steps grew 2.5-4 KiB per step (interval [1.3, 5.0] KiB over 3
+repeats), over 2000 steps 1.4-2.9 KiB per step, and a loop that keeps nothing about 1 KiB per
+step (the loop's own per-step records are part of it), so a floor of 1 KiB would label
+steady workloads. A leak worth reporting keeps a tensor a step (an activation, a loss with its
+graph): tens of KiB to MiB; 64 KiB a step is 6.4 GiB over 100,000 steps."""
+
+CREEP_SOURCES = (("cpu", "rss_slope", "resident memory"), ("gpu", "memory_used_slope", "device memory"))
+"""Where each repeat's telemetry holds a slope, and what it is called in a label."""
 
 
 @dataclass(frozen=True)
@@ -52,3 +77,90 @@ def decide_memory(
     if ratio > 1 + threshold:
         return MemoryDecision(Verdict.REGRESSION, ratio, f"{head}, above {limit}")
     return MemoryDecision(Verdict.PASS, ratio, f"{head}, within {limit}")
+
+
+@dataclass(frozen=True)
+class Creep:
+    """One kind of memory's growth over the window, in bytes per step, over a side's repeats."""
+
+    what: str
+    """``resident memory`` (the process's RSS) or ``device memory`` (NVML's memory used on CUDA)."""
+    per_step: float
+    """Median over repeats of the per-repeat slope, bytes per step."""
+    low: float
+    high: float
+    """The 95% interval of the slope per step."""
+    repeats: int
+    growing: int
+    """Repeats whose own slope is above :data:`CREEP_FLOOR_BYTES`."""
+
+    @property
+    def creeps(self) -> bool:
+        return self.low > CREEP_FLOOR_BYTES
+
+    def describe(self) -> str:
+        unit, scale = ("MiB", 1 << 20) if abs(self.per_step) >= 1 << 20 else ("KiB", 1 << 10)
+        digits = 1 if unit == "MiB" or abs(self.per_step) < 10 * scale else 0
+        return (f"{self.what} grows {self.per_step / scale:.{digits}f} {unit} per step "
+                f"[{self.low / scale:.{digits}f}, {self.high / scale:.{digits}f}] over the window "
+                f"({self.repeats} repeat{'s' if self.repeats != 1 else ''})")
+
+
+def _slope(telemetry: object, part: str, key: str) -> tuple[float, float, int] | None:
+    """(bytes per second, its standard error, samples) from one repeat's telemetry; read
+    leniently: telemetry is free-form in a result file, anything unusable is not known."""
+    side = telemetry.get(part) if isinstance(telemetry, Mapping) else None
+    slope = side.get(key) if isinstance(side, Mapping) else None
+    if not isinstance(slope, Mapping):
+        return None
+    rate, error, samples = (finite_number(slope.get(k)) for k in ("bytes_per_s", "stderr_bytes_per_s", "samples"))
+    if rate is None or error is None or samples is None or error < 0 or samples < 3:
+        return None
+    return rate, error, int(samples)
+
+
+def memory_creep(repeats: Sequence[RepeatResult]) -> list[Creep]:
+    """Per kind of memory whose slope the repeats recorded, its growth per step."""
+    out = []
+    for part, key, what in CREEP_SOURCES:
+        per_step, errors, dfs = [], [], []
+        for r in repeats:
+            found = _slope(r.telemetry, part, key)
+            steps = len(r.phases_ms["step"])
+            if found is None or steps == 0:
+                continue
+            rate, error, samples = found
+            per_step.append(rate * r.window_s / steps)
+            errors.append(error * r.window_s / steps)
+            dfs.append(samples - 2)
+        if not per_step:
+            continue
+        k = len(per_step)
+        if k == 1:
+            centre, se, df = per_step[0], errors[0], dfs[0]
+        else:
+            centre = math.fsum(per_step) / k
+            spread = float(np.std(per_step, ddof=1)) / math.sqrt(k)
+            within = math.sqrt(math.fsum(e * e for e in errors)) / k
+            se, df = max(spread, within), k - 1  # agreeing repeats still carry their own noise
+        half = float(stats.t.ppf(0.975, df)) * se
+        out.append(Creep(what, median(per_step), centre - half, centre + half, k,
+                         sum(1 for v in per_step if v > CREEP_FLOOR_BYTES)))
+    return out
+
+
+def creep_rule(memory: MemoryDecision, head: Sequence[Creep], reference: Sequence[Creep] | None,
+               side: str = "baseline") -> MemoryDecision:
+    """``memory`` made a REGRESSION when the head creeps in a kind of memory the reference
+    (``side``: "baseline" or "base side") measured and does not creep in; else unchanged."""
+    if reference is None:
+        return memory
+    measured = {c.what: c for c in reference}
+    new = [(c, measured[c.what]) for c in head if c.creeps and c.what in measured and not measured[c.what].creeps]
+    if not new:
+        return memory
+    found = "; ".join(f"MEMORY-CREEP: {c.describe()}, the {side} shows none "
+                      f"({ref.per_step / 1024:.1f} KiB per step [{ref.low / 1024:.1f}, {ref.high / 1024:.1f}])"
+                      for c, ref in new)
+    reason = f"{found}; {memory.reason}" if memory.verdict is Verdict.REGRESSION else f"{found} ({memory.reason})"
+    return MemoryDecision(Verdict.REGRESSION, memory.ratio, reason)

@@ -2,7 +2,10 @@
 
 On a GPU, NVML (nvidia-ml-py): utilisation, memory used, SM clock, temperature, power and
 the clock-event reasons. On the CPU, psutil: this process's CPU use, the machine's CPU
-use, the resident set size, and the peak of the summed resident set size of this process
+use, the resident set size (its maximum, and its least-squares slope over the window's
+samples in bytes per second with the slope's standard error: ``cpu.rss_slope``, None with
+fewer than five samples; on CUDA likewise NVML's memory used, ``gpu.memory_used_slope``),
+and the peak of the summed resident set size of this process
 and its descendants (DataLoader workers). The sampler only reads counters and sleeps
 between samples, so the training step is not synchronised or otherwise disturbed (its
 cost is measured by ``benchmarks/overhead.py --telemetry``).
@@ -32,7 +35,7 @@ from statistics import mean, median
 from typing import Any
 
 from perfgate.measure.telemetry_gpu import _cuda_identity, _gpu_unavailable, _GpuProcesses, _Nvml
-from perfgate.measure.telemetry_host import _CpuShare, _Psutil, _Samples, _TreeMemory
+from perfgate.measure.telemetry_host import _CpuShare, _Psutil, _Samples, _TreeMemory, memory_slope
 
 
 class TelemetrySampler:
@@ -165,6 +168,7 @@ class TelemetrySampler:
                 "process_percent": stats("process_cpu_percent", "mean", "max"),
                 "system_percent": stats("system_cpu_percent", "mean", "max"),
                 "rss_bytes": stats("rss_bytes", "max"),
+                "rss_slope": memory_slope(values.get("rss_time_s", []), values.get("rss_bytes", [])),
                 "peak_tree_rss_bytes": peak_tree_rss,
             },
             "machine": machine,

@@ -29,11 +29,13 @@ corroboration and the explanation of a noisy repeat (clocks, power, throttling).
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import mean, median
 from typing import TYPE_CHECKING, Any
 
+from perfgate.measure.telemetry_host import memory_slope
 from perfgate.model.result import CLOCK_EVENT_REASONS, SLOWDOWN_REASONS
 
 if TYPE_CHECKING:
@@ -165,6 +167,8 @@ class _Nvml:
                 self._events(int(value))
             else:
                 self.values.setdefault(signal, []).append(float(value))
+                if signal == "memory_used_bytes":  # the slope's clock, paired with each value
+                    self.values.setdefault("memory_used_time_s", []).append(time.perf_counter())
 
     def _events(self, mask: int) -> None:
         self.event_samples += 1
@@ -193,6 +197,9 @@ class _Nvml:
             "samples": self.calls,
             "util_percent": stats("util_percent", "mean", "min", "max"),
             "memory_used_bytes": stats("memory_used_bytes", "max"),
+            "memory_used_slope": (None if "memory_used_bytes" in self.failed else
+                                  memory_slope(self.values.get("memory_used_time_s", []),
+                                               self.values.get("memory_used_bytes", []))),
             "sm_clock_mhz": stats("sm_clock_mhz", "min", "median", "max"),
             "temperature_c": stats("temperature_c", "max"),
             "power_w": stats("power_w", "mean", "max"),
@@ -223,6 +230,7 @@ def _gpu_unavailable(reason: str) -> dict[str, Any]:
         "samples": 0,
         "util_percent": nulls("mean", "min", "max"),
         "memory_used_bytes": nulls("max"),
+        "memory_used_slope": None,
         "sm_clock_mhz": nulls("min", "median", "max"),
         "temperature_c": nulls("max"),
         "power_w": nulls("mean", "max"),

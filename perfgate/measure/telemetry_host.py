@@ -14,6 +14,7 @@ import math
 import os
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import mean, median
 from typing import Any
@@ -40,6 +41,28 @@ class _Samples:
             self.values.setdefault(name, []).append(float(value))
 
 
+MIN_SLOPE_SAMPLES = 5
+"""Fewer samples than this give no memory slope: a line through three or four samples 100 ms
+apart says nothing about a window, and its standard error has too few degrees of freedom."""
+
+
+def memory_slope(times: Sequence[float], values: Sequence[float]) -> dict[str, float | int] | None:
+    """The least-squares slope of ``values`` (bytes) over ``times`` (seconds): ``bytes_per_s``,
+    its standard error ``stderr_bytes_per_s`` and the number of ``samples``; None with fewer
+    than :data:`MIN_SLOPE_SAMPLES` samples, or when the two lists do not pair up."""
+    n = len(values)
+    if n < MIN_SLOPE_SAMPLES or len(times) != n:
+        return None
+    t_mean = math.fsum(times) / n
+    v_mean = math.fsum(values) / n
+    sxx = math.fsum((t - t_mean) ** 2 for t in times)
+    if not sxx > 0:
+        return None
+    slope = math.fsum((t - t_mean) * (v - v_mean) for t, v in zip(times, values, strict=True)) / sxx
+    residual = math.fsum((v - v_mean - slope * (t - t_mean)) ** 2 for t, v in zip(times, values, strict=True))
+    return {"bytes_per_s": slope, "stderr_bytes_per_s": math.sqrt(residual / (n - 2) / sxx), "samples": n}
+
+
 class _Psutil:
     """This process's CPU use and resident set size, and the machine's CPU use (psutil)."""
 
@@ -55,6 +78,7 @@ class _Psutil:
         into.add("process_cpu_percent", self.process.cpu_percent(None))
         into.add("system_cpu_percent", self.psutil.cpu_percent(None))
         into.add("rss_bytes", self.process.memory_info().rss)
+        into.add("rss_time_s", time.perf_counter())  # after the read: the two lists stay paired
 
 
 try:

@@ -1,0 +1,150 @@
+"""MEMORY-CREEP: the slope of the sampled memory over the window, the label, and the gate's rule."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from perfgate.analysis.compare import compare
+from perfgate.analysis.decide import GateConfig
+from perfgate.analysis.diagnose import diagnose
+from perfgate.analysis.memory import CREEP_FLOOR_BYTES, MemoryDecision, creep_rule, memory_creep
+from perfgate.analysis.outcome import Entry, Pairing
+from perfgate.measure.telemetry import TelemetrySampler
+from perfgate.measure.telemetry_host import memory_slope
+from perfgate.model.result import RunResult, result_from_dict
+from perfgate.model.verdict import Verdict
+from tests.factories import make_result
+from tests.test_paired import FIRST, _paired_results
+
+MIB = 1 << 20
+
+
+def test_the_slope_of_steady_growth_is_its_rate_with_no_error():
+    times = [0.1 * i for i in range(12)]
+    slope = memory_slope(times, [5e8 + 2e6 * t for t in times])
+    assert slope is not None
+    assert slope["bytes_per_s"] == pytest.approx(2e6)
+    assert slope["stderr_bytes_per_s"] == pytest.approx(0.0, abs=1e-3)
+    assert slope["samples"] == 12
+
+
+def test_a_flat_series_has_a_slope_near_zero_inside_its_error():
+    rng = random.Random(1)
+    times = [0.1 * i for i in range(20)]
+    slope = memory_slope(times, [5e8 + rng.choice((0, 4096, -4096)) for _ in times])
+    assert slope is not None
+    assert abs(slope["bytes_per_s"]) < 3 * slope["stderr_bytes_per_s"]
+
+
+def test_too_few_samples_or_unpaired_lists_give_no_slope():
+    assert memory_slope([0.0, 0.1, 0.2, 0.3], [1.0, 2.0, 3.0, 4.0]) is None
+    assert memory_slope([0.0] * 6, [1.0] * 6) is None  # no spread in time
+    assert memory_slope([0.1 * i for i in range(6)], [1.0] * 5) is None
+
+
+def test_the_sampler_summary_holds_the_rss_slope_once_there_are_enough_samples():
+    sampler = TelemetrySampler("cpu")
+    for _ in range(3):
+        sampler._tick()
+    assert sampler.summary()["cpu"]["rss_slope"] is None
+    for _ in range(3):
+        sampler._tick()
+    slope = sampler.summary()["cpu"]["rss_slope"]
+    assert slope is not None and slope["samples"] == 6
+    assert set(slope) == {"bytes_per_s", "stderr_bytes_per_s", "samples"}
+
+
+def planted(result: RunResult, per_step: list[float], *, stderr: float = 0.02) -> RunResult:
+    """``result`` with each repeat's RSS slope set to ``per_step`` bytes per step (its error a
+    share ``stderr`` of a MiB per step)."""
+    repeats = []
+    for r, grow in zip(result.repeats, per_step, strict=True):
+        to_rate = len(r.phases_ms["step"]) / r.window_s
+        slope = {"bytes_per_s": grow * to_rate, "stderr_bytes_per_s": stderr * MIB * to_rate, "samples": 15}
+        repeats.append(dataclasses.replace(r, telemetry={"samples": 15, "gpu": None, "cpu": {"rss_slope": slope}}))
+    return dataclasses.replace(result, repeats=tuple(repeats))
+
+
+def creep(labels):
+    return [label for label in labels if label.name == "MEMORY-CREEP"]
+
+
+def test_a_creeping_workload_is_labelled_with_its_slope_per_step_and_interval():
+    result = planted(make_result(repeats=5), [MIB * f for f in (0.98, 1.0, 1.01, 1.0, 0.99)])
+    [label] = creep(diagnose(result))
+    assert label.severity == "warning" and label.share == 1.0
+    assert label.evidence.startswith("resident memory grows 1.0 MiB per step [")
+    assert "over the window (5 repeats)" in label.evidence
+    [found] = memory_creep(result.repeats)
+    assert found.low < MIB < found.high and found.creeps
+
+
+def test_a_flat_or_barely_growing_workload_is_not_labelled():
+    flat = planted(make_result(repeats=5), [0.0, 512.0, -512.0, 1024.0, 0.0], stderr=0.001)
+    assert creep(diagnose(flat)) == []
+    small = planted(make_result(repeats=5), [3 * 1024.0] * 5, stderr=0.0001)  # steady, but under the floor
+    assert creep(diagnose(small)) == []
+    assert not memory_creep(small.repeats)[0].creeps
+    assert memory_creep(make_result(repeats=3).repeats) == []  # no telemetry: not known, no label
+
+
+def test_repeats_that_disagree_widen_the_interval_below_the_floor():
+    result = planted(make_result(repeats=3), [2 * MIB, 0.0, 0.0], stderr=0.001)
+    [found] = memory_creep(result.repeats)
+    assert found.low < CREEP_FLOOR_BYTES and creep(diagnose(result)) == []
+
+
+def test_the_rule_head_creeps_base_flat_is_a_regression_and_both_creeping_changes_nothing():
+    passing = MemoryDecision(Verdict.PASS, 1.0, "peak memory +0.0% (median of 5 vs 5 repeats), within the 10% threshold")
+    grows = memory_creep(planted(make_result(repeats=5), [MIB] * 5).repeats)
+    flat = memory_creep(planted(make_result(repeats=5), [0.0] * 5, stderr=0.001).repeats)
+    decided = creep_rule(passing, grows, flat, "base side")
+    assert decided.verdict is Verdict.REGRESSION and decided.ratio == 1.0
+    assert decided.reason.startswith("MEMORY-CREEP: resident memory grows 1.0 MiB per step [")
+    assert "the base side shows none" in decided.reason and "within the 10% threshold" in decided.reason
+    assert creep_rule(passing, grows, grows) == passing
+    assert creep_rule(passing, flat, flat) == passing
+    assert creep_rule(passing, flat, grows) == passing  # creep that went away is not gated
+    assert creep_rule(passing, grows, None) == passing  # the reference's slope not known
+    assert creep_rule(passing, grows, []) == passing
+
+
+def test_a_paired_head_that_creeps_against_a_flat_base_fails_on_its_memory_row():
+    base, head = _paired_results(slow=1.0, jitter=0.005)
+    base = planted(base, [0.0] * len(base.repeats), stderr=0.001)
+    leaking = planted(head, [MIB] * len(head.repeats))
+    c = compare([Entry("tiny", leaking, None, pairing=Pairing(base, "a1b2c3d"))], GateConfig(), look=FIRST).comparisons[0]
+    assert c.verdict is Verdict.REGRESSION
+    assert c.memory is not None and c.memory.verdict is Verdict.REGRESSION
+    assert "MEMORY-CREEP: resident memory grows 1.0 MiB per step" in c.reason
+    assert "the base side shows none" in c.reason
+    both = planted(base, [MIB] * len(base.repeats))
+    c = compare([Entry("tiny", leaking, None, pairing=Pairing(both, "a1b2c3d"))], GateConfig(), look=FIRST).comparisons[0]
+    assert c.verdict is Verdict.PASS and c.memory is not None and c.memory.verdict is Verdict.PASS
+
+
+@pytest.mark.slow
+def test_a_workload_that_keeps_a_mib_a_step_is_labelled_in_a_real_run(tmp_path: Path):
+    workloads = tmp_path / "workloads"
+    workloads.mkdir()
+    shutil.copy(Path(__file__).parent / "fixtures" / "leaky_workloads.py", workloads / "leaky_workloads.py")
+    out = tmp_path / "out"
+    subprocess.run([sys.executable, "-m", "perfgate", "run", "-q", "--device", "cpu", "--repeats", "2",
+                    "--workloads-path", str(workloads), "--out", str(out), "leaky"], check=True, cwd=tmp_path)
+    result = result_from_dict(json.loads((out / "leaky.json").read_text()))
+    for r in result.repeats:
+        assert r.telemetry is not None and r.telemetry["cpu"]["rss_slope"]["samples"] >= 8
+    [found] = memory_creep(result.repeats)
+    assert found.creeps
+    assert 0.5 * MIB < found.per_step < 1.5 * MIB
+    [label] = creep(diagnose(result))
+    assert math.isclose(label.share, 1.0)
