@@ -82,7 +82,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Every ``extended`` test is ``slow`` too, and tests marked ``gpu`` are skipped, with the
     reason, where torch has no usable CUDA device.
 
-    The two lanes: ``pytest -m "not slow"`` is the fast one (a minute at most on a shared
+    The two lanes: ``pytest -m "not slow"`` is the fast one (under three minutes on a shared
     2-core machine). A command-line ``-m`` replaces pyproject's ``-m "not extended"``, so
     the fast lane leaves out the extended runs only because they are slow as well; the
     README's ``pytest -q`` keeps pyproject's selection and runs everything but ``extended``.
