@@ -58,7 +58,8 @@ def decide_memory(
     threshold: float = 0.10,
 ) -> MemoryDecision:
     """Ratio of median peak memory, current / baseline; growth above ``threshold`` fails."""
-    if not (isinstance(threshold, (int, float)) and not isinstance(threshold, bool) and math.isfinite(threshold) and threshold > 0):
+    limit_value = finite_number(threshold)
+    if limit_value is None or limit_value <= 0:
         raise ValueError(f"threshold must be > 0, got {threshold!r}")
     sides: list[np.ndarray] = []
     for what, values in (("current run", current), ("baseline", baseline)):
