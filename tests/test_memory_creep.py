@@ -103,6 +103,16 @@ def test_repeats_that_disagree_widen_the_interval_below_the_floor():
     assert found.low < CREEP_FLOOR_BYTES and creep(diagnose(result)) == []
 
 
+def test_the_figure_shown_is_the_centre_of_its_interval_even_when_repeats_disagree():
+    # Six flat repeats and four leaking 5 MiB a step: their median (0) lies outside the
+    # interval on their mean; the label shows the mean, inside it.
+    result = planted(make_result(repeats=10), [0.0] * 6 + [5 * MIB] * 4, stderr=0.001)
+    [found] = memory_creep(result.repeats)
+    assert found.per_step == pytest.approx(2 * MIB, rel=1e-6)
+    assert found.low < found.per_step < found.high and found.low > 0
+    assert found.describe().startswith("resident memory grows 2.0 MiB per step [")
+
+
 def test_the_rule_head_creeps_base_flat_is_a_regression_and_both_creeping_changes_nothing():
     passing = MemoryDecision(Verdict.PASS, 1.0, "peak memory +0.0% (median of 5 vs 5 repeats), within the 10% threshold")
     grows = memory_creep(planted(make_result(repeats=5), [MIB] * 5).repeats)

@@ -9,7 +9,8 @@ Memory creep (:func:`memory_creep`, :func:`creep_rule`): each repeat's telemetry
 least-squares slope of the process's resident memory over the window's samples (taken about
 every 100 ms beside the loop, never inside it; on CUDA also NVML's device memory used), in
 bytes per second. Per repeat it becomes bytes per step (× the window's seconds / its steps);
-over the repeats, the median and a 95% t interval on the per-repeat slopes. A side creeps
+over the repeats, their mean and the 95% t interval around it (the figure shown is the
+interval's centre, so it can never sit outside its own interval). A side creeps
 when the interval's lower bound is above :data:`CREEP_FLOOR_BYTES` (64 KiB); a head that creeps
 against a reference measured not to is a REGRESSION of the memory row. Both creeping, or
 neither, changes nothing; a reference whose slopes were not recorded (a stored baseline
@@ -87,7 +88,7 @@ class Creep:
     what: str
     """``resident memory`` (the process's RSS) or ``device memory`` (NVML's memory used on CUDA)."""
     per_step: float
-    """Median over repeats of the per-repeat slope, bytes per step."""
+    """Mean over repeats of the per-repeat slope, bytes per step: the centre of ``low``..``high``."""
     low: float
     high: float
     """The 95% interval of the slope per step."""
@@ -100,8 +101,9 @@ class Creep:
         return self.low > CREEP_FLOOR_BYTES
 
     def describe(self) -> str:
-        unit, scale = ("MiB", 1 << 20) if abs(self.per_step) >= 1 << 20 else ("KiB", 1 << 10)
-        digits = 1 if unit == "MiB" or abs(self.per_step) < 10 * scale else 0
+        size = max(abs(self.per_step), abs(self.high))  # one unit for the figure and its interval
+        unit, scale = ("MiB", 1 << 20) if size >= 1 << 20 else ("KiB", 1 << 10)
+        digits = 1 if unit == "MiB" or size < 10 * scale else 0
         return (f"{self.what} grows {self.per_step / scale:.{digits}f} {unit} per step "
                 f"[{self.low / scale:.{digits}f}, {self.high / scale:.{digits}f}] over the window "
                 f"({self.repeats} repeat{'s' if self.repeats != 1 else ''})")
@@ -145,7 +147,7 @@ def memory_creep(repeats: Sequence[RepeatResult]) -> list[Creep]:
             within = math.sqrt(math.fsum(e * e for e in errors)) / k
             se, df = max(spread, within), k - 1  # agreeing repeats still carry their own noise
         half = float(stats.t.ppf(0.975, df)) * se
-        out.append(Creep(what, median(per_step), centre - half, centre + half, k,
+        out.append(Creep(what, centre, centre - half, centre + half, k,
                          sum(1 for v in per_step if v > CREEP_FLOOR_BYTES)))
     return out
 
