@@ -9,7 +9,10 @@ default, the ``[tool.perfgate]`` key it sets and its check. The command line's `
 and the pytest plugin's ``--perfgate-blocks`` are made from the same entry
 (:func:`add_options`, :func:`add_pytest_options`), and :func:`settings_cli` checks the
 values given, once, for every front end, before they become the ``cli`` of
-:func:`perfgate.gate.config.load_settings`.
+:func:`perfgate.gate.config.load_settings`. What a command measures (``--set``,
+``--data-root``, ``--against``, ...) is declared once too, in :data:`SELECTION_OPTIONS`:
+``--set`` and ``--perfgate-set`` come from the same row (:func:`add_selection_options`,
+:func:`add_pytest_options`).
 
 Importing this module imports neither torch nor the gate's statistics (the pytest plugin
 declares its options from it without ``--perfgate``): the gate is imported when it is used.
@@ -48,8 +51,9 @@ Check = Callable[[Any, str], str | None]
 
 @dataclass(frozen=True)
 class GateOption:
-    """One option of the gate: ``--NAME`` on the command line, ``--perfgate-NAME`` in pytest
-    (underscores as dashes), the same type, default, choices and help in both."""
+    """One option of a table: ``--NAME`` on the command line, ``--perfgate-NAME`` in pytest
+    (underscores as dashes), the same type, default, choices and help in both, unless the
+    row says what pytest's declares otherwise (:attr:`in_pytest`)."""
 
     name: str
     """The argparse ``dest``; the pytest option's is ``perfgate_NAME``."""
@@ -59,7 +63,7 @@ class GateOption:
     default: Any = None
     choices: tuple[str, ...] | None = None
     action: str | None = None
-    """None (a value), ``"store_true"`` or ``"append"``."""
+    """None (a value), ``"store_true"``, ``"append"`` or ``"extend"``."""
     key: str | None = None
     """The ``load_settings`` key it sets (None: it goes to the gate's request, not its settings)."""
     setting: Callable[[Any], Any] | None = None
@@ -67,6 +71,14 @@ class GateOption:
     check: Check | None = None
     path: bool = False
     """A file or folder: the pytest plugin reads it relative to where pytest was started."""
+    nargs: str | None = None
+    positional: bool = False
+    """The command line's is a positional argument (``perfgate gate WORKLOAD...``); pytest's is
+    still ``--perfgate-NAME`` (pytest's positional arguments are test paths)."""
+    in_pytest: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """What pytest's option declares otherwise: ``help``, ``action``, ``nargs``, ``metavar``,
+    ``default`` (a pytest option takes one value per use: ``--perfgate-set`` is repeated,
+    where ``--set`` takes several)."""
 
     @property
     def flag(self) -> str:
@@ -81,20 +93,25 @@ class GateOption:
         return f"perfgate_{self.name}"
 
     def fresh_default(self) -> Any:
-        """The default, a new list for ``append`` (argparse appends to the default given)."""
-        return list(self.default) if self.action == "append" else self.default
+        """The default, a new list for a tuple (argparse appends to the default given)."""
+        return _fresh(self.default)
 
-    def kwargs(self, help: str | None = None) -> dict[str, Any]:
-        """Keyword arguments of argparse's ``add_argument`` (and pytest's ``addoption``)."""
-        out: dict[str, Any] = {"help": self.help if help is None else help, "default": self.fresh_default()}
-        if self.action is not None:
-            out["action"] = self.action
-        if self.action != "store_true":
-            for name in ("type", "metavar"):
-                if getattr(self, name) is not None:
-                    out[name] = getattr(self, name)
-            if self.choices is not None:
-                out["choices"] = list(self.choices)
+    def kwargs(self, help: str | None = None, *, pytest: bool = False) -> dict[str, Any]:
+        """Keyword arguments of argparse's ``add_argument`` (``pytest``: of pytest's ``addoption``)."""
+        spec: dict[str, Any] = {"help": self.help, "default": self.default, "action": self.action,
+                                "nargs": self.nargs, "type": self.type, "metavar": self.metavar,
+                                "choices": list(self.choices) if self.choices is not None else None}
+        if pytest:
+            spec.update(self.in_pytest)
+        out: dict[str, Any] = {"help": spec["help"] if help is None else help}
+        if pytest or not self.positional:  # argparse gives a positional ``*`` its own empty list
+            out["default"] = _fresh(spec["default"])
+        if spec["action"] is not None:
+            out["action"] = spec["action"]
+        if spec["action"] != "store_true":
+            for name in ("nargs", "type", "metavar", "choices"):
+                if spec[name] is not None:
+                    out[name] = spec[name]
         return out
 
     def given(self, value: Any) -> bool:
@@ -103,6 +120,10 @@ class GateOption:
 
     def setting_of(self, value: Any) -> Any:
         return value if self.setting is None else self.setting(value)
+
+
+def _fresh(default: Any) -> Any:
+    return list(default) if isinstance(default, tuple) else default
 
 
 def _at_least(low: int, how: str) -> Check:
@@ -221,6 +242,45 @@ JUDGING_OPTIONS = ("baselines", "markdown", "json", "html", "alpha", "delta", "m
 LOOKING_OPTIONS = ("blocks", "max_blocks", "budget", "max_reruns", "max_other_cpu_share", "no_counters")
 """How long a gate measures, and what it measures again: ``gate``, ``ci``."""
 
+SELECTION_OPTIONS: Mapping[str, GateOption] = _options(
+    GateOption("workloads", "workloads (default: [tool.perfgate] workloads, else all)", metavar="WORKLOAD",
+               nargs="*", positional=True,
+               in_pytest={"nargs": None, "action": "append", "default": (), "metavar": "NAME[,NAME...]",
+                          "help": "workloads to gate (comma-separated or repeatable; default: [tool.perfgate] "
+                                  "workloads, else all discovered)"}),
+    GateOption("workloads_path", "extra workload file or directory (repeatable); ./workloads/ is always searched",
+               metavar="PATH", action="append", default=(),
+               in_pytest={"help": "extra workload file or directory (repeatable); ./workloads/ of the rootdir "
+                                  "is always searched"}),
+    GateOption("script", "run this training script as it is (it does not import perfgate) and time its steps "
+                         "through hooks in torch; its own arguments go after --", metavar="PATH",
+               in_pytest={"action": "append", "default": (), "metavar": "'PATH [ARGS...]'",
+                          "help": "a training script to gate as it is, with its arguments in the same quoted value "
+                                  "(repeatable; its result is script-<file name>); [tool.perfgate] scripts lists "
+                                  "them for every run"}),
+    GateOption("against", "paired design: measure the base commit REF in the same job, alternating with the "
+                          "working tree in ABBA blocks, and judge the difference (the stored baseline is then "
+                          "shown, not deciding)", metavar="REF",
+               in_pytest={"help": "paired design: measure the base commit REF in the same session, alternating "
+                                  "with the working tree in ABBA blocks (default: judge against the stored "
+                                  "baselines)"}),
+    GateOption("allow_dirty", "measure a working tree with uncommitted changes as the head side",
+               action="store_true", default=False,
+               in_pytest={"help": "with --perfgate-against: measure a working tree with uncommitted changes as "
+                                  "the head"}),
+    GateOption("set", "override a workload parameter (repeatable); recorded in the result", metavar="KEY=VALUE",
+               action="extend", nargs="+", default=(), in_pytest={"action": "append", "nargs": None}),
+    GateOption("data_root", "real dataset location (default: generated synthetic stand-in)",
+               metavar="[WORKLOAD=]DIR", action="append", default=()),
+)
+"""What a command measures: the workloads, their files, a script, the base commit of a paired
+gate, the workloads' parameters and data, in the order pytest's help lists them. The command
+line's ``--set`` and pytest's ``--perfgate-set`` are made from the same row
+(:func:`add_selection_options`, :func:`add_pytest_options`); ``in_pytest`` says where
+pytest's differs, ``positional`` that the command line's is ``WORKLOAD...``. These go to the
+selection (:mod:`perfgate.adapters.selection`, :mod:`perfgate.adapters.pytest_jobs`), not
+to the settings."""
+
 DECLARED = "perfgate_gate_options"
 """The namespace attribute naming the table's options a parser declared (see :func:`add_options`)."""
 
@@ -252,10 +312,25 @@ def values_of(args: argparse.Namespace) -> dict[str, Any]:
     return {name: getattr(args, name) for name in declared}
 
 
+def add_selection_options(parser: argparse.ArgumentParser, names: Iterable[str], *,
+                          help: Mapping[str, str] | None = None) -> None:
+    """Declare the selection options ``names`` (:data:`SELECTION_OPTIONS`) on ``parser``
+    (``help`` replaces an option's help text there). They are not the gate's: :func:`values_of`
+    leaves them to the selection."""
+    for name in names:
+        option = SELECTION_OPTIONS[name]
+        kwargs = option.kwargs((help or {}).get(name))
+        if option.positional:
+            parser.add_argument(name, **kwargs)
+        else:
+            parser.add_argument(option.flag, dest=name, **kwargs)
+
+
 def add_pytest_options(group: Any) -> None:
-    """Declare every option of the table in the pytest plugin's group, as ``--perfgate-NAME``."""
-    for option in GATE_OPTIONS.values():
-        group.addoption(option.pytest_flag, dest=option.pytest_dest, **option.kwargs())
+    """Declare every option of both tables in the pytest plugin's group, as ``--perfgate-NAME``:
+    the selection's (:data:`SELECTION_OPTIONS`), then the gate's (:data:`GATE_OPTIONS`)."""
+    for option in (*SELECTION_OPTIONS.values(), *GATE_OPTIONS.values()):
+        group.addoption(option.pytest_flag, dest=option.pytest_dest, **option.kwargs(pytest=True))
 
 
 def pytest_values(getoption: Callable[[str], Any], here: Path) -> dict[str, Any]:
@@ -433,8 +508,7 @@ def stored_gate(args: argparse.Namespace, settings: Settings, device: str, jobs:
 
 def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-v", "--verbose", action="store_true", help="show tracebacks and worker output on errors")
-    parser.add_argument("--workloads-path", action="append", default=[], metavar="PATH",
-                        help="extra workload file or directory (repeatable); ./workloads/ is always searched")
+    add_selection_options(parser, ("workloads_path",))
     parser.add_argument("--config", default="pyproject.toml", metavar="PYPROJECT",
                         help="where [tool.perfgate] is read from (default: ./pyproject.toml)")
 
@@ -453,17 +527,13 @@ def add_run_options(parser: argparse.ArgumentParser, *, repeats_help: str, shard
     """The measuring options (the table's :data:`RUN_OPTIONS` and the workload's own); ``shard``:
     also ``--shard I/N`` (None: for the commands :data:`SHARDED_COMMANDS`, named by the parser's
     last word)."""
-    parser.add_argument("workloads", nargs="*", metavar="WORKLOAD",
-                        help="workloads (default: [tool.perfgate] workloads, else all)")
+    add_selection_options(parser, ("workloads",))
     if shard or shard is None and parser.prog.rsplit(" ", 1)[-1] in SHARDED_COMMANDS:
         parser.add_argument("--shard", metavar="I/N", help=SHARD_HELP)
     add_options(parser, ("device", "repeats", "windows", "start"), help={"repeats": repeats_help})
     parser.add_argument("--steps", type=int, help="measured steps per window (same as --set steps=N)")
     parser.add_argument("--warmup", type=int, help="warmup steps per repeat (same as --set warmup_steps=N)")
-    parser.add_argument("--set", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
-                        help="override a workload parameter; recorded in the result")
-    parser.add_argument("--data-root", action="append", default=[], metavar="[WORKLOAD=]DIR",
-                        help="real dataset location (default: generated synthetic stand-in)")
+    add_selection_options(parser, ("set", "data_root"))
     add_options(parser, ("out", "cache_dir", "timeout", "no_telemetry"))
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 

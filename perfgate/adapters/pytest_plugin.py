@@ -3,10 +3,12 @@
 Inert unless ``--perfgate`` is given. Importing this module imports neither torch nor
 the gate's statistics; without the flag the plugin only adds its options (one
 ``--perfgate-…`` group), registers the ``perfgate`` marker and provides the
-``perfgate_comparison`` fixture, which then skips. The gate's options are ``perfgate
-gate``'s, made from the same table (:data:`perfgate.adapters.options.GATE_OPTIONS`):
-``--blocks`` is ``--perfgate-blocks``, with the same default, choices and check, and the
-session builds the same gate request (telemetry on, contended repeats measured again).
+``perfgate_comparison`` fixture, which then skips. The options are ``perfgate gate``'s,
+made from the same tables (:data:`perfgate.adapters.options.SELECTION_OPTIONS` and
+:data:`perfgate.adapters.options.GATE_OPTIONS`): ``--blocks`` is ``--perfgate-blocks``,
+with the same default, choices and check, ``--set`` is ``--perfgate-set`` (one value per
+use), and the session builds the same gate request (telemetry on, contended repeats
+measured again). Only ``--perfgate`` itself is the plugin's own.
 
 With ``--perfgate``, a :class:`GateSession` is registered as a second plugin and kept in
 ``config.stash[GATE]``. It adds one :class:`PerfgateItem` per selected workload (node id
@@ -49,26 +51,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--perfgate", action="store_true", default=False,
                     help="run the perfgate workloads as test items (perfgate::NAME) and gate them "
                          "against the baselines; without it the plugin does nothing")
-    group.addoption("--perfgate-workloads", action="append", default=[], metavar="NAME[,NAME...]",
-                    help="workloads to gate (comma-separated or repeatable; default: "
-                         "[tool.perfgate] workloads, else all discovered)")
-    group.addoption("--perfgate-workloads-path", action="append", default=[], metavar="PATH",
-                    help="extra workload file or directory (repeatable); ./workloads/ of the rootdir "
-                         "is always searched")
-    group.addoption("--perfgate-script", action="append", default=[], metavar="'PATH [ARGS...]'",
-                    help="a training script to gate as it is, with its arguments in the same quoted value "
-                         "(repeatable; its result is script-<file name>); [tool.perfgate] scripts lists them "
-                         "for every run")
-    group.addoption("--perfgate-against", default=None, metavar="REF",
-                    help="paired design: measure the base commit REF in the same session, alternating with the "
-                         "working tree in ABBA blocks (default: judge against the stored baselines)")
-    group.addoption("--perfgate-allow-dirty", action="store_true", default=False,
-                    help="with --perfgate-against: measure a working tree with uncommitted changes as the head")
-    group.addoption("--perfgate-set", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a workload parameter (repeatable); recorded in the result")
-    group.addoption("--perfgate-data-root", action="append", default=[], metavar="[WORKLOAD=]DIR",
-                    help="real dataset location (default: generated synthetic stand-in)")
-    # The gate's options: the command line's (perfgate gate --blocks ...), from the same table.
+    # The selection's options and the gate's: the command line's (perfgate gate --set ... --blocks ...),
+    # from the same tables (perfgate.adapters.options.SELECTION_OPTIONS and GATE_OPTIONS).
     add_pytest_options(group)
 
 
