@@ -15,6 +15,15 @@ FIXTURES = Path(__file__).parent / "fixtures"
 pytest_plugins = ["pg_server"]
 
 
+@pytest.fixture(autouse=True)
+def design_folder(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's own design folder (``windows = "auto"``'s evidence): never the user's cache,
+    and never what another test's gates left."""
+    folder = tmp_path_factory.mktemp("design")
+    monkeypatch.setenv("PERFGATE_DESIGN_DIR", str(folder))
+    return folder
+
+
 @pytest.fixture
 def tiny_path(tmp_path: Path) -> Path:
     """A workloads directory holding the tiny test workloads."""

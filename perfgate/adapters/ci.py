@@ -330,6 +330,7 @@ def manifest_for(judged: Judged, pr: PullRequest, design: str, clocks: str | Non
         errors=dict(run.errors) if run else {}, base_errors=dict(run.base_errors) if run else {},
         base_missing=run.base_missing if run else (), base_only=judged.base_only,
         notes=dict(run.notes) if run else {}, clocks=clocks, shard=judged.shard, interrupted=interrupted,
+        windows_evidence=run.designed if run else None,
     )
 
 

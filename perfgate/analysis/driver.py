@@ -38,7 +38,8 @@ from perfgate.model.verdict import Verdict
 from perfgate.text.units import duration as duration_text
 
 __all__ = ["BUDGET_SLACK", "MAX_PLANNED", "BudgetPlan", "BudgetTooSmall", "Driven", "PlannedLast", "Strategy",
-           "budget_spent", "drive", "first_block_seconds", "needed_count", "recorded_seconds", "schedule_for"]
+           "budget_spent", "drive", "first_block_seconds", "needed_count", "recorded_instant", "recorded_seconds",
+           "schedule_for"]
 
 
 class BudgetTooSmall(ValueError):
@@ -80,7 +81,7 @@ MAX_PLANNED = 500
 """The most blocks a budget plans when no ``max_blocks`` is given (``GateConfig.max_blocks``'s own limit)."""
 
 
-def _instant(text: object) -> datetime | None:
+def recorded_instant(text: object) -> datetime | None:
     """A recorded ``started_at`` as an aware datetime (a naive one is taken as UTC); None when it is not ISO 8601."""
     if not isinstance(text, str):
         return None
@@ -122,7 +123,7 @@ def _span_seconds(repeats: Iterable[RepeatResult]) -> float | None:
     windows: list[float] = []
     for repeat in repeats:
         windows.append(float(repeat.window_s))
-        moment = _instant(getattr(repeat, "started_at", None))
+        moment = recorded_instant(getattr(repeat, "started_at", None))
         if moment is not None:
             starts.append(moment)
     if not windows:

@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from perfgate.analysis.blocks import blocks_problem
 from perfgate.analysis.decide import GateConfig
+from perfgate.analysis.design import PILOT_WINDOWS
+from perfgate.model.design import AUTO_WINDOWS
 from perfgate.model.errors import UsageError
 from perfgate.model.script import SCRIPTS_SETTING, Script, script_words
 from perfgate.model.workload import PHASES
@@ -178,7 +180,12 @@ class Settings:
     """``max_blocks`` was set (``[tool.perfgate]`` or ``--max-blocks``), not the default: with a
     budget it caps the planned last look instead of :data:`~perfgate.analysis.driver.MAX_PLANNED`."""
     windows: int = 1
-    """Timed windows per repeat, each of the workload's ``steps`` (``windows = 3``)."""
+    """Timed windows per repeat, each of the workload's ``steps`` (``windows = 3``); with
+    ``windows = "auto"``, :data:`~perfgate.analysis.design.PILOT_WINDOWS`, what a run or a stored
+    gate times and what a paired gate's workload gets before this runner has evidence for it."""
+    windows_auto: bool = False
+    """``windows = "auto"``: a paired gate designs each workload's windows from this runner's
+    evidence (:mod:`perfgate.analysis.design`) and the judge re-derives them."""
     start: str = "auto"
     """How each repeat's fresh process starts (:data:`START_MODES`; :meth:`start_for`)."""
     device: str = "auto"
@@ -300,9 +307,12 @@ def load_settings(pyproject: Path | None, cli: Mapping[str, Any] | None = None) 
     if problem is not None:
         raise UsageError(problem)
     windows = run_value("windows", 1)
+    windows_auto = windows == AUTO_WINDOWS
+    if windows_auto:
+        windows = PILOT_WINDOWS
     if isinstance(windows, bool) or not isinstance(windows, int) or not 1 <= windows <= MAX_WINDOWS:
         origin = "--windows" if "windows" in cli else f"{where}: windows"
-        raise UsageError(f"{origin} must be an integer from 1 to {MAX_WINDOWS}, got {windows!r}")
+        raise UsageError(f"{origin} must be an integer from 1 to {MAX_WINDOWS} or \"{AUTO_WINDOWS}\", got {windows!r}")
     start = run_value("start", "auto")
     if start not in START_MODES:
         origin = "--start" if "start" in cli else f"{where}: start"
@@ -335,6 +345,7 @@ def load_settings(pyproject: Path | None, cli: Mapping[str, Any] | None = None) 
         budget_s=budget_s,
         max_blocks_given="max_blocks" in gate_values or "max_blocks" in cli_gate,
         windows=windows,
+        windows_auto=windows_auto,
         start=start,
         device=run_value("device", "auto"),
         workloads_path=paths,

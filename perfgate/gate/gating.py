@@ -24,12 +24,14 @@ from pathlib import Path
 from perfgate.analysis.counted import stored_counted
 from perfgate.analysis.driver import BudgetTooSmall, drive, schedule_for
 from perfgate.analysis.outcome import Counted, Entry, GateOutcome, Pairing
+from perfgate.gate.auto_windows import design_windows, keep_evidence
 from perfgate.gate.config import Settings
 from perfgate.gate.worktree import BaseTree
 from perfgate.measure.paired import ContentionCheck, PairedOutcome, Side, base_results_dir, measure_paired
 from perfgate.measure.runner import Progress, RunOutcome, measure
 from perfgate.measure.template import FRESH, Starter
 from perfgate.model.cost import MeasuringCost
+from perfgate.model.design import DesignEvidence
 from perfgate.model.counters import CounterSet
 from perfgate.model.errors import UsageError
 from perfgate.model.job import Job
@@ -131,6 +133,8 @@ class GateRun:
     """Per workload, each repeat or block measured again or kept although contended."""
     cost: MeasuringCost | None = None
     """What the wall time bought: the share inside timed windows."""
+    designed: Mapping[str, DesignEvidence | None] | None = None
+    """``windows = "auto"``: per workload, the evidence its windows were designed from; None: not designed."""
 
     @property
     def went_on(self) -> bool:
@@ -154,6 +158,9 @@ class MeasuringRequest:
     cache_dir: Path
     windows: int = 1
     """Timed windows per repeat (a gate's: its settings' ``windows``)."""
+    windows_by_workload: Mapping[str, int] = field(default_factory=dict)
+    """A paired gate's windows designed per workload (``windows = "auto"``); a workload not
+    named here times ``windows``."""
     progress: Callable[[Progress], None] = _no_progress
     timeout_s: float = 3600.0
     telemetry: bool = True
@@ -183,7 +190,8 @@ class MeasuringRequest:
                               cache_dir=self.cache_dir, out_dir=None, progress=self.progress,
                               timeout_s=self.timeout_s, telemetry=self.telemetry,
                               contention_check=self.contention_check, max_reruns=self.max_reruns,
-                              reruns_used=reruns_used, starter=starter, windows=self.windows)
+                              reruns_used=reruns_used, starter=starter,
+                              windows={n: self.windows_by_workload.get(n, self.windows) for n in names})
 
 
 @dataclass(frozen=True)
@@ -217,6 +225,11 @@ def run_gate(request: GateRequest) -> GateRun:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     began = time.perf_counter()
+    designed = None
+    if paired and settings.windows_auto:
+        windows, designed = design_windows(request.jobs, request.measuring.device, request.announce)
+        request = dataclasses.replace(request, measuring=dataclasses.replace(request.measuring,
+                                                                             windows_by_workload=windows))
     strategy: StoredMeasuring | PairedMeasuring = PairedMeasuring(request) if paired else StoredMeasuring(request)
     names = strategy.names
     try:
@@ -227,8 +240,12 @@ def run_gate(request: GateRequest) -> GateRun:
     finally:
         strategy.finish()
     cost = measuring_cost(time.perf_counter() - began, strategy.measured(), strategy.starter, settings.windows)
+    if designed is not None and isinstance(strategy, PairedMeasuring):
+        keep_evidence({n: (strategy.base.results[n], strategy.head.results[n]) for n in strategy.names
+                       if n in strategy.base.results and n in strategy.head.results},
+                      request.measuring.device, request.announce)
     return GateRun(dataclasses.replace(driven.outcome, cost=cost), driven.looks, driven.count, driven.seconds, driven.interrupted,
-                   strategy.errors(), strategy.base_errors(), strategy.missing, strategy.all_notes(), cost)
+                   strategy.errors(), strategy.base_errors(), strategy.missing, strategy.all_notes(), cost, designed)
 
 
 class _Measuring:

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfgate.analysis.design import choose_windows
 from perfgate.analysis.driver import PlannedLast, drive, schedule_for
 from perfgate.analysis.outcome import GateOutcome
 from perfgate.gate.config import ScriptEntry, Settings, load_settings
@@ -219,7 +220,25 @@ def script_problem(name: str, result: RunResult, side: str, entry: ScriptEntry |
     return None
 
 
-def design_problem(result: RunResult, side: str, settings: Settings, *, paired: bool) -> str | None:
+def expected_windows(name: str, settings: Settings, manifest: RunManifest | None, *, paired: bool,
+                     script: bool) -> tuple[int | None, str | None]:
+    """The windows per repeat the base's settings give ``name`` and, when they cannot be known,
+    why. ``windows = "auto"`` in a paired gate: :func:`perfgate.analysis.design.choose_windows`
+    applied to the evidence the measuring job recorded for the workload in ``run.json`` (a
+    script: one window), never the windows the results say they have."""
+    if not (settings.windows_auto and paired):
+        return settings.windows, None
+    if script:
+        return 1, None
+    recorded = manifest.windows_evidence if manifest is not None else None
+    if recorded is None or name not in recorded:
+        return None, ('windows: the base\'s settings give "auto", and run.json records no design evidence for '
+                      f"{name!r} (the measuring job did not design its windows)")
+    return choose_windows(recorded[name]), None
+
+
+def design_problem(result: RunResult, side: str, settings: Settings, *, paired: bool,
+                   windows: int | None = None) -> str | None:
     """The first way the ``side`` result was not measured as the base's settings design it, naming
     the field and both values; None when it was. Re-derived from the base's settings, never from
     what the result says it was asked: ``windows`` per repeat; no ``--set``, ``--steps`` or
@@ -227,9 +246,11 @@ def design_problem(result: RunResult, side: str, settings: Settings, *, paired: 
     started as ``start`` gives (``fork`` or ``fresh``; a distributed workload's ranks always start
     fresh; a repeat that does not record it, as a script's, whose processes always start fresh,
     is not read)."""
+    expected = settings.windows if windows is None else windows
+    given = "design" if settings.windows_auto and paired else "settings give"
     for repeat in result.repeats:
-        if repeat.windows != settings.windows:
-            return (f"windows: the base's settings give {settings.windows}, the {side} side's repeat "
+        if repeat.windows != expected:
+            return (f"windows: the base's {given} {expected}, the {side} side's repeat "
                     f"{repeat.index + 1} holds {repeat.windows}")
     if result.overrides:
         given = ", ".join(f"{k}={v}" for k, v in sorted(result.overrides.items()))
@@ -427,9 +448,14 @@ def judge_measured(measured: Measured, settings: Settings, *, design: str, again
         sides = [("head", measured.head[name])]
         if design == "paired" and name in measured.base:
             sides.append(("base", measured.base[name]))
+        windows, unknown = expected_windows(name, settings, manifest, paired=design == "paired",
+                                            script=name in entries)
+        if unknown is not None:
+            errors[name] = f"not measured as the base's settings design it: {unknown}"
+            continue
         for side, result in sides:
             problem = (script_problem(name, result, side, entries.get(name))
-                       or design_problem(result, side, settings, paired=design == "paired"))
+                       or design_problem(result, side, settings, paired=design == "paired", windows=windows))
             if problem:
                 errors[name] = f"not measured as the base's settings design it: {problem}"
                 break

@@ -94,6 +94,9 @@ def _combined_manifest(parts: Sequence[tuple[str, Measured]]) -> RunManifest | N
         base_missing=tuple(sorted(n for m in every for n in m.base_missing)),
         base_only=tuple(sorted({n for m in every for n in m.base_only})),
         notes={k: v for m in every for k, v in m.notes.items()},
+        # each shard designed its own workloads' windows: the union (None only when no shard did)
+        windows_evidence=({k: v for m in every if m.windows_evidence is not None for k, v in m.windows_evidence.items()}
+                          if any(m.windows_evidence is not None for m in every) else None),
         failure="; ".join(failures) or None,
         # any shard interrupted makes the whole run interrupted (the first shard's alone would hide it)
         interrupted=next((m.interrupted for m in every if m.interrupted), None),

@@ -82,7 +82,7 @@ def measure_paired(
     max_reruns: int = 3,
     reruns_used: Mapping[str, int] | None = None,
     starter: Starter = FRESH,
-    windows: int = 1,
+    windows: int | Mapping[str, int] = 1,
 ) -> PairedOutcome:
     """Measure ``blocks`` ABBA blocks of every workload in ``names`` (numbered from ``first_block``).
 
@@ -92,7 +92,8 @@ def measure_paired(
     each workload already measured again by earlier calls of the same gate, which count
     against ``max_reruns``. ``starter``: how each process starts; a forking starter is
     renewed at every block, and both sides start alike (a side under another interpreter
-    makes both start fresh). ``windows``: the timed windows in each process.
+    makes both start fresh). ``windows``: the timed windows in each process, one count for every
+    workload or a count per workload (a workload it does not name gets 1).
     """
     if blocks < 1:
         raise ValueError("blocks must be at least 1")
@@ -165,12 +166,13 @@ class _Runner:
     timeout_s: float
     telemetry: bool
     starter: Starter
-    windows: int
+    windows: int | Mapping[str, int]
 
     def __call__(self, side: Side, name: str, index: int, git: tuple[str | None, bool | None]) -> dict[str, Any]:
+        windows = self.windows if isinstance(self.windows, int) else self.windows.get(name, 1)
         return run_one(side.jobs[name], self.device, index, self.cache_dir, git, self.timeout_s, self.telemetry,
                        project_dir=side.project_dir, python=side.python, starter=self.starter,
-                       windows=self.windows)
+                       windows=windows)
 
 
 def _head_rest(name: str, block: int, last: int, after: int, head: Side, git: tuple[str | None, bool | None],

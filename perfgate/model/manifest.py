@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from perfgate.model.design import DesignEvidence
 from perfgate.model.version import __version__
 
 MANIFEST_NAME = "run.json"
@@ -68,6 +69,10 @@ class RunManifest:
     perfgate_version: str = __version__
     decision_rule: int | None = DECISION_RULE
     """The measuring perfgate's :data:`DECISION_RULE`; None: not recorded (a perfgate from before it was)."""
+    windows_evidence: Mapping[str, DesignEvidence | None] | None = None
+    """``windows = "auto"``: per workload, the pooled evidence its windows were designed from (None:
+    none, the pilot's windows), from which the judge re-derives them; None: the windows were not
+    designed (a fixed ``windows``, or a perfgate from before ``"auto"``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -89,4 +94,7 @@ class RunManifest:
             "clocks": self.clocks,
             **({"shard": self.shard} if self.shard is not None else {}),
             **({"interrupted": self.interrupted} if self.interrupted is not None else {}),
+            **({"windows_evidence": {name: None if e is None else e.to_dict()
+                                     for name, e in self.windows_evidence.items()}}
+               if self.windows_evidence is not None else {}),
         }

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from perfgate.model.baseline import baseline_from_dict
 from perfgate.model.counters import COUNTERS_SUFFIX, CounterSet, counters_from_dict
 from perfgate.model.environment import Environment
+from perfgate.model.design import DesignEvidence
 from perfgate.model.errors import FileFormatError, UsageError
 from perfgate.model.manifest import (
     DESIGNS,
@@ -113,6 +114,18 @@ def manifest_from_dict(data: object) -> RunManifest:
     rule = data.get("decision_rule")
     if rule is not None and (isinstance(rule, bool) or not isinstance(rule, int) or not 1 <= rule <= 10**6):
         raise ValueError("decision_rule: expected null or an integer from 1 to 1000000")
+    evidence_raw = data.get("windows_evidence")
+    evidence: dict[str, DesignEvidence | None] | None = None
+    if evidence_raw is not None:
+        if not isinstance(evidence_raw, dict) or len(evidence_raw) > 10_000:
+            raise ValueError("windows_evidence: expected an object")
+        evidence = {}
+        for key, entry in evidence_raw.items():
+            safe_name(key, "windows_evidence key")
+            try:
+                evidence[key] = None if entry is None else DesignEvidence.from_dict(entry)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"windows_evidence.{key}: {exc}") from None
     # second_look_blocks: written (always null) by the perfgate of two looks; a run.json that
     # still has it is read as any other of schema 1, the key ignored (the looks are the judge's).
     return RunManifest(
@@ -127,6 +140,7 @@ def manifest_from_dict(data: object) -> RunManifest:
         notes=notes, failure=_str_or_none(data, "failure", ""),
         clocks=_str_or_none(data, "clocks", ""), shard=shard, interrupted=interrupted,
         perfgate_version=_str_or_none(data, "perfgate_version", "") or "unknown", decision_rule=rule,
+        windows_evidence=evidence,
     )
 
 
