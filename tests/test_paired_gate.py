@@ -1,8 +1,8 @@
 """``perfgate gate --against REF`` end to end in a scratch git repository.
 
-Real runs of a tiny CPU workload: the base commit is checked out as a temporary
-worktree, both sides run in ABBA blocks, and the worktree is gone afterwards whatever
-happened. Bad input is one line and exit 2, with the head's results still written.
+Real runs of a tiny CPU workload: the base commit and the head are checked out as sibling
+temporary worktrees, both sides run in ABBA blocks, and the worktrees are gone afterwards
+whatever happened. Bad input is one line and exit 2, with the head's results still written.
 """
 
 from __future__ import annotations
@@ -147,9 +147,12 @@ def test_the_worktree_is_removed_on_ctrl_c(repo: Path, capsys: pytest.CaptureFix
     assert code == 130, out
     assert out.startswith("perfgate: INTERRUPTED by SIGINT: no verdict (exit code 130)")
     assert "tiny: not decided: interrupted before the first look was measured" in out
-    assert len(seen) == 1 and len(seen[0]) == 2  # the base worktree existed while measuring
+    # both sides' worktrees existed while measuring: head/ and base/ of one temporary directory
+    assert len(seen) == 1 and len(seen[0]) == 3
+    trees = sorted(Path(line.removeprefix("worktree ")) for line in seen[0][1:])
+    assert [t.name for t in trees] == ["base", "head"] and trees[0].parent == trees[1].parent
     assert worktrees(repo) == [f"worktree {repo.resolve()}"]
-    assert not Path(seen[0][1].removeprefix("worktree ")).exists()
+    assert not trees[0].parent.exists()
 
 
 @pytest.mark.slow

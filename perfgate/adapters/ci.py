@@ -21,6 +21,7 @@ separate job that runs none of it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -63,7 +64,7 @@ from perfgate.gate.inputs import (
     tree_changes,
 )
 from perfgate.gate.judge import base_settings, git_commit_of
-from perfgate.gate.worktree import BaseTree
+from perfgate.gate.worktree import BaseTree, SiblingTrees, repository_root, resolve_commit, sibling_worktrees
 from perfgate.model.errors import EXIT_ERROR, EXIT_OK, PerfgateError, UsageError
 from perfgate.model.manifest import MANIFEST_NAME, RunManifest
 from perfgate.model.shard import second_look_alpha
@@ -197,9 +198,10 @@ class Judged:
 
 def judge(args: argparse.Namespace,
           settings_for: Callable[[Mapping[str, Any]], Settings],
-          base: BaseTree | None = None) -> Judged:
-    """Measure (or load) the pull request's results and judge them: paired against the base
-    checkout ``base`` (ABBA blocks in this job), or against the base's stored baselines.
+          base: SiblingTrees | None = None) -> Judged:
+    """Measure (or load) the pull request's results and judge them: paired, the pull request's
+    commit and the base's checked out as the sibling trees ``base`` (ABBA blocks in this job),
+    or against the base's stored baselines.
 
     With ``--trace-on-fail``, each regressed workload also gets a profiler trace (a separate
     run that never feeds the verdict) in ``<artifacts>/traces``.
@@ -223,7 +225,7 @@ def judge(args: argparse.Namespace,
     device, selected = selection.jobs_of(args, settings, prefer_project=True, shard=False)
     jobs = selection.share_of(selected, share, quiet=args.quiet)
     # The base tree's workloads the pull request lacks: against the whole selection, not the share.
-    base_only = _base_only(base, args, settings, selected) if base is not None else ()
+    base_only = _base_only(base.base, args, settings, selected) if base is not None else ()
     if share is not None and not jobs:
         # Nothing measured; the manifest still names the device, as the other shards' do.
         look = Look.single(settings.blocks, "block") if base is not None else Look.single(settings.repeats, "repeat")
@@ -275,6 +277,23 @@ def _base_only(tree: BaseTree, args: argparse.Namespace, settings: Settings, job
     head = {job.workload.name for job in jobs}
     wanted = set(settings.workloads) if settings.workloads else None
     return tuple(sorted(n for n in registry.workloads if n not in head and (wanted is None or n in wanted)))
+
+
+def _paired_commits(pr: PullRequest, base_dir: Path, base_commit: str | None) -> tuple[Path, str, str, Path]:
+    """What :func:`perfgate.gate.worktree.sibling_worktrees` checks out for the paired design:
+    (the pull request's repository, its checked-out commit, the base commit, the repository the
+    base commit is checked out of). Both sides run from sibling worktrees of one shape in a
+    temporary directory, as ``perfgate gate --against`` runs them, never from the workspace
+    and ``--base-dir`` themselves (the base checkout lies inside the head's workspace, at
+    another depth): the head tree is the workspace's HEAD commit, the base tree the commit
+    ``--base-dir`` holds (its own repository's), or, when ``--base-dir`` is no git checkout,
+    the pull request's base commit in the workspace's repository."""
+    repo = repository_root(Path.cwd(), who="perfgate ci --design paired",
+                           needed="the paired design needs it to check out both sides")
+    head = resolve_commit(repo, "HEAD", role="the pull request's checkout", unshallow="check it out with git")
+    if base_commit is not None:
+        return repo, head, base_commit, base_dir.resolve()
+    return repo, head, resolve_commit(repo, pr.base_sha, role="the pull request's base"), repo
 
 
 def _clock_outcome(artifacts: Path) -> str | None:
@@ -392,7 +411,7 @@ def _run_ci(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, e
                 print(command, file=out)
         paired = None
         if args.design == "paired" and not args.results:
-            paired = BaseTree(pr.base_sha, base_dir.resolve(), Path.cwd().resolve())
+            paired = _paired_commits(pr, base_dir, base_commit)
         if args.measure_only:
             # Replaced by the real manifest when the job ends, by any path it can take; left
             # only when it was killed outright (SIGKILL, the runner lost): then the judge
@@ -402,7 +421,10 @@ def _run_ci(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, e
                 head_sha=pr.head_sha, base_sha=pr.base_sha, head_ref=pr.head_ref, head_repo=pr.head_repo,
                 base_ref=pr.base_ref).to_dict())
         with interruptible() as interruption:
-            judged = judge(args, lambda cli: ci_settings(base_dir, cli), paired)
+            trees_cm = contextlib.nullcontext() if paired is None else sibling_worktrees(
+                paired[0], paired[1], paired[2], base_source=paired[3])
+            with trees_cm as trees:
+                judged = judge(args, lambda cli: ci_settings(base_dir, cli), trees)
         if judged.run is not None and judged.run.interrupted:
             return _interrupted(interruption, judged, args, output, summary, artifacts, done, out, err)
         outcome = judged.outcome

@@ -36,7 +36,7 @@ from perfgate.text.units import parse_duration
 if TYPE_CHECKING:
     from perfgate.gate.config import Settings
     from perfgate.gate.gating import GateRequest, GateRun, MeasuringRequest
-    from perfgate.gate.worktree import BaseTree
+    from perfgate.gate.worktree import SiblingTrees
     from perfgate.measure.runner import Progress
     from perfgate.model.job import Job
 
@@ -486,15 +486,16 @@ def assignments_of(args: argparse.Namespace) -> dict[str, object]:
     return assignments
 
 
-def paired_gate_in(tree: BaseTree, args: argparse.Namespace, settings: Settings, device: str,
+def paired_gate_in(trees: SiblingTrees, args: argparse.Namespace, settings: Settings, device: str,
                    jobs: list[Job]) -> GateRun:
-    """The paired gate of ``jobs`` (the working tree) against the base side checked out in ``tree``."""
+    """The paired gate of ``jobs`` (built from the working tree): each side run from its tree
+    of ``trees``, the head's and the base's sibling checkouts of one shape."""
     from perfgate.gate.frontend import paired_gate
 
     if args.base_python and not Path(args.base_python).is_file():
         raise UsageError(f"--base-python {args.base_python}: no such interpreter")
     return paired_gate(
-        request_of(args, settings, device, jobs), tree, project_dir=Path.cwd(),
+        request_of(args, settings, device, jobs), trees, project_dir=Path.cwd(),
         workload_paths=[Path(p) for p in (*settings.workloads_path, *args.workloads_path)],
         assignments=assignments_of(args), base_python=args.base_python)
 

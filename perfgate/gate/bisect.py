@@ -4,10 +4,12 @@ The search is git's own bisection: ``git rev-list --bisect-vars BAD ^GOOD ^good.
 the commit that halves what is left (the midpoint ``git bisect`` itself would check out),
 and each step judges that commit by a paired gate against GOOD. No ``git bisect`` state is
 ever written: the search keeps its good and bad commits in memory, each candidate is checked
-out in its own temporary worktree (:func:`perfgate.gate.worktree.base_worktree`), and so is
-GOOD, once, for the whole search; every worktree is removed when its step ends, whether by
-a verdict, an error, Ctrl-C or SIGTERM. The user's checkout, its HEAD, index and bisect
-state are never touched.
+out in its own temporary worktree, and so is GOOD, once, for the whole search: GOOD as
+``base/`` and each candidate in turn as ``head/`` of one temporary directory, sibling trees
+of one shape as in the paired gate (:func:`perfgate.gate.worktree.sibling_worktrees`), so
+that neither side runs from a path longer, deeper or on another filesystem than the
+other's. Every worktree is removed when its step ends, whether by a verdict, an error,
+Ctrl-C or SIGTERM. The user's checkout, its HEAD, index and bisect state are never touched.
 
 A step is one paired gate of the candidate (head) against GOOD (base), by the gate's own
 rules and on its own driver (``run_gate``: ABBA blocks, Holm over the one workload, δ, the
@@ -41,7 +43,17 @@ from pathlib import Path
 from perfgate.analysis.blocks import blocks_problem
 from perfgate.gate.config import Settings
 from perfgate.gate.gating import GateRequest, MeasuringRequest, PairedPlan, base_jobs_for, run_gate
-from perfgate.gate.worktree import BaseTree, base_worktree, git, repository_root, resolve_commit, sigterm_as_interrupt
+from perfgate.gate.worktree import (
+    BASE_NAME,
+    HEAD_NAME,
+    BaseTree,
+    git,
+    repository_root,
+    resolve_commit,
+    sigterm_as_interrupt,
+    tree_parent,
+    worktree_at,
+)
 from perfgate.model.errors import EXIT_ERROR, EXIT_INCONCLUSIVE, EXIT_OK, UsageError
 from perfgate.model.job import Job
 from perfgate.model.verdict import BISECT_FAST, BISECT_SLOW, BISECT_UNDECIDED, POLICY, Verdict
@@ -203,7 +215,7 @@ def bisect(plan: Plan, judge: Judge, *, blocks: int, max_blocks: int,
         return Bisection(plan.good, plan.bad, tuple(steps), exit_code, first_bad,
                          subjects[first_bad] if first_bad else "", remaining, message, subjects)
 
-    with interruptible(), base_worktree(repo, plan.good) as good_tree:
+    with interruptible(), tree_parent() as parent, worktree_at(repo, plan.good, parent / BASE_NAME) as good_tree:
         check_good(good_tree)
         while True:
             candidate, left, steps_left = _midpoint(repo, bad, goods)
@@ -214,7 +226,7 @@ def bisect(plan: Plan, judge: Judge, *, blocks: int, max_blocks: int,
             subjects.setdefault(candidate, _subject(repo, candidate))
             number = len(steps) + 1
             started(number, candidate, subjects[candidate], steps_left)
-            with base_worktree(repo, candidate) as tree:
+            with worktree_at(repo, candidate, parent / HEAD_NAME) as tree:
                 judgement = judge(tree, good_tree, blocks, max_blocks)
             step = Step(number, candidate, subjects[candidate], judgement)
             steps.append(step)

@@ -3,8 +3,8 @@ the same way, written once. The front ends only turn their own options into thes
 
 - :func:`select_results` and :func:`judge_on_disk`: result files already on disk, judged at
   one look with the full α.
-- :func:`checked_out` and :func:`paired_gate`: the base commit in a temporary worktree and
-  the paired gate of the working tree against it.
+- :func:`checked_out` and :func:`paired_gate`: the base commit and the working tree checked
+  out as sibling temporary worktrees of one shape, and the paired gate of one against the other.
 - :func:`trace_regressions`: a profiler trace of each workload the gate found slower (a
   separate run that never feeds a verdict).
 - :func:`interruptible` and :func:`interrupted_report`: an interrupted gate (Ctrl-C, a
@@ -34,7 +34,7 @@ from perfgate.gate.gating import (
     missing_script,
     run_gate,
 )
-from perfgate.gate.worktree import BaseTree, base_worktree, check_clean, repository_root, resolve_commit
+from perfgate.gate.worktree import BaseTree, SiblingTrees, check_clean, repository_root, resolve_commit, sibling_worktrees
 from perfgate.measure.trace import trace_job
 from perfgate.model.counters import CounterSet
 from perfgate.model.errors import UsageError
@@ -65,34 +65,51 @@ def judge_on_disk(results: Mapping[str, RunResult], names: Sequence[str], settin
 
 
 @contextmanager
-def checked_out(start: Path, ref: str, *, allow_dirty: bool) -> Iterator[BaseTree]:
-    """The commit ``ref`` of the repository holding ``start``, in a temporary worktree
-    (removed afterwards); the working tree must be clean unless ``allow_dirty``."""
+def checked_out(start: Path, ref: str, *, allow_dirty: bool) -> Iterator[SiblingTrees]:
+    """Both sides of ``gate --against REF`` in the repository holding ``start``, as sibling
+    trees of one shape in one temporary directory (removed afterwards,
+    :func:`perfgate.gate.worktree.sibling_worktrees`): ``base/`` the commit ``ref`` names,
+    ``head/`` HEAD's commit with the working tree's untracked files that git does not ignore
+    and, with ``allow_dirty``, its uncommitted changes to tracked files copied in (without
+    it the working tree must have none)."""
     repo = repository_root(start)
     commit = resolve_commit(repo, ref)
     if not allow_dirty:
         check_clean(repo)
-    with base_worktree(repo, commit) as tree:
-        yield tree
+    head = resolve_commit(repo, "HEAD", role="the working tree's")
+    with sibling_worktrees(repo, head, commit, working_tree=True) as trees:
+        yield trees
 
 
-def paired_plan(request: GateRequest, tree: BaseTree, *, project_dir: Path, workload_paths: Sequence[Path],
+def paired_plan(request: GateRequest, trees: SiblingTrees, *, project_dir: Path, workload_paths: Sequence[Path],
                 assignments: Mapping[str, object], base_python: str | None = None) -> GateRequest:
-    """``request`` made paired: its jobs (the working tree at ``project_dir``) against the base
-    side checked out in ``tree``."""
-    base_jobs = base_jobs_for(request.jobs, tree, project_dir=project_dir, workload_paths=list(workload_paths),
-                              assignments=dict(assignments), device=request.measuring.device)
+    """``request`` made paired: its jobs (built from the repository at ``project_dir``), each
+    side's found in its own tree of ``trees`` and run there.
+
+    The head side's job of each workload is the one ``trees.head`` defines (a workload
+    defined outside the repository, or in a file git ignores, keeps the repository's job);
+    the request's jobs stay the repository's, and what the head side records or reports is
+    named by the repository's paths again (:attr:`PairedPlan.head_tree`)."""
+    def jobs_in(tree: BaseTree) -> dict[str, Job]:
+        return base_jobs_for(request.jobs, tree, project_dir=project_dir, workload_paths=list(workload_paths),
+                             assignments=dict(assignments), device=request.measuring.device)
+
+    in_head = jobs_in(trees.head)
+    head_jobs = [job if job.workload.name not in in_head else
+                 dataclasses.replace(in_head[job.workload.name], inject_ms=job.inject_ms) for job in request.jobs]
+    base_jobs = jobs_in(trees.base)
     for job in request.jobs:  # a script named on the command line: its absence is bad input, not a verdict
         if job.script is not None and job.script.named_on_command_line and job.workload.name not in base_jobs:
-            raise UsageError(missing_script(job, tree.commit))
-    plan = PairedPlan(request.jobs, base_jobs, project_dir, tree.mirror(project_dir), tree.commit, base_python)
+            raise UsageError(missing_script(job, trees.commit))
+    plan = PairedPlan(head_jobs, base_jobs, trees.head.mirror(project_dir), trees.base.mirror(project_dir),
+                      trees.commit, base_python, head_tree=trees.head)
     return dataclasses.replace(request, paired=plan)
 
 
-def paired_gate(request: GateRequest, tree: BaseTree, *, project_dir: Path, workload_paths: Sequence[Path],
+def paired_gate(request: GateRequest, trees: SiblingTrees, *, project_dir: Path, workload_paths: Sequence[Path],
                 assignments: Mapping[str, object], base_python: str | None = None) -> GateRun:
-    """The paired gate of ``request`` against the base side checked out in ``tree``."""
-    return run_gate(paired_plan(request, tree, project_dir=project_dir, workload_paths=workload_paths,
+    """The paired gate of ``request``: its head side in ``trees.head``, its base side in ``trees.base``."""
+    return run_gate(paired_plan(request, trees, project_dir=project_dir, workload_paths=workload_paths,
                                 assignments=assignments, base_python=base_python))
 
 

@@ -448,6 +448,26 @@ class PairedPlan:
     base_dir: Path
     against: str
     base_python: str | None = None
+    head_tree: BaseTree | None = None
+    """The tree the head side runs in when it is a copy of the repository (the same-shape
+    sibling of the base's): what the head side records and reports names the repository's
+    paths again (:func:`as_repository`). None: the head runs where its jobs point."""
+
+
+def as_repository(outcome: RunOutcome, tree: BaseTree | None) -> RunOutcome:
+    """``outcome`` of jobs run in ``tree`` (the head's copy of the repository) named as the
+    repository's: each result's recorded source and each error's message and detail (a
+    traceback, a workload file) with the tree's paths replaced by the repository's. In place."""
+    if tree is None:
+        return outcome
+    for name, result in outcome.results.items():
+        outcome.results[name] = dataclasses.replace(result, workload_source=tree.shown(result.workload_source))
+    for error in outcome.errors.values():
+        error.message = tree.shown(error.message)
+        error.args = (error.message,)
+        if error.detail is not None:
+            error.detail = tree.shown(error.detail)
+    return outcome
 
 
 def count_pairs(plan: PairedPlan, names: Sequence[str], *, device: str, cache_dir: Path, out_dir: Path,
@@ -475,7 +495,9 @@ def count_pairs(plan: PairedPlan, names: Sequence[str], *, device: str, cache_di
                                 python=python)
             sides[side] = outcome.counters
             if outcome.error is not None:
-                notes.append(f"the {side} side's counted run failed: {outcome.error.message}")
+                message = outcome.error.message
+                notes.append(f"the {side} side's counted run failed: "
+                             f"{plan.head_tree.shown(message) if side == 'head' and plan.head_tree else message}")
         out[name] = Counted(sides["base"], sides["head"], "; ".join(notes) or None)
     return out
 
@@ -532,8 +554,10 @@ class PairedMeasuring(_Measuring):
             result_path(base_results_dir(out), name).unlink(missing_ok=True)
         if self.missing:
             request.announce(f"{', '.join(self.missing)}: not in the base commit; measuring the head side alone")
-            request.measuring.repeats([head_jobs[n] for n in self.missing], request.settings.repeats,
-                                      starter=self.starter, out_dir=out, project_dir=plan.head_dir)
+            alone = request.measuring.repeats([head_jobs[n] for n in self.missing], request.settings.repeats,
+                                              starter=self.starter, out_dir=None, project_dir=plan.head_dir)
+            for name, result in as_repository(alone, plan.head_tree).results.items():
+                save_result(result, result_path(out, name))
 
     def _failed(self, name: str) -> bool:
         return name in self.head.errors or name in self.base.errors or name in self.missing
@@ -552,6 +576,7 @@ class PairedMeasuring(_Measuring):
         began = time.perf_counter()
         new = r.measuring.blocks(self.head_side, self.base_side, todo, upto - start, first_block=start,
                                  starter=self.starter, reruns_used=self.reruns_used(todo))
+        as_repository(new.head, self.plan.head_tree)
         spent = time.perf_counter() - began
         for name in todo:
             self.noted(name, new)
