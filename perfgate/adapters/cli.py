@@ -22,6 +22,7 @@ from perfgate.adapters.options import (
     add_options,
     add_paired_options,
     add_run_options,
+    add_selection_options,
     cache_dir_of,
     measuring_request,
     paired_gate_in,
@@ -464,12 +465,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "block until decided or the budget is spent)")
     add_run_options(p, repeats_help="repeats per workload at the first look (default: [tool.perfgate] repeats, else 5)")
     add_gate_options(p)
-    p.add_argument("--against", metavar="REF",
-                   help="paired design: measure the base commit REF in the same job, alternating with the "
-                        "working tree in ABBA blocks, and judge the difference (the stored baseline is then "
-                        "shown, not deciding)")
-    p.add_argument("--allow-dirty", action="store_true",
-                   help="measure a working tree with uncommitted changes as the head side")
+    add_selection_options(p, ("against", "allow_dirty"))
     add_paired_options(p)
     p.add_argument("--trace-on-fail", action="store_true",
                    help="after a REGRESSION, take a profiler trace of that workload (a separate run) and link it")

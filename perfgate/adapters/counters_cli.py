@@ -58,10 +58,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "device": "where to count (default: [tool.perfgate] device, else auto = cuda when available)"})
     p.add_argument("--steps", dest="count_steps", type=int, default=DEFAULT_STEPS, metavar="N",
                    help=f"steps counted after the warmup (default {DEFAULT_STEPS})")
-    p.add_argument("--set", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
-                   help="override a workload parameter")
-    p.add_argument("--data-root", action="append", default=[], metavar="[WORKLOAD=]DIR",
-                   help="real dataset location (default: generated synthetic stand-in)")
+    options.add_selection_options(p, ("set", "data_root"), help={"set": "override a workload parameter"})
     options.add_options(p, ("cache_dir",))
     # --json: the counters on stdout as JSON (this command's own option, not the gate's report file)
     p.add_argument("--json", dest="as_json", action="store_true",

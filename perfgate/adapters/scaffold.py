@@ -391,7 +391,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     try:
         owners = parse_owners(args.owners)
         shards = parse_shards(args.shards)
-        scripts = parse_scripts(args.script, target)
+        scripts = parse_scripts(args.scripts, target)
         done = scaffold(target, owners, shards, scripts)
     except PerfgateError as exc:
         print(f"perfgate: error: {exc.message}", file=sys.stderr)
@@ -440,7 +440,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "measuring its share of the workloads (perfgate ci --shard I/N), and perfgate-judge.yml "
                         "downloads every shard's results and judges them together, Holm over all workloads "
                         "(default 1: one runner measures them all)")
-    p.add_argument("--script", action="append", metavar="'PATH [ARGS...]'",
+    # init's own --script, not the selection's row (one script run now, its arguments after --): the
+    # scripts init lists in [tool.perfgate] scripts, each with its arguments in one quoted value
+    p.add_argument("--script", dest="scripts", action="append", metavar="'PATH [ARGS...]'",
                    help="gate this training script as it is (repeatable; the path inside DIR, then its arguments, "
                         "in one quoted value): [tool.perfgate] scripts lists it, and no example workload is written")
     p.set_defaults(func=cmd_init)

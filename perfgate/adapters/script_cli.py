@@ -12,14 +12,14 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from perfgate.adapters.options import add_selection_options
+
 
 def add_script_options(parser: argparse.ArgumentParser) -> None:
     """``--script``, ``--name``, and everything after the first ``--`` as the script's arguments.
 
     Without ``--script`` a ``--`` keeps its usual meaning (the rest are positional)."""
-    parser.add_argument("--script", metavar="PATH",
-                        help="run this training script as it is (it does not import perfgate) and time its steps "
-                             "through hooks in torch; its own arguments go after --")
+    add_selection_options(parser, ("script",))  # the row's --script PATH; its arguments are split off below
     parser.add_argument("--name", help="the workload name of a --script result (default: script-<file name>)")
     parser.set_defaults(script_args=[])
     parse = parser.parse_known_args
