@@ -27,7 +27,7 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -198,10 +198,10 @@ class Judged:
 
 def judge(args: argparse.Namespace,
           settings_for: Callable[[Mapping[str, Any]], Settings],
-          base: SiblingTrees | None = None) -> Judged:
-    """Measure (or load) the pull request's results and judge them: paired, the pull request's
-    commit and the base's checked out as the sibling trees ``base`` (ABBA blocks in this job),
-    or against the base's stored baselines.
+          base: PairedSides | None = None) -> Judged:
+    """Measure (or load) the pull request's results and judge them: paired against the base
+    ``base`` (ABBA blocks in this job, both sides checked out as sibling trees once the
+    workloads are selected), or against the base's stored baselines.
 
     With ``--trace-on-fail``, each regressed workload also gets a profiler trace (a separate
     run that never feeds the verdict) in ``<artifacts>/traces``.
@@ -225,7 +225,7 @@ def judge(args: argparse.Namespace,
     device, selected = selection.jobs_of(args, settings, prefer_project=True, shard=False)
     jobs = selection.share_of(selected, share, quiet=args.quiet)
     # The base tree's workloads the pull request lacks: against the whole selection, not the share.
-    base_only = _base_only(base.base, args, settings, selected) if base is not None else ()
+    base_only = _base_only(base.checkout, args, settings, selected) if base is not None else ()
     if share is not None and not jobs:
         # Nothing measured; the manifest still names the device, as the other shards' do.
         look = Look.single(settings.blocks, "block") if base is not None else Look.single(settings.repeats, "repeat")
@@ -234,7 +234,8 @@ def judge(args: argparse.Namespace,
     if share is not None and args.measure_only:
         settings = _shard_settings(settings, [j.workload.name for j in jobs], [j.workload.name for j in selected])
     if base is not None:
-        gate = options.paired_gate_in(base, args, settings, device, jobs)
+        with base.trees() as trees:
+            gate = options.paired_gate_in(trees, args, settings, device, jobs)
     else:
         gate = options.stored_gate(args, settings, device, jobs)
     traces: dict[str, TraceOutcome] = {}
@@ -279,21 +280,33 @@ def _base_only(tree: BaseTree, args: argparse.Namespace, settings: Settings, job
     return tuple(sorted(n for n in registry.workloads if n not in head and (wanted is None or n in wanted)))
 
 
-def _paired_commits(pr: PullRequest, base_dir: Path, base_commit: str | None) -> tuple[Path, str, str, Path]:
-    """What :func:`perfgate.gate.worktree.sibling_worktrees` checks out for the paired design:
-    (the pull request's repository, its checked-out commit, the base commit, the repository the
-    base commit is checked out of). Both sides run from sibling worktrees of one shape in a
-    temporary directory, as ``perfgate gate --against`` runs them, never from the workspace
-    and ``--base-dir`` themselves (the base checkout lies inside the head's workspace, at
-    another depth): the head tree is the workspace's HEAD commit, the base tree the commit
-    ``--base-dir`` holds (its own repository's), or, when ``--base-dir`` is no git checkout,
-    the pull request's base commit in the workspace's repository."""
-    repo = repository_root(Path.cwd(), who="perfgate ci --design paired",
-                           needed="the paired design needs it to check out both sides")
-    head = resolve_commit(repo, "HEAD", role="the pull request's checkout", unshallow="check it out with git")
-    if base_commit is not None:
-        return repo, head, base_commit, base_dir.resolve()
-    return repo, head, resolve_commit(repo, pr.base_sha, role="the pull request's base"), repo
+@dataclass(frozen=True)
+class PairedSides:
+    """The paired design's base: the base checkout at ``--base-dir`` (``checkout``, mirroring
+    the workspace; read for the workloads only the base defines) and the commit it holds
+    (``base_commit``; None when it is no git checkout)."""
+
+    checkout: BaseTree
+    base_commit: str | None
+
+    @contextlib.contextmanager
+    def trees(self) -> Iterator[SiblingTrees]:
+        """Both sides checked out as sibling worktrees of one shape in a temporary directory,
+        as ``perfgate gate --against`` runs them, never from the workspace and ``--base-dir``
+        themselves (the base checkout lies inside the head's workspace, at another depth):
+        ``head/`` the workspace's HEAD commit, ``base/`` the commit ``--base-dir`` holds (out
+        of its own repository), or, when ``--base-dir`` is no git checkout, the pull request's
+        base commit out of the workspace's repository. Removed afterwards."""
+        needed = "the paired design needs it to check out both sides"
+        repo = repository_root(Path.cwd(), who="perfgate ci --design paired", needed=needed)
+        head = resolve_commit(repo, "HEAD", role="the pull request's checkout", needed=needed)
+        if self.base_commit is not None:
+            source, base = self.checkout.root, self.base_commit
+        else:
+            source, base = repo, resolve_commit(repo, self.checkout.commit, role="the pull request's base",
+                                                needed=needed)
+        with sibling_worktrees(repo, head, base, base_source=source) as trees:
+            yield trees
 
 
 def _clock_outcome(artifacts: Path) -> str | None:
@@ -411,7 +424,7 @@ def _run_ci(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, e
                 print(command, file=out)
         paired = None
         if args.design == "paired" and not args.results:
-            paired = _paired_commits(pr, base_dir, base_commit)
+            paired = PairedSides(BaseTree(pr.base_sha, base_dir.resolve(), Path.cwd().resolve()), base_commit)
         if args.measure_only:
             # Replaced by the real manifest when the job ends, by any path it can take; left
             # only when it was killed outright (SIGKILL, the runner lost): then the judge
@@ -421,10 +434,7 @@ def _run_ci(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, e
                 head_sha=pr.head_sha, base_sha=pr.base_sha, head_ref=pr.head_ref, head_repo=pr.head_repo,
                 base_ref=pr.base_ref).to_dict())
         with interruptible() as interruption:
-            trees_cm = contextlib.nullcontext() if paired is None else sibling_worktrees(
-                paired[0], paired[1], paired[2], base_source=paired[3])
-            with trees_cm as trees:
-                judged = judge(args, lambda cli: ci_settings(base_dir, cli), trees)
+            judged = judge(args, lambda cli: ci_settings(base_dir, cli), paired)
         if judged.run is not None and judged.run.interrupted:
             return _interrupted(interruption, judged, args, output, summary, artifacts, done, out, err)
         outcome = judged.outcome
