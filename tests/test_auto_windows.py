@@ -268,3 +268,18 @@ def test_a_paired_gate_times_the_designed_windows_and_keeps_what_it_measured(
         assert {r["windows"] for r in result["repeats"]} == {2}, side
     kept = load_evidence(design_folder, "tiny", "cpu")
     assert len(kept) == 2 and kept[0] == two and kept[1].window_df >= 4
+
+
+def test_the_efficiency_line_shows_the_windows_the_repeats_hold() -> None:
+    from factories import make_result
+
+    from perfgate.gate.gating import measuring_cost
+    from perfgate.measure.template import FRESH
+
+    two, five = (_windowed(make_result(name), w) for name, w in (("a", 2), ("b", 5)))
+    cost = measuring_cost(100.0, [two, five], FRESH, PILOT_WINDOWS)
+    assert (cost.windows, cost.windows_high) == (2, 5)
+    assert "2–5 windows each" in cost.describe() and cost.to_dict()["windows_high"] == 5
+    same = measuring_cost(100.0, [two], FRESH, PILOT_WINDOWS)
+    assert "2 windows each" in same.describe() and "windows_high" not in same.to_dict()
+    assert measuring_cost(1.0, [], FRESH, 3).windows == 3  # nothing measured: the design's

@@ -187,7 +187,7 @@ def test_a_script_linked_to_another_file_is_refused(tmp_path: Path, script_base:
 
 
 def test_the_measuring_side_runs_no_script_through_a_link(tmp_path: Path) -> None:
-    from perfgate.gate.gating import base_script_job
+    from perfgate.gate.side_jobs import base_script_job
     from perfgate.gate.worktree import BaseTree
     from perfgate.measure.script_job import script_job, script_of
 

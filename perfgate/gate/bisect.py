@@ -42,7 +42,8 @@ from pathlib import Path
 
 from perfgate.analysis.blocks import blocks_problem
 from perfgate.gate.config import Settings
-from perfgate.gate.gating import GateRequest, MeasuringRequest, PairedPlan, base_jobs_for, run_gate
+from perfgate.gate.gating import GateRequest, MeasuringRequest, PairedPlan, run_gate
+from perfgate.gate.side_jobs import base_jobs_for
 from perfgate.gate.worktree import (
     BASE_NAME,
     HEAD_NAME,

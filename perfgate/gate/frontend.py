@@ -25,15 +25,8 @@ from pathlib import Path
 from perfgate.analysis.compare import compare
 from perfgate.analysis.outcome import GateOutcome
 from perfgate.gate.config import Settings
-from perfgate.gate.gating import (
-    GateRequest,
-    GateRun,
-    PairedPlan,
-    base_jobs_for,
-    entries_for,
-    missing_script,
-    run_gate,
-)
+from perfgate.gate.gating import GateRequest, GateRun, PairedPlan, entries_for, run_gate
+from perfgate.gate.side_jobs import base_jobs_for, missing_script
 from perfgate.gate.worktree import BaseTree, SiblingTrees, check_clean, repository_root, resolve_commit, sibling_worktrees
 from perfgate.measure.trace import trace_job
 from perfgate.model.counters import CounterSet

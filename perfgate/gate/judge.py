@@ -48,7 +48,7 @@ from perfgate.analysis.design import choose_windows
 from perfgate.analysis.driver import PlannedLast, drive, schedule_for
 from perfgate.analysis.outcome import GateOutcome
 from perfgate.gate.config import ScriptEntry, Settings, load_settings
-from perfgate.gate.gating import paired_error
+from perfgate.gate.side_jobs import paired_error
 from perfgate.gate.inputs import PYPROJECT, InputChanges
 from perfgate.gate.replay import ReplayedBlocks, ReplayedRepeats
 from perfgate.gate.shards import ShardedMeasured

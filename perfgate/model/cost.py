@@ -24,7 +24,9 @@ class MeasuringCost:
     processes: int
     """Repeat processes started, re-runs of contended ones included."""
     windows: int = 1
-    """Timed windows per repeat."""
+    """Timed windows per repeat (the fewest, when workloads differ)."""
+    windows_high: int = 0
+    """The most timed windows per repeat, when workloads' windows differ (``windows = "auto"``); 0: all ``windows``."""
     start: str = "fresh"
     """``"fork"``: forked from templates; ``"fresh"``: a new interpreter each."""
     templates: int = 0
@@ -45,12 +47,15 @@ class MeasuringCost:
                 else "no wall time measured")
         how = (f"{self.processes} processes forked from {self.templates} templates" if self.start == "fork"
                else f"{self.processes} processes started fresh")
-        if self.windows > 1:
+        if self.windows_high > self.windows:
+            how += f", {self.windows}–{self.windows_high} windows each"
+        elif self.windows > 1:
             how += f", {self.windows} windows each"
         tail = f"; forking was given up: {self.fallback}" if self.fallback else ""
         return f"{head} ({how}){tail}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"wall_s": round(self.wall_s, 3), "timed_s": round(self.timed_s, 3), "share": self.share,
-                "processes": self.processes, "windows": self.windows, "start": self.start,
+                "processes": self.processes, "windows": self.windows,
+                **({"windows_high": self.windows_high} if self.windows_high > self.windows else {}), "start": self.start,
                 "templates": self.templates, "fallback": self.fallback}
