@@ -64,21 +64,11 @@ def own_flags(tree: ast.Module) -> set[str]:
 TABLES = {**GATE_OPTIONS, **SELECTION_OPTIONS}
 """Every option a front end declares from a table, by name."""
 
-HELD_BACK = {
-    "ci.py": {"--workloads-path"},
-    "bisect_cli.py": {"--set", "--data-root"},
-}
-"""Selection options still declared by hand, in modules that are to declare them from
-:data:`SELECTION_OPTIONS` (``add_selection_options``) next; until then each must match its
-row (:func:`test_a_selection_option_declared_by_hand_still_matches_its_row`). ``init
---script`` is not here: it is ``init``'s own option (what it writes into ``[tool.perfgate]
-scripts``), with a ``dest`` of its own (:data:`OWN_DEST`). This list only shrinks: a module
-that declares one more by hand fails :func:`test_no_front_end_declares_a_table_option_by_hand`."""
-
 OWN_DEST = {("init", "--script"): "scripts"}
 """A command's own option spelled as a selection row's flag, and its own ``dest``: ``init
 --script 'PATH [ARGS...]'`` (repeatable) lists scripts in the settings it writes, where the
-row's ``--script PATH`` runs one script now, its arguments after ``--``."""
+row's ``--script PATH`` runs one script now, its arguments after ``--``. It is not a table
+option declared by hand (:func:`hand_declared` passes over another ``dest``)."""
 
 
 def hand_declared(tree: ast.Module) -> list[tuple[int, str]]:
@@ -271,8 +261,7 @@ def test_the_front_ends_are_found_in_the_package() -> None:
 
 def test_no_front_end_declares_a_table_option_by_hand() -> None:
     declared = {name: {flag for _, flag in hand_declared(tree)} for name, tree in front_ends().items()}
-    assert {name: flags for name, flags in declared.items() if flags} == HELD_BACK
-    assert {*HELD_BACK} <= set(FRONT_ENDS) and "pytest_plugin.py" not in HELD_BACK
+    assert {name: flags for name, flags in declared.items() if flags} == {}
     # and the check sees one of either table, in either front end's spelling
     tree = ast.parse('p.add_argument("--blocks", type=int)\ng.addoption("--perfgate-timeout", type=float)\n'
                      'p.add_argument("--budget", dest="budget_minutes")\np.add_argument("--data-root")\n'
@@ -344,9 +333,10 @@ def test_pytest_sees_the_selection_defaults_and_values(pytester: pytest.Pytester
     assert given.args == ["tests"]
 
 
-def test_a_selection_option_declared_by_hand_still_matches_its_row() -> None:
-    """Every command's selection option (those still in :data:`HELD_BACK` included) is its row's:
-    the same dest, action, default and metavar, and the row's help unless the command says its own."""
+def test_every_command_s_selection_option_matches_its_row() -> None:
+    """Every command's selection option is its row's: the same dest, action, default and
+    metavar, and the row's help unless the command says its own (``help=`` of
+    :func:`~perfgate.adapters.options.add_selection_options`)."""
     rows = argparse.ArgumentParser()
     options.add_selection_options(rows, [name for name, o in SELECTION_OPTIONS.items() if not o.positional])
     made = by_flag(rows)

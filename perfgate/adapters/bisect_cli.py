@@ -127,10 +127,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                       "(default: 4 x --blocks, at most 500)"})
     p.add_argument("--steps", type=int, help="measured steps per repeat (same as --set steps=N)")
     p.add_argument("--warmup", type=int, help="warmup steps per repeat (same as --set warmup_steps=N)")
-    p.add_argument("--set", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
-                   help="override a workload parameter, on every commit alike")
-    p.add_argument("--data-root", action="append", default=[], metavar="[WORKLOAD=]DIR",
-                   help="real dataset location (default: generated synthetic stand-in)")
+    options.add_selection_options(p, ("set", "data_root"),
+                                  help={"set": "override a workload parameter, on every commit alike"})
     options.add_options(p, ("alpha", "delta", "no_counters", "max_reruns", "max_other_cpu_share", "out"), help={
         "alpha": "each gate's false-alarm rate, one-sided (default 0.01)",
         "delta": "smallest slowdown that counts, as a fraction (default 0.03)",

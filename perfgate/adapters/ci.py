@@ -581,8 +581,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="where report.md, comment.md and report.json go (default: perfgate-artifacts)")
     p.add_argument("--results", metavar="DIR",
                    help="judge the result files in DIR instead of measuring (one look, full alpha)")
-    p.add_argument("--workloads-path", action="append", default=[], metavar="PATH",
-                   help="extra workload file or directory (repeatable); ./workloads/ is always searched")
+    options.add_selection_options(p, ("workloads_path",))
     p.add_argument("--measure-only", action="store_true",
                    help="measure and write the result files and run.json to --out, and nothing else: the verdict "
                         "comes from `perfgate judge` in a job that ran none of the pull request's code")
