@@ -246,6 +246,10 @@ def cmd_defaults(args: argparse.Namespace) -> int:
     commit on the base: a comment (A/A) or a busy-wait in forward; nothing on the command line
     but ``--against``."""
     repo = _init_scratch(args.delta)
+    # windows = "auto" designs from the runner's earlier gates: these gates start from none (a
+    # fresh design folder beside the scratch repository), so the first times 3 windows and each
+    # later one designs from the gates before it
+    os.environ["PERFGATE_DESIGN_DIR"] = str(repo.parent / "design")
     rows = []
     try:
         plan = [("aa", 0.0)] * args.aa + [("slow", args.spin_ms)] * args.slow
@@ -255,7 +259,8 @@ def cmd_defaults(args: argparse.Namespace) -> int:
             g = _gate(repo, [], tag, against="HEAD~1")
             rows.append({"kind": kind, **g})
             print(f"gate {i + 1:2} {kind:4}: {g['verdict']:12} {g['blocks']:3} blocks, {g['wall_s']:4.0f} s, "
-                  f"{g['measuring']['share']:.0%} timed; {g['reason'][:150]}", flush=True)
+                  f"{g['measuring']['windows']} windows, {g['measuring']['share']:.0%} timed; {g['reason'][:150]}",
+                  flush=True)
     finally:
         shutil.rmtree(repo.parent, ignore_errors=True)  # the reports and results too
     for kind in ("aa", "slow"):
