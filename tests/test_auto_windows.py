@@ -200,6 +200,7 @@ def test_expected_windows_come_from_the_recorded_evidence_never_from_the_results
     assert expected_windows("new", auto, manifest, paired=True, script=False) == (PILOT_WINDOWS, None)
     assert expected_windows("script-train.py", auto, manifest, paired=True, script=True) == (1, None)
     assert expected_windows("tiny", auto, manifest, paired=False, script=False) == (PILOT_WINDOWS, None)
+    assert expected_windows("script-train.py", auto, None, paired=False, script=True) == (1, None)
     missing, why = expected_windows("gone", auto, manifest, paired=True, script=False)
     assert missing is None and why is not None and "records no design evidence for 'gone'" in why
     assert expected_windows("tiny", auto, None, paired=True, script=False)[0] is None
@@ -283,3 +284,22 @@ def test_the_efficiency_line_shows_the_windows_the_repeats_hold() -> None:
     same = measuring_cost(100.0, [two], FRESH, PILOT_WINDOWS)
     assert "2 windows each" in same.describe() and "windows_high" not in same.to_dict()
     assert measuring_cost(1.0, [], FRESH, 3).windows == 3  # nothing measured: the design's
+
+
+def test_under_auto_a_script_times_one_window_in_either_design(tmp_path: Path) -> None:
+    """A script's steps are one window (more are refused for a script): under ``"auto"`` it
+    gets one, in a paired gate, a stored gate and a plain run alike; a fixed count is the user's."""
+    from types import SimpleNamespace
+
+    from perfgate.gate.gating import MeasuringRequest
+
+    def job(name: str, script: object) -> SimpleNamespace:  # what windows_of reads of a Job
+        return SimpleNamespace(workload=SimpleNamespace(name=name), script=script)
+
+    workload, script = job("tiny", None), job("script-train.py", object())
+    auto = MeasuringRequest("cpu", tmp_path, windows=PILOT_WINDOWS, windows_auto=True)
+    assert auto.windows_of([workload, script]) == {"tiny": PILOT_WINDOWS, "script-train.py": 1}
+    designed = dataclasses.replace(auto, windows_by_workload={"tiny": 5, "script-train.py": 1})
+    assert designed.windows_of([workload, script]) == {"tiny": 5, "script-train.py": 1}
+    fixed = MeasuringRequest("cpu", tmp_path, windows=2)
+    assert fixed.windows_of([workload, script]) == {"tiny": 2, "script-train.py": 2}

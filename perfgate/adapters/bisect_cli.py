@@ -92,7 +92,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
             workload_paths=[Path(p) for p in (*settings.workloads_path, *args.workloads_path)],
             assignments=options.assignments_of(args), settings=settings, out_dir=out_dir, announce=say,
             measuring=options.measuring_request(options.values_of(args), device, settings.windows,
-                                                progress=options.progress_printer(quiet), gate=True))
+                                                progress=options.progress_printer(quiet), gate=True,
+                                                windows_auto=settings.windows_auto))
         result = bisect(
             plan, judge, blocks=blocks, max_blocks=max_blocks, check_good=check_good,
             started=lambda number, commit, subject, left: say(

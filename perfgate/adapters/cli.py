@@ -99,7 +99,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 def _measure(args: argparse.Namespace, settings: Settings, repeats: int) -> tuple[list[Job], RunOutcome, str]:
     device, jobs = jobs_of(args, settings)
     measuring = measuring_request(values_of(args), device, settings.windows, progress=progress_printer(args.quiet),
-                                  gate=False)
+                                  gate=False, windows_auto=settings.windows_auto)
     with Starter(settings.start_for(paired=False),
                  warn=lambda line: print(f"perfgate: {line}", file=sys.stderr)) as starter:
         outcome = measuring.repeats(jobs, repeats, starter=starter, out_dir=Path(args.out))

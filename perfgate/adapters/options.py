@@ -402,9 +402,10 @@ def contention_policy(values: Mapping[str, Any], flag: Callable[[str], str] = cl
 
 def measuring_request(values: Mapping[str, Any], device: str, windows: int, *,
                       progress: Callable[[Progress], None], gate: bool,
-                      flag: Callable[[str], str] = cli_flag) -> MeasuringRequest:
+                      flag: Callable[[str], str] = cli_flag, windows_auto: bool = False) -> MeasuringRequest:
     """How a front end's repeats are measured, from its table values: the device, the cache,
-    the timeout, the telemetry, ``windows`` per repeat. ``gate``: with the gate's contention
+    the timeout, the telemetry, ``windows`` per repeat (``windows_auto``: the settings say
+    ``"auto"``, and a script times one window). ``gate``: with the gate's contention
     policy and ``max_reruns`` (a contended repeat is measured again); without, each repeat
     is measured once (``run``, ``rebaseline``, ``calibrate``)."""
     from perfgate.gate.gating import MeasuringRequest
@@ -412,7 +413,8 @@ def measuring_request(values: Mapping[str, Any], device: str, windows: int, *,
 
     cache = values.get("cache_dir")
     measuring = MeasuringRequest(
-        device, Path(cache) if cache else default_cache_dir(), windows=windows, progress=progress,
+        device, Path(cache) if cache else default_cache_dir(), windows=windows, windows_auto=windows_auto,
+        progress=progress,
         timeout_s=value_or_default(values, "timeout"), telemetry=not value_or_default(values, "no_telemetry"))
     if not gate:
         return measuring
@@ -427,7 +429,8 @@ def gate_request(values: Mapping[str, Any], settings: Settings, device: str, job
     contention policy, from the command line and from pytest."""
     from perfgate.gate.gating import GateRequest
 
-    measuring = measuring_request(values, device, settings.windows, progress=progress, gate=True, flag=flag)
+    measuring = measuring_request(values, device, settings.windows, progress=progress, gate=True, flag=flag,
+                                  windows_auto=settings.windows_auto)
     return GateRequest(jobs=tuple(jobs), settings=settings, measuring=measuring,
                        out_dir=Path(value_or_default(values, "out")), announce=announce)
 

@@ -162,7 +162,9 @@ class MeasuringRequest:
     """Timed windows per repeat (a gate's: its settings' ``windows``)."""
     windows_by_workload: Mapping[str, int] = field(default_factory=dict)
     """A paired gate's windows designed per workload (``windows = "auto"``); a workload not
-    named here times ``windows``."""
+    named here times ``windows``, or one window when it is a script under ``"auto"``."""
+    windows_auto: bool = False
+    """``windows = "auto"``: a script (whose steps are one window) times one window, whatever ``windows``."""
     progress: Callable[[Progress], None] = _no_progress
     timeout_s: float = 3600.0
     telemetry: bool = True
@@ -182,7 +184,7 @@ class MeasuringRequest:
         return measure(list(jobs), device=self.device, repeats=repeats, cache_dir=self.cache_dir, out_dir=out_dir,
                        progress=self.progress, timeout_s=self.timeout_s, project_dir=project_dir,
                        telemetry=self.telemetry, contention_check=self.contention_check, max_reruns=self.max_reruns,
-                       reruns_used=reruns_used, starter=starter, windows=self.windows)
+                       reruns_used=reruns_used, starter=starter, windows=self.windows_of(jobs))
 
     def blocks(self, head: Side, base: Side, names: Sequence[str], blocks: int, *, first_block: int = 0,
                starter: Starter = FRESH, reruns_used: Mapping[str, int] | None = None) -> PairedOutcome:
@@ -193,7 +195,13 @@ class MeasuringRequest:
                               timeout_s=self.timeout_s, telemetry=self.telemetry,
                               contention_check=self.contention_check, max_reruns=self.max_reruns,
                               reruns_used=reruns_used, starter=starter,
-                              windows={n: self.windows_by_workload.get(n, self.windows) for n in names})
+                              windows=self.windows_of([head.jobs[n] for n in names]))
+
+    def windows_of(self, jobs: Sequence[Job]) -> dict[str, int]:
+        """Each job's timed windows per process."""
+        return {job.workload.name: self.windows_by_workload.get(
+                    job.workload.name, 1 if self.windows_auto and job.script is not None else self.windows)
+                for job in jobs}
 
 
 @dataclass(frozen=True)

@@ -226,10 +226,12 @@ def expected_windows(name: str, settings: Settings, manifest: RunManifest | None
     why. ``windows = "auto"`` in a paired gate: :func:`perfgate.analysis.design.choose_windows`
     applied to the evidence the measuring job recorded for the workload in ``run.json`` (a
     script: one window), never the windows the results say they have."""
-    if not (settings.windows_auto and paired):
+    if not settings.windows_auto:
         return settings.windows, None
-    if script:
+    if script:  # a script's steps are one window
         return 1, None
+    if not paired:
+        return settings.windows, None
     recorded = manifest.windows_evidence if manifest is not None else None
     if recorded is None or name not in recorded:
         return None, ('windows: the base\'s settings give "auto", and run.json records no design evidence for '

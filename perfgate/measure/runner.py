@@ -159,7 +159,7 @@ def measure(
     max_reruns: int = 3,
     reruns_used: Mapping[str, int] | None = None,
     starter: Starter = FRESH,
-    windows: int = 1,
+    windows: int | Mapping[str, int] = 1,
 ) -> RunOutcome:
     """Measure every job ``repeats`` times; write one result file per successful workload.
 
@@ -170,6 +170,8 @@ def measure(
     A repeat during which other processes loaded the machine (``contention_check`` says
     why) is measured again, up to ``max_reruns`` times per workload; each re-run is named
     in ``RunOutcome.reruns``, and one kept at the limit in ``RunOutcome.contended``.
+    ``windows``: the timed windows in each process, one count or a count per workload (a
+    workload it does not name gets 1).
     """
     if repeats < 1:
         raise ValueError("repeats must be at least 1")
@@ -192,7 +194,8 @@ def measure(
                     # git, and is where the child runs when it is a directory.
                     response = run_one(job, device, index, cache_dir, git, timeout_s, telemetry,
                                        project_dir=project_dir if project_dir and project_dir.is_dir() else None,
-                                       starter=starter, windows=windows)
+                                       starter=starter,
+                                       windows=windows if isinstance(windows, int) else windows.get(name, 1))
                 except PerfgateError as exc:
                     outcome.errors[name] = exc
                     progress(Progress(name, index + 1, repeats, ProgressStatus.FAILED, time.perf_counter() - began,
