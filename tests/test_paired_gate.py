@@ -81,8 +81,11 @@ def test_paired_gate_catches_a_slower_forward_and_names_the_design(repo: Path,
     base = git(repo, "rev-parse", "HEAD")
     commit_change(repo, 'os.environ.get("TINY_FORWARD_DELAY_MS", "0")', 'os.environ.get("TINY_FORWARD_DELAY_MS", "40")',
                   "forward 40 ms slower")
+    # 10 steps a window, not 30: 40 ms more in every forward is still many times the step
+    fewer_steps = [("steps=10" if arg == "steps=30" else arg) for arg in FAST]
+    assert fewer_steps != FAST
     code, out, err = run_cli(["gate", "tiny", "--against", "HEAD~1", *one_look(3), "--markdown", "r.md",
-                              "--json", "r.json", *FAST], capsys)
+                              "--json", "r.json", *fewer_steps], capsys)
     assert code == 1, out + err
     assert f"Decided by: paired, 3 ABBA blocks against {base[:7]}." in out
     text = (repo / "r.md").read_text()

@@ -440,11 +440,15 @@ def test_an_injection_moves_the_named_phase_by_about_its_size(tiny, tmp_path):
     params = tiny.resolve("cpu", {"steps": "30"})
     inject = 40.0
     runs = {}
-    for label, amount in (("plain", {}), ("forward", {"forward": inject})):
-        outcome = measure([Job(tiny, params, {"steps": 30}, inject_ms=amount)], device="cpu", repeats=1,
-                          cache_dir=tmp_path / "cache", out_dir=tmp_path / label, project_dir=tmp_path, telemetry=False)
-        assert not outcome.errors, {k: (e.message, e.detail) for k, e in outcome.errors.items()}
-        runs[label] = outcome.results["tiny"]
+    # both repeats forked from one template (one torch import, not two fresh interpreters)
+    with template.Starter("fork", renew_every=None) as starter:
+        for label, amount in (("plain", {}), ("forward", {"forward": inject})):
+            outcome = measure([Job(tiny, params, {"steps": 30}, inject_ms=amount)], device="cpu", repeats=1,
+                              cache_dir=tmp_path / "cache", out_dir=tmp_path / label, project_dir=tmp_path,
+                              telemetry=False, starter=starter)
+            assert not outcome.errors, {k: (e.message, e.detail) for k, e in outcome.errors.items()}
+            runs[label] = outcome.results["tiny"]
+        assert starter.templates == 1 and starter.fallback is None
     assert INJECTED not in runs["plain"].overrides
     assert runs["forward"].overrides[INJECTED] == {"forward": inject}
     on_disk = json.loads(result_path(tmp_path / "forward", "tiny").read_text())

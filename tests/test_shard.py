@@ -430,7 +430,9 @@ def test_two_shards_of_perfgate_run_judged_together(tmp_path: Path, tiny_path: P
     add_other(tiny_path)
     (tmp_path / "pyproject.toml").write_text('[tool.perfgate]\nrepeats = 2\nmax_blocks = 2\n'
                                              'workloads = ["other", "tiny"]\n')
-    measure = ("--device", "cpu", "--workloads-path", str(tiny_path), "--steps", "3", "--warmup", "1", "--quiet")
+    # forked from a template (one torch import a shard), no telemetry: the sharding is the subject here
+    measure = ("--device", "cpu", "--workloads-path", str(tiny_path), "--steps", "3", "--warmup", "1", "--quiet",
+               "--start", "fork", "--no-telemetry")
     for i in (1, 2):
         assert main(["run", *measure, "--shard", f"{i}/2", "--out", f"shard-{i}"]) == 0, capsys.readouterr().err
     assert sorted(p.name for p in Path("shard-1").iterdir()) == ["other.json"]
