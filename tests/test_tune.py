@@ -489,8 +489,8 @@ def test_tune_loader_on_the_tiny_workload(tiny_path: Path, tmp_path: Path) -> No
     workload = discover([tiny_path]).get("tiny")
     params = workload.resolve("cpu", {"batch_sleep_ms": "40", "steps": "6", "warmup_steps": "1"})
     events = []
-    # 20 s holds two rounds of two settings (the paired comparisons below) while a repeat takes up to 5 s
-    result = tune_loader(workload, params, "cpu", budget_s=20.0, cache_dir=tmp_path / "cache",
+    # 24 s holds two rounds of two settings (the paired comparisons below) while a repeat takes up to 6 s
+    result = tune_loader(workload, params, "cpu", budget_s=24.0, cache_dir=tmp_path / "cache",
                          progress=events.append, overrides={"batch_sleep_ms": 40.0}, cores=2)
     text = result.render()
     assert text.startswith("tune-loader tiny v1 on cpu (2 cores)")
