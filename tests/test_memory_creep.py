@@ -7,8 +7,6 @@ import json
 import math
 import random
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -143,13 +141,20 @@ def test_a_paired_head_that_creeps_against_a_flat_base_fails_on_its_memory_row()
 
 
 @pytest.mark.slow
-def test_a_workload_that_keeps_a_mib_a_step_is_labelled_in_a_real_run(tmp_path: Path):
+def test_a_workload_that_keeps_a_mib_a_step_is_labelled_in_a_real_run(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch):
+    from perfgate.adapters.cli import main
+
     workloads = tmp_path / "workloads"
     workloads.mkdir()
     shutil.copy(Path(__file__).parent / "fixtures" / "leaky_workloads.py", workloads / "leaky_workloads.py")
     out = tmp_path / "out"
-    subprocess.run([sys.executable, "-m", "perfgate", "run", "-q", "--device", "cpu", "--repeats", "2",
-                    "--workloads-path", str(workloads), "--out", str(out), "leaky"], check=True, cwd=tmp_path)
+    monkeypatch.chdir(tmp_path)
+    # perfgate run in this process (no interpreter of its own to start); the two repeats fork
+    # from one template that has imported torch, each a process of its own whose memory grows
+    code = main(["run", "-q", "--device", "cpu", "--repeats", "2", "--start", "fork", "--workloads-path",
+                 str(workloads), "--out", str(out), "--cache-dir", str(tmp_path / "cache"), "leaky"])
+    assert code == 0
     result = result_from_dict(json.loads((out / "leaky.json").read_text()))
     for r in result.repeats:
         assert r.telemetry is not None and r.telemetry["cpu"]["rss_slope"]["samples"] >= 8

@@ -90,9 +90,11 @@ def test_the_workload_example_runs(tmp_path: Path, capsys: pytest.CaptureFixture
 def test_the_pytest_example_runs(pytester: pytest.Pytester) -> None:
     # The `pytest --perfgate` example (docs/pytest.md), as a user's test file: with no baseline yet,
     # its gated workload is measured and the marked test is skipped with the command to record one.
+    # The two repeats fork from one template that has imported torch (one import, not two).
     pytester.makepyfile(test_perf=example("# tests/test_perf.py"))
     result = pytester.runpytest_subprocess("-rs", "--perfgate", "--perfgate-device", "cpu", "--perfgate-repeats", "2",
-                                           "--perfgate-workloads", "mlp", "--perfgate-baselines", "baselines",
-                                           "--perfgate-cache-dir", "cache", "-p", "no:cacheprovider")
+                                           "--perfgate-start", "fork", "--perfgate-workloads", "mlp",
+                                           "--perfgate-baselines", "baselines", "--perfgate-cache-dir", "cache",
+                                           "-p", "no:cacheprovider")
     result.assert_outcomes(skipped=2)  # the gate item perfgate::mlp and the marked test
     result.stdout.fnmatch_lines(["*NO_BASELINE*", "*perfgate rebaseline mlp*"])
