@@ -19,6 +19,7 @@ from perfgate.analysis.design import (
     MAX_AUTO_WINDOWS,
     MIN_AUTO_WINDOWS,
     PILOT_WINDOWS,
+    block_overheads,
     choose_windows,
     evidence_of,
     pooled,
@@ -129,6 +130,36 @@ def test_one_gates_evidence_finds_its_planted_noise_and_costs() -> None:
     assert 0.02 < math.sqrt(found.window_var) < 0.04
     assert found.window_s == pytest.approx(0.08, rel=0.1)  # 8 steps of ~10 ms
     assert found.process_s == pytest.approx(3.0, rel=0.1)
+
+
+def _timed(repeat: RepeatResult, at: float, block: int) -> RepeatResult:
+    return dataclasses.replace(repeat, block=block, started_at=f"2026-12-01T01:{int(at // 60):02d}:{at % 60:06.3f}+00:00")
+
+
+def test_what_a_block_costs_beyond_its_processes_is_found_per_workload() -> None:
+    """Two workloads, six blocks each: a template of 3 s (a) and 1 s (b) before each of their
+    blocks, processes of 2 s (a) and 0.5 s (b), and the counted runs (20 s) once, after block 1."""
+    starts: dict[str, list[RepeatResult]] = {"a": [], "b": []}
+    t, index = 0.0, 0
+    for block in range(6):
+        for name, template, wall in (("a", 3.0, 2.0), ("b", 1.0, 0.5)):
+            t += template
+            for _ in range(4):
+                starts[name].append(_timed(make_repeat(index), t, block))
+                index += 1
+                t += wall
+        if block == 1:
+            t += 20.0
+    found = block_overheads(starts)
+    assert found["a"] == pytest.approx(3.0, abs=1e-3) and found["b"] == pytest.approx(1.0, abs=1e-3)
+
+
+def test_the_block_overhead_is_shared_by_the_blocks_processes() -> None:
+    base = _side(30, process_sd=0.08, window_sd=0.03, seed=2)
+    head = _side(30, process_sd=0.08, window_sd=0.03, seed=3)
+    plain, shared = evidence_of(base, head), evidence_of(base, head, block_overhead_s=2.0)
+    assert plain is not None and shared is not None
+    assert shared.process_s == pytest.approx(plain.process_s + 0.5)  # four processes a block
 
 
 def test_one_window_per_process_or_one_side_alone_tells_nothing() -> None:

@@ -2,8 +2,9 @@
 
 A paired gate's block contrast varies as ``σ_P² + σ_W²/W`` (processes, and windows inside a
 process, the steps' share folded into σ_W²; :mod:`perfgate.analysis.allocation`), and a process
-of ``W`` windows costs ``c_P + W·c_W`` seconds (its start, build and warmup, then its
-windows). The gate decides soonest with the ``W`` that minimises their product, the variance
+of ``W`` windows costs ``c_P + W·c_W`` seconds (its start, build and warmup, its share of
+what its block costs beyond its processes, such as the template a forking start renews at
+every block, then its windows). The gate decides soonest with the ``W`` that minimises their product, the variance
 a second of measuring buys::
 
     W* = argmin over W in [MIN_AUTO_WINDOWS, MAX_AUTO_WINDOWS] of (σ_P² + σ_W²/W) · (c_P + W·c_W)
@@ -29,7 +30,7 @@ whatever the windows, only the time to a decision changes.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from statistics import median
 
 from perfgate.analysis.driver import recorded_instant
@@ -37,8 +38,8 @@ from perfgate.analysis.stats.components import repeats_components
 from perfgate.model.design import DesignEvidence
 from perfgate.model.result import RepeatResult
 
-__all__ = ["KEEP_GATES", "MAX_AUTO_WINDOWS", "MIN_AUTO_WINDOWS", "PILOT_WINDOWS", "choose_windows",
-           "describe_choice", "evidence_of", "pooled"]
+__all__ = ["KEEP_GATES", "MAX_AUTO_WINDOWS", "MIN_AUTO_WINDOWS", "PILOT_WINDOWS", "block_overheads",
+           "choose_windows", "describe_choice", "evidence_of", "pooled"]
 
 PILOT_WINDOWS = 3
 """Windows per process when the runner has no evidence for a workload yet (measured on a 2-core
@@ -109,10 +110,38 @@ def _process_seconds(repeats: Sequence[RepeatResult]) -> float | None:
     return float(median(gaps)) if gaps else None
 
 
-def evidence_of(base: Sequence[RepeatResult], head: Sequence[RepeatResult]) -> DesignEvidence | None:
+def block_overheads(repeats: Mapping[str, Sequence[RepeatResult]]) -> dict[str, float]:
+    """Per workload (``repeats``: each workload's repeats of one gate, both sides), the median
+    wall time before one of its blocks that no process of the gate holds: the template
+    started for that block (a forking start renews it at every block), the parent's work
+    between blocks. It is the span from the last process start before the block's first one
+    to that first one, less the earlier process's own wall time (its workload's median gap
+    inside a block). The once-a-gate parts (the counted runs after the first look) are one
+    span each, left out by the median; the gate's first block has no span before it."""
+    events: list[tuple[float, str, int]] = []
+    for name, these in repeats.items():
+        for repeat in these:
+            moment = recorded_instant(repeat.started_at)
+            if repeat.block is not None and moment is not None:
+                events.append((moment.timestamp(), name, repeat.block))
+    events.sort()
+    walls = {name: _process_seconds(these) for name, these in repeats.items()}
+    spans: dict[str, list[float]] = {}
+    for (t0, n0, b0), (t1, n1, b1) in zip(events, events[1:], strict=False):
+        wall = walls.get(n0)
+        if (n0, b0) == (n1, b1) or wall is None:
+            continue  # inside one workload's block, or nothing to subtract
+        spans.setdefault(n1, []).append(max(t1 - t0 - wall, 0.0))
+    return {name: float(median(v)) for name, v in spans.items()}
+
+
+def evidence_of(base: Sequence[RepeatResult], head: Sequence[RepeatResult],
+                block_overhead_s: float = 0.0) -> DesignEvidence | None:
     """What one paired gate measured of one workload (both sides' repeats), or None when it
     cannot tell: fewer than two windows per process (the window level is then not seen), too
-    few processes, or no recorded starts to time a process by."""
+    few processes, or no recorded starts to time a process by. ``block_overhead_s``: what a
+    block of the workload costs beyond its processes (:func:`block_overheads`), shared by the
+    block's processes in ``process_s``."""
     if not base or not head or any(r.windows < 2 for r in (*base, *head)):
         return None
     found = repeats_components({"base": base, "head": head})
@@ -126,9 +155,15 @@ def evidence_of(base: Sequence[RepeatResult], head: Sequence[RepeatResult]) -> D
         return None
     window_s = float(median(r.window_s / r.windows for r in (*base, *head)))
     timed_s = float(median(r.window_s for r in (*base, *head)))
+    per_block: dict[int, int] = {}
+    for repeat in (*base, *head):
+        if repeat.block is not None:
+            per_block[repeat.block] = per_block.get(repeat.block, 0) + 1
+    processes = float(median(per_block.values())) if per_block else 4.0
     try:
         return DesignEvidence(process_var=found.process_sd ** 2, process_df=found.process_df, window_var=window_var,
-                              window_df=found.window_df, process_s=max(process_wall - timed_s, 0.0),
+                              window_df=found.window_df,
+                              process_s=max(process_wall - timed_s, 0.0) + max(block_overhead_s, 0.0) / processes,
                               window_s=window_s)
     except ValueError:
         return None

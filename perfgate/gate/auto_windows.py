@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from perfgate.analysis.design import KEEP_GATES, choose_windows, describe_choice, evidence_of, pooled
+from perfgate.analysis.design import (
+    KEEP_GATES,
+    block_overheads,
+    choose_windows,
+    describe_choice,
+    evidence_of,
+    pooled,
+)
 from perfgate.model.design import DesignEvidence
 from perfgate.model.job import Job
 from perfgate.model.result import RunResult
@@ -44,8 +51,9 @@ def keep_evidence(results: Mapping[str, tuple[RunResult, RunResult]], device: st
     """What the gate measured of each workload's noise and costs (``results``: its base and head
     results), kept for the runner's next gates; a workload it cannot tell about adds nothing,
     and evidence that cannot be written is announced, never a failure of the gate."""
+    overheads = block_overheads({name: (*base.repeats, *head.repeats) for name, (base, head) in results.items()})
     for name, (base, head) in results.items():
-        found = evidence_of(base.repeats, head.repeats)
+        found = evidence_of(base.repeats, head.repeats, overheads.get(name, 0.0))
         if found is None:
             continue
         try:

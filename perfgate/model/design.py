@@ -40,7 +40,8 @@ class DesignEvidence:
     workload's steps per window included)."""
     window_df: int
     process_s: float
-    """Seconds one process costs beyond its timed windows (start or fork, build, warmup)."""
+    """Seconds one process costs beyond its timed windows: its start or fork, build and warmup,
+    and its share of what its block costs beyond its processes (a forking start's template)."""
     window_s: float
     """Seconds one timed window costs."""
     gates: int = 1
