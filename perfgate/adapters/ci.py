@@ -298,7 +298,16 @@ class PairedSides:
         of its own repository), or, when ``--base-dir`` is no git checkout, the pull request's
         base commit out of the workspace's repository. Removed afterwards."""
         needed = "the paired design needs it to check out both sides"
-        repo = repository_root(Path.cwd(), who="perfgate ci --design paired", needed=needed)
+        try:
+            repo = repository_root(Path.cwd(), who="perfgate ci --design paired", needed=needed)
+        except UsageError:
+            repo = None
+        if repo is None:
+            # a workspace that is no git checkout (its files copied in place): both sides run
+            # where they lie, the head from the workspace and the base from --base-dir
+            here = Path.cwd().resolve()
+            yield SiblingTrees(BaseTree(self.checkout.commit, here, here), self.checkout)
+            return
         head = resolve_commit(repo, "HEAD", role="the pull request's checkout", needed=needed)
         if self.base_commit is not None:
             source, base = self.checkout.root, self.base_commit
