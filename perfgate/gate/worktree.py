@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Any, NoReturn
 
 from perfgate.model.errors import UsageError
 from perfgate.text.inert import terminal
@@ -46,18 +47,28 @@ def git(repo: Path, *args: str, check: bool = False,
     """``git -C repo ARGS`` with hooks and fsmonitor off (the tree under test is not trusted to
     run code in git), a bounded wait and messages in English; ``needed`` says, when git is
     missing, what needed it. ``check``: a failure is one UsageError line with git's last line."""
+    done: subprocess.CompletedProcess[str] = _run_git(repo, args, needed=needed, text=True)
+    if check and done.returncode != 0:
+        _failed(args, done.stderr)
+    return done
+
+
+def _run_git(repo: Path, args: tuple[str, ...], *, needed: str, text: bool) -> subprocess.CompletedProcess[Any]:
+    """The one way perfgate runs git (:func:`git`): hooks and fsmonitor off, English, a bounded
+    wait; output as text, or as bytes (``text=False``) for file names of any encoding."""
     cmd = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-C", str(repo), *args]
     env = {**os.environ, "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"}
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=_GIT_TIMEOUT_S, env=env)
+        return subprocess.run(cmd, capture_output=True, text=text, timeout=_GIT_TIMEOUT_S, env=env)
     except FileNotFoundError:
         raise UsageError(f"git is not installed: {needed}") from None
     except subprocess.TimeoutExpired:
         raise UsageError(f"git {' '.join(args[:2])} did not finish within {_GIT_TIMEOUT_S:.0f} s") from None
-    if check and done.returncode != 0:
-        tail = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        raise UsageError(f"git {' '.join(args[:2])} failed: {tail}")
-    return done
+
+
+def _failed(args: tuple[str, ...], stderr: str) -> NoReturn:
+    tail = (stderr.strip().splitlines() or ["no message"])[-1]
+    raise UsageError(f"git {' '.join(args[:2])} failed: {tail}")
 
 
 def repository_root(directory: Path, *, who: str = "--against",
@@ -233,17 +244,9 @@ def sibling_worktrees(repo: Path, head_commit: str, base_commit: str, *, base_so
 def _git_paths(repo: Path, *args: str) -> list[str]:
     """The NUL-separated paths ``git -C repo ARGS -z`` prints, decoded as the file system's
     names (any bytes survive the round trip)."""
-    cmd = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-C", str(repo), *args, "-z"]
-    env = {**os.environ, "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"}
-    try:
-        done = subprocess.run(cmd, capture_output=True, timeout=_GIT_TIMEOUT_S, env=env)
-    except FileNotFoundError:
-        raise UsageError("git is not installed: the paired gate needs it to copy the working tree") from None
-    except subprocess.TimeoutExpired:
-        raise UsageError(f"git {' '.join(args[:2])} did not finish within {_GIT_TIMEOUT_S:.0f} s") from None
+    done = _run_git(repo, (*args, "-z"), needed="the paired gate needs it to copy the working tree", text=False)
     if done.returncode != 0:
-        tail = (os.fsdecode(done.stderr).strip().splitlines() or ["no message"])[-1]
-        raise UsageError(f"git {' '.join(args[:2])} failed: {tail}")
+        _failed(args, os.fsdecode(done.stderr))
     return [os.fsdecode(p) for p in done.stdout.split(b"\0") if p]
 
 
