@@ -21,7 +21,8 @@ Each figure is printed with its Monte-Carlo standard error. Then what REGRESSION
 workload, ρ = 0.5, first look 6): its chance at δ/2, 2δ/3, δ and 2δ, and A/A gates' PASS
 share and blocks. Then the stored design's cells through the real simulator
 (``perfgate.analysis.simulate``), fewer gates: a 1% process noise (a GPU runner), one and
-three baseline recordings of 10 repeats.
+three baseline recordings of 10 repeats, the day sd assumed (1%, 4 df) or measured from 30
+history runs (``rebaseline --day-history``), at true day sds of 1%, 0.3% and 0.
 """
 
 from __future__ import annotations
@@ -115,19 +116,23 @@ def stored_cells(gates: int) -> None:
     from perfgate.model.verdict import Verdict
 
     print(f"\nStored baseline (the real simulator and driver, {gates} gates a row; process sd 1% (a GPU runner), "
-          f"a true day-to-day sd of 1% (the gate's assumption), baselines of 10 repeats a recording, first look "
-          f"5 current repeats, three workloads, the first changed, δ {DELTA:.0%}):", flush=True)
-    noise = Noise(run_sd_log=0.01, ar=0.0, day_sd_log=0.01, outlier_rate=0.0, throttle_rate=0.0)
-    for recordings in (1, 3):
-        for label, effect in (("A/A", 0.0), ("2δ", 2 * DELTA)):
+          f"baselines of 10 repeats a recording, first look 5 current repeats, three workloads, the first changed, "
+          f"δ {DELTA:.0%}; 'false REGRESSION' counts the two unchanged workloads; at δ/2, the edge of the "
+          f"REGRESSION test's null, the changed workload's REGRESSION share is its own false-alarm rate):", flush=True)
+    rows = [(0.01, 1, 0), (0.01, 3, 0), (0.01, 1, 30), (0.003, 1, 0), (0.003, 1, 30), (0.0, 1, 30)]
+    for day_sd, recordings, history in rows:
+        noise = Noise(run_sd_log=0.01, ar=0.0, day_sd_log=day_sd, outlier_rate=0.0, throttle_rate=0.0)
+        day = f"day sd measured from {history} runs" if history else "day sd assumed 1% (4 df)"
+        for label, effect in (("A/A", 0.0), ("δ/2", DELTA / 2), ("2δ", 2 * DELTA)):
             started = time.perf_counter()
             cell = simulate(Scenario(noise, effect, paired=False, recordings=recordings, baseline_repeats=10,
-                                     repeats=5), gates, GateConfig(delta=DELTA), seed=5)
+                                     repeats=5, history_runs=history), gates, GateConfig(delta=DELTA), seed=5)
             false = cell.false_regression_share
-            print(f"  {recordings} recording{'s' if recordings > 1 else ' '}, {label:>3}: changed workload REGRESSION "
-                  f"{cell.share(Verdict.REGRESSION) * 100:5.1f}%, PASS {cell.share(Verdict.PASS) * 100:5.1f}%; "
-                  f"false REGRESSION {false * 100:.2f}% ± {_se(false, gates) * 100:.2f} "
-                  f"({time.perf_counter() - started:.0f} s)", flush=True)
+            changed = cell.share(Verdict.REGRESSION)
+            print(f"  true day sd {day_sd:.1%}, {recordings} recording{'s' if recordings > 1 else ' '}, {day}, "
+                  f"{label:>3}: changed workload REGRESSION {changed * 100:5.1f}% ± {_se(changed, gates) * 100:.1f}, "
+                  f"PASS {cell.share(Verdict.PASS) * 100:5.1f}%; false REGRESSION {false * 100:.2f}% ± "
+                  f"{_se(false, gates) * 100:.2f} ({time.perf_counter() - started:.0f} s)", flush=True)
 
 
 def main() -> int:

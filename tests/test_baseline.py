@@ -75,7 +75,7 @@ def test_file_is_sorted_indented_with_trailing_newline_and_versioned(tmp_path: P
     assert text == json.dumps(data, sort_keys=True, indent=2) + "\n"
     assert not text.endswith("\n\n")
     assert data["kind"] == BASELINE_KIND
-    assert data["schema_version"] == BASELINE_SCHEMA_VERSION == 2
+    assert data["schema_version"] == BASELINE_SCHEMA_VERSION == 3
     assert data["workload"] == "tiny" and data["workload_version"] == 1
     assert data["environment_key"] == ENV.key()
     assert data["params"] == {"batch_size": 8, "steps": 10}
@@ -588,9 +588,9 @@ def test_a_schema_1_baseline_written_by_the_previous_code_loads_and_judges_as_it
         assert now.shares == pytest.approx(was["shares"], abs=1e-12)
         step = [float(v) for v in was["raw_ms"]["step"].split()]
         assert now.per_step_ms["step"] == pytest.approx(sum(step) / len(step))
-    # what it writes back is schema 2 and reads as the same baseline
+    # what it writes back is the current schema (3) and reads as the same baseline
     again = baseline_from_dict(json.loads(json.dumps(baseline.to_dict())))
-    assert baseline.to_dict()["schema_version"] == 2 and again == baseline
+    assert baseline.to_dict()["schema_version"] == 3 and again == baseline and baseline.day_variation is None
     assert "raw_ms" not in json.dumps(baseline.to_dict()) and "throttled" not in json.dumps(baseline.to_dict())
 
 

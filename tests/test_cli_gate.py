@@ -119,7 +119,7 @@ def test_bad_result_files(capsys, tmp_path: Path, content: str, message: str) ->
     [
         (lambda text: "", "baseline file is empty"),
         (lambda text: text[: len(text) // 2], "not valid JSON"),
-        (lambda text: text.replace('"schema_version": 2', '"schema_version": 3'), "upgrade perfgate"),
+        (lambda text: text.replace('"schema_version": 3', '"schema_version": 4'), "upgrade perfgate"),
         (lambda text: text.replace('"step": ', '"step": NaN, "x": ', 1), "non-finite"),
         (lambda text: text.replace('"kind": "perfgate.baseline"', '"kind": "perfgate.run-result"'), "not a perfgate.baseline file"),
     ],

@@ -137,6 +137,7 @@ def cmd_rebaseline(args: argparse.Namespace) -> int:
     if args.from_results and args.script is not None:
         raise UsageError("--from-results records result files already measured; --script measures the script "
                          "(give one of them)")
+    history = None if args.day_history is None else history_cli.day_history(args.day_history, args.config)
     if args.from_results:
         results = {r.workload: r for r in load_results_dir(Path(args.from_results))}
         if args.workloads:
@@ -173,11 +174,13 @@ def cmd_rebaseline(args: argparse.Namespace) -> int:
         if c is not None and (c.device != result.device or c.workload_version != result.workload_version):
             raise UsageError(f"{name}: its counted run is of {c.device} v{c.workload_version}, the result of "
                              f"{result.device} v{result.workload_version}: count the same code and device again")
+    days = history_cli.day_variations(*history, results) if history is not None else {}
     for name, result in results.items():
         key = result.environment.key()
         path = baseline_path(settings.baselines, key, name)
         existing = load_baseline(path) if path.exists() else None
-        baseline = updated_baseline(existing, result, reason, append=args.append, max_recordings=args.max_recordings)
+        baseline = updated_baseline(existing, result, reason, append=args.append, max_recordings=args.max_recordings,
+                                    day_variation=days.get(name))
         save_baseline(baseline, settings.baselines)
         kept = len(baseline.recordings)
         what = "appended to" if args.append and existing else ("replaced" if existing else "created")
@@ -435,6 +438,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="add a recording to the existing baseline (day-to-day noise) instead of replacing it")
     p.add_argument("--max-recordings", type=int, default=10, help="recordings kept with --append (default 10)")
     p.add_argument("--from-results", metavar="DIR", help="record from result files already on disk, without measuring")
+    p.add_argument("--day-history", nargs="?", const=True, metavar="PATH|URL",
+                   help="record this runner's day-to-day variation with the baseline, measured from the last 30 "
+                        "stored-design runs of each workload in the history store (at least 5; default store: as "
+                        "`perfgate history` finds it); the gate then uses it instead of the assumed 1%%")
     add_script_options(p)
     add_options(p, ("baselines", "no_counters"), help={
         "no_counters": "record no counted run beside the baseline ([tool.perfgate] counters = false does the same)"})

@@ -26,16 +26,18 @@ from __future__ import annotations
 import argparse
 import sys
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from perfgate.adapters import options
 from perfgate.analysis.changepoints import ChangePoint, find_changes
 from perfgate.gate.config import load_settings
+from perfgate.model.baseline import DayVariation
 from perfgate.model.errors import EXIT_OK, UsageError
 from perfgate.model.manifest import DESIGNS
 from perfgate.model.repeat import MEDIAN, PER_STEP, STATISTIC_WORDS, STATISTICS
-from perfgate.model.result import ROWS
+from perfgate.model.result import ROWS, RunResult
 from perfgate.report.changes import ChangeRow, render_changes
 from perfgate.store.history import (
     HISTORY_SCHEMA_VERSION,
@@ -135,6 +137,31 @@ def load_table(store: Location) -> Any:
     for line in rows.skipped:
         print(f"perfgate: warning: {line}", file=sys.stderr)
     return frame(rows)
+
+
+def day_history(value: str | bool, config: str) -> tuple[Location, Any]:
+    """``rebaseline --day-history [PATH|URL]``: the store (the value, else the one ``history``
+    commands use by default) and its table, read before anything is measured or written."""
+    args = argparse.Namespace(history=None if value is True else value, config=config)
+    store = store_of(args)
+    return store, load_table(store)
+
+
+def day_variations(store: Location, table: Any, results: Mapping[str, RunResult]) -> dict[str, DayVariation]:
+    """Each result's workload's job-to-job variation measured from ``table`` (``--day-history``),
+    said on stdout; a workload with too few runs there is a UsageError before any baseline is written."""
+    from perfgate.analysis.day_variation import day_variation
+
+    shown = terminal(str(store), 200)
+    out = {}
+    for name, result in results.items():
+        day = day_variation(table, workload=name, workload_version=result.workload_version,
+                            environment_key=result.environment.key(), source=shown)
+        words = ", ".join(f"{STATISTIC_WORDS[k]} {v * 100:.2f}%" for k, v in day.sd_log.items())
+        print(f"{name}: day-to-day variation from {day.runs} runs in {shown} ({day.first_date} to {day.last_date}): "
+              f"{words}, {day.df} df")
+        out[name] = day
+    return out
 
 
 def serialise(df: Any, fmt: str) -> bytes:

@@ -62,14 +62,25 @@ WORKLOAD_FIELDS = ("delta", "memory_threshold", "gate_phases", "phase_q", "phase
 the looks, the estimation settings) are the whole run's and come from its own config."""
 
 
+def day_term(baseline: Baseline, row: str, config: GateConfig, statistic: str = PER_STEP) -> tuple[float, float]:
+    """The day sd and its degrees of freedom a stored estimate of ``row`` uses: the baseline's
+    measured job-to-job variation for the step (``rebaseline --day-history``), else the
+    assumed one (the phases always: the variation is measured on the step)."""
+    day = baseline.day_variation
+    if day is not None and row == "step" and statistic in day.sd_log:
+        return day.sd_log[statistic], float(day.df)
+    return config.assumed_day_sd_log, config.day_prior_df
+
+
 def _estimate(current: Sequence[float], baseline: Baseline, row: str, config: GateConfig,
               statistic: str = PER_STEP) -> LogRatio:
+    sd, df = day_term(baseline, row, config, statistic)
     return log_ratio(
         current,
         baseline.recording_values(row, statistic),
         confidence=config.confidence,
-        assumed_day_sd_log=config.assumed_day_sd_log,
-        day_prior_df=config.day_prior_df,
+        assumed_day_sd_log=sd,
+        day_prior_df=df,
         outlier_sd=config.outlier_sd,
     )
 

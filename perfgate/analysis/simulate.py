@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import math
 import time
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -66,8 +67,9 @@ from perfgate.analysis.driver import drive, schedule_for
 from perfgate.analysis.decide import GateConfig
 from perfgate.analysis.outcome import Entry, Pairing
 from perfgate.analysis.stats import LogRatio, log_ratio
-from perfgate.model.baseline import Baseline
+from perfgate.model.baseline import Baseline, DayVariation
 from perfgate.model.environment import Environment
+from perfgate.model.repeat import MEDIAN, PER_STEP
 from perfgate.model.result import RepeatResult, RunResult
 from perfgate.model.verdict import Verdict
 from perfgate.model.workload import PHASES
@@ -132,6 +134,10 @@ class Scenario:
     None: none, the gate stops at ``max_blocks``."""
     recordings: int = 1
     """Stored: baseline recordings, each in a job of its own."""
+    history_runs: int = 0
+    """Stored: jobs of each workload's history whose spread is recorded with its baseline
+    (``rebaseline --day-history``: each job ``baseline_repeats`` processes, its mean log
+    value one run); 0: none, the gate assumes the day sd."""
     repeats: int = 5
     """Stored: current repeats at the first look (then a look after every repeat)."""
     baseline_repeats: int = 5
@@ -178,7 +184,8 @@ class Scenario:
     def design(self) -> str:
         if self.paired:
             return f"paired, {self.blocks} blocks"
-        return f"stored, {self.recordings} recording{'s' if self.recordings != 1 else ''}"
+        history = f", day sd from {self.history_runs} runs" if self.history_runs else ""
+        return f"stored, {self.recordings} recording{'s' if self.recordings != 1 else ''}{history}"
 
 
 @dataclass(frozen=True)
@@ -444,6 +451,18 @@ class _DrawnRepeats(_Drawn):
                 baselines[n] = updated_baseline(baselines[n], _run_result(n, recorded[n], s.phases),
                                                 f"simulated recording {k + 1}", append=k > 0,
                                                 max_recordings=max(s.recordings, 1), now=_NOW)
+        if s.history_runs:
+            for n in gate.names:
+                means = []
+                for _ in range(s.history_runs):
+                    job = _Job(gate.rng, s.noise)
+                    means.append(float(np.mean([math.log(gate._value(job, n, False).value_ms)
+                                                for _ in range(s.baseline_repeats)])))
+                sd = float(np.std(means, ddof=1))
+                day = DayVariation({PER_STEP: sd, MEDIAN: sd}, s.history_runs, "2026-01-01", "2026-01-31", "simulated")
+                recorded_base = baselines[n]
+                assert recorded_base is not None, "a scenario records at least one baseline"
+                baselines[n] = dataclasses.replace(recorded_base, day_variation=day)
         self.lookups = {n: Lookup(baselines[n], Path("simulated") / f"{n}.json") for n in gate.names}
         self.job = _Job(gate.rng, s.noise)
 
@@ -470,6 +489,8 @@ def _seed(s: Scenario, seed: int) -> np.random.SeedSequence:
                                                   s.clock_dip_rate, s.clock_dip)]
     if s.windows != 1 or s.window_sd:  # only then, so that every earlier scenario keeps its draws
         ints += [s.windows, round(s.window_sd * 1_000_000)]
+    if s.history_runs:
+        ints += [1_000_000 + s.history_runs]
     # The estimator is left out on purpose: the three estimators see the same draws.
     return np.random.SeedSequence([seed, *ints])
 

@@ -17,6 +17,7 @@ reading never modifies them.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from statistics import median
@@ -29,8 +30,12 @@ from perfgate.model.schema import Fields, migrate, number_series
 from perfgate.model.workload import PHASES
 
 BASELINE_KIND = "perfgate.baseline"
-BASELINE_SCHEMA_VERSION = 2
+BASELINE_SCHEMA_VERSION = 3
 DEFAULT_MAX_RECORDINGS = 10
+MIN_DAY_RUNS = 5
+"""The fewest runs a measured day-to-day variation is taken from (4 df: as much as the
+assumption it replaces is worth, :data:`~perfgate.analysis.stats.estimate.DEFAULT_DAY_PRIOR_DF`)."""
+MAX_DAY_RUNS = 1000
 
 
 def repeat_to_dict(repeat: Repeat) -> dict[str, Any]:
@@ -116,6 +121,56 @@ class LeftOut:
 
 
 @dataclass(frozen=True)
+class DayVariation:
+    """This runner's job-to-job variation of a workload, measured from its history store
+    (``perfgate rebaseline --day-history``) and recorded with the baseline.
+
+    ``sd_log`` holds, per statistic (``per_step``, ``median``), the sd over ``runs`` runs of
+    each run's mean log step summary: the spread of one job's result around another's, day
+    effect and repeat noise together, so an upper bound of the day term. ``runs - 1`` is its
+    degrees of freedom. The gate uses it for the time per step instead of the assumed day sd
+    (``assumed_day_sd_log``, worth ``day_prior_df``)."""
+
+    sd_log: Mapping[str, float]
+    runs: int
+    first_date: str
+    last_date: str
+    source: str
+    """Where it was measured, for the reader (the store's file name or masked URL)."""
+
+    @property
+    def df(self) -> int:
+        return self.runs - 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sd_log": dict(self.sd_log), "runs": self.runs, "first_date": self.first_date,
+                "last_date": self.last_date, "source": self.source}
+
+
+def day_variation_from_dict(data: object, where: str) -> DayVariation:
+    f = Fields(data, where)
+    raw = f.get("sd_log", dict)
+    if not raw:
+        raise ValueError(f"{where}.sd_log: names no statistic")
+    sd: dict[str, float] = {}
+    for name in raw:
+        if name not in STATISTICS:
+            raise ValueError(f"{where}.sd_log: unknown statistic {name!r}; statistics: {', '.join(STATISTICS)}")
+        value = f.sub("sd_log").number(name, low=0.0, high=1.0)
+        assert value is not None
+        sd[name] = value
+    runs = f.integer("runs", low=MIN_DAY_RUNS, high=MAX_DAY_RUNS)
+    assert runs is not None
+    texts = {k: f.get(k, str) for k in ("first_date", "last_date", "source")}
+    for k in ("first_date", "last_date"):  # shown in the pull request's comment: a date or nothing
+        if not (texts[k] == "unknown" or re.fullmatch(r"\d{4}-\d{2}-\d{2}", texts[k])):
+            raise ValueError(f"{where}.{k}: expected a date YYYY-MM-DD or 'unknown', got {texts[k][:40]!r}")
+    if len(texts["source"]) > 200 or not texts["source"].isprintable():
+        raise ValueError(f"{where}.source: not a short printable text")
+    return DayVariation(sd, runs, texts["first_date"], texts["last_date"], texts["source"])
+
+
+@dataclass(frozen=True)
 class Baseline:
     workload: str
     workload_version: int
@@ -123,6 +178,8 @@ class Baseline:
     environment_key: str
     params: Mapping[str, Any]
     recordings: tuple[Recording, ...]
+    day_variation: DayVariation | None = None
+    """The runner's measured job-to-job variation (None: the gate assumes one)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -134,6 +191,7 @@ class Baseline:
             "environment_key": self.environment_key,
             "params": dict(self.params),
             "recordings": [r.to_dict() for r in self.recordings],
+            "day_variation": None if self.day_variation is None else self.day_variation.to_dict(),
         }
 
     def recording_values(self, row: str, statistic: str = PER_STEP) -> list[list[float]]:
@@ -365,7 +423,12 @@ def _v1_to_v2(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "recordings": upgraded}
 
 
-BASELINE_MIGRATIONS: dict[int, Any] = {1: _v1_to_v2}
+def _v2_to_v3(data: dict[str, Any]) -> dict[str, Any]:
+    """Schema 3 adds ``day_variation`` (null: none measured, the gate assumes one)."""
+    return {**data, "day_variation": None}
+
+
+BASELINE_MIGRATIONS: dict[int, Any] = {1: _v1_to_v2, 2: _v2_to_v3}
 """Each migration takes a document of version N and returns one of version N + 1 (in memory;
 the file is never rewritten by reading it)."""
 
@@ -385,4 +448,6 @@ def baseline_from_dict(data: object) -> Baseline:
         environment_key=f.get("environment_key", str),
         params=f.get("params", dict),
         recordings=tuple(_recording_from_dict(r, f"recordings[{i}]") for i, r in enumerate(recordings)),
+        day_variation=(None if (day := f.get("day_variation", dict, optional=True)) is None
+                       else day_variation_from_dict(day, "day_variation")),
     )

@@ -186,12 +186,18 @@ def noise_line(c: WorkloadComparison, power: float) -> str:
         return (f"Noise: run-to-run variation {percent(est.within_sd_log)} within blocks (block model, "
                 f"{est.n_current} head and {est.n_baseline} base repeats, {est.df:g} df); block-to-block "
                 f"{percent(est.between_sd_log)}, removed by the design. " + detect)
-    if est.recordings > 1:
+    day = c.baseline.day_variation if c.baseline is not None else None
+    if day is not None:
+        day_source = (f"measured on this runner: {day.runs} runs in the history store, {day.first_date} to "
+                      f"{day.last_date}; an upper bound, repeat noise included")
+        if est.recordings > 1:
+            day_source += f", with the {est.recordings} recordings"
+    elif est.recordings > 1:
         day_source = f"{est.recordings} recordings"
         if est.between_sd_log_data is not None:
             day_source += f", {percent(est.between_sd_log_data)} seen between them"
     else:
-        day_source = "assumed: the baseline has one recording"
+        day_source = "assumed: the baseline has one recording; `perfgate rebaseline --day-history` measures it"
     return (
         f"Noise: run-to-run variation {percent(est.current_sd_log)} in this run "
         f"({est.n_current} repeats), {percent(est.baseline_sd_log)} in the baseline "

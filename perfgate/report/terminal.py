@@ -195,7 +195,9 @@ def gate_table(outcome: GateOutcome) -> str:
                          f"{percent(c.time.mde, signed=True)}")
         else:
             lines.append(f"noise: run-to-run {percent(est.current_sd_log)} now, {percent(est.baseline_sd_log)} in "
-                         f"the baseline, day-to-day {percent(est.between_sd_log)}; smallest detectable slowdown "
+                         f"the baseline, day-to-day {percent(est.between_sd_log)}"
+                         f"{' (measured)' if c.baseline is not None and c.baseline.day_variation else ''}; "
+                         f"smallest detectable slowdown "
                          f"{percent(c.time.mde, signed=True)}")
         if c.memory is not None:
             lines.append(f"memory: {t(c.memory.reason)}")

@@ -15,6 +15,7 @@ from pathlib import Path
 from perfgate.model.baseline import (
     DEFAULT_MAX_RECORDINGS,
     Baseline,
+    DayVariation,
     Provenance,
     Recording,
     as_stored,
@@ -64,8 +65,12 @@ def baseline_path(root: Path, environment_key: str, workload: str) -> Path:
 
 
 def updated_baseline(existing: Baseline | None, result: RunResult, reason: str, *, append: bool,
-                     max_recordings: int = DEFAULT_MAX_RECORDINGS, now: datetime | None = None) -> Baseline:
-    """The baseline ``rebaseline`` writes: a new one, or ``existing`` with one more recording."""
+                     max_recordings: int = DEFAULT_MAX_RECORDINGS, now: datetime | None = None,
+                     day_variation: DayVariation | None = None) -> Baseline:
+    """The baseline ``rebaseline`` writes: a new one, or ``existing`` with one more recording.
+
+    ``day_variation`` (``--day-history``) is recorded with it; without one, an appended
+    baseline keeps the variation it had and a new one has none (the gate assumes it)."""
     if not reason.strip():
         raise UsageError("--reason must say why the baseline changes")
     recording = recording_from_result(result, reason.strip(), now=now)
@@ -83,6 +88,8 @@ def updated_baseline(existing: Baseline | None, result: RunResult, reason: str, 
                 "rebaseline without --append to replace it"
             )
         recordings = (*existing.recordings, recording)[-max_recordings:]
+        if day_variation is None:
+            day_variation = existing.day_variation
     return Baseline(
         workload=result.workload,
         workload_version=result.workload_version,
@@ -90,6 +97,7 @@ def updated_baseline(existing: Baseline | None, result: RunResult, reason: str, 
         environment_key=result.environment.key(),
         params=dict(result.params),
         recordings=recordings,
+        day_variation=day_variation,
     )
 
 
