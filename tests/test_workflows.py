@@ -1119,6 +1119,13 @@ def test_the_rebaseline_step_passes_inputs_as_arguments(tmp_path: Path, bin_dir:
         "rebaseline", "a", "b", "--reason", 'new loader; "intended" $(touch pwned)', "--device", "cuda",
         "--cache-dir", f"{tmp_path}/perfgate-cache", "--out", "perfgate-artifacts/results", "--append"]
     assert not (tmp_path / "pwned").exists()
+    # day_history: the runner's day-to-day variation from the store the job records into
+    for store, expected in (("", f"{tmp_path}/.local/share/perfgate/history.sqlite"),
+                            ("postgresql://perf@db/history", "postgresql://perf@db/history")):
+        done = bash(script, tmp_path, {**env, "APPEND": "false", "DAY_HISTORY": "true", "HISTORY": store,
+                                       "HOME": str(tmp_path)}, bin_dir)
+        assert done.returncode == 0, done.stderr
+        assert (tmp_path / "argv").read_text().splitlines()[-2:] == ["--day-history", expected]
 
 
 @pytest.mark.parametrize(("pyproject", "store"), [
