@@ -118,12 +118,13 @@ def stored_cells(gates: int) -> None:
     print(f"\nStored baseline (the real simulator and driver, {gates} gates a row; process sd 1% (a GPU runner), "
           f"baselines of 10 repeats a recording, first look 5 current repeats, three workloads, the first changed, "
           f"δ {DELTA:.0%}; 'false REGRESSION' counts the two unchanged workloads; at δ/2, the edge of the "
-          f"REGRESSION test's null, the changed workload's REGRESSION share is its own false-alarm rate):", flush=True)
+          f"REGRESSION test's null, the changed workload's REGRESSION share is its own false-alarm rate; at δ its "
+          f"PASS share is the PASS error, promised ≤ 2.5%):", flush=True)
     rows = [(0.01, 1, 0), (0.01, 3, 0), (0.01, 1, 30), (0.003, 1, 0), (0.003, 1, 30), (0.0, 1, 30)]
     for day_sd, recordings, history in rows:
         noise = Noise(run_sd_log=0.01, ar=0.0, day_sd_log=day_sd, outlier_rate=0.0, throttle_rate=0.0)
         day = f"day sd measured from {history} runs" if history else "day sd assumed 1% (4 df)"
-        for label, effect in (("A/A", 0.0), ("δ/2", DELTA / 2), ("2δ", 2 * DELTA)):
+        for label, effect in (("A/A", 0.0), ("δ/2", DELTA / 2), ("δ", DELTA), ("2δ", 2 * DELTA)):
             started = time.perf_counter()
             cell = simulate(Scenario(noise, effect, paired=False, recordings=recordings, baseline_repeats=10,
                                      repeats=5, history_runs=history), gates, GateConfig(delta=DELTA), seed=5)
@@ -131,7 +132,8 @@ def stored_cells(gates: int) -> None:
             changed = cell.share(Verdict.REGRESSION)
             print(f"  true day sd {day_sd:.1%}, {recordings} recording{'s' if recordings > 1 else ' '}, {day}, "
                   f"{label:>3}: changed workload REGRESSION {changed * 100:5.1f}% ± {_se(changed, gates) * 100:.1f}, "
-                  f"PASS {cell.share(Verdict.PASS) * 100:5.1f}%; false REGRESSION {false * 100:.2f}% ± "
+                  f"PASS {cell.share(Verdict.PASS) * 100:5.1f}% ± {_se(cell.share(Verdict.PASS), gates) * 100:.1f}; "
+                  f"false REGRESSION {false * 100:.2f}% ± "
                   f"{_se(false, gates) * 100:.2f} ({time.perf_counter() - started:.0f} s)", flush=True)
 
 
