@@ -29,6 +29,13 @@ medians and ratios from one run):
     share inside timed windows; for the A/A gates the spread of log ratio / its se (1 when the
     gates' own intervals hold the spread between gates).
 
+``aa``
+    Paired A/A gates of the small CNN against its own copy. With one fixed look (``--blocks N
+    --max-blocks N``) it also sends each gate's t through its own df and the normal quantile:
+    over gates of unchanged code these are N(0, 1) when the intervals hold every source of
+    spread, so the sum of their squares against χ² on the gates' count tests for a spread
+    between gates that the within-gate intervals leave out.
+
 ``budget``
     From a ``components --out`` file: per start, the blocks a fixed budget (10 minutes) holds at
     the measured cost per process, and the smallest δ at which 80% of simulated A/A gates
@@ -39,6 +46,7 @@ medians and ratios from one run):
     python benchmarks/repeat_cost.py efficiency --workload small-cnn --blocks 12
     python benchmarks/repeat_cost.py efficiency --workload resnet18-cifar10 --blocks 12
     python benchmarks/repeat_cost.py aa --gates 20 --budget none --blocks 6 --max-blocks 6 --no-counters
+    python benchmarks/repeat_cost.py aa --gates 10 --budget none --blocks 10 --max-blocks 10 --windows 3 --no-counters
     python benchmarks/repeat_cost.py budget components.json --minutes 10
     python benchmarks/repeat_cost.py defaults --aa 10 --slow 5 --delta 0.05 --out defaults.json
 """
@@ -57,6 +65,8 @@ import tempfile
 import time
 from pathlib import Path
 from statistics import median
+
+from scipy import stats
 
 HERE = Path(__file__).resolve().parent
 SMALL = HERE / "workloads" / "small_cnn.py"
@@ -176,7 +186,7 @@ def cmd_efficiency(args: argparse.Namespace) -> int:
 def cmd_aa(args: argparse.Namespace) -> int:
     repo = _scratch("small-cnn")
     verdicts: dict[str, int] = {}
-    blocks, shares = [], []
+    blocks, shares, normal = [], [], []
     try:
         for i in range(args.gates):
             g = _gate(repo, [*(["--budget", args.budget] if args.budget != "none" else []),
@@ -185,6 +195,11 @@ def cmd_aa(args: argparse.Namespace) -> int:
                              *(["--no-counters"] if args.no_counters else [])],
                       f"aa{i}")
             verdicts[g["verdict"]] = verdicts.get(g["verdict"], 0) + 1
+            est = g["estimate"] or {}
+            if est.get("se_log") and est.get("df"):
+                # the gate's t on its own df, sent through the normal quantile: N(0, 1) over gates of
+                # unchanged code when the intervals hold every source of spread (one fixed look)
+                normal.append(float(stats.norm.ppf(stats.t.cdf(math.log(est["ratio"]) / est["se_log"], est["df"]))))
             blocks.append(g["blocks"])
             shares.append(g["measuring"]["share"])
             print(f"gate {i + 1:2}: {g['verdict']:12} {g['blocks']:2} blocks, {g['wall_s']:.0f} s, "
@@ -195,6 +210,13 @@ def cmd_aa(args: argparse.Namespace) -> int:
           f"{args.budget}): " + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())))
     print(f"blocks median {median(blocks)}, timed share median {median(shares):.0%}; "
           f"load average after {os.getloadavg()[0]:.2f}")
+    if len(normal) >= 3:
+        mean = sum(normal) / len(normal)
+        sd = (sum((x - mean) ** 2 for x in normal) / (len(normal) - 1)) ** 0.5
+        q = sum(x * x for x in normal)
+        print(f"t on its df as a normal quantile over {len(normal)} gates: mean {mean:+.2f}, sd {sd:.2f}; sum of "
+              f"squares {q:.1f} on {len(normal)} df, P(chi2 >= it) = {stats.chi2.sf(q, len(normal)):.3f} (small: "
+              "a spread between gates that the intervals leave out; meaningful with one fixed look only)")
     return 0
 
 
