@@ -101,6 +101,7 @@ def test_a_bad_day_variation_is_refused_naming_its_field(field: str, value: obje
 def test_the_variation_is_the_sd_of_the_runs_mean_logs_of_this_workloads_stored_clean_runs(tmp_path: Path) -> None:
     scales = [1.0, 1.02, 0.99, 1.01, 0.97, 1.03]
     mine = [run_at(day + 1, s) for day, s in enumerate(scales)]
+    mine[2] = dataclasses.replace(mine[2], environment=dataclasses.replace(mine[2].environment, git_dirty=None))
     others = [run_at(20, 1.5, dirty=True), run_at(21, 0.5, version=2), run_at(22, 2.0, workload="other")]
     table = load(history_with(tmp_path, mine + others))
     day = day_variation(table, workload="tiny", workload_version=1, environment_key=ENV.key(), source="h.sqlite")

@@ -48,7 +48,7 @@ def day_variation(rows: pd.DataFrame, *, workload: str, workload_version: int, e
         raise ValueError(f"max_runs must be at least {MIN_DAY_RUNS}, got {max_runs}")
     mine = rows[(rows["workload"] == workload) & (rows["workload_version"] == workload_version)
                 & (rows["environment_key"] == environment_key) & (rows["design"] == "stored")
-                & (rows["phase"] == "step") & (rows["dirty"] != True)]  # noqa: E712 (<NA> is kept: unknown)
+                & (rows["phase"] == "step") & ~rows["dirty"].fillna(False).astype(bool)]  # unknown (<NA>): kept
     values = mine[["run_id", "date", *_COLUMNS.values()]]
     finite = np.isfinite(values[list(_COLUMNS.values())].astype("float64")).all(axis=1)
     positive = (values[list(_COLUMNS.values())] > 0).all(axis=1)
