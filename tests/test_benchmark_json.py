@@ -25,9 +25,10 @@ from perfgate.analysis.compare import compare
 from perfgate.analysis.decide import GateConfig
 from perfgate.analysis.outcome import Entry, GateOutcome
 from perfgate.analysis.stats import SampleSummary, log_ratio_from_summaries
-from perfgate.model.baseline import Baseline
+from perfgate.model.baseline import Baseline, DayVariation
 from perfgate.model.errors import EXIT_ERROR, FileFormatError
 from perfgate.model.result import RunResult
+from perfgate.model.repeat import MEDIAN, PER_STEP
 from perfgate.model.verdict import Verdict
 from perfgate.model.workload import PHASES
 from perfgate.report.markdown import render_markdown
@@ -63,11 +64,14 @@ def by_name(results: list[RunResult]) -> dict[str, RunResult]:
     return {r.workload: r for r in results}
 
 
-def judge(base: list[RunResult], current: list[RunResult], config: GateConfig = CFG) -> GateOutcome:
-    """Record a baseline from ``base`` (as ``rebaseline --from-results`` does) and compare."""
+def judge(base: list[RunResult], current: list[RunResult], config: GateConfig = CFG,
+          day_variation: DayVariation | None = None) -> GateOutcome:
+    """Record a baseline from ``base`` (as ``rebaseline --from-results`` does, with
+    ``day_variation`` as ``--day-history`` records it) and compare."""
     baselines = by_name(base)
     entries = [
-        Entry(c.workload, c, Lookup(updated_baseline(None, baselines[c.workload], "test", append=False),
+        Entry(c.workload, c, Lookup(updated_baseline(None, baselines[c.workload], "test", append=False,
+                                                     day_variation=day_variation),
                                     Path(f"baselines/{c.environment.key()}/{c.workload}.json")))
         for c in current
     ]
@@ -226,6 +230,16 @@ def test_one_run_per_side_catches_the_slower_sort_and_says_it_used_blocks() -> N
     assert "Welch on the medians of 10 vs" in sort.reason and "contiguous blocks" in sort.reason
     assert "run-to-run variation is not measured, assumed 1.0%" in sort.reason
     assert "test_micro.py::test_sort[5000]" in sort.reason
+
+
+def test_one_run_per_side_stands_the_measured_day_variation_in_for_the_run_to_run_one() -> None:
+    measured = DayVariation({PER_STEP: 0.02, MEDIAN: 0.03}, 10, "2026-11-01", "2026-11-30", "h.sqlite")
+    base, slower = load_benchmark_file(fixture("base-1")), load_benchmark_file(fixture("slower-1"))
+    plain, told = (next(c for c in judge(base, slower, day_variation=d).comparisons if c.workload == SORT)
+                   for d in (None, measured))
+    assert "run-to-run variation is not measured, measured on this runner 3.0%" in told.reason
+    assert plain.time is not None and told.time is not None
+    assert told.time.estimate.se_log > plain.time.estimate.se_log  # 3% measured instead of 1% assumed
 
 
 def test_the_same_run_against_itself_is_no_regression() -> None:

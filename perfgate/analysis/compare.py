@@ -170,7 +170,10 @@ def _step_estimate(result: RunResult, summary: WorkloadSummary, baseline: Baseli
     recorded = [benchmark_data(rec.data) for rec in baseline.recordings]
     modes = {current.statistics, *(r.statistics if r else None for r in recorded)}
     origin = f"pytest-benchmark {current.benchmark or result.workload}"
-    assumed = f"{config.assumed_day_sd_log * 100:.1f}%"
+    # One run a side: the day sd (the baseline's measured one when it has it) stands in for the
+    # run-to-run variation, as day_term gives it to every stored estimate of the step.
+    median_day, per_step_day = (day_term(baseline, "step", config, s)[0] for s in (MEDIAN, PER_STEP))
+    source = "measured on this runner" if baseline.day_variation is not None else "assumed"
     if modes == {Statistics.PROCESSES}:
         est = _estimate(summary.per_repeat("step", MEDIAN), baseline, "step", config, MEDIAN)
         return est, (f"statistics: Welch on the per-run medians of {est.n_current} vs {est.n_baseline} "
@@ -179,18 +182,18 @@ def _step_estimate(result: RunResult, summary: WorkloadSummary, baseline: Baseli
         est = _estimate(summary.per_repeat("step", MEDIAN), baseline, "step", config, MEDIAN)
         return est, (f"statistics: one {origin} run per side, Welch on the medians of {est.n_current} vs "
                      f"{est.n_baseline} contiguous blocks of its rounds; run-to-run variation is not "
-                     f"measured, assumed {assumed}")
+                     f"measured, {source} {median_day * 100:.1f}%")
     if modes <= {Statistics.BLOCKS, Statistics.SUMMARY}:
         est = log_ratio_from_summaries(
             _run_summary(current, "current"),
             [_run_summary(r, f"baseline recording {j + 1}") for j, r in enumerate(recorded)],
             confidence=config.confidence,
-            assumed_day_sd_log=config.assumed_day_sd_log,
+            assumed_day_sd_log=per_step_day,
         )
         return est, (f"statistics: one {origin} run per side, summary statistics only (no raw rounds, or "
                      f"too few for blocks), Welch on the log mean of {est.n_current} vs {est.n_baseline} "
                      f"rounds taken as independent (delta method); run-to-run variation is not measured, "
-                     f"assumed {assumed}")
+                     f"{source} {per_step_day * 100:.1f}%")
     raise ValueError(f"the current run and the baseline recordings mix single runs and several runs "
                      f"({', '.join(sorted(str(m) for m in modes))}); rebaseline without --append")
 
