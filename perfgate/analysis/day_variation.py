@@ -49,13 +49,11 @@ def day_variation(rows: pd.DataFrame, *, workload: str, workload_version: int, e
     mine = rows[(rows["workload"] == workload) & (rows["workload_version"] == workload_version)
                 & (rows["environment_key"] == environment_key) & (rows["design"] == "stored")
                 & (rows["phase"] == "step") & ~rows["dirty"].fillna(False).astype(bool)]  # unknown (<NA>): kept
-    values = mine[["run_id", "date", *_COLUMNS.values()]]
-    finite = np.isfinite(values[list(_COLUMNS.values())].astype("float64")).all(axis=1)
-    positive = (values[list(_COLUMNS.values())] > 0).all(axis=1)
-    values = values[finite & positive]
-    logs = values.assign(**{c: np.log(values[c].astype("float64")) for c in _COLUMNS.values()})
-    runs = logs.groupby("run_id", sort=False).agg(date=("date", "first"),
-                                                  **{c: (c, "mean") for c in _COLUMNS.values()})
+    columns = list(_COLUMNS.values())
+    values = mine[columns].astype("float64")
+    usable = (np.isfinite(values) & (values > 0)).all(axis=1)
+    logs = mine.loc[usable, ["run_id", "date"]].assign(**{c: np.log(values.loc[usable, c]) for c in columns})
+    runs = logs.groupby("run_id", sort=False).agg(date=("date", "first"), **{c: (c, "mean") for c in columns})
     runs = runs.reset_index().sort_values(["date", "run_id"], kind="stable").tail(max_runs)
     found = len(runs)
     if found < MIN_DAY_RUNS:

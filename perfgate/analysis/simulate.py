@@ -52,9 +52,9 @@ windows against fresh processes with.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone

@@ -149,14 +149,14 @@ class DayVariation:
 
 def day_variation_from_dict(data: object, where: str) -> DayVariation:
     f = Fields(data, where)
-    raw = f.get("sd_log", dict)
-    if not raw:
+    by_statistic = f.sub("sd_log")
+    if not by_statistic.data:
         raise ValueError(f"{where}.sd_log: names no statistic")
     sd: dict[str, float] = {}
-    for name in raw:
+    for name in by_statistic.data:
         if name not in STATISTICS:
             raise ValueError(f"{where}.sd_log: unknown statistic {name!r}; statistics: {', '.join(STATISTICS)}")
-        value = f.sub("sd_log").number(name, low=0.0, high=1.0)
+        value = by_statistic.number(name, low=0.0, high=1.0)
         assert value is not None
         sd[name] = value
     runs = f.integer("runs", low=MIN_DAY_RUNS, high=MAX_DAY_RUNS)
