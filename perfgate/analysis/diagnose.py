@@ -55,7 +55,7 @@ from statistics import median
 
 from perfgate.analysis.memory import memory_creep
 from perfgate.analysis.ranks import COMM, STRAGGLER_SHARE, comm_share, stragglers
-from perfgate.model.result import CLAMP_NOTE_MS, RunResult, finite_number
+from perfgate.model.result import BLOCKING_COPY_SYNC, CLAMP_NOTE_MS, GRAD_SCALER_SYNC, RunResult, finite_number
 from perfgate.model.script import script_path_of
 from perfgate.model.workload import COMPUTE_PHASES, PHASE_WORDS, PHASES
 
@@ -65,15 +65,6 @@ CRITICAL_SHARE = 0.20
 COMPUTE_SHARE = 0.90
 CLOCK_RATIO = (0.95, 1.02)
 """On CUDA the device steps' sum over the window's wall time outside this range is CLOCK-MISMATCH."""
-
-GRAD_SCALER_SYNC = "GradScaler.step (one per step)"
-"""fp16 with an optimizer that cannot take the scaler's inf check on the device:
-``GradScaler.step`` reads it with ``.item()`` before every step (a repeat's
-``torch_settings["synchronizes"]`` names it so)."""
-
-BLOCKING_COPY_SYNC = "blocking host-to-device copy (one per copied tensor per step)"
-"""Batches copied from pageable host memory (``pin_memory=false``): each copy blocks the host
-until the device has run everything queued before it."""
 
 SYNC_FIXES = {
     GRAD_SCALER_SYNC: "for GradScaler: precision=bf16 needs no scaler (bf16 has fp32's exponent range; "

@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from perfgate.analysis.diagnose import BLOCKING_COPY_SYNC, GRAD_SCALER_SYNC
 from perfgate.measure import telemetry_host
 from perfgate.measure.inject import injection_delays
 from perfgate.measure.timeline import (
@@ -43,7 +42,7 @@ from perfgate.measure.timeline import (
 from perfgate.measure.telemetry import TelemetrySampler
 from perfgate.measure.template import process_start
 from perfgate.model.errors import PerfgateError, WorkloadError
-from perfgate.model.result import RepeatResult
+from perfgate.model.result import BLOCKING_COPY_SYNC, GRAD_SCALER_SYNC, RepeatResult
 from perfgate.model.workload import (
     BuildContext,
     Built,

@@ -70,9 +70,10 @@ _READY_TIMEOUT_S = 300.0
 _PRELOAD = ("torch", "torch._dynamo", "torch._inductor", "perfgate.measure.worker", "perfgate.measure.loop", "perfgate.measure.fingerprint",
             "perfgate.measure.telemetry", "perfgate.store.discovery")
 """What the template imports: torch and the measuring code every repeat runs. Never the
-tree under test. ``torch._dynamo`` and ``torch._inductor`` (about 1.7 s here) because
-``torch.use_deterministic_algorithms``, which every repeat calls, imports them; importing
-them runs no torch op and initialises no device."""
+tree under test. ``torch._dynamo`` and ``torch._inductor`` (about 1 s here) because every
+repeat imports them: building any ``torch.optim`` optimizer imports ``torch._dynamo`` (which
+imports inductor's config), and ``torch.use_deterministic_algorithms`` imports inductor's
+config; importing them runs no torch op and initialises no device."""
 _OPTIONAL = ("torchvision",)
 """Imported when they import (the environment fingerprint of every repeat reads torchvision's
 version; the reference workloads use it); when one fails, each child meets it as today."""

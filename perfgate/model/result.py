@@ -250,6 +250,18 @@ stamps and the largest raise (``torch_settings.cuda_window.clamped_stamps``,
 ``largest_clamp_ms``), and the diagnosis names larger raises (CLOCK-MISMATCH)."""
 
 
+# The synchronisations a step can make that ``torch_settings["synchronizes"]`` names (the
+# measuring side detects them; the diagnosis advises on them).
+GRAD_SCALER_SYNC = "GradScaler.step (one per step)"
+"""fp16 with an optimizer that cannot take the scaler's inf check on the device:
+``GradScaler.step`` reads it with ``.item()`` before every step (a repeat's
+``torch_settings["synchronizes"]`` names it so)."""
+
+BLOCKING_COPY_SYNC = "blocking host-to-device copy (one per copied tensor per step)"
+"""Batches copied from pageable host memory (``pin_memory=false``): each copy blocks the host
+until the device has run everything queued before it."""
+
+
 def _torch_settings(f: Fields) -> dict[str, Any]:
     """``torch_settings``: free-form, but the values that are read are checked: the
     synchronisations a step makes (a list of strings) and the CUDA window's facts."""
