@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 import numpy as np
+from scipy import fft as sp_fft
 from scipy import optimize, special
 
 __all__ = ["DEFAULT_GAMMA", "PIVOTS", "Schedule", "crossing_levels", "information_levels", "spent", "t_boundary"]
@@ -59,13 +60,14 @@ DEFAULT_GAMMA = 1.0
 """The spending function's γ: near Pocock's boundary, which spends early enough that a gate
 stopped by its budget at a third of its planned blocks has spent most of its α."""
 
-_GRID_PER_SD = 8
-"""Grid points per standard deviation of the smallest increment between looks (the levels
-are within 0.2% of a grid three times as fine)."""
-_MAX_GRID = 800
+_GRID_PER_SD = 16
+"""Grid points per standard deviation of the smallest increment between looks (on fractions
+drawn at random, the levels are within 0.5% of a grid four times as fine; median 0.1%)."""
+_MAX_GRID = 1600
 """At most this many grid points: with hundreds of looks the grid stays coarse enough to be fast."""
 _TAIL_SD = 9.0
 """How far below zero (in sd of W at the look) the grid reaches; the mass lost there is < 1e-18."""
+_NEWTON_STEPS = 40
 
 
 def spent(t: float, alpha: float, gamma: float = DEFAULT_GAMMA) -> float:
@@ -80,6 +82,61 @@ def spent(t: float, alpha: float, gamma: float = DEFAULT_GAMMA) -> float:
 
 def _norm_sf(x: np.ndarray | float) -> np.ndarray | float:
     return special.ndtr(-np.asarray(x, dtype=float)) if isinstance(x, np.ndarray) else float(special.ndtr(-x))
+
+
+def _phi(z: np.ndarray) -> np.ndarray:
+    return np.exp(-0.5 * z * z) / _SQRT_2PI
+
+
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
+
+
+def _grid(lo: float, top: float, step: float) -> tuple[np.ndarray, np.ndarray, int]:
+    """The points ``lo + i * step`` below ``top``, then ``top`` itself, with their trapezoid
+    weights, and the number of evenly spaced points. On such grids the density carried from one
+    look to the next is a convolution of the evenly spaced points (their differences are
+    multiples of ``step``), plus the two end points' terms."""
+    even = lo + step * np.arange(max(int(math.floor((top - lo) / step)), 0) + 1)
+    if even.size > 1 and top - even[-1] < 1e-9 * step:
+        even = even[:-1]
+    x = np.append(even, top)
+    w = np.full(x.size, step)
+    last = top - even[-1]
+    w[0] = step / 2.0
+    w[even.size - 1] = (step + last) / 2.0 if even.size > 1 else last / 2.0
+    w[-1] = last / 2.0
+    return x, w, even.size
+
+
+def _convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    size = a.size + b.size - 1
+    n = sp_fft.next_fast_len(size, real=True)
+    return sp_fft.irfft(sp_fft.rfft(a, n) * sp_fft.rfft(b, n), n)[:size]
+
+
+def _boundary(mass: np.ndarray, x: np.ndarray, sd: float, target: float, guess: float, low: float,
+              high: float) -> float:
+    """The bound b with ``P(W + N(0, sd^2) > b) = target`` for the carried ``mass`` at ``x``:
+    Newton's method from ``guess`` (the crossing probability is smooth and decreasing in b),
+    Brent's within ``low``-``high`` where Newton leaves the bracket or does not settle."""
+    b = guess
+    for _ in range(_NEWTON_STEPS):
+        z = (b - x) / sd
+        value = float(np.dot(mass, special.ndtr(-z))) - target
+        slope = -float(np.dot(mass, _phi(z))) / sd
+        if slope == 0.0 or not math.isfinite(value):
+            break
+        move = value / slope
+        b -= move
+        if not low < b < high:
+            break
+        if abs(move) < 1e-10:
+            return b
+
+    def crossing(bound: float) -> float:
+        return float(np.dot(mass, _norm_sf((bound - x) / sd))) - target
+
+    return float(optimize.brentq(crossing, low, high, xtol=1e-12, rtol=1e-12))
 
 
 @functools.lru_cache(maxsize=8192)
@@ -100,51 +157,42 @@ def crossing_levels(alpha: float, fractions: tuple[float, ...], gamma: float = D
     target = spent(t[0], alpha, gamma)
     c = -float(special.ndtri(target)) if target > 0 else math.inf
     levels.append(target)
-    b = c * math.sqrt(t[0])
     if t.size == 1:
         return tuple(levels)
     lo = -_TAIL_SD * math.sqrt(t[-1])
+    ceiling = _TAIL_SD * math.sqrt(t[-1])
     step = max(min(float(np.min(np.diff(t))), float(t[0])) ** 0.5 / _GRID_PER_SD, 2 * -lo / _MAX_GRID)
-
-    def grid(upper: float) -> tuple[np.ndarray, np.ndarray]:
-        top = min(upper, _TAIL_SD * math.sqrt(t[-1]))
-        n = max(int(math.ceil((top - lo) / step)), 2)
-        x = np.linspace(lo, top, n + 1)
-        w = np.full(x.size, x[1] - x[0])
-        w[0] = w[-1] = (x[1] - x[0]) / 2.0  # trapezoid
-        return x, w
-
-    x, w = grid(b)
+    x, w, even = _grid(lo, min(c * math.sqrt(t[0]), ceiling), step)
     density = np.exp(-0.5 * x * x / t[0]) / math.sqrt(2.0 * math.pi * t[0])
     previous = spent(t[0], alpha, gamma)
+    z_last = c if math.isfinite(c) else 3.0
     for k in range(1, t.size):
-        dt = float(t[k] - t[k - 1])
-        sd = math.sqrt(dt)
+        sd = math.sqrt(float(t[k] - t[k - 1]))
         mass = density * w
         now = spent(t[k], alpha, gamma)
         target = now - previous
         previous = now
-
-        def crossing(bound: float) -> float:
-            return float(np.dot(mass, _norm_sf((bound - x) / sd)))  # noqa: B023  called in this look only
-
         if target <= 0:
             bk = math.inf
         else:
             high = x[-1] + 12.0 * sd
-            if crossing(high) >= target:  # numerically nothing left to spend at this look
+            if float(np.dot(mass, _norm_sf((high - x) / sd))) >= target:  # numerically nothing left to spend here
                 bk = high
             else:
-                bk = float(optimize.brentq(lambda v: crossing(v) - target,  # noqa: B023  solved in this look
-                                           x[0] - 12.0 * sd, high,
-                                           xtol=1e-12, rtol=1e-12))
+                bk = _boundary(mass, x, sd, target, z_last * math.sqrt(t[k]), x[0] - 12.0 * sd, high)
         levels.append(float(special.ndtr(-bk / math.sqrt(t[k]))) if math.isfinite(bk) else 0.0)
+        if math.isfinite(bk):
+            z_last = bk / math.sqrt(t[k])
         if k == t.size - 1:
             break
-        nx, nw = grid(bk)
-        kernel = np.exp(-0.5 * ((nx[:, None] - x[None, :]) / sd) ** 2) / (sd * math.sqrt(2.0 * math.pi))
-        density = kernel @ mass
-        x, w = nx, nw
+        nx, nw, n_even = _grid(lo, min(bk, ceiling), step)
+        new = np.empty(nx.size)
+        offsets = np.arange(-(even - 1), n_even) * step  # new even point i minus old even point j
+        new[:n_even] = _convolve(mass[:even], _phi(offsets / sd) / sd)[even - 1:even - 1 + n_even]
+        new[:n_even] += mass[-1] * _phi((nx[:n_even] - x[-1]) / sd) / sd  # from the old top
+        new[-1] = float(np.dot(mass, _phi((nx[-1] - x) / sd))) / sd  # to the new top
+        density = np.maximum(new, 0.0)  # the transform's rounding leaves tiny negatives far in the tails
+        x, w, even = nx, nw, n_even
     return tuple(levels)
 
 
