@@ -14,7 +14,7 @@ import pytest
 from perfgate.analysis.compare import compare
 from perfgate.analysis.decide import GateConfig
 from perfgate.analysis.diagnose import diagnose
-from perfgate.analysis.memory import CREEP_FLOOR_BYTES, MemoryDecision, creep_rule, memory_creep
+from perfgate.analysis.memory import CREEP_FLOOR_BYTES, MemoryDecision, creep_rule, excess, memory_creep
 from perfgate.analysis.outcome import Entry, Pairing
 from perfgate.measure.telemetry import TelemetrySampler
 from perfgate.measure.telemetry_host import memory_slope
@@ -124,6 +124,25 @@ def test_the_rule_head_creeps_base_flat_is_a_regression_and_both_creeping_change
     assert creep_rule(passing, flat, grows) == passing  # creep that went away is not gated
     assert creep_rule(passing, grows, None) == passing  # the reference's slope not known
     assert creep_rule(passing, grows, []) == passing
+
+
+def test_a_head_within_the_reach_of_a_noisy_base_is_not_labelled():
+    """A slowed step (a sleep in forward) over a base whose resident memory grows with time:
+    the head's interval is above the floor and the base's reaches below it, but the base's
+    reaches the head's growth too; the difference is noise, not creep (measured once as
+    427 KiB per step [177, 677] against 163.6 [-186, 514], and labelled before this rule)."""
+    passing = MemoryDecision(Verdict.PASS, 1.0, "peak memory +0.0% (median of 5 vs 5 repeats), within the 10% threshold")
+    kib = 1024.0
+    [head] = memory_creep(planted(make_result(repeats=5), [v * kib for v in (350, 400, 427, 460, 500)]).repeats)
+    [base] = memory_creep(planted(make_result(repeats=5), [v * kib for v in (0, 500, -100, 400, 18)]).repeats)
+    assert head.creeps and not base.creeps and base.high > head.per_step  # what the rule once labelled
+    difference, low, high = excess(head, base)
+    assert difference == pytest.approx(head.per_step - base.per_step) and low < CREEP_FLOOR_BYTES < high
+    assert creep_rule(passing, [head], [base], "base side") == passing
+    # the same head over a base measured flat is labelled
+    [flat] = memory_creep(planted(make_result(repeats=5), [0.0] * 5, stderr=0.001).repeats)
+    assert excess(head, flat)[1] > CREEP_FLOOR_BYTES
+    assert creep_rule(passing, [head], [flat], "base side").verdict is Verdict.REGRESSION
 
 
 def test_a_paired_head_that_creeps_against_a_flat_base_fails_on_its_memory_row():

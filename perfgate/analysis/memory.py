@@ -12,7 +12,9 @@ bytes per second. Per repeat it becomes bytes per step (× the window's seconds 
 over the repeats, their mean and the 95% t interval around it (the figure shown is the
 interval's centre, so it can never sit outside its own interval). A side creeps
 when the interval's lower bound is above :data:`CREEP_FLOOR_BYTES` (64 KiB); a head that creeps
-against a reference measured not to is a REGRESSION of the memory row. Both creeping, or
+against a reference measured not to, and grows more than it by more than that floor beyond
+the noise of both (a slowed step holds more seconds, over which a process's memory may grow
+with time, not with steps), is a REGRESSION of the memory row. Both creeping, or
 neither, changes nothing; a reference whose slopes were not recorded (a stored baseline
 keeps no telemetry) is not known, and changes nothing either.
 """
@@ -95,6 +97,10 @@ class Creep:
     repeats: int
     growing: int
     """Repeats whose own slope is above :data:`CREEP_FLOOR_BYTES`."""
+    se: float = 0.0
+    """The standard error of ``per_step`` (bytes per step)."""
+    df: float = math.inf
+    """Its degrees of freedom (``low``..``high`` is ``per_step`` ± the t quantile on them × ``se``)."""
 
     @property
     def creeps(self) -> bool:
@@ -148,18 +154,37 @@ def memory_creep(repeats: Sequence[RepeatResult]) -> list[Creep]:
             se, df = max(spread, within), k - 1  # agreeing repeats still carry their own noise
         half = float(stats.t.ppf(0.975, df)) * se
         out.append(Creep(what, centre, centre - half, centre + half, k,
-                         sum(1 for v in per_step if v > CREEP_FLOOR_BYTES)))
+                         sum(1 for v in per_step if v > CREEP_FLOOR_BYTES), se, float(df)))
     return out
+
+
+def excess(head: Creep, reference: Creep) -> tuple[float, float, float]:
+    """How much more the head grows per step than the reference: (difference, and its 95%
+    interval), Welch's: each side's standard error on its own degrees of freedom."""
+    difference = head.per_step - reference.per_step
+    variances = (head.se * head.se, reference.se * reference.se)
+    se = math.sqrt(sum(variances))
+    if se == 0.0:
+        return difference, difference, difference
+    finite = [(v, df) for v, df in zip(variances, (head.df, reference.df), strict=True) if math.isfinite(df)]
+    welch = sum(v * v / df for v, df in finite if df > 0)
+    df = (se ** 4) / welch if welch > 0 else math.inf
+    half = float(stats.t.ppf(0.975, df)) * se if math.isfinite(df) else 1.959963984540054 * se
+    return difference, difference - half, difference + half
 
 
 def creep_rule(memory: MemoryDecision, head: Sequence[Creep], reference: Sequence[Creep] | None,
                side: str = "baseline") -> MemoryDecision:
     """``memory`` made a REGRESSION when the head creeps in a kind of memory the reference
-    (``side``: "baseline" or "base side") measured and does not creep in; else unchanged."""
+    (``side``: "baseline" or "base side") measured and does not creep in, and the head grows
+    more than the reference by more than :data:`CREEP_FLOOR_BYTES` per step beyond noise (the
+    lower bound of :func:`excess`): a reference whose own interval reaches the head's growth
+    has not shown that it grows less. Else unchanged."""
     if reference is None:
         return memory
     measured = {c.what: c for c in reference}
-    new = [(c, measured[c.what]) for c in head if c.creeps and c.what in measured and not measured[c.what].creeps]
+    new = [(c, measured[c.what]) for c in head if c.creeps and c.what in measured and not measured[c.what].creeps
+           and excess(c, measured[c.what])[1] > CREEP_FLOOR_BYTES]
     if not new:
         return memory
     found = "; ".join(f"MEMORY-CREEP: {c.describe()}, the {side} shows none "
