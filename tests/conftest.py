@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import shlex
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -13,6 +14,17 @@ FIXTURES = Path(__file__).parent / "fixtures"
 # The history store's engines (``backend``, parametrized SQLite and PostgreSQL) and the
 # session's PostgreSQL server (``postgres``): tests/pg_server.py.
 pytest_plugins = ["pg_server"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C as an interactive shell delivers it, whatever started the suite: a background
+    job of a non-interactive shell (``cmd &``, ``nohup``) starts with SIGINT ignored, which
+    Python then leaves ignored and every process it starts inherits, so the tests that
+    interrupt a gate (tests/test_interrupted.py, tests/test_process_groups.py) would wait
+    out their repeats' timeouts instead. A handler, unlike an ignored signal, is reset to
+    the default in a started program."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
