@@ -24,7 +24,7 @@ def test_no_module_a_repeat_runs_imports_scipy_or_pandas() -> None:
 import importlib, json, pkgutil, sys
 import perfgate.measure as measure
 from perfgate.measure.template import _PRELOAD
-names = [m for m in _PRELOAD] + ["perfgate.measure." + i.name for i in pkgutil.walk_packages(measure.__path__)
+names = list(_PRELOAD) + ["perfgate.measure." + i.name for i in pkgutil.walk_packages(measure.__path__)
                                   if i.name.split(".")[0] not in {PARENT_ONLY!r}]
 for name in names:
     importlib.import_module(name)

@@ -169,7 +169,7 @@ def excess(head: Creep, reference: Creep) -> tuple[float, float, float]:
     finite = [(v, df) for v, df in zip(variances, (head.df, reference.df), strict=True) if math.isfinite(df)]
     welch = sum(v * v / df for v, df in finite if df > 0)
     df = (se ** 4) / welch if welch > 0 else math.inf
-    half = float(stats.t.ppf(0.975, df)) * se if math.isfinite(df) else 1.959963984540054 * se
+    half = float(stats.t.ppf(0.975, df)) * se  # infinite df: the normal quantile
     return difference, difference - half, difference + half
 
 

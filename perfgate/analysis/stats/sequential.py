@@ -68,6 +68,7 @@ _MAX_GRID = 1600
 _TAIL_SD = 9.0
 """How far below zero (in sd of W at the look) the grid reaches; the mass lost there is < 1e-18."""
 _NEWTON_STEPS = 40
+"""Newton steps a look's bound may take before Brent's method finds it instead."""
 
 
 def spent(t: float, alpha: float, gamma: float = DEFAULT_GAMMA) -> float:
@@ -84,11 +85,11 @@ def _norm_sf(x: np.ndarray | float) -> np.ndarray | float:
     return special.ndtr(-np.asarray(x, dtype=float)) if isinstance(x, np.ndarray) else float(special.ndtr(-x))
 
 
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
+
+
 def _phi(z: np.ndarray) -> np.ndarray:
     return np.exp(-0.5 * z * z) / _SQRT_2PI
-
-
-_SQRT_2PI = math.sqrt(2.0 * math.pi)
 
 
 def _grid(lo: float, top: float, step: float) -> tuple[np.ndarray, np.ndarray, int]:
@@ -122,7 +123,7 @@ def _boundary(mass: np.ndarray, x: np.ndarray, sd: float, target: float, guess: 
     b = guess
     for _ in range(_NEWTON_STEPS):
         z = (b - x) / sd
-        value = float(np.dot(mass, special.ndtr(-z))) - target
+        value = float(np.dot(mass, _norm_sf(z))) - target
         slope = -float(np.dot(mass, _phi(z))) / sd
         if slope == 0.0 or not math.isfinite(value):
             break
@@ -163,7 +164,7 @@ def crossing_levels(alpha: float, fractions: tuple[float, ...], gamma: float = D
     ceiling = _TAIL_SD * math.sqrt(t[-1])
     step = max(min(float(np.min(np.diff(t))), float(t[0])) ** 0.5 / _GRID_PER_SD, 2 * -lo / _MAX_GRID)
     x, w, even = _grid(lo, min(c * math.sqrt(t[0]), ceiling), step)
-    density = np.exp(-0.5 * x * x / t[0]) / math.sqrt(2.0 * math.pi * t[0])
+    density = _phi(x / math.sqrt(t[0])) / math.sqrt(t[0])
     previous = spent(t[0], alpha, gamma)
     z_last = c if math.isfinite(c) else 3.0
     for k in range(1, t.size):
