@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import tempfile
 import sqlite3
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,6 +38,9 @@ import pytest
 
 PASSWORD = "s3cret-Pw-7d1e"
 """The ``recorder`` role's password: no message perfgate writes may hold it."""
+PREFIX = "perfgate-pg-"
+STALE_AFTER_S = 3600.0
+"""A cluster folder with no live server is left alone this long (another session may be creating it)."""
 _STARTED: Server | None = None
 _FAILED: str | None = None
 
@@ -96,6 +100,41 @@ def _run(server: Server, *argv: str) -> None:
         raise RuntimeError(f"{' '.join(argv[:2])} failed ({done.returncode}): {done.stderr.strip()[-2000:]}\n{tail}")
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process (the postgres user's server, seen by a non-root run)
+        return True
+    return True
+
+
+def sweep_stale(parent: Path, min_age_s: float = STALE_AFTER_S) -> list[Path]:
+    """Remove the clusters earlier sessions left in ``parent`` (a killed run never reaches
+    :func:`stop`: about 340 MB each); the folders removed.
+
+    A folder is stale when its server's ``postmaster.pid`` names no live process, or it has
+    none, and it is older than ``min_age_s``: a cluster another session is creating (no
+    pid file yet) or running is never touched."""
+    removed = []
+    now = time.time()
+    for folder in sorted(parent.glob(PREFIX + "*")):
+        try:
+            if not folder.is_dir() or folder.is_symlink() or now - folder.stat().st_mtime < min_age_s:
+                continue
+            pid_file = folder / "data" / "postmaster.pid"
+            if pid_file.exists():
+                first = pid_file.read_text(errors="replace").split("\n", 1)[0].strip()
+                if not first.isdigit() or _alive(int(first)):
+                    continue
+        except OSError:
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
+
+
 def _start() -> Server:
     binaries = _binaries()
     if binaries is None or not (binaries / "initdb").exists():
@@ -110,7 +149,9 @@ def _start() -> Server:
                                "(the postgresql package creates one)") from None
     # in /tmp itself: a unix socket's path is at most 107 bytes, and the postgres user must
     # reach the folder (a TMPDIR under root's home it could not)
-    folder = Path(tempfile.mkdtemp(prefix="perfgate-pg-", dir="/tmp" if os.path.isdir("/tmp") else None))
+    parent = Path("/tmp") if os.path.isdir("/tmp") else Path(tempfile.gettempdir())
+    sweep_stale(parent)
+    folder = Path(tempfile.mkdtemp(prefix=PREFIX, dir=parent))
     server = Server(folder, binaries, as_postgres)
     if as_postgres:
         shutil.chown(folder, "postgres", "postgres")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import io
+import os
 import sqlite3
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from pg_server import PASSWORD, Server, raw
+from pg_server import PASSWORD, PREFIX, Server, raw, sweep_stale
 from test_history import DAY1, DAY2, counted, one_error_line, result_of, results_dir, run_cli
 
 from perfgate.analysis.history import load, run_series
@@ -31,6 +32,31 @@ from perfgate.store.history_sql import HISTORY_SCHEMA_VERSION, TABLES, mask
 from perfgate.store.history_values import COLUMNS, Recording
 
 Location = Path | str
+
+
+def test_a_killed_sessions_cluster_is_swept_and_a_live_or_young_one_kept(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(done.stdout)  # its process has exited
+
+    def cluster(name: str, pid: str | None, age_s: float) -> Path:
+        folder = tmp_path / name
+        (folder / "data").mkdir(parents=True)
+        if pid is not None:
+            (folder / "data" / "postmaster.pid").write_text(f"{pid}\n/tmp/x\n")
+        then = time.time() - age_s
+        os.utime(folder, (then, then))
+        return folder
+
+    dead = cluster(PREFIX + "dead", str(dead_pid), 7200)
+    no_pid = cluster(PREFIX + "nopid", None, 7200)
+    running = cluster(PREFIX + "running", str(os.getpid()), 7200)
+    young = cluster(PREFIX + "young", None, 60)
+    garbled = cluster(PREFIX + "garbled", "not a pid", 7200)
+    other = cluster("someone-else", None, 7200)
+    assert sweep_stale(tmp_path) == sorted([dead, no_pid])
+    assert not dead.exists() and not no_pid.exists()
+    assert all(f.is_dir() for f in (running, young, garbled, other))
+
 
 def snapshot(location: Location) -> object:
     """Everything the store holds: the SQLite file's bytes, or every PostgreSQL table's rows."""
