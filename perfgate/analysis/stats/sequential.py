@@ -115,6 +115,11 @@ def _convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return sp_fft.irfft(sp_fft.rfft(a, n) * sp_fft.rfft(b, n), n)[:size]
 
 
+def _beyond(mass: np.ndarray, x: np.ndarray, sd: float, bound: float) -> float:
+    """``P(W + N(0, sd^2) > bound)`` for the carried ``mass`` at ``x``: the chance of crossing ``bound``."""
+    return float(np.dot(mass, _norm_sf((bound - x) / sd)))
+
+
 def _boundary(mass: np.ndarray, x: np.ndarray, sd: float, target: float, guess: float, low: float,
               high: float) -> float:
     """The bound b with ``P(W + N(0, sd^2) > b) = target`` for the carried ``mass`` at ``x``:
@@ -133,11 +138,8 @@ def _boundary(mass: np.ndarray, x: np.ndarray, sd: float, target: float, guess: 
             break
         if abs(move) < 1e-10:
             return b
-
-    def crossing(bound: float) -> float:
-        return float(np.dot(mass, _norm_sf((bound - x) / sd))) - target
-
-    return float(optimize.brentq(crossing, low, high, xtol=1e-12, rtol=1e-12))
+    return float(optimize.brentq(lambda bound: _beyond(mass, x, sd, bound) - target, low, high,
+                                 xtol=1e-12, rtol=1e-12))
 
 
 @functools.lru_cache(maxsize=8192)
@@ -177,7 +179,7 @@ def crossing_levels(alpha: float, fractions: tuple[float, ...], gamma: float = D
             bk = math.inf
         else:
             high = x[-1] + 12.0 * sd
-            if float(np.dot(mass, _norm_sf((high - x) / sd))) >= target:  # numerically nothing left to spend here
+            if _beyond(mass, x, sd, high) >= target:  # numerically nothing left to spend here
                 bk = high
             else:
                 bk = _boundary(mass, x, sd, target, z_last * math.sqrt(t[k]), x[0] - 12.0 * sd, high)
