@@ -22,6 +22,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from pg_server import PASSWORD, PREFIX, Server, raw, sweep_stale
+from factories import ENV
+from test_day_variation import run_at
 from test_history import DAY1, DAY2, counted, one_error_line, result_of, results_dir, run_cli
 
 from perfgate.analysis.history import load, run_series
@@ -29,7 +31,9 @@ from perfgate.model.errors import FileFormatError, UsageError
 from perfgate.model.result import ROWS
 from perfgate.store import history as store
 from perfgate.store.history_sql import HISTORY_SCHEMA_VERSION, TABLES, mask
+from perfgate.store.baselines import load_baseline
 from perfgate.store.history_values import COLUMNS, Recording
+from perfgate.store.results import save_result
 
 Location = Path | str
 
@@ -418,6 +422,28 @@ def test_a_password_comes_from_the_environment_and_is_never_shown(tmp_path: Path
     code, out, err = run_cli(capsys, "history", "export", "--format", "csv", "--history",
                              f"postgresql://recorder@/{database}?host={postgres.socket}")
     assert code == 0 and PASSWORD not in out + err and "tiny" in out
+
+
+def test_rebaseline_measures_the_day_variation_from_the_shared_store_in_the_environment(
+        tmp_path: Path, postgres: Server, capsys, monkeypatch) -> None:
+    """docs/ci.md's way on a fleet: ``rebaseline --day-history`` with ``PERFGATE_HISTORY_URL``
+    set reads the shared store, and no message holds the password."""
+    database = postgres.new_database()
+    record(postgres.url(database), *(run_at(day, 1.0 + 0.01 * (day % 3)) for day in range(1, 7)))
+    postgres.sql("GRANT SELECT ON ALL TABLES IN SCHEMA public TO recorder", database=database)
+    results = tmp_path / "results"
+    results.mkdir()
+    save_result(run_at(9, 1.0), results / "tiny.json")
+    baselines = tmp_path / "baselines"
+    monkeypatch.setenv("PERFGATE_HISTORY_URL", f"postgresql://recorder:{PASSWORD}@/{database}?host={postgres.socket}")
+    code, out, err = run_cli(capsys, "rebaseline", "--from-results", str(results), "--reason", "fleet day",
+                             "--baselines", str(baselines), "--no-counters", "--config", str(tmp_path / "none.toml"),
+                             "--day-history")
+    assert code == 0, err
+    assert PASSWORD not in out + err
+    assert f"tiny: day-to-day variation from 6 runs in postgresql://recorder:***@/{database}" in out
+    written = load_baseline(baselines / ENV.key() / "tiny.json")
+    assert written.day_variation is not None and written.day_variation.runs == 6
 
 
 def test_the_environment_url_is_the_store_unless_history_is_given(tmp_path: Path, postgres: Server, capsys,
