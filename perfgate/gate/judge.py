@@ -56,6 +56,7 @@ from perfgate.measure.script_job import linked_part
 from perfgate.model.counters import COUNTERS_SUFFIX
 from perfgate.model.errors import UsageError
 from perfgate.model.manifest import DECISION_RULE, RunManifest
+from perfgate.model.measuring_job import MeasuringJob
 from perfgate.model.result import RunResult
 from perfgate.model.script import ARGS_PARAM, script_path_of
 from perfgate.store.definitions import Definitions, head_definitions, reference_definitions, tree_definitions
@@ -390,8 +391,12 @@ def _with_notes(outcome: GateOutcome, notes: Mapping[str, Sequence[str]]) -> Gat
 
 
 def judge_measured(measured: Measured, settings: Settings, *, design: str, against: str | None = None,
-                   changes: InputChanges | None = None, definitions: TreeDefinitions | None = None) -> Judgement:
-    """The gate's outcome for what was measured, by the rules in ``settings`` (the base's)."""
+                   changes: InputChanges | None = None, definitions: TreeDefinitions | None = None,
+                   job: MeasuringJob | None = None) -> Judgement:
+    """The gate's outcome for what was measured, by the rules in ``settings`` (the base's).
+
+    ``job``: the measuring job's start and end as the Actions API reports them (the judge
+    workflow passes them; None: a folder judged by hand, whose recorded instants are all there is)."""
     manifest = measured.manifest
     if manifest is not None and manifest.failure:
         raise UsageError(f"the measuring job could not measure: {manifest.failure}")
