@@ -401,7 +401,7 @@ def test_config_defaults_and_coercion() -> None:
     c = GateConfig(gate_phases=["forward", "backward"], outlier_sd=None, day_prior_df=math.inf)  # type: ignore[arg-type]
     assert c.gate_phases == ("forward", "backward")
     assert (CFG.alpha, CFG.delta, CFG.confidence, CFG.max_blocks, CFG.phase_q) == (0.01, 0.03, 0.95, 30, 0.10)
-    assert (CFG.spending_gamma, CFG.inconclusive) == (1.0, "pass")
+    assert (CFG.spending_gamma, CFG.inconclusive, CFG.inconclusive_bound, CFG.green_bound) == (1.0, "bound", None, 0.06)
     assert (CFG.phase_min_share, CFG.memory_threshold, CFG.assumed_day_sd_log) == (0.01, 0.10, 0.01)
     with pytest.raises(AttributeError):
         CFG.alpha = 0.05  # type: ignore[misc]

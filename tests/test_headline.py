@@ -144,7 +144,14 @@ def test_an_undecided_step_says_at_which_level_it_was_tested() -> None:
     baseline = baseline_for("tiny", [1, 2, 3])
     noisy = make_result("tiny", seed=9, repeats=3, scale=1.03, jitter=0.05)
     c = compare([Entry("tiny", noisy, Lookup(baseline, None))], GateConfig(), look=Look.single(3, "repeat")).comparisons[0]
-    assert c.verdict is Verdict.INCONCLUSIVE, c.reason
+    assert c.verdict is Verdict.TOO_NOISY, c.reason
     change, level = step_change(c)
+    assert c.headline.startswith(f"too noisy to gate: upper bound +8.8% reaches +6%; time per step {change} ({level}% CI): "
+                                 "undecided at this look's Holm level; ")
+    assert "could detect" in c.headline and len(c.verdict_line) <= HEADLINE_LIMIT
+    c = compare([Entry("tiny", noisy, Lookup(baseline, None))], GateConfig(inconclusive_bound=0.2),
+                look=Look.single(3, "repeat")).comparisons[0]
+    assert c.verdict is Verdict.INCONCLUSIVE, c.reason
     assert c.headline.startswith(f"time per step {change} ({level}% CI): undecided at this look's Holm level; ")
+    assert "not slower than +8.8%" in c.headline and "undecided, but not slower than +8.8%" in c.reason
     assert "could detect" in c.headline and len(c.verdict_line) <= HEADLINE_LIMIT

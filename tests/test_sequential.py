@@ -155,16 +155,22 @@ def test_unchanged_code_at_low_noise_passes_at_the_first_look() -> None:
     assert driven.looks == 1 and driven.count == 6
 
 
-def test_the_budget_stops_the_undecided_as_inconclusive_naming_what_it_would_need() -> None:
+@pytest.mark.parametrize("inconclusive", ["bound", "pass"])
+def test_the_budget_stops_the_undecided_naming_what_it_would_need(inconclusive: str) -> None:
     strategy = _Blocks({"noisy": 0.0}, sd=0.30, seed=3)
-    config = GateConfig(max_blocks=20)  # above the 9 blocks the budget holds: the budget stops it
+    config = GateConfig(max_blocks=20, inconclusive=inconclusive)  # above the 9 blocks the budget holds
     driven = drive(strategy, ["noisy"], config, schedule_for(config, 4), budget_s=9.0, clock=strategy.clock)
     (c,) = driven.outcome.comparisons
-    assert c.verdict is Verdict.INCONCLUSIVE
+    # 30% noise over 9 blocks rules out no +6% slowdown: too noisy to gate, unless told to pass it
+    assert c.verdict is (Verdict.TOO_NOISY if inconclusive == "bound" else Verdict.INCONCLUSIVE)
     assert driven.count == 9  # one tick a block: the 10th block would end after the budget
     assert c.progress.startswith("stopped at the budget (9 s) after 9 blocks")
-    assert "this runner would need about" in c.progress and "blocks for δ=3%" in c.progress
+    assert "this runner would need about" in c.progress and "blocks (about" in c.progress and "for δ=3%" in c.progress
     assert driven.outcome.stopped.startswith("stopped at the budget")
+    if inconclusive == "bound":
+        assert c.reason.startswith("too noisy to gate: its upper bound +")
+        assert "reaches the gate's bound +6%" in c.reason and "perfgate calibrate" in c.reason
+        assert driven.outcome.exit_code == 2
 
 
 def test_a_budget_that_cannot_hold_the_first_look_is_refused_after_one_block() -> None:
@@ -181,7 +187,8 @@ def test_ctrl_c_keeps_the_looks_completed_as_undecided() -> None:
     driven = drive(strategy, ["a"], config, schedule_for(config, 6), clock=strategy.clock)
     (c,) = driven.outcome.comparisons
     assert driven.interrupted and driven.count == 7
-    assert c.verdict is Verdict.INCONCLUSIVE
+    # a true +3% at 5% noise after 7 blocks: its interval reaches past +6%, so not green
+    assert c.verdict is Verdict.TOO_NOISY and c.reason.startswith("too noisy to gate")
     assert c.progress.startswith("interrupted after 7 blocks")
     assert c.time is not None and c.time.count == 7  # the last completed look's estimate is shown
 
@@ -191,8 +198,12 @@ def test_ctrl_c_before_the_first_look_is_undecided_with_nothing_judged() -> None
     config = GateConfig()
     driven = drive(strategy, ["a"], config, schedule_for(config, 6), clock=strategy.clock)
     (c,) = driven.outcome.comparisons
-    assert c.verdict is Verdict.INCONCLUSIVE and c.time is None
-    assert c.reason == "interrupted before the first look was measured"
+    assert c.verdict is Verdict.TOO_NOISY and c.time is None  # no interval rules anything out
+    assert c.reason.startswith("too noisy to gate: no interval rules out the gate's bound +6%")
+    assert "interrupted before the first look was measured" in c.reason
+    (passing,) = drive(_Blocks({"a": 0.0}, interrupt_at=1), ["a"], GateConfig(inconclusive="pass"),
+                       schedule_for(config, 6)).outcome.comparisons
+    assert passing.verdict is Verdict.INCONCLUSIVE and passing.reason == "interrupted before the first look was measured"
 
 
 def test_undecided_at_max_blocks_says_so() -> None:
@@ -200,8 +211,8 @@ def test_undecided_at_max_blocks_says_so() -> None:
     config = GateConfig(max_blocks=5)
     driven = drive(strategy, ["a"], config, schedule_for(config, 4), clock=strategy.clock)
     (c,) = driven.outcome.comparisons
-    assert c.verdict is Verdict.INCONCLUSIVE
-    assert c.progress == "undecided at the last planned look (5 blocks, max_blocks)"
+    assert c.verdict is Verdict.TOO_NOISY
+    assert c.progress.startswith("undecided at the last planned look (5 blocks, max_blocks); this runner would need")
 
 
 def test_the_simulated_gate_runs_through_the_driver_with_counterbalanced_blocks() -> None:

@@ -70,7 +70,7 @@ def test_the_settings_values_are_the_configs() -> None:
     from perfgate.analysis import decide
 
     assert tuple(getattr(decide, "INCONCLUSIVE_POLICIES", INCONCLUSIVE_POLICIES)) == INCONCLUSIVE_POLICIES
-    assert GateConfig().inconclusive == "pass"
+    assert GateConfig().inconclusive == "bound" == INCONCLUSIVE_POLICIES[0]
     assert FAIL.inconclusive == "fail"
 
 
@@ -78,7 +78,8 @@ def expected_exit(verdicts: set[Verdict], fail_on_missing_baseline: bool) -> int
     """The rule, as the README and docs/errors.md state it."""
     if Verdict.REGRESSION in verdicts:
         return 1
-    if verdicts & {Verdict.ERROR, Verdict.INCOMPARABLE} or (Verdict.NO_BASELINE in verdicts and fail_on_missing_baseline):
+    if verdicts & {Verdict.ERROR, Verdict.INCOMPARABLE, Verdict.TOO_NOISY} or (
+            Verdict.NO_BASELINE in verdicts and fail_on_missing_baseline):
         return 2
     if Verdict.INCONCLUSIVE in verdicts:
         return 3
@@ -174,8 +175,8 @@ def test_every_report_shows_an_inconclusive_gate_by_the_setting(config: GateConf
 def test_the_annotations_follow_the_policy() -> None:
     outcome = outcome_of(*Verdict)
     kinds = [line.split(" ", 1)[0] for line in workflow_annotations(outcome)]
-    assert kinds == ["::error", "::warning", "::notice", "::error", "::warning", "::error"]
-    assert "(not judged; it does not fail the gate)" in workflow_annotations(outcome)[4]
+    assert kinds == ["::error", "::warning", "::error", "::notice", "::error", "::warning", "::error"]
+    assert "(not judged; it does not fail the gate)" in workflow_annotations(outcome)[5]
     strict = outcome_of(Verdict.NO_BASELINE, config=STRICT)
     assert workflow_annotations(strict) == [f"::error title=perfgate NO_BASELINE%3A w0::{strict.comparisons[0].headline}"]
     assert workflow_annotations(outcome, levels=("error",)) == [a for a in workflow_annotations(outcome)
@@ -267,6 +268,6 @@ def test_the_policy_says_what_a_bisect_step_makes_of_each_verdict() -> None:
     assert {p.bisect for p in POLICY.values()} <= set(BISECT_STEPS)
     steps = {v: POLICY[v].bisect for v in Verdict}
     assert steps == {Verdict.REGRESSION: "slow", Verdict.PASS: "fast", Verdict.IMPROVED: "fast",
-                     Verdict.INCONCLUSIVE: "undecided", Verdict.INCOMPARABLE: "error",
+                     Verdict.INCONCLUSIVE: "undecided", Verdict.TOO_NOISY: "undecided", Verdict.INCOMPARABLE: "error",
                      Verdict.NO_BASELINE: "error", Verdict.ERROR: "error"}
     assert BAD_VERDICTS == {Verdict.REGRESSION} and GOOD_VERDICTS == {Verdict.PASS, Verdict.IMPROVED}

@@ -41,10 +41,10 @@ from perfgate.analysis.decide import (
     family_keys,
     flag_phases,
 )
-from perfgate.analysis.memory import Creep, creep_rule, decide_memory, memory_creep
+from perfgate.analysis.memory import Creep, creep_rule, decide_memory, memory_creep, missing_slopes
 from perfgate.analysis.diagnose import Label, diagnose
-from perfgate.analysis.outcome import BlockEstimate, Counted, Entry, GateOutcome, PhaseRow, WorkloadComparison
-from perfgate.analysis.screening import median_clock, screen
+from perfgate.analysis.outcome import BlockEstimate, Counted, Entry, GateOutcome, PhaseRow, WorkloadComparison, settle
+from perfgate.analysis.screening import median_clock, screen, screen_blocks
 from perfgate.analysis.stats import LogRatio, SampleSummary, log_ratio, log_ratio_from_summaries
 from perfgate.analysis.summary import WorkloadSummary, summarise
 from perfgate.model.baseline import Baseline, param_differences
@@ -56,7 +56,7 @@ from perfgate.model.verdict import Verdict
 from perfgate.model.workload import PHASES
 from perfgate.store.baselines import Lookup, updated_baseline
 
-WORKLOAD_FIELDS = ("delta", "memory_threshold", "gate_phases", "phase_q", "phase_min_share",
+WORKLOAD_FIELDS = ("delta", "inconclusive_bound", "memory_threshold", "gate_phases", "phase_q", "phase_min_share",
                    "flops_threshold", "launch_threshold", "counters_off", "straggler_share")
 """The fields of a per-workload :class:`GateConfig` that ``compare`` uses; the others (α,
 the looks, the estimation settings) are the whole run's and come from its own config."""
@@ -259,6 +259,19 @@ def _screened(result: RunResult, side: str, config: GateConfig) -> tuple[RunResu
     return dataclasses.replace(result, repeats=kept), screened.note, screened.unfit
 
 
+def _screened_pair(head: RunResult, base: RunResult, config: GateConfig
+                   ) -> tuple[RunResult, RunResult, list[str], list[str]]:
+    """Both sides of a paired comparison less every ABBA block in which a repeat slowed down
+    (``perfgate.analysis.screening.screen_blocks``), the notes, and why they are unfit."""
+    head_kept, base_kept, notes, unfit = screen_blocks(
+        head.repeats, base.repeats, config.max_left_out,
+        head_numbers=[r.index + 1 for r in head.repeats], base_numbers=[r.index + 1 for r in base.repeats])
+    if not notes:
+        return head, base, [], []
+    return (dataclasses.replace(head, repeats=head_kept), dataclasses.replace(base, repeats=base_kept), list(notes),
+            [unfit] if unfit else [])
+
+
 def _short(commit: str) -> str:
     return commit[:7] if len(commit) >= 7 and all(c in "0123456789abcdef" for c in commit.lower()) else commit
 
@@ -327,20 +340,20 @@ def _prepared(entry: Entry, config: GateConfig, *, straggler_share: float) -> Wo
         return WorkloadComparison(name, Verdict.ERROR, entry.error or "no result")
     lookup = entry.lookup
     labels = tuple(diagnose(entry.result, straggler_share=straggler_share))
-    # Both sides are screened by one rule, each by its own repeats' slowdown events
-    # (perfgate.analysis.screening); a clock level never leaves a repeat out.
-    result, note, unfit = _screened(entry.result, "head" if entry.pairing else "current", config)
-    left_out: list[str] = [note] if note else []
-    unfits: list[str] = [unfit] if unfit else []
-    measured = {"head" if entry.pairing else "current": median_clock(entry.result.repeats)}
+    # Both sides are screened by one rule, by the repeats' slowdown events
+    # (perfgate.analysis.screening); a clock level never leaves a repeat out. Paired: a
+    # slowed-down repeat leaves its whole ABBA block out, on both sides.
     base: RunResult | None = None
     baseline: Baseline | None = None
     if entry.pairing is not None:
-        base, base_note, base_unfit = _screened(entry.pairing.base, "base", config)
-        left_out += [base_note] if base_note else []
-        unfits += [base_unfit] if base_unfit else []
-        measured["base"] = median_clock(entry.pairing.base.repeats)
-    elif lookup is not None and lookup.baseline is not None:
+        result, base, left_out, unfits = _screened_pair(entry.result, entry.pairing.base, config)
+        measured = {"head": median_clock(entry.result.repeats), "base": median_clock(entry.pairing.base.repeats)}
+    else:
+        result, note, unfit = _screened(entry.result, "current", config)
+        left_out = [note] if note else []
+        unfits = [unfit] if unfit else []
+        measured = {"current": median_clock(entry.result.repeats)}
+    if entry.pairing is None and lookup is not None and lookup.baseline is not None:
         baseline, dropped = lookup.baseline.without_throttled()
         left_out.extend(dropped.messages)
         total = sum(len(rec.repeats) for rec in lookup.baseline.recordings)
@@ -422,10 +435,12 @@ def _prepared_stored(entry: Entry, result: RunResult, summary: WorkloadSummary, 
 
 
 def _lacking(j: _Judged, config: GateConfig) -> str | None:
-    """What the reference holds and the current side lacks, as an ERROR's reason (None: nothing).
+    """What one side holds and the other lacks, as an ERROR's reason (None: nothing).
 
     Missing data never counts as a pass: a head whose result leaves out its peak memory
-    would hide a memory regression, one without its counted run a new per-step sync."""
+    would hide a memory regression, one without its counted run a new per-step sync, and in
+    the paired design a side without the memory slope the other side recorded (either side)
+    would hide MEMORY-CREEP."""
     if not config.missing_is_error:
         return None
     side = "head" if j.against is not None else "current run"
@@ -436,9 +451,19 @@ def _lacking(j: _Judged, config: GateConfig) -> str | None:
     if (config.counters and j.against is not None and j.counted is not None and j.counted.base is not None
             and j.counted.head is None):
         missing.append("its counted run (exact counters)")
-    if not missing:
+    reference_missing: list[str] = []
+    if j.reference_creep is not None:  # paired: both sides' memory slopes were measured alike
+        head_lacks, reference_lacks = missing_slopes(memory_creep(j.result.repeats), j.reference_creep)
+        missing += [f"its memory slope ({what})" for what in head_lacks]
+        reference_missing += [f"its memory slope ({what})" for what in reference_lacks]
+    if not missing and not reference_missing:
         return None
-    return (f"the {side} lacks {' and '.join(missing)}, which the {reference} holds: missing data is not a pass "
+    found = []
+    if missing:
+        found.append(f"the {side} lacks {' and '.join(missing)}, which the {reference} holds")
+    if reference_missing:
+        found.append(f"the {reference} lacks {' and '.join(reference_missing)}, which the {side} holds")
+    return (f"{'; '.join(found)}: missing data is not a pass "
             "(missing_is_error = false in [tool.perfgate] shows it as not compared)")
 
 
@@ -571,6 +596,6 @@ def compare(entries: Sequence[Entry], config: GateConfig, *, look: Look | None =
         else:
             time = combine_statistics([decisions[FamilyKey(name, s)] for s in STATISTICS])
         gated = {p: decisions[FamilyKey(name, PER_STEP, p)] for p in cfg(name).gate_phases}
-        out[name] = _final(j, time, gated, cfg(name))
+        out[name] = settle(_final(j, time, gated, cfg(name)), cfg(name))
     ordered = tuple(out[e.workload] for e in entries)
     return GateOutcome(ordered, config, look)

@@ -65,9 +65,15 @@ class GateConfig:
     repeats); the gate looks after every block from its first look on, α spent over those looks."""
     spending_gamma: float = DEFAULT_GAMMA
     """The α-spending function's γ (Hwang-Shih-DeCani; ``perfgate.analysis.stats.sequential``)."""
-    inconclusive: str = "pass"
-    """What an undecided gate does to the pull request: "pass" (a neutral check run, a successful
-    status, a skipped pytest item) or "fail" (all three fail). The exit code is 3 either way."""
+    inconclusive: str = "bound"
+    """What an undecided workload does to the pull request: "bound" (the default) keeps it green
+    (INCONCLUSIVE: a neutral check run, a successful status, a skipped pytest item, exit code 3)
+    only while its interval rules out a slowdown of :attr:`green_bound`, else it is TOO_NOISY
+    (a failure as an error, exit code 2); "pass" keeps every undecided workload green; "fail"
+    fails every one (INCONCLUSIVE exit code 3 with a failing check)."""
+    inconclusive_bound: float | None = None
+    """The slowdown an undecided workload's interval must rule out to stay green (0.06 = 6%);
+    None: twice δ (:attr:`green_bound`)."""
     power: float = 0.8  # for the smallest detectable slowdown that is reported
     phase_q: float = 0.10
     phase_min_share: float = 0.01
@@ -116,7 +122,10 @@ class GateConfig:
              and 2 <= self.max_blocks <= 500, "max_blocks", "must be an integer from 2 to 500")
         need(_is_number(self.spending_gamma) and -40 <= self.spending_gamma <= 40, "spending_gamma",
              "must be a number from -40 to 40")
-        need(self.inconclusive in INCONCLUSIVE_POLICIES, "inconclusive", 'must be "pass" or "fail"')
+        need(self.inconclusive in INCONCLUSIVE_POLICIES, "inconclusive", 'must be "bound", "pass" or "fail"')
+        need(self.inconclusive_bound is None or (_is_number(self.inconclusive_bound)
+                                                 and self.delta < self.inconclusive_bound < 10),
+             "inconclusive_bound", f"must be above δ ({self.delta:g}) and below 10 (0.06 = 6%)")
         need(_is_number(self.phase_min_share) and 0 <= self.phase_min_share < 1,
              "phase_min_share", "must be in [0, 1)")
         need(_is_number(self.straggler_share) and 0 < self.straggler_share < 1,
@@ -147,6 +156,11 @@ class GateConfig:
             raise ValueError(f"GateConfig.counters_off: unknown counter {unknown[0]!r}; counters: "
                              f"{', '.join(COUNTER_NAMES)}")
         object.__setattr__(self, "counters_off", tuple(self.counters_off))
+
+    @property
+    def green_bound(self) -> float:
+        """The slowdown an undecided workload must rule out to stay green: ``inconclusive_bound``, else 2δ."""
+        return self.inconclusive_bound if self.inconclusive_bound is not None else 2.0 * self.delta
 
 
 @dataclass(frozen=True)

@@ -6,14 +6,17 @@ files (the blocks are read, never run) and the simulation's draws. :func:`drive`
 they share:
 
 - the looks: at the schedule's first count, then after every ``every`` more, up to its last
-  (``GateConfig.max_blocks``, or, with a :class:`BudgetPlan`, the last look the budget holds at
-  the wall time of the first block measured); α and the PASS bound are spent over them
-  (:mod:`perfgate.analysis.stats.sequential`), Holm over the whole family at each look;
+  (``GateConfig.max_blocks``); α and the PASS bound are spent over them
+  (:mod:`perfgate.analysis.stats.sequential`), Holm over the whole family at each look. A
+  paired gate with a budget (:class:`BudgetSpending`) spends them over the share of the budget
+  its blocks measured, and all that is left at the look the budget ends;
 - a decided workload (REGRESSION, PASS, IMPROVED, an ERROR) stops measuring, the others go on;
 - the wall-time budget: no next group of blocks is started that the time measured so far says
   cannot end within it; the workloads left are INCONCLUSIVE, "stopped at the budget";
 - an interruption (Ctrl-C) ends the gate with the looks completed so far, the workloads left
-  INCONCLUSIVE, "interrupted".
+  INCONCLUSIVE, "interrupted";
+- an undecided workload is green only while its interval rules out a slowdown of the gate's
+  bound (:func:`perfgate.analysis.outcome.settle`); else it is TOO-NOISY, a failure.
 
 Pure: nothing here measures, reads a file or prints; the strategy does, and ``announce``
 says what happens.
@@ -31,15 +34,14 @@ from typing import Protocol
 
 from perfgate.analysis.compare import compare
 from perfgate.analysis.decide import GateConfig, Look, pass_level
-from perfgate.analysis.outcome import Entry, GateOutcome, WorkloadComparison
+from perfgate.analysis.outcome import UNDECIDED, Entry, GateOutcome, WorkloadComparison, settle
 from perfgate.analysis.stats.sequential import Schedule
 from perfgate.model.result import RepeatResult, RunResult
 from perfgate.model.verdict import Verdict
 from perfgate.text.units import duration as duration_text
 
-__all__ = ["BUDGET_SLACK", "MAX_PLANNED", "BudgetPlan", "BudgetTooSmall", "Driven", "PlannedLast", "Strategy",
-           "budget_spent", "drive", "first_block_seconds", "needed_count", "recorded_instant", "recorded_seconds",
-           "schedule_for"]
+__all__ = ["BUDGET_SLACK", "MAX_PLANNED", "BudgetSpending", "BudgetTooSmall", "Driven", "Strategy", "budget_spent",
+           "drive", "needed_count", "recorded_instant", "recorded_seconds", "recorded_window_seconds", "schedule_for"]
 
 
 class BudgetTooSmall(ValueError):
@@ -67,9 +69,12 @@ class Strategy(Protocol):
     def notes(self, name: str) -> tuple[str, ...]:
         """Lines to show under the workload: each block measured again, or kept although contended."""
 
-    # A strategy driven with a :class:`BudgetPlan` also has
+    # A strategy driven with a :class:`BudgetSpending` also has
     #     def recorded(self, names: Sequence[str]) -> Iterable[RunResult]
-    # the results measured so far of ``names``, both sides, as their files hold them.
+    # the results measured so far of ``names``, both sides, as their files hold them; a
+    # replayed one instead
+    #     def budget_share(self, names: Sequence[str], count: int) -> float
+    # the share of the budget the blocks below ``count`` measured (a sharded run: its largest).
     # A strategy driven with ``replay=True`` also has
     #     def stopped_short(self, name: str, count: int, last: int, open_names: Sequence[str]) -> str | None
     # for an undecided workload whose files end before the next look (the last one taken at
@@ -92,25 +97,11 @@ def recorded_instant(text: object) -> datetime | None:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
 
 
-def first_block_seconds(results: Iterable[RunResult]) -> float | None:
-    """The wall time of the first ABBA block (block 0) of all the gate's workloads, from what
-    their result files record; the one definition the measuring gate and the judge both use.
-
-    Over the n processes of block 0 (every workload's, both sides): the span from the first
-    process's ``started_at`` to the last one's, times n / (n - 1) (the last process's own time
-    taken as the mean gap), and at least the sum of their timed windows (the processes run one
-    after the other). Only block 0 is read: the next block's start cannot end it, because the
-    counted runs come between them. What comes before the first process's start (the first
-    template's start) is not recorded, so it is left out. Independent of the order of the
-    results: the sum is exact (``math.fsum``), the span a difference of recorded instants.
-    None when no repeat of block 0 is recorded."""
-    return _span_seconds(r for result in results for r in result.repeats if r.block == 0)
-
-
 def recorded_seconds(results: Iterable[RunResult], below: int | None = None) -> float | None:
-    """The wall time the repeats of ``results`` took, from what their files record: as
-    :func:`first_block_seconds` measures block 0, over every repeat (only those of a block below
-    ``below`` when it is given; a repeat without a block is always read). None when none is."""
+    """The wall time the repeats of ``results`` took, from the instants their files record
+    (:func:`_span_seconds`), over every repeat (only those of a block below ``below`` when it is
+    given; a repeat without a block is always read). None when none is. Only a folder judged by
+    hand, with no measuring job's times from the Actions API, is judged on it."""
     return _span_seconds(r for result in results for r in result.repeats
                          if below is None or r.block is None or r.block < below)
 
@@ -153,42 +144,29 @@ def budget_spent(recorded_s: float | None, units: int, budget_s: float) -> bool:
     return recorded_s + per >= budget_s - max(2 * per, BUDGET_SLACK * budget_s)
 
 
-@dataclass(frozen=True)
-class PlannedLast:
-    """The last look a :class:`BudgetPlan` planned from a first block's recorded wall time."""
-
-    last: int
-    block_s: float | None
-    """The first block's wall time (:func:`first_block_seconds`); None: none was recorded."""
-    allowed: int | None
-    """``floor(budget / block_s)``: the blocks the budget holds, before the first look and the cap bound it."""
-    plan: BudgetPlan
-
-    def describe(self) -> str:
-        """How the last look was planned: "planned up to 37 blocks: budget 10 min at about 15.8 s a block"."""
-        plan = self.plan
-        head = f"planned up to {self.last} blocks"
-        if self.block_s is None:
-            return f"{head}, the first look: no block was recorded to time the budget's blocks by"
-        each = f"{self.block_s:.3g} s" if self.block_s < 60 else duration_text(self.block_s)
-        budget = f"budget {duration_text(plan.budget_s)} at about {each} a block"
-        assert self.allowed is not None
-        if self.allowed < plan.first:
-            return f"{head}, the first look ({budget} holds {self.allowed})"
-        if self.allowed > plan.cap:
-            cap = "max_blocks" if plan.cap_given else "the most a budget plans"
-            return f"{head}, {cap} ({budget} would hold {self.allowed})"
-        return f"{head}: {budget}"
+def recorded_window_seconds(results: Iterable[RunResult], below: int) -> float:
+    """The timed windows of every repeat of ``results`` in a block below ``below``, added up
+    exactly (``math.fsum``: the same total in any order): the share of a budget's gate measured
+    at a look, from durations the measurement holds, never from the instants its files record."""
+    return math.fsum(float(r.window_s) for result in results for r in result.repeats
+                     if r.block is not None and r.block < below)
 
 
 @dataclass(frozen=True)
-class BudgetPlan:
-    """The paired gate's last look from its wall-time budget: ``clamp(floor(budget_s / block_s),
-    first, cap)``, ``block_s`` the first block's recorded wall time (:func:`first_block_seconds`).
+class BudgetSpending:
+    """A paired gate with a wall-time budget: a look after every block from ``first`` up to
+    ``cap``, α (and the PASS bound) spent over the share of the budget measured at each look,
+    and all of what is left at the last look, wherever the budget ends it
+    (:meth:`perfgate.analysis.stats.sequential.Schedule.spend`).
 
-    The boundary depends on the planned last look, never on an outcome, so planning it from the
-    first block, before the first look is judged, keeps every look's level. ``cap``: an explicit
-    ``max_blocks``, else :data:`MAX_PLANNED`."""
+    The share at a look is the timed windows of the blocks judged, over the budget
+    (:func:`recorded_window_seconds`): durations the measuring gate and the judge read alike
+    from the same results, so both find the same boundary, and no instant a file records moves
+    it. A look is the last when the next block would not fit in the budget (the measuring gate's
+    own clock; the judge: the files end there and the measuring job ran for the budget), or at
+    ``cap``. A plan timed from the first block instead promised looks the budget never held
+    (three quiet gates here planned 191–219 blocks and stopped at 83–92), and the α of the
+    looks not taken was lost. ``cap``: an explicit ``max_blocks``, else :data:`MAX_PLANNED`."""
 
     budget_s: float
     first: int
@@ -198,23 +176,23 @@ class BudgetPlan:
 
     def __post_init__(self) -> None:
         if not (isinstance(self.budget_s, (int, float)) and math.isfinite(self.budget_s) and self.budget_s > 0):
-            raise ValueError(f"BudgetPlan.budget_s must be a positive number of seconds, got {self.budget_s!r}")
-        if not 1 <= self.first <= self.cap:
-            raise ValueError(f"BudgetPlan: the cap ({self.cap}) cannot hold the first look ({self.first})")
+            raise ValueError(f"BudgetSpending.budget_s must be a positive number of seconds, got {self.budget_s!r}")
+        if not 2 <= self.first <= self.cap:
+            raise ValueError(f"BudgetSpending: the cap ({self.cap}) cannot hold the first look ({self.first})")
 
-    def last_for(self, block_s: float | None) -> int:
-        """The planned last look at ``block_s`` seconds a block (None: the first look)."""
-        if block_s is None or not (math.isfinite(block_s) and block_s > 0):
-            return self.first
-        return max(self.first, min(self.cap, math.floor(self.budget_s / block_s)))
+    def schedule(self, gamma: float) -> Schedule:
+        """The schedule before any look is taken."""
+        return Schedule(self.first, self.cap, 1, gamma, "t", spending=())
 
-    def planned(self, results: Iterable[RunResult]) -> PlannedLast:
-        """The last look planned from the recorded ``results`` (their first block)."""
-        block_s = first_block_seconds(results)
-        if block_s is not None and not (math.isfinite(block_s) and block_s > 0):
-            block_s = None
-        allowed = None if block_s is None else math.floor(self.budget_s / block_s)
-        return PlannedLast(self.last_for(block_s), block_s, allowed, self)
+    def share(self, results: Iterable[RunResult], count: int) -> float:
+        """The share of the budget the blocks below ``count`` of ``results`` measured (at most 1)."""
+        return min(1.0, recorded_window_seconds(results, count) / self.budget_s)
+
+    def describe(self) -> str:
+        """How its α is spent, for the progress lines: "α spent over the budget of 10 min …"."""
+        cap = f"max_blocks {self.cap}" if self.cap_given else f"at most {self.cap} blocks"
+        return (f"α spent over the share of the {duration_text(self.budget_s)} budget measured, all of it at the last "
+                f"look ({cap})")
 
 
 def schedule_for(config: GateConfig, first: int, unit: str = "block") -> Schedule:
@@ -240,8 +218,8 @@ class Driven:
     """Units (blocks or repeats) of the last look taken."""
     seconds: float
     interrupted: bool = False
-    planned: PlannedLast | None = None
-    """How the last look was planned from the budget (None: the schedule as given)."""
+    plan: BudgetSpending | None = None
+    """How α was spent over the budget (None: the schedule as given)."""
 
 
 def needed_count(comparison: WorkloadComparison, config: GateConfig, look: Look) -> int | None:
@@ -280,7 +258,7 @@ def drive(
     per_workload: Mapping[str, GateConfig] | None = None,
     budget_s: float | None = None,
     replay: bool = False,
-    plan: BudgetPlan | PlannedLast | None = None,
+    plan: BudgetSpending | None = None,
     clock: Callable[[], float] = time.monotonic,
     announce: Callable[[str], None] = lambda message: None,
 ) -> Driven:
@@ -290,12 +268,12 @@ def drive(
     the strategy finds the files show it (``stopped_short`` returns None), else an ERROR saying
     why they do not. A short run is never a decision, nor judged on what the files claim.
 
-    ``plan``: a :class:`BudgetPlan` (measuring; ``budget_s`` defaults to its budget): the first
-    unit is measured first, and the schedule's last look becomes the one the budget holds at
-    the first block's recorded wall time (``strategy.recorded``), before the first look is
-    judged. A :class:`PlannedLast` (the judge's replay): the last look already planned from the
-    recorded files, which ``schedule`` ends at. Either way every progress line says how the
-    last look was planned."""
+    ``plan``: a budget's paired gate (:class:`BudgetSpending`; ``budget_s`` defaults to its
+    budget, ``schedule`` is its :meth:`~BudgetSpending.schedule`): the first unit is measured
+    first (to see that the first look fits), each look spends α up to the share of the budget
+    its blocks measured (``strategy.recorded``), and the look after which the next block would
+    not fit (measuring: by the time so far; replay: the files end there and the strategy finds
+    the budget spent) is the last, spending all that is left. Every progress line says so."""
     unit = strategy.unit
     started = clock()
     final: dict[str, WorkloadComparison] = {}
@@ -306,16 +284,26 @@ def drive(
     look: Look | None = None
     stopped: dict[str, str] = {}
     interrupted = False
-    planned = plan if isinstance(plan, PlannedLast) else None
-    if isinstance(plan, BudgetPlan) and budget_s is None:
+    if plan is not None and budget_s is None:
         budget_s = plan.budget_s
+    how = f"; {plan.describe()}" if plan is not None else ""
 
     def plural(n: int) -> str:
         return f"{n} {unit}{'s' if n != 1 else ''}"
 
-    if not replay and open_names and budget_s is not None and (schedule.first > 1 or isinstance(plan, BudgetPlan)):
-        # The first look is the least a gate measures: one unit first, to see whether it fits,
-        # and to time the block the budget's plan counts in.
+    def needs(c: WorkloadComparison) -> str:
+        """What an undecided workload would need: "; this runner would need about 180 blocks (about 21 min) ..."."""
+        if c.verdict not in UNDECIDED or look is None:
+            return ""
+        need = needed_count(c, config, look)
+        if not need or need <= count:
+            return ""
+        per = None if replay else strategy.seconds_per_unit(names)
+        minutes = f" (about {duration_text(per * need)})" if per else ""
+        return f"; this runner would need about {plural(need)}{minutes} for δ={config.delta * 100:g}%"
+
+    if not replay and open_names and budget_s is not None and (schedule.first > 1 or plan is not None):
+        # The first look is the least a gate measures: one unit first, to see whether it fits.
         try:
             strategy.measure(open_names, 1)
         except KeyboardInterrupt:
@@ -329,11 +317,8 @@ def drive(
                     f"budget = {duration_text(budget_s)} cannot hold the first look: {plural(schedule.first)} at "
                     f"about {duration_text(per)} each need about {duration_text(per * schedule.first)}; raise "
                     f"the budget or lower the first look (blocks / repeats)")
-            if isinstance(plan, BudgetPlan):
-                planned = plan.planned(strategy.recorded(names))  # type: ignore[attr-defined]  # a strategy driven with a BudgetPlan has recorded()
-                schedule = dataclasses.replace(schedule, last=max(planned.last, schedule.first))
-                announce(planned.describe())
-    how = f"; {planned.describe()}" if planned is not None else ""
+        if plan is not None:
+            announce(plan.describe())
 
     for target in schedule.counts:
         if not open_names:
@@ -354,7 +339,7 @@ def drive(
             open_names = [n for n in open_names if n not in stopped and n not in final]
             if not open_names:
                 break
-        elif count and budget_s is not None:
+        elif count and budget_s is not None and plan is None:
             per = strategy.seconds_per_unit(open_names)
             elapsed = clock() - started
             if per is not None and elapsed + per * (target - count) > budget_s:
@@ -375,6 +360,18 @@ def drive(
                 break
         count = target
         looks += 1
+        at_budget = False
+        if plan is not None:
+            if replay:
+                at_budget = target < schedule.last and all(strategy.available(n) == target for n in open_names) and (
+                    strategy.stopped_short(open_names[0], target, schedule.last, open_names) is None)  # type: ignore[attr-defined]  # a replayed strategy has stopped_short()
+            else:
+                per = strategy.seconds_per_unit(open_names)
+                at_budget = per is not None and clock() - started + per > plan.budget_s
+            share = 1.0 if at_budget else (
+                strategy.budget_share(names, target) if replay  # type: ignore[attr-defined]  # a replay has budget_share()
+                else plan.share(strategy.recorded(names), target))  # type: ignore[attr-defined]  # a budget's strategy has recorded()
+            schedule = schedule.spend(target, share)
         look = Look(count, schedule, unit)
         decided = [n for n in names if n not in open_names]
         outcome = compare(strategy.entries(open_names, count), config, look=look, already_decided=decided,
@@ -387,17 +384,20 @@ def drive(
                 last[c.workload] = c
             else:
                 progress = None
-                if c.verdict is Verdict.INCONCLUSIVE:
-                    progress = (f"undecided at the last planned look ({plural(count)}){how}" if planned else
-                                f"undecided at the last planned look ({plural(count)}, max_blocks)")
+                if c.verdict in UNDECIDED:
+                    progress = (f"undecided at the last look, at the budget ({plural(count)}): all of α spent"
+                                f"{needs(c)}{how}" if at_budget else
+                                f"undecided at the last planned look ({plural(count)}){needs(c)}{how}" if plan else
+                                f"undecided at the last planned look ({plural(count)}, max_blocks){needs(c)}")
                 elif c.verdict not in (Verdict.ERROR, Verdict.INCOMPARABLE, Verdict.NO_BASELINE):
                     progress = (f"decided after {plural(count)} ({duration_text(elapsed)}){how}" if not replay
-                                else f"decided after {plural(count)} (look {look.number} of {look.looks}){how}")
+                                else f"decided after {plural(count)} (look {look.number}){how}")
                 final[c.workload] = dataclasses.replace(c, progress=progress)
         if going:
-            announce(f"look {look.number} of {look.looks} at {plural(count)} ({duration_text(elapsed)}): "
-                     f"{', '.join(going)} undecided; measuring on")
+            announce(f"{look.where()} ({duration_text(elapsed)}): {', '.join(going)} undecided; measuring on")
         open_names = going
+        if schedule.closed:
+            break
 
     for name in names:
         if name in final:
@@ -405,14 +405,13 @@ def drive(
         why = stopped.get(name, "undecided")
         before = last.get(name)
         if before is None:
-            final[name] = WorkloadComparison(name, Verdict.INCONCLUSIVE, why, progress=f"{why}{how}")
+            final[name] = settle(WorkloadComparison(name, Verdict.INCONCLUSIVE, why, progress=f"{why}{how}"), config,
+                                 ended=True)
             continue
-        need = needed_count(before, config, look) if look is not None else None
-        tail = (f"; this runner would need about {plural(need)} for δ={config.delta * 100:g}%"
-                if need and need > count else "")
         reason = before.reason.replace("; measuring on", "")
-        final[name] = dataclasses.replace(before, verdict=Verdict.INCONCLUSIVE, reason=f"{reason}; {why}",
-                                          progress=f"{why}{tail}{how}")
+        settled = settle(dataclasses.replace(before, verdict=Verdict.INCONCLUSIVE, reason=f"{reason}; {why}"),
+                         per_workload.get(name, config) if per_workload else config, ended=True)
+        final[name] = dataclasses.replace(settled, progress=f"{why}{needs(settled)}{how}")
     comparisons = []
     for name in names:
         c = final[name]
@@ -420,4 +419,4 @@ def drive(
         comparisons.append(dataclasses.replace(c, left_out=(*c.left_out, *notes)) if notes else c)
     stop_reason = next(iter(stopped.values())) if stopped else None
     outcome = GateOutcome(tuple(comparisons), config, look or Look.single(max(schedule.first, 1), unit), stop_reason)
-    return Driven(outcome, looks, count, clock() - started, interrupted, planned)
+    return Driven(outcome, looks, count, clock() - started, interrupted, plan)

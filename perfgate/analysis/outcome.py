@@ -4,6 +4,7 @@ the base side of a paired comparison, the counted runs) and the outcome (one
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -21,7 +22,7 @@ from perfgate.model.cost import MeasuringCost
 from perfgate.model.counters import CounterSet
 from perfgate.model.repeat import PER_STEP, STATISTIC_WORDS
 from perfgate.model.result import RunResult
-from perfgate.model.verdict import Verdict, gate_exit_code, run_policy
+from perfgate.model.verdict import INCONCLUSIVE_PASS, Verdict, gate_exit_code, run_policy
 from perfgate.store.baselines import Lookup
 from perfgate.text.units import change_ci
 
@@ -154,6 +155,10 @@ class WorkloadComparison:
     def provenance(self) -> Provenance | None:
         return self.baseline.recordings[-1].provenance if self.baseline else None
 
+    green_bound: float | None = None
+    """The slowdown this undecided workload's interval had to rule out to stay green (:func:`settle`);
+    None: not settled (decided, still measuring, or ``inconclusive = "pass"``)."""
+
     progress: str | None = None
     """How the sequential gate ended for this workload: "decided after 9 blocks (3 min 10 s)",
     or why it stopped undecided (the budget, an interruption)."""
@@ -162,6 +167,17 @@ class WorkloadComparison:
     def goes_on(self) -> bool:
         """Undecided on time with a later look still planned (and not already failed)."""
         return self.verdict is Verdict.INCONCLUSIVE and self.time is not None and self.time.goes_on
+
+    @property
+    def upper_bound(self) -> float | None:
+        """The largest slowdown an undecided workload's interval leaves open: the highest PASS
+        bound (ratio, at its look's PASS level) of its time per step and its open gated phases;
+        None when one of them has none (no interval rules anything out)."""
+        if self.time is None:
+            return None
+        bounds = [self.time.pass_bound, *(d.pass_bound for d in self.gated.values()
+                                          if d.verdict in (Verdict.INCONCLUSIVE, Verdict.TOO_NOISY))]
+        return max(bounds) if all(isinstance(b, float) and math.isfinite(b) for b in bounds) else None
 
     @property
     def headline(self) -> str:
@@ -214,6 +230,38 @@ class GateOutcome:
         parts = [f"{counts[v]} {v}" for v in order if v in counts]
         status = run_policy(self.exit_code, self.config).headline
         return f"perfgate: {status} ({', '.join(parts) or 'no workloads'})"
+
+
+UNDECIDED = (Verdict.INCONCLUSIVE, Verdict.TOO_NOISY)
+"""The verdicts of a workload the gate ended without deciding: green or too noisy (:func:`settle`)."""
+
+CALIBRATE_HINT = "`perfgate calibrate` measures where this runner's noise sits and the design that decides soonest"
+
+
+def settle(c: WorkloadComparison, config: GateConfig, *, ended: bool = False) -> WorkloadComparison:
+    """An undecided workload at the end of its gate under ``config.inconclusive``.
+
+    "bound" (the default) and "fail": green only when the interval rules out a slowdown of
+    ``config.green_bound`` (2δ by default): the upper bound PASS is held to, at the last look's
+    level, below ``1 + green_bound``. Then it stays INCONCLUSIVE and its reason says "undecided,
+    but not slower than +X%"; else it is TOO_NOISY: a slowdown of the bound is not ruled out, so
+    a green check would cover it. Over the whole gate a true slowdown of the bound ends green
+    with chance at most the PASS rule's 2.5% (the same bound, at the same levels, with more room).
+    "pass": unchanged. Anything else (decided, still measuring) is returned as it is; ``ended``:
+    the gate stopped (its budget, an interruption) while this workload was still measuring."""
+    if c.verdict is not Verdict.INCONCLUSIVE or (c.goes_on and not ended) or config.inconclusive == INCONCLUSIVE_PASS:
+        return c
+    bound = config.green_bound
+    upper = c.upper_bound
+    limit = f"{bound * 100:+.3g}%"
+    if upper is not None and upper < 1.0 + bound:
+        return dataclasses.replace(c, green_bound=bound, reason=f"{c.reason}; undecided, but not slower than {(upper - 1) * 100:+.1f}% "
+                                             f"(the gate's bound {limit}: its check stays green)")
+    shown = (f"its upper bound {(upper - 1) * 100:+.1f}% reaches the gate's bound {limit}" if upper is not None else
+             f"no interval rules out the gate's bound {limit}")
+    return dataclasses.replace(c, verdict=Verdict.TOO_NOISY, green_bound=bound, reason=(
+        f"too noisy to gate: {shown}, so a slowdown that large could pass unseen; {c.reason}; measure more blocks "
+        f"(a larger budget), use a quieter runner, or raise inconclusive_bound; {CALIBRATE_HINT}"))
 
 
 _MIN_FACT = 100
@@ -311,7 +359,14 @@ def _headline_parts(c: WorkloadComparison) -> list[Clause]:
         parts.append((f"gated phase {_change(c.gated[open_gated[0]], f'{open_gated[0]} per step')}: undecided",))
     if not c.counters_failed:
         parts.append(_step_clause(time))
-    if c.verdict is Verdict.INCONCLUSIVE:
+    upper = c.upper_bound
+    if c.verdict is Verdict.TOO_NOISY and c.green_bound is not None:
+        reach = (f"upper bound {(upper - 1) * 100:+.1f}% reaches {c.green_bound * 100:+.3g}%" if upper is not None
+                 else f"{c.green_bound * 100:+.3g}% not ruled out")
+        parts.insert(0, (f"too noisy to gate: {reach}", "too noisy to gate"))
+    elif c.verdict is Verdict.INCONCLUSIVE and c.green_bound is not None and upper is not None:
+        parts.append((f"not slower than {(upper - 1) * 100:+.1f}%",))
+    if c.verdict in UNDECIDED:
         if c.goes_on:
             parts.append(("measuring on",))
         elif c.progress:

@@ -36,7 +36,7 @@ from perfgate.model.workload import PHASES
 from perfgate.text.units import parse_duration
 
 if TYPE_CHECKING:
-    from perfgate.analysis.driver import BudgetPlan
+    from perfgate.analysis.driver import BudgetSpending
 
 GATE_KEYS = {f.name for f in dataclasses.fields(GateConfig)}
 PER_WORKLOAD_KEYS = {"delta", "memory_threshold", "gate_phases", "phase_q", "phase_min_share",
@@ -50,6 +50,14 @@ template's effect, common to the four processes of its block, cancels from the b
 contrast), fresh where repeats are compared with a stored baseline (where it would not:
 docs/repeats.md)."""
 MAX_WINDOWS = 100
+DEFAULT_WINDOWS = AUTO_WINDOWS
+DEFAULT_BUDGET = "10m"
+"""The design a gate gets where no setting says otherwise is the one ``perfgate init`` writes:
+windows designed from the runner's evidence and a 10-minute budget whose α is spent over the
+share measured (without them a paired gate timed one window a process and stopped at 30 blocks,
+the weakest gate perfgate has)."""
+NO_BUDGET = ("none", "off")
+"""``budget = "none"``: no wall-time budget; the looks end at ``max_blocks``."""
 REPLACED_KEYS = {
     "looks": "the gate now looks after every block until each workload is decided; set max_blocks "
              "(the most blocks) and budget (the most wall time) instead",
@@ -174,11 +182,12 @@ class Settings:
     blocks: int = 6
     """ABBA blocks at the first look of a paired gate (four processes each)."""
     budget_s: float | None = None
-    """The most wall time a gate measures for (``budget = "20m"``); None: until ``max_blocks``.
-    In a paired gate it also plans the last look (:meth:`budget_plan`)."""
+    """The most wall time a gate measures for (``budget = "20m"``; :data:`DEFAULT_BUDGET` when no
+    setting gives one); None (``budget = "none"``): until ``max_blocks``. In a paired gate α is
+    spent over the share of it measured (:meth:`budget_spending`)."""
     max_blocks_given: bool = False
     """``max_blocks`` was set (``[tool.perfgate]`` or ``--max-blocks``), not the default: with a
-    budget it caps the planned last look instead of :data:`~perfgate.analysis.driver.MAX_PLANNED`."""
+    budget it caps the looks instead of :data:`~perfgate.analysis.driver.MAX_PLANNED`."""
     windows: int = 1
     """Timed windows per repeat, each of the workload's ``steps`` (``windows = 3``); with
     ``windows = "auto"``, :data:`~perfgate.analysis.design.PILOT_WINDOWS`, what a run or a stored
@@ -203,22 +212,23 @@ class Settings:
     def for_workload(self, name: str) -> GateConfig:
         return self.per_workload.get(name, self.gate)
 
-    def budget_plan(self, *, paired: bool) -> BudgetPlan | None:
-        """How a paired gate's last look follows its budget: the blocks the budget holds at the
-        first block's recorded wall time, from ``blocks`` up to ``max_blocks`` when it was given,
-        else up to :data:`~perfgate.analysis.driver.MAX_PLANNED`. The measuring gate and the judge
-        both plan with it (the judge from the base's settings).
+    def budget_spending(self, *, paired: bool) -> BudgetSpending | None:
+        """How a paired gate spends α over its budget: a look after every block from ``blocks``
+        up to ``max_blocks`` when it was given, else up to
+        :data:`~perfgate.analysis.driver.MAX_PLANNED`, each spending up to the share of the budget
+        its blocks measured, the look the budget ends spending the rest
+        (:class:`~perfgate.analysis.driver.BudgetSpending`). The measuring gate and the judge (from
+        the base's settings) both spend by it.
 
-        None (the looks end at ``max_blocks``, as without a budget): no budget; the stored
-        design (its estimate holds the baseline's variance, which more current repeats do not
-        shrink, so a longer plan buys little); or a one-look design (``max_blocks`` not above
-        ``blocks``)."""
-        from perfgate.analysis.driver import MAX_PLANNED, BudgetPlan
+        None (the looks end at ``max_blocks``, α spent over them): no budget; the stored design
+        (its estimate holds the baseline's variance, which more current repeats do not shrink, so
+        a longer gate buys little); or a one-look design (``max_blocks`` not above ``blocks``)."""
+        from perfgate.analysis.driver import MAX_PLANNED, BudgetSpending
 
         if not paired or self.budget_s is None or self.gate.max_blocks <= self.blocks:
             return None
         cap = self.gate.max_blocks if self.max_blocks_given else MAX_PLANNED
-        return BudgetPlan(self.budget_s, self.blocks, cap, self.max_blocks_given)
+        return BudgetSpending(self.budget_s, self.blocks, cap, self.max_blocks_given)
 
 
 def _gate_config(values: Mapping[str, Any], where: str, base: GateConfig | None = None) -> GateConfig:
@@ -306,7 +316,7 @@ def load_settings(pyproject: Path | None, cli: Mapping[str, Any] | None = None) 
     problem = blocks_problem(blocks, "--blocks" if "blocks" in cli else f"{where}: blocks")
     if problem is not None:
         raise UsageError(problem)
-    windows = run_value("windows", 1)
+    windows = run_value("windows", DEFAULT_WINDOWS)
     windows_auto = windows == AUTO_WINDOWS
     if windows_auto:
         windows = PILOT_WINDOWS
@@ -317,10 +327,10 @@ def load_settings(pyproject: Path | None, cli: Mapping[str, Any] | None = None) 
     if start not in START_MODES:
         origin = "--start" if "start" in cli else f"{where}: start"
         raise UsageError(f"{origin} must be one of {', '.join(START_MODES)}, got {start!r}")
-    budget = run_value("budget", None)
+    budget = run_value("budget", DEFAULT_BUDGET)
     try:
-        budget_s = None if budget is None else parse_duration(budget, "--budget" if "budget" in cli else
-                                                              f"{where}: budget")
+        budget_s = None if budget in NO_BUDGET else parse_duration(budget, "--budget" if "budget" in cli else
+                                                                   f"{where}: budget")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     paths = run_value("workloads_path", ())

@@ -7,9 +7,10 @@ measuring itself is a strategy of ``perfgate.analysis.driver.drive``: :class:`St
 blocks of base and head). The driver looks after every block from the first look on, with α
 and the PASS bound spent over the planned looks, stops each workload once it is decided, and
 stops the rest at the last planned look or the wall-time budget; it is never "re-run until
-green". With a budget, the paired gate's last look is the one the budget holds at the first
-block's recorded wall time (:meth:`perfgate.gate.config.Settings.budget_plan`), so that its α
-is spent over the looks it can take.
+green". With a budget, the paired gate spends α over the share of the budget its blocks
+measured, and all that is left at the look the budget ends
+(:meth:`perfgate.gate.config.Settings.budget_spending`), so that it is spent over the looks
+the gate takes, whatever a block costs.
 """
 
 from __future__ import annotations
@@ -228,10 +229,10 @@ def run_gate(request: GateRequest) -> GateRun:
     settings = request.settings
     config = settings.gate
     paired = request.paired is not None
-    plan = settings.budget_plan(paired=paired)
-    try:  # before anything is measured; with a plan, its cap bounds the looks until the first block is timed
-        schedule = schedule_for(config if plan is None else dataclasses.replace(config, max_blocks=plan.cap),
-                                settings.blocks if paired else settings.repeats, "block" if paired else "repeat")
+    plan = settings.budget_spending(paired=paired)
+    try:  # before anything is measured
+        schedule = (plan.schedule(config.spending_gamma) if plan is not None else
+                    schedule_for(config, settings.blocks if paired else settings.repeats, "block" if paired else "repeat"))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     began = time.perf_counter()
@@ -527,7 +528,7 @@ class PairedMeasuring(_Measuring):
 
     def recorded(self, names: Sequence[str]) -> list[RunResult]:
         """Both sides' results of ``names`` as measured so far, as their files hold them (the
-        budget's plan times the first block from them, as the judge does from the files)."""
+        budget's share measured is read from them, as the judge reads it from the files)."""
         return [side.results[n] for n in names for side in (self.head, self.base) if n in side.results]
 
     def entries(self, names: Sequence[str], count: int) -> list[Entry]:

@@ -45,13 +45,12 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.analysis.design import choose_windows
-from perfgate.analysis.driver import PlannedLast, drive, schedule_for
+from perfgate.analysis.driver import drive, schedule_for
 from perfgate.analysis.outcome import GateOutcome
 from perfgate.gate.config import ScriptEntry, Settings, load_settings
 from perfgate.gate.side_jobs import paired_error
 from perfgate.gate.inputs import PYPROJECT, InputChanges
-from perfgate.gate.replay import ReplayedBlocks, ReplayedRepeats
-from perfgate.gate.shards import ShardedMeasured
+from perfgate.gate.replay import ReplayedBlocks, ReplayedRepeats, stamp_problem
 from perfgate.measure.script_job import linked_part
 from perfgate.model.counters import COUNTERS_SUFFIX
 from perfgate.model.errors import UsageError
@@ -361,29 +360,6 @@ class TreeDefinitions:
 
 
 
-def planned_last(measured: Measured, settings: Settings) -> PlannedLast | None:
-    """The paired gate's last look as the measuring job planned it, re-derived from the base's
-    settings (``budget``, ``max_blocks``, ``blocks``: :meth:`Settings.budget_plan`) and the first
-    block its result files record, with the function the measuring gate uses
-    (:meth:`perfgate.analysis.driver.BudgetPlan.planned`); never a count the artifact states.
-    None: the looks end at ``max_blocks`` (no budget, or a one-look design).
-
-    A sharded run: each shard planned from its own first block, on its own runner. The judge
-    replays one schedule over all of them and takes the shortest plan: its boundary at each
-    look is then no stricter than any shard's, so a workload a shard stopped as decided is
-    decided there by the judge too, and no look the judge takes lies beyond what a shard
-    measured."""
-    plan = settings.budget_plan(paired=True)
-    if plan is None:
-        return None
-    parts = measured.shards if isinstance(measured, ShardedMeasured) and measured.shards else (measured,)
-    plans = [plan.planned([*part.head.values(), *part.base.values()]) for part in parts
-             if part.head or part.base]
-    if not plans:
-        return plan.planned(())
-    return min(plans, key=lambda p: (p.last, -(p.block_s or 0.0)))
-
-
 def _with_notes(outcome: GateOutcome, notes: Mapping[str, Sequence[str]]) -> GateOutcome:
     comparisons = [dataclasses.replace(c, left_out=(*c.left_out, *notes[c.workload])) if notes.get(c.workload)
                    else c for c in outcome.comparisons]
@@ -471,17 +447,23 @@ def judge_measured(measured: Measured, settings: Settings, *, design: str, again
 
     # Blocks, looks, α, δ, max_blocks and the budget are the judge's configuration alone (the
     # base's settings): nothing in run.json chooses where the gate stops. The judge replays every
-    # look from the blocks in the files with its own boundary, planned to the last look the
-    # measuring gate planned from the same settings and the first block the files record.
+    # look from the blocks in the files with its own boundary, α spent over the share of the
+    # budget the blocks' timed windows measured (as the measuring gate spent it), the last look
+    # where the files end only when the measuring job ran for the budget (``job``, the Actions
+    # API's times; by hand, the instants the files record). No instant a file records moves the
+    # boundary, and a block beyond the last look the base's settings allow is refused.
     paired = design == "paired"
-    planned = planned_last(measured, settings) if paired else None
-    last = planned.last if planned is not None else config.max_blocks
-    replay = ReplayedBlocks(measured, settings, names, errors, against, limit=last) if paired else ReplayedRepeats(
-        measured, settings, names, errors)
+    plan = settings.budget_spending(paired=True) if paired else None
+    if job is not None:
+        stamps = stamp_problem(measured, job)
+        if stamps is not None:
+            raise UsageError(f"the results record {stamps}: not a measurement of this job")
+    replay = ReplayedBlocks(measured, settings, names, errors, against, limit=plan.cap if plan else None,
+                            job=job) if paired else ReplayedRepeats(measured, settings, names, errors, job=job)
     try:
-        schedule = schedule_for(dataclasses.replace(config, max_blocks=last), settings.blocks if paired
-                                else settings.repeats, replay.unit)
+        schedule = plan.schedule(config.spending_gamma) if plan is not None else schedule_for(
+            config, settings.blocks if paired else settings.repeats, replay.unit)
     except ValueError as exc:
         raise UsageError(f"the base's [tool.perfgate]: {exc}") from None
-    driven = drive(replay, names, config, schedule, per_workload=settings.per_workload, replay=True, plan=planned)
+    driven = drive(replay, names, config, schedule, per_workload=settings.per_workload, replay=True, plan=plan)
     return Judgement(_with_notes(driven.outcome, notes), retired)

@@ -10,19 +10,54 @@ planned look is stopped at the budget only when they show it (:meth:`_Replay.sto
 
 from __future__ import annotations
 
-from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
+
 from perfgate.analysis.counted import stored_counted
-from perfgate.analysis.driver import budget_spent, recorded_seconds
+from perfgate.analysis.driver import budget_spent, recorded_instant, recorded_seconds, recorded_window_seconds
 from perfgate.analysis.outcome import Counted, Entry, Pairing
 from perfgate.gate.config import Settings
 from perfgate.gate.shards import ShardedMeasured
+from perfgate.model.measuring_job import MeasuringJob
 from perfgate.model.result import RunResult
 from perfgate.store.baselines import find_baseline
 from perfgate.store.untrusted_folders import Measured
 from perfgate.text.units import duration as duration_text
+
+
+def _parts(measured: Measured) -> tuple[Measured, ...]:
+    """The measuring jobs' folders: each shard of a sharded run, else the run itself."""
+    return tuple(measured.shards) if isinstance(measured, ShardedMeasured) and measured.shards else (measured,)
+
+
+def stamp_problem(measured: Measured, job: MeasuringJob) -> str | None:
+    """What makes the instants the results record impossible for the measuring job that wrote
+    them (its start and end from the Actions API), or None: a repeat that started outside the
+    job's run, or, in one workload's side, a repeat that started before the one measured before
+    it (by index) had even finished its timed window. A sharded run: each shard's job ran its
+    own span, so only the run's whole span is checked (from the first shard's start to the last
+    one's end, as ``job`` gives it)."""
+    for part in _parts(measured):
+        for side, results in (("head", part.head), ("base", part.base)):
+            for name, result in sorted(results.items()):
+                ordered = sorted(result.repeats, key=lambda r: r.index)
+                before = None
+                for repeat in ordered:
+                    moment = recorded_instant(repeat.started_at)
+                    where = f"{name} ({side}) repeat {repeat.index}"
+                    if moment is None:
+                        return f"{where} with no start time"
+                    if not job.holds(moment):
+                        return (f"{where} started at {moment.isoformat()}, outside the measuring job's run "
+                                f"({job.started_at.isoformat()} to {job.completed_at.isoformat()})")
+                    if before is not None:
+                        gap = (moment - before[0]).total_seconds()
+                        if gap < before[1]:
+                            return (f"{where} started {gap:.3g} s after the repeat before it, whose timed window "
+                                    f"alone took {before[1]:.3g} s")
+                    before = (moment, float(repeat.window_s))
+    return None
 
 def _keep(result: RunResult, keep: Any) -> RunResult | None:
     repeats = tuple(r for r in result.repeats if keep(r))
@@ -40,7 +75,8 @@ def _whole_blocks(head: RunResult, base: RunResult, limit: int) -> tuple[str | N
     without a gap on both sides, each holding two repeats of each side (its ABBA or BAAB set).
     Anything else (a block with three head repeats, a gap, a side with a block the other
     lacks) is not a measurement this gate planned; leaving out slowed-down repeats happens
-    later, capped, in the comparison. Blocks from ``limit`` on are not read."""
+    later, capped, in the comparison. A block from ``limit`` on lies beyond the last look the
+    base's settings allow: it is refused, never quietly left unread."""
     counts: dict[str, dict[int, int]] = {}
     for side, result in (("head", head), ("base", base)):
         by_block: dict[int, int] = {}
@@ -49,8 +85,10 @@ def _whole_blocks(head: RunResult, base: RunResult, limit: int) -> tuple[str | N
                 return "a repeat carries no ABBA block, which the paired design needs", 0
             if r.block < 0:
                 return f"the {side} side holds block {r.block}, not a planned block", 0
-            if r.block < limit:
-                by_block[r.block] = by_block.get(r.block, 0) + 1
+            if r.block >= limit:
+                return (f"the {side} side holds block {r.block}, beyond the last look the base's settings allow "
+                        f"({limit} blocks): refused, not read"), 0
+            by_block[r.block] = by_block.get(r.block, 0) + 1
         counts[side] = by_block
     present = sorted({*counts["head"], *counts["base"]})
     total = present[-1] + 1 if present else 0
@@ -78,6 +116,22 @@ class _Replay:
     settings: Settings
     errors: dict[str, str]
     limit: int
+    job: MeasuringJob | None = None
+    """The measuring job's start and end from the Actions API (None: judged by hand)."""
+
+    def recorded(self, names: Sequence[str]) -> list[RunResult]:
+        """Both sides' results of ``names`` (the budget's share measured is read from them)."""
+        return [side[n] for n in names for side in (self.measured.head, self.measured.base) if n in side]
+
+    def budget_share(self, names: Sequence[str], count: int) -> float:
+        """The share of the base's budget the blocks below ``count`` measured, as the measuring
+        gate spent α by it: a sharded run's shards each spent by their own, so the largest
+        (the least strict boundary: a workload a shard decided is decided here too)."""
+        budget = self.settings.budget_s
+        assert budget is not None
+        shares = [recorded_window_seconds([*part.head.values(), *part.base.values()], count) / budget
+                  for part in _parts(self.measured)]
+        return min(1.0, max(shares, default=0.0))
 
     def available(self, name: str) -> int:
         raise NotImplementedError
@@ -125,6 +179,13 @@ class _Replay:
                     other in part.head or other in part.base):
                 return (f"{head}; {other}, undecided too, holds {self.available(other)}: a budget stops every "
                         f"workload still undecided at the same {unit}, so this run was not stopped by it")
+        if self.job is not None:
+            # The job's own duration, as the Actions API reports it: the measuring job's work
+            # (its setup included) must have lasted the budget for the budget to have stopped it.
+            if not budget_spent(self.job.seconds, held, budget):
+                return (f"{head}; the measuring job ran {duration_text(self.job.seconds)} by the Actions API, short "
+                        f"of the base's budget of {duration_text(budget)}: the budget did not stop it")
+            return None
         below = self.limit if unit == "block" else None
         seconds = recorded_seconds([*part.head.values(), *part.base.values()], below)
         if not budget_spent(seconds, held, budget):
@@ -158,16 +219,15 @@ class _Replay:
 class ReplayedBlocks(_Replay):
     """The judge's strategy for the paired design: the blocks are read from the measured files.
 
-    Every repeat must carry a block; the blocks below the judge's last planned look (``limit``:
-    ``max_blocks``, or the budget's plan) must run 0, 1, 2, ... without a gap, each holding two
-    repeats of each side (its ABBA or BAAB set); anything else is an ERROR naming it. Blocks
-    from ``limit`` on are not read."""
+    Every repeat must carry a block; the blocks (below ``limit``: ``max_blocks``, or with a
+    budget its cap) must run 0, 1, 2, ... without a gap, each holding two repeats of each side
+    (its ABBA or BAAB set); anything else, a block from ``limit`` on included, is an ERROR naming it."""
 
     unit = "block"
 
     def __init__(self, measured: Measured, settings: Settings, names: Sequence[str], errors: Mapping[str, str],
-                 against: str | None, limit: int | None = None) -> None:
-        self.measured, self.settings, self.against = measured, settings, against
+                 against: str | None, limit: int | None = None, job: MeasuringJob | None = None) -> None:
+        self.measured, self.settings, self.against, self.job = measured, settings, against, job
         self.errors = dict(errors)
         self.limit = settings.gate.max_blocks if limit is None else limit
         self.counts: dict[str, int] = {}
@@ -211,8 +271,8 @@ class ReplayedRepeats(_Replay):
     unit = "repeat"
 
     def __init__(self, measured: Measured, settings: Settings, names: Sequence[str],
-                 errors: Mapping[str, str]) -> None:
-        self.measured, self.settings, self.errors = measured, settings, dict(errors)
+                 errors: Mapping[str, str], job: MeasuringJob | None = None) -> None:
+        self.measured, self.settings, self.errors, self.job = measured, settings, dict(errors), job
         self.limit = settings.gate.max_blocks
 
     def available(self, name: str) -> int:

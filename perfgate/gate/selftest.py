@@ -358,7 +358,7 @@ GateFn = Callable[[Job, Job], GateRun]
 def record_of(run: GateRun, size: float | None, phase: str | None, inject_ms: float, seconds: float) -> GateRecord:
     """What one gate decided; an ERROR or INCOMPARABLE verdict stops the self-test."""
     c = run.outcome.comparisons[0]
-    if c.verdict not in (Verdict.REGRESSION, Verdict.PASS, Verdict.INCONCLUSIVE, Verdict.IMPROVED):
+    if c.verdict not in (Verdict.REGRESSION, Verdict.PASS, Verdict.INCONCLUSIVE, Verdict.TOO_NOISY, Verdict.IMPROVED):
         raise WorkloadError(f"selftest: a gate of {c.workload} could not be judged: {c.verdict.value}: {c.reason}")
     flagged = tuple(r.phase for r in c.phases
                     if r.flag is not None and r.flag.flagged and r.flag.estimate is not None
@@ -478,9 +478,9 @@ def run_selftest(
 
 
 def _last_look(settings: Settings, blocks: int) -> str | None:
-    """The card's words for where each gate's looks end when its budget plans them."""
-    plan = replace(settings, blocks=blocks).budget_plan(paired=True)
+    """The card's words for where each gate's looks end when its budget spends α."""
+    plan = replace(settings, blocks=blocks).budget_spending(paired=True)
     if plan is None:
         return None
-    return (f"the blocks its {duration_text(plan.budget_s)} budget holds at the first block's recorded time "
-            f"(at most {plan.cap})")
+    return (f"where its {duration_text(plan.budget_s)} budget ends (at most {plan.cap} blocks), α spent over the share "
+            "measured")

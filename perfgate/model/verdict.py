@@ -11,10 +11,14 @@ Two settings change what a verdict does (both are fields of
 ``perfgate.analysis.decide.GateConfig``, which the functions here take as ``rules``; this
 layer cannot import it):
 
-- ``inconclusive`` ("pass" or "fail"): with "pass" an undecided gate (INCONCLUSIVE, exit
-  code 3) does not fail the pull request (status success, check run neutral, the pytest
-  item skipped); with "fail" it fails it (status and check run failure, the pytest item
-  failed). The exit code stays 3 either way.
+- ``inconclusive`` ("bound", "pass" or "fail"): with "bound" (the default) an undecided
+  workload whose interval rules out a slowdown of the gate's bound (``inconclusive_bound``,
+  2δ by default) is INCONCLUSIVE, "undecided, but not slower than +X%", which does not fail
+  the pull request (exit code 3, status success, check run neutral, the pytest item
+  skipped), and one whose interval does not is TOO_NOISY, which fails it as an error (exit
+  code 2: the runner could not gate it); with "pass" every undecided workload is
+  INCONCLUSIVE and green, however wide its interval; with "fail" every undecided workload
+  fails (INCONCLUSIVE: exit code 3 with status and check run failure; TOO_NOISY as above).
 - ``fail_on_missing_baseline``: a NO_BASELINE contributes 2 (an error) instead of 0.
 
 The renderers and adapters map through :func:`policy` and :func:`run_policy`, so a new
@@ -34,6 +38,7 @@ __all__ = [
     "BISECT_STEPS",
     "CHECK_CONCLUSIONS",
     "EXIT_PRECEDENCE",
+    "INCONCLUSIVE_BOUND",
     "INCONCLUSIVE_FAIL",
     "INCONCLUSIVE_FAILING",
     "INCONCLUSIVE_PASS",
@@ -60,16 +65,18 @@ class Verdict(str, enum.Enum):
     REGRESSION = "REGRESSION"
     PASS = "PASS"
     INCONCLUSIVE = "INCONCLUSIVE"
+    TOO_NOISY = "TOO_NOISY"
     IMPROVED = "IMPROVED"
     INCOMPARABLE = "INCOMPARABLE"
     NO_BASELINE = "NO_BASELINE"
     ERROR = "ERROR"
 
 
+INCONCLUSIVE_BOUND = "bound"
 INCONCLUSIVE_PASS = "pass"
 INCONCLUSIVE_FAIL = "fail"
-INCONCLUSIVE_POLICIES = (INCONCLUSIVE_PASS, INCONCLUSIVE_FAIL)
-"""The values of the ``inconclusive`` setting (``GateConfig.inconclusive``)."""
+INCONCLUSIVE_POLICIES = (INCONCLUSIVE_BOUND, INCONCLUSIVE_PASS, INCONCLUSIVE_FAIL)
+"""The values of the ``inconclusive`` setting (``GateConfig.inconclusive``); the first is the default."""
 
 PYTEST_PASSED, PYTEST_SKIPPED, PYTEST_FAILED, PYTEST_ERROR = "passed", "skipped", "failed", "error"
 PYTEST_OUTCOMES = (PYTEST_PASSED, PYTEST_SKIPPED, PYTEST_FAILED, PYTEST_ERROR)
@@ -126,7 +133,7 @@ class RunPolicy:
         return self.conclusion == "failure"
 
 
-_UNDECIDED = "undecided after the planned looks"
+_UNDECIDED = "undecided after the planned looks, but not slower than the gate's bound"
 _DECIDE_IT = "More repeats or baseline recordings decide it, not a re-run."
 
 RUN_POLICY: dict[int, RunPolicy] = {
@@ -140,11 +147,12 @@ RUN_POLICY: dict[int, RunPolicy] = {
                                  f"**Check: neutral** (exit code 3): {_UNDECIDED}; the check passes with a "
                                  f"warning. {_DECIDE_IT}"),
 }
-"""Per exit code, with ``inconclusive = "pass"`` (the default)."""
+"""Per exit code, with ``inconclusive = "bound"`` (the default) or ``"pass"``."""
 
 INCONCLUSIVE_FAILING = RunPolicy(
     EXIT_INCONCLUSIVE, "inconclusive", "inconclusive", "failure", "failure",
-    f'**Check: fails** (exit code 3): {_UNDECIDED}, and `inconclusive = "fail"` makes that fail the check. '
+    f'**Check: fails** (exit code 3): undecided after the planned looks, and `inconclusive = "fail"` makes that '
+    f'fail the check. '
     f"{_DECIDE_IT}")
 """Exit code 3 with ``inconclusive = "fail"``."""
 
@@ -241,10 +249,18 @@ POLICY: dict[Verdict, VerdictPolicy] = {p.verdict: p for p in (
         EXIT_OK, "✅", "good", PYTEST_PASSED, "passes", BISECT_FAST),
     VerdictPolicy(
         Verdict.INCONCLUSIVE,
-        "undecided: the interval reaches above 1 + δ, but the evidence is not enough to call a "
-        "regression after the planned looks; the reason gives the smallest slowdown the run could detect",
+        "undecided, but not slower than the gate's bound: the interval reaches above 1 + δ and the evidence is "
+        "not enough to call a regression after the planned looks, while its upper bound stays below "
+        "inconclusive_bound (2δ by default); the reason gives that bound and the smallest slowdown the run "
+        "could detect",
         EXIT_INCONCLUSIVE, "❔", "open", PYTEST_SKIPPED, "undecided", BISECT_UNDECIDED, notice="warning",
         strict_when='inconclusive = "fail"', strict_exit_code=EXIT_INCONCLUSIVE, strict_pytest=PYTEST_FAILED),
+    VerdictPolicy(
+        Verdict.TOO_NOISY,
+        "undecided, and too noisy to gate: the time per step's upper bound reaches the gate's bound "
+        "(inconclusive_bound, 2δ by default), so a slowdown that large is not ruled out; the reason names the "
+        "interval and what the runner would need (blocks, minutes, or a quieter runner)",
+        EXIT_ERROR, "📶", "bad", PYTEST_FAILED, "too noisy to gate", BISECT_UNDECIDED),
     VerdictPolicy(
         Verdict.IMPROVED,
         "significantly faster, with its estimate below 1/(1 + δ); the reason suggests rebaselining",

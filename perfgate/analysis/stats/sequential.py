@@ -41,6 +41,7 @@ A run that stops before its last planned look (its time budget spent) has spent 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import json
@@ -54,7 +55,8 @@ import numpy as np
 from scipy import fft as sp_fft
 from scipy import optimize, special
 
-__all__ = ["DEFAULT_GAMMA", "PIVOTS", "Schedule", "crossing_levels", "information_levels", "spent", "t_boundary"]
+__all__ = ["DEFAULT_GAMMA", "PIVOTS", "Schedule", "crossing_levels", "information_levels", "spent", "spent_t_boundary",
+           "t_boundary"]
 
 DEFAULT_GAMMA = 1.0
 """The spending function's γ: near Pocock's boundary, which spends early enough that a gate
@@ -245,6 +247,71 @@ def _table() -> dict[tuple[tuple[int, ...], float], dict[float, tuple[float, ...
     return out
 
 
+class _TPaths:
+    """Null paths of a one-sample t process, drawn look by look, and the boundary each level's
+    spending sets on them so far: the one simulation behind :func:`simulate_t_boundaries` (the
+    looks planned at once) and :func:`spent_t_boundary` (the looks added as the gate takes them).
+
+    Look k's draws depend only on the looks before it, so the boundary of the first k looks is
+    the same whatever comes after: a gate can add its looks one at a time."""
+
+    def __init__(self, levels: Sequence[float], gamma: float, paths: int, seed: int) -> None:
+        self.levels = sorted({_alpha_key(a) for a in levels})
+        if not self.levels or not all(0.0 < a < 0.5 for a in self.levels):
+            raise ValueError(f"alphas must lie between 0 and 0.5, got {self.levels!r}")
+        self.gamma, self.paths = float(gamma), paths
+        self.rng = np.random.Generator(np.random.PCG64(seed))
+        # The top of each look's t values holds every path a boundary can stop there, and at
+        # most max(alphas) * paths paths are stopped already: rank only that many.
+        most = int(max(self.levels) * paths)
+        self.top = min(paths, most * 2 + most + 2048)
+        self.alive = {a: np.ones(paths, dtype=bool) for a in self.levels}
+        self.critical: dict[float, list[float]] = {a: [] for a in self.levels}
+        self.counts: list[int] = []
+        self.fractions: list[float] = []
+        self.total = np.zeros(paths)
+        self.m2 = np.zeros(paths)
+
+    def add(self, count: int, fraction: float) -> None:
+        """One more look at ``count`` observations, α spent up to information ``fraction``."""
+        n = self.counts[-1] if self.counts else 0
+        if count <= n or (not self.counts and count < 2):
+            raise ValueError(f"counts must increase from at least 2, got {[*self.counts, count]!r}")
+        before = self.fractions[-1] if self.fractions else 0.0
+        if not (math.isfinite(fraction) and before <= fraction <= 1.0 and fraction > 0.0):
+            raise ValueError(f"spending fractions must not decrease and lie in (0, 1], got {[*self.fractions, fraction]!r}")
+        paths, rng = self.paths, self.rng
+        g = count - n
+        new_sum = rng.standard_normal(paths) * math.sqrt(g)
+        new_ss = rng.chisquare(g - 1, paths) if g > 1 else np.zeros(paths)
+        if n == 0:
+            self.total, self.m2 = new_sum, new_ss
+        else:
+            delta = self.total / n - new_sum / g
+            self.m2 = self.m2 + new_ss + delta * delta * (n * g / count)
+            self.total = self.total + new_sum
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = self.total / np.sqrt(self.m2 * count / (count - 1))
+        t = np.nan_to_num(t, nan=0.0, posinf=np.inf, neginf=-np.inf)
+        top = self.top
+        head = np.argpartition(t, paths - top)[paths - top:] if top < paths else np.arange(paths)
+        head = head[np.argsort(-t[head], kind="stable")]
+        for a in self.levels:
+            want = (spent(fraction, a, self.gamma) - (spent(before, a, self.gamma) if self.counts else 0.0)) * paths
+            ranked = t[head[self.alive[a][head]]]
+            if want <= 0 or ranked.size < 2:
+                c = math.inf
+            else:
+                j = min(int(round(want)), ranked.size - 1)  # paths to stop here, to half a path
+                # halfway between the j-th and (j+1)-th largest t of the paths still going
+                c = (float(ranked[j - 1]) + float(ranked[j])) / 2.0 if j > 0 else \
+                    float(ranked[0]) + abs(float(ranked[0]) - float(ranked[1])) / 2.0
+                self.alive[a] &= ~(t > c)
+            self.critical[a].append(c)
+        self.counts.append(count)
+        self.fractions.append(fraction)
+
+
 def simulate_t_boundaries(alphas: Iterable[float], counts: Sequence[int], gamma: float = DEFAULT_GAMMA, *,
                           paths: int = SIMULATED_PATHS, seed: int = SEED) -> dict[float, tuple[float, ...]]:
     """The critical one-sample t of every look at ``counts`` (J observations at each, J - 1
@@ -261,50 +328,62 @@ def simulate_t_boundaries(alphas: Iterable[float], counts: Sequence[int], gamma:
     counts = tuple(int(c) for c in counts)
     if not counts or counts[0] < 2 or any(b <= a for a, b in itertools.pairwise(counts)):
         raise ValueError(f"counts must increase from at least 2, got {counts!r}")
-    levels = sorted({_alpha_key(a) for a in alphas})
-    if not levels or not all(0.0 < a < 0.5 for a in levels):
-        raise ValueError(f"alphas must lie between 0 and 0.5, got {levels!r}")
-    rng = np.random.Generator(np.random.PCG64(seed))
-    last = counts[-1]
-    fractions = [c / last for c in counts]
-    spend = {a: [spent(f, a, gamma) for f in fractions] for a in levels}
-    # The top of each look's t values holds every path a boundary can stop there, and at
-    # most max(alphas) * paths paths are stopped already: rank only that many.
-    top = min(paths, int(max(levels) * paths) * 2 + int(max(levels) * paths) + 2048)
-    alive = {a: np.ones(paths, dtype=bool) for a in levels}
-    critical: dict[float, list[float]] = {a: [] for a in levels}
-    total = np.zeros(paths)
-    m2 = np.zeros(paths)
-    n = 0
-    for k, count in enumerate(counts):
-        g = count - n
-        new_sum = rng.standard_normal(paths) * math.sqrt(g)
-        new_ss = rng.chisquare(g - 1, paths) if g > 1 else np.zeros(paths)
-        if n == 0:
-            total, m2 = new_sum, new_ss
+    sim = _TPaths(list(alphas), gamma, paths, seed)
+    for count in counts:
+        sim.add(count, count / counts[-1])
+    return {a: tuple(sim.critical[a]) for a in sim.levels}
+
+
+_spending_sims: list[_TPaths] = []
+"""The simulations :func:`spent_t_boundary` keeps, the latest used last (a few: gates judged one
+after the other in one process each add their own looks)."""
+_KEPT_SIMULATIONS = 4
+
+
+def spent_t_boundary(alpha: float, counts: Sequence[int], fractions: Sequence[float], gamma: float = DEFAULT_GAMMA,
+                     *, paths: int = SIMULATED_PATHS) -> tuple[float, ...]:
+    """The critical one-sample t of every look at ``counts`` for a total one-sided level
+    ``alpha`` spent by Hwang-Shih-DeCani(``gamma``) up to the information ``fractions`` each look
+    reached (not decreasing, at most 1; a look at 1 spends what is left, so the gate's last look
+    spends all of α wherever it falls).
+
+    The fractions are any scale the gate completes, such as the share of its wall-time budget
+    measured when the look is taken: a boundary spent over a plan the gate never reaches
+    loses the α of its missing looks. A look's boundary depends only on the looks before it,
+    so the gate adds its looks one at a time; the simulation (:data:`SEED`, ``paths`` null
+    paths, with :data:`STANDARD_ALPHAS` beside ``alpha``) is kept for the process and extended
+    look by look, so a gate of K looks draws its paths once, not K times; the measuring job and
+    the judge, given the same counts and fractions, find the same boundary."""
+    if not (isinstance(alpha, float) and 0.0 < alpha < 0.5):
+        raise ValueError(f"alpha must be a float between 0 and 0.5, got {alpha!r}")
+    counts = tuple(int(c) for c in counts)
+    fractions = tuple(float(f) for f in fractions)
+    if len(counts) != len(fractions) or not counts:
+        raise ValueError(f"one spending fraction per look: {len(counts)} looks, {len(fractions)} fractions")
+    key = _alpha_key(alpha)
+    k = len(counts)
+    with _lock:
+        def fits(sim: _TPaths) -> bool:
+            n = min(k, len(sim.counts))
+            return (sim.gamma == float(gamma) and sim.paths == paths and key in sim.critical
+                    and tuple(sim.counts[:n]) == counts[:n] and tuple(sim.fractions[:n]) == fractions[:n])
+
+        sim = next((s for s in reversed(_spending_sims) if fits(s)), None)
+        if sim is None:
+            # a level not simulated yet on these looks: simulate them again with it, keeping the others
+            prior = next((s for s in reversed(_spending_sims) if s.gamma == float(gamma) and s.paths == paths
+                          and tuple(s.counts[:k]) == counts[:len(s.counts)]
+                          and tuple(s.fractions[:k]) == fractions[:len(s.fractions)]), None)
+            if prior is not None:
+                _spending_sims.remove(prior)
+            sim = _TPaths(sorted({key, *STANDARD_ALPHAS, *(prior.levels if prior else ())}), gamma, paths, SEED)
+            del _spending_sims[:max(0, len(_spending_sims) - _KEPT_SIMULATIONS + 1)]
         else:
-            delta = total / n - new_sum / g
-            m2 = m2 + new_ss + delta * delta * (n * g / count)
-            total = total + new_sum
-        n = count
-        with np.errstate(divide="ignore", invalid="ignore"):
-            t = total / np.sqrt(m2 * n / (n - 1))
-        t = np.nan_to_num(t, nan=0.0, posinf=np.inf, neginf=-np.inf)
-        head = np.argpartition(t, paths - top)[paths - top:] if top < paths else np.arange(paths)
-        head = head[np.argsort(-t[head], kind="stable")]
-        for a in levels:
-            want = (spend[a][k] - (spend[a][k - 1] if k else 0.0)) * paths
-            ranked = t[head[alive[a][head]]]
-            if want <= 0 or ranked.size < 2:
-                c = math.inf
-            else:
-                j = min(int(round(want)), ranked.size - 1)  # paths to stop here, to half a path
-                # halfway between the j-th and (j+1)-th largest t of the paths still going
-                c = (float(ranked[j - 1]) + float(ranked[j])) / 2.0 if j > 0 else \
-                    float(ranked[0]) + abs(float(ranked[0]) - float(ranked[1])) / 2.0
-                alive[a] &= ~(t > c)
-            critical[a].append(c)
-    return {a: tuple(critical[a]) for a in levels}
+            _spending_sims.remove(sim)
+        _spending_sims.append(sim)
+        for count, fraction in zip(counts[len(sim.counts):], fractions[len(sim.fractions):], strict=True):
+            sim.add(count, fraction)
+        return tuple(sim.critical[key][:k])
 
 
 def t_boundary(alpha: float, counts: Sequence[int], gamma: float = DEFAULT_GAMMA) -> tuple[float, ...]:
@@ -371,6 +450,11 @@ class Schedule:
     pivot: str = "z"
     """``"t"``: the looks test one-sample t statistics on ``count - 1`` df, and their levels come
     from the exact t boundary (:func:`t_boundary`); ``"z"``: the Brownian boundary (:data:`PIVOTS`)."""
+    spending: tuple[float, ...] | None = None
+    """A budget's gate (``pivot="t"``, ``every`` 1): the information fraction each look taken so
+    far reached on a scale the gate completes (the share of its wall-time budget measured), α
+    spent up to it (:func:`spent_t_boundary`); a look at 1 is the last, wherever it falls, and
+    spends all that is left. None: spent over the counts' share of ``last``."""
 
     def __post_init__(self) -> None:
         for name in ("first", "last", "every"):
@@ -385,12 +469,36 @@ class Schedule:
             raise ValueError(f"Schedule.pivot must be one of {', '.join(PIVOTS)}, got {self.pivot!r}")
         if self.pivot == "t" and self.first < 2:
             raise ValueError(f"a t boundary needs at least 2 blocks at the first look, got {self.first}")
+        if self.spending is not None:
+            f = self.spending
+            if self.pivot != "t" or self.every != 1:
+                raise ValueError("spending fractions need a t schedule with a look after every block")
+            if (len(f) > self.last - self.first + 1 or not all(isinstance(v, float) and 0.0 < v <= 1.0 for v in f)
+                    or any(b < a for a, b in itertools.pairwise(f)) or (len(f) == self.last - self.first + 1 and f
+                                                                      and f[-1] != 1.0)):
+                raise ValueError(f"Schedule.spending must hold, for the looks taken, fractions in (0, 1] that do not "
+                                 f"decrease, the last look's 1: got {f!r}")
+
+    @property
+    def closed(self) -> bool:
+        """A budget's gate whose last look is taken (its spending reached 1)."""
+        return bool(self.spending) and self.spending[-1] >= 1.0  # type: ignore[index]  # bool() holds it
 
     @property
     def counts(self) -> tuple[int, ...]:
-        """The counts at which the looks fall; the last one is always ``last``."""
-        out = list(range(self.first, self.last, self.every))
-        return (*out, self.last)
+        """The counts at which the looks fall; the last one is ``last``, or the look a budget's
+        gate closed at (:attr:`closed`)."""
+        out = (*range(self.first, self.last, self.every), self.last)
+        return out[:len(self.spending)] if self.closed else out  # type: ignore[arg-type]  # closed: not None
+
+    def spend(self, count: int, fraction: float) -> Schedule:
+        """This budget's schedule with the look at ``count`` taken, α spent up to ``fraction``
+        (at most 1; 1 makes it the last look; a fraction below the last look's is that one's)."""
+        taken = self.spending or ()
+        if self.first + len(taken) != count:
+            raise ValueError(f"the next look of this schedule falls at {self.first + len(taken)}, not {count}")
+        fraction = 1.0 if count >= self.last else min(1.0, max(float(fraction), taken[-1] if taken else 0.0))
+        return dataclasses.replace(self, spending=(*taken, fraction))
 
     @property
     def looks(self) -> int:
@@ -417,6 +525,8 @@ class Schedule:
         if self.pivot == "t":
             if information is not None:
                 raise ValueError("a t schedule's information is its count")
+            if self.spending is not None and self.spending[look - 1] >= 1.0 and look == 1:
+                return float(alpha)  # closed at its first look: the whole level
             return float(special.stdtr(count - 1, -self.critical(alpha, count)))
         if information is not None:
             if self.pivot != "information":
@@ -432,9 +542,19 @@ class Schedule:
             raise ValueError(f"no look falls at {count} (looks: {_counts_text(self.counts)})")
         if self.pivot != "t":
             raise ValueError("a z schedule has levels, not a t boundary")
+        if self.spending is not None:
+            if look > len(self.spending):
+                raise ValueError(f"the look at {count} is not taken yet: its share of the budget is not known")
+            if look == 1 and self.spending[0] >= 1.0:
+                return float(special.stdtrit(count - 1, 1.0 - float(alpha)))
+            return spent_t_boundary(float(alpha), self.counts[:look], self.spending[:look], float(self.gamma))[look - 1]
         return t_boundary(float(alpha), self.counts, float(self.gamma))[look - 1]
 
     def describe(self) -> str:
+        if self.spending is not None:
+            spent_text = f"{self.spending[-1] * 100:.0f}% of the budget" if self.spending else "none yet"
+            return (f"a look after every block from {self.first}, α spent by Hwang-Shih-DeCani(γ={self.gamma:g}) over the "
+                    f"share of the wall-time budget measured ({spent_text}), all of it at the last look")
         if self.looks == 1:
             return f"one look at {self.last}"
         return (f"looks at {_counts_text(self.counts)}, α spent by Hwang-Shih-DeCani(γ={self.gamma:g}) over "
