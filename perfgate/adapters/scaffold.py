@@ -343,7 +343,8 @@ def next_steps(target: Path, done: Sequence[Scaffolded] = (), owners: Sequence[s
     steps = [
         first,
         "The measuring workflow installs the base commit's project with its constraints.txt, ci.yml and "
-        "the rebaseline run `pip install -c constraints.txt -e .`, and the judge installs the perfgate "
+        "the rebaseline run `pip install -c constraints.txt -e .`, and the judge and the history's recording "
+        "job (a hosted runner, when PERFGATE_HISTORY_URL is set) install the perfgate "
         "that constraints.txt pins: your pyproject.toml's [project] must depend on perfgate and torch, "
         "and constraints.txt pins the environment, perfgate included. Otherwise edit the workflows' "
         "\"Install\" steps.",
