@@ -15,8 +15,15 @@ when the interval's lower bound is above :data:`CREEP_FLOOR_BYTES` (64 KiB); a h
 against a reference measured not to, and grows more than it by more than that floor beyond
 the noise of both (a slowed step holds more seconds, over which a process's memory may grow
 with time, not with steps), is a REGRESSION of the memory row. Both creeping, or
-neither, changes nothing; a reference whose slopes were not recorded (a stored baseline
-keeps no telemetry) is not known, and changes nothing either.
+neither, changes nothing; a stored baseline keeps no telemetry, so against one the slope is
+not known and changes nothing either.
+
+In the paired design both sides' slopes are measured by the same harness in the same job: a
+kind of memory whose slope one side recorded and the other did not (:func:`missing_slopes`)
+is missing data, never a pass. The comparison makes it an ERROR, as a missing peak memory
+(``perfgate.analysis.compare``; with ``missing_is_error = false`` the memory row says it was
+not compared): a head that left its slope out would otherwise hide MEMORY-CREEP, and so would
+a base side that left out its own.
 """
 
 from __future__ import annotations
@@ -173,6 +180,13 @@ def excess(head: Creep, reference: Creep) -> tuple[float, float, float]:
     return difference, difference - half, difference + half
 
 
+def missing_slopes(head: Sequence[Creep], reference: Sequence[Creep]) -> tuple[list[str], list[str]]:
+    """The kinds of memory (``resident memory``, ``device memory``) whose slope the reference
+    recorded and the head did not, and those the head recorded and the reference did not."""
+    ours, theirs = [c.what for c in head], [c.what for c in reference]
+    return [w for w in theirs if w not in ours], [w for w in ours if w not in theirs]
+
+
 def creep_rule(memory: MemoryDecision, head: Sequence[Creep], reference: Sequence[Creep] | None,
                side: str = "baseline") -> MemoryDecision:
     """``memory`` made a REGRESSION when the head creeps in a kind of memory the reference
@@ -186,6 +200,12 @@ def creep_rule(memory: MemoryDecision, head: Sequence[Creep], reference: Sequenc
     new = [(c, measured[c.what]) for c in head if c.creeps and c.what in measured and not measured[c.what].creeps
            and excess(c, measured[c.what])[1] > CREEP_FLOOR_BYTES]
     if not new:
+        head_lacks, reference_lacks = missing_slopes(head, reference)
+        unknown = [f"{what} not recorded in the head" for what in head_lacks]
+        unknown += [f"{what} not recorded in the {side}" for what in reference_lacks]
+        if unknown:  # shown, when missing_is_error = false lets the comparison go on without it
+            return MemoryDecision(memory.verdict, memory.ratio,
+                                  f"{memory.reason}; memory creep not compared: {', '.join(unknown)}")
         return memory
     found = "; ".join(f"MEMORY-CREEP: {c.describe()}, the {side} shows none "
                       f"({ref.per_step / 1024:.1f} KiB per step [{ref.low / 1024:.1f}, {ref.high / 1024:.1f}])"
