@@ -270,3 +270,23 @@ def test_a_tool_key_that_is_not_a_table_is_a_usage_error(tmp_path: Path) -> None
     path.write_text('tool = "none"\n', encoding="utf-8")
     message = usage_error(path)
     assert str(path) in message and "[tool]" in message
+
+
+# --- who may accept a slowdown ------------------------------------------------------------------
+
+def test_accept_by_defaults_to_maintainers_or_code_owners_and_takes_the_four_values(tmp_path: Path) -> None:
+    from perfgate.gate.config import ACCEPT_BY
+
+    assert Settings().accept_by == "maintainers-or-code-owners" == ACCEPT_BY[0]
+    assert load_settings(pyproject(tmp_path, "[tool.perfgate]\nrepeats = 3\n")).accept_by == ACCEPT_BY[0]
+    assert ACCEPT_BY == ("maintainers-or-code-owners", "maintainers", "code-owners", "writers")
+    for value in ACCEPT_BY:
+        assert load_settings(pyproject(tmp_path, f'[tool.perfgate]\naccept_by = "{value}"\n')).accept_by == value
+
+
+@pytest.mark.parametrize("value", ['"anyone"', '"Maintainers"', "1", '["writers"]', "true"])
+def test_an_unknown_accept_by_is_one_line_naming_the_values(tmp_path: Path, value: str) -> None:
+    path = pyproject(tmp_path, f"[tool.perfgate]\naccept_by = {value}\n")
+    message = usage_error(path)
+    assert message.startswith(f"{path} [tool.perfgate]: accept_by must be one of 'maintainers-or-code-owners', "
+                              "'maintainers', 'code-owners', 'writers', got ")

@@ -394,3 +394,68 @@ def test_the_manifest_has_what_the_judge_workflow_reads_first() -> None:
     assert data["pr_number"] == 7 and data["base_sha"] == BASE_SHA and data["kind"] == "perfgate.ci-run"
     workflow = (Path(__file__).resolve().parents[1] / ".github" / "workflows" / "perfgate-judge.yml").read_text()
     assert 'data["pr_number"], data["base_sha"]' in workflow
+
+
+# --- the measuring job's start and end (--measuring-job) ------------------------------------------
+
+def test_the_measuring_jobs_times_are_read_into_a_measuring_job(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from perfgate.gate.github import read_measuring_job
+    from perfgate.model.measuring_job import MeasuringJob
+
+    path = tmp_path / "job.json"
+    path.write_text('{"started_at": "2026-12-04T05:00:00Z", "completed_at": "2026-12-04T05:12:30Z"}')
+    job = read_measuring_job(path)
+    assert job == MeasuringJob(datetime(2026, 12, 4, 5, 0, tzinfo=UTC), datetime(2026, 12, 4, 5, 12, 30, tzinfo=UTC))
+    assert job.seconds == 750.0
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("", "empty: the measuring job's start and end were not found"),
+    ("{}", "the measuring job: 'started_at' is not a string"),
+    ("{oops", "not JSON"),
+    ('["2026-12-04T05:00:00Z"]', "not a JSON object"),
+    ('{"started_at": "2026-12-04T05:00:00Z"}', "'completed_at' is not a string"),
+    ('{"started_at": 5, "completed_at": "2026-12-04T05:00:00Z"}', "'started_at' is not a string"),
+    ('{"started_at": "2026-12-04 05:00:00", "completed_at": "2026-12-04T05:00:00Z"}', "started_at is not a time"),
+    ('{"started_at": "2026-13-04T05:00:00Z", "completed_at": "2026-12-04T05:00:00Z"}', "started_at is not a time"),
+    ('{"started_at": "2026-12-04T05:00:00Z", "completed_at": "2026-12-04T05:00:00+00:00"}',
+     "completed_at is not a time"),
+    ('{"started_at": "2026-12-04T05:00:00Z", "completed_at": "2026-12-04T04:59:59Z"}',
+     "completed_at is before started_at"),
+    ('{"started_at": "2026-12-04T05:00:00Z", "completed_at": "2026-12-04T05:00:00Z", "steps": []}',
+     "unknown key 'steps'"),
+    ('{"started_at": "2026-12-04T05:00:00Z", "completed_at": "2026-12-04T05:00:00Z", "pad": "' + "x" * 5000 + '"}',
+     "larger than 4096 bytes"),
+    (b"\xff\xfe", "not UTF-8 text"),
+    (None, "cannot be read"),
+], ids=["empty", "no keys", "not json", "list", "no end", "number", "not iso", "month 13", "offset", "backwards",
+        "unknown key", "too large", "not utf-8", "missing"])
+def test_a_bad_measuring_job_file_is_one_line_and_exit_2(tmp_path: Path, base: Path, text: str | bytes | None,
+                                                         why: str) -> None:
+    """The file comes from the judge workflow, from the Actions API; read as untrusted all the same."""
+    folder = write_run(tmp_path / "r", {"tiny": paired("tiny", seed=1)}, {"tiny": paired("tiny", seed=2)})
+    path = tmp_path / "job.json"
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    elif text is not None:
+        path.write_text(text)
+    code, _, err, comment = run(tmp_path, folder, base, "--measuring-job", str(path))
+    assert code == 2
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"perfgate: error: --measuring-job {path}: ") and why in line
+    assert "perfgate could not judge" in comment or "error" in comment.lower()
+
+
+def test_the_measuring_job_reaches_the_judgement(tmp_path: Path, base: Path) -> None:
+    """The same results judged without the job's times and with a job that ran days after their
+    recorded starts: the second is refused by the judgement (not by the file's reader), so the
+    times reach judge_measured."""
+    folder = write_run(tmp_path / "r", {"tiny": paired("tiny", seed=1)}, {"tiny": paired("tiny", seed=2)})
+    after = tmp_path / "after.json"
+    after.write_text('{"started_at": "2026-12-04T05:00:00Z", "completed_at": "2026-12-04T05:30:00Z"}')
+    code, _, _, comment = run(tmp_path, folder, base)
+    assert code == 0, comment
+    code, _, err, comment = run(tmp_path, folder, base, "--measuring-job", str(after))
+    assert code == 2 and "--measuring-job" not in err and "tiny" in err, err

@@ -43,10 +43,13 @@ from perfgate.gate.github import (
     check_run_payload,
     fit,
     head_verdict,
+    is_code_owner,
     path_variable,
     read_acknowledgement,
+    read_measuring_job,
     read_recorded_verdicts,
     set_output,
+    tagged,
     workflow_annotations,
     workflow_command,
 )
@@ -192,22 +195,28 @@ def run_judge(args: argparse.Namespace, environ: Mapping[str, str] | None = None
         if (recorded or acknowledgement) and head_sha is None:
             raise UsageError("--previous-verdicts, --acknowledgement: they are the head commit's; give "
                              "--expect-head-sha SHA (40 hex digits)")
+        job = read_measuring_job(Path(args.measuring_job)) if args.measuring_job else None
+        pr_number = manifest.pr_number if manifest is not None and manifest.pr_number is not None else args.expect_pr
+        code_owner = acknowledgement is not None and args.changed_files is not None and is_code_owner(
+            base_dir, acknowledgement.by, [path for _, path in read_changed_files(Path(args.changed_files))])
         head_files = Path(args.head_files) if args.head_files else None
         if head_files is not None and not head_files.is_dir():
             raise UsageError(f"--head-files {head_files}: not a directory")
         definitions = TreeDefinitions.of(base_dir, settings, changes, head_files)
         judgement = judge_measured(measured, settings, design=args.design, against=against, changes=changes,
-                                   definitions=definitions)
+                                   definitions=definitions, job=job)
         outcome = judgement.outcome
         code_ = outcome.exit_code
         shown = consequence(outcome)  # the exit code under [tool.perfgate] inconclusive: status, check run
-        history = head_verdict(code_, head_sha or "", recorded, acknowledgement)
+        history = head_verdict(code_, head_sha or "", recorded, acknowledgement, pr=pr_number, base_sha=against,
+                               accept_by=settings.accept_by, code_owner=code_owner)
         policy = None
         if history.exit_code != code_:  # the head commit's recorded REGRESSION stands, or was accepted
             code_ = history.exit_code
             shown = policy = RUN_POLICY[code_]
-        description = history.description or status_description(outcome)
-        headline = f"perfgate: {description}" if history.description else outcome.headline
+        plain = history.description or status_description(outcome)
+        headline = f"perfgate: {plain}" if history.description else outcome.headline
+        description = tagged(plain, pr_number, against)  # which pull request and base the verdict is for
         report = compose(outcome, context, changes, retired=judgement.retired, policy=policy, note=history.note)
         _write(artifacts, report, outcome)
         if summary is not None:
@@ -331,12 +340,23 @@ def add_parser(subparsers: Any) -> None:
                    help="the `perfgate` commit statuses already set on the head commit, one JSON object a line "
                         "(state, description, created_at, creator; from the API, read as untrusted data): a "
                         "REGRESSION recorded for the commit stands over re-runs (exit 1) until a new commit or "
-                        "--acknowledgement")
+                        "--acknowledgement. The judge ends the status description it writes with the pull request "
+                        "and base commit it judged, ' (#12 into abc123def456)', and reads it back")
     p.add_argument("--acknowledgement", metavar="FILE",
                    help="who accepted the slowdown with the label 'perfgate: accept slowdown', as a JSON object "
-                        "(by, at, permission from the collaborators permission API, via: label), or an empty file: "
-                        "with admin, maintain or write access, given after the REGRESSION was recorded, it turns "
-                        "the recorded REGRESSION into a pass naming who and when")
+                        "(by, at, permission from the collaborators permission API, via: label; head_since, pusher: "
+                        "when the head commit became the pull request's head and who pushed it; pr_author; "
+                        "commit_authors: the head commit's author and committer), or an empty file. It turns the "
+                        "recorded REGRESSION into a pass naming who and when only when applied after the head "
+                        "commit became the head and after a REGRESSION was recorded for it in this pull request "
+                        "against this base, by neither the author nor the pusher, with the access the base's "
+                        "[tool.perfgate] accept_by asks for (default: maintain or admin, or a code owner of a "
+                        "changed file in the base's CODEOWNERS, read with --changed-files)")
+    p.add_argument("--measuring-job", metavar="FILE",
+                   help="the measuring job's start and end from the Actions API, as the JSON object "
+                        "{\"started_at\": \"2026-12-04T05:00:00Z\", \"completed_at\": \"...\"} (a sharded run: its "
+                        "shards' earliest start and latest end), read as untrusted data: a gate's recorded instants "
+                        "and its wall-time budget are checked against it")
     p.set_defaults(func=cmd_judge)
     v = subparsers.add_parser(
         "validate-baselines", help="check a downloaded baseline folder before it is copied into the store",

@@ -42,7 +42,14 @@ GATE_KEYS = {f.name for f in dataclasses.fields(GateConfig)}
 PER_WORKLOAD_KEYS = {"delta", "memory_threshold", "gate_phases", "phase_q", "phase_min_share",
                      "flops_threshold", "launch_threshold", "counters_off", "straggler_share"}
 RUN_KEYS = {"baselines", "history", "workloads", "repeats", "device", "workloads_path", "blocks", "budget",
-            "windows", "start", "scripts"}
+            "windows", "start", "scripts", "accept_by"}
+ACCEPT_BY = ("maintainers-or-code-owners", "maintainers", "code-owners", "writers")
+"""Who may accept a recorded REGRESSION with the label ``perfgate: accept slowdown``
+(``accept_by``; the first is the default): someone with maintain or admin access, or a code
+owner (in the base commit's CODEOWNERS) of a file the pull request changes with at least
+write access; maintainers only; code owners only; anyone with write access. Never the pull
+request's author, nor the head commit's pusher, author or committer
+(``perfgate.gate.github.head_verdict``)."""
 START_MODES = ("auto", "fork", "fresh")
 """How a repeat's process starts (``perfgate.measure.template``): forked from a template that
 has imported torch, or a new interpreter; ``auto``: forked in a paired gate (where a
@@ -201,6 +208,8 @@ class Settings:
     workloads_path: tuple[str, ...] = ()
     scripts: tuple[ScriptEntry, ...] = ()
     """Training scripts gated beside the workloads (``[tool.perfgate] scripts``)."""
+    accept_by: str = ACCEPT_BY[0]
+    """Who may accept a recorded REGRESSION with the label (:data:`ACCEPT_BY`); the judge reads the base's."""
     source: str = "defaults"
 
     def start_for(self, *, paired: bool) -> str:
@@ -327,6 +336,10 @@ def load_settings(pyproject: Path | None, cli: Mapping[str, Any] | None = None) 
     if start not in START_MODES:
         origin = "--start" if "start" in cli else f"{where}: start"
         raise UsageError(f"{origin} must be one of {', '.join(START_MODES)}, got {start!r}")
+    accept_by = table.get("accept_by", ACCEPT_BY[0])
+    if accept_by not in ACCEPT_BY:
+        raise UsageError(f"{where}: accept_by must be one of {', '.join(repr(a) for a in ACCEPT_BY)}, "
+                         f"got {accept_by!r}")
     budget = run_value("budget", DEFAULT_BUDGET)
     try:
         budget_s = None if budget in NO_BUDGET else parse_duration(budget, "--budget" if "budget" in cli else
@@ -360,5 +373,6 @@ def load_settings(pyproject: Path | None, cli: Mapping[str, Any] | None = None) 
         device=run_value("device", "auto"),
         workloads_path=paths,
         scripts=scripts,
+        accept_by=accept_by,
         source=source,
     )
