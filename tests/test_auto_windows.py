@@ -10,7 +10,7 @@ import random
 from pathlib import Path
 
 import pytest
-from factories import make_repeat
+from factories import make_repeat, make_result
 from test_judge import BASE_SHA, HEAD_SHA, paired, run, write_run
 from test_judge_design import judged_workload, settings
 from test_judge_fail_closed import SLOW
@@ -130,6 +130,34 @@ def test_one_gates_evidence_finds_its_planted_noise_and_costs() -> None:
     assert 0.02 < math.sqrt(found.window_var) < 0.04
     assert found.window_s == pytest.approx(0.08, rel=0.1)  # 8 steps of ~10 ms
     assert found.process_s == pytest.approx(3.0, rel=0.1)
+
+
+def _contended(repeat: RepeatResult, share: float) -> RepeatResult:
+    machine = {"cpus": 2, "other_cpu_share": {"median": share, "p90": share, "max": share, "mean": share, "samples": 9}}
+    return dataclasses.replace(repeat, telemetry={**(repeat.telemetry or {}), "machine": machine})
+
+
+@pytest.mark.parametrize("contended", [0, 1])
+def test_only_a_gate_no_other_process_shared_teaches_the_next_gates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    contended: int) -> None:
+    from perfgate.gate.auto_windows import keep_evidence
+
+    monkeypatch.setenv("PERFGATE_DESIGN_DIR", str(tmp_path))
+    base = _side(30, process_sd=0.08, window_sd=0.03, seed=2)
+    head = _side(30, process_sd=0.08, window_sd=0.03, seed=3)
+    if contended:
+        head[7] = _contended(head[7], 0.5)  # one process of sixty, half the CPUs taken by another
+    else:
+        head[7] = _contended(head[7], 0.02)  # the quiet machine's background
+    result = lambda repeats: dataclasses.replace(make_result("w", repeats=1), repeats=tuple(repeats))  # noqa: E731
+    said: list[str] = []
+    keep_evidence({"w": (result(base), result(head))}, "cpu", said.append)
+    kept = load_evidence(tmp_path, "w", "cpu", said.append)
+    if contended:
+        assert kept == [] and said == ["w: the design evidence of this gate is not kept: 1 of its 120 processes "
+                                       "shared the machine with other processes"]
+    else:
+        assert len(kept) == 1 and not said
 
 
 def _timed(repeat: RepeatResult, at: float, block: int) -> RepeatResult:

@@ -1,6 +1,10 @@
-"""A default gate fills its budget: with a budget and no ``max_blocks``, a paired gate plans its
-last look from the budget and the first block's recorded wall time, and the judge re-derives
-the same last look from the base's settings and the result files."""
+"""A budget's paired gate spends α over the share of its budget measured: a look after every
+block, each spending up to the share of the budget its blocks' timed windows measured, the
+look after which the next block would not fit spending all that is left; the judge spends it
+the same way from the result files and the base's settings, takes a budget stop only from the
+measuring job's duration (the Actions API's times), and refuses impossible stamps and blocks
+beyond the last look the settings allow. Without settings a gate gets ``perfgate init``'s
+design: windows "auto" and a 10-minute budget."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import numpy as np
 import pytest
 from factories import define_workloads, make_repeat, make_result
 from test_judge import run as run_judge_cli
@@ -20,23 +25,25 @@ from test_judge import write_run
 from perfgate.adapters.cli import main
 from perfgate.analysis.blocks import block_order
 from perfgate.analysis.decide import GateConfig
-from perfgate.analysis.driver import MAX_PLANNED, BudgetPlan, drive, first_block_seconds, schedule_for
+from perfgate.analysis.driver import MAX_PLANNED, BudgetSpending, drive, recorded_window_seconds
 from perfgate.analysis.outcome import Entry, Pairing
+from perfgate.analysis.stats.sequential import SEED, STANDARD_ALPHAS, spent_t_boundary
 from perfgate.gate.config import Settings, load_settings
-from perfgate.gate.judge import planned_last
+from perfgate.gate.judge import TreeDefinitions, base_settings, judge_measured
+from perfgate.gate.replay import stamp_problem
 from perfgate.gate.shards import combine_shards
 from perfgate.model.errors import UsageError
+from perfgate.model.measuring_job import MeasuringJob
 from perfgate.model.result import RunResult
 from perfgate.model.verdict import Verdict
-from perfgate.store.untrusted_folders import Measured
+from perfgate.store.untrusted_folders import Measured, load_measured
 
 START = datetime(2026, 12, 1, 9, 0, 0, tzinfo=timezone.utc)
 AGAINST = "ba5e" * 10
 
 
-def _at(seconds: float, *, naive: bool = False) -> str:
-    moment = START + timedelta(seconds=seconds)
-    return (moment.replace(tzinfo=None) if naive else moment).isoformat()
+def _at(seconds: float) -> str:
+    return (START + timedelta(seconds=seconds)).isoformat()
 
 
 def _result(name: str, starts: Sequence[float], block: int = 0, window_s: float = 1.0) -> RunResult:
@@ -47,84 +54,45 @@ def _result(name: str, starts: Sequence[float], block: int = 0, window_s: float 
     return dataclasses.replace(base, repeats=repeats)
 
 
-# --- the planning function: recorded data -> the last look ---------------------------------------
+# --- the boundary over a scale the gate completes ---------------------------------------------
 
-def test_the_first_block_lasts_from_its_first_process_to_after_its_last() -> None:
-    # One workload: base, head, head, base started 5 s apart: three gaps of 5 s, and the last
-    # process taken as long as the mean gap: 20 s.
-    head = _result("a", [5.0, 10.0])
-    base = _result("a", [0.0, 15.0])
-    assert first_block_seconds([head, base]) == pytest.approx(20.0)
-    # Two workloads one after the other: eight processes, 5 s apart.
-    other = [_result("b", [25.0, 30.0]), _result("b", [20.0, 35.0])]
-    assert first_block_seconds([head, base, *other]) == pytest.approx(40.0)
-
-
-def test_only_the_first_block_is_read_and_the_order_of_the_results_does_not_matter() -> None:
-    results = [_result("a", [5.0, 10.0]), _result("a", [0.0, 15.0]), _result("b", [25.0, 30.5]),
-               _result("b", [20.0, 35.25])]
-    later = [_result("a", [1000.0, 1200.0], block=1), _result("a", [900.0, 1300.0], block=1)]
-    expected = first_block_seconds(results)
-    assert first_block_seconds([*results, *later]) == expected
-    shuffled = list(results)
-    for seed in range(5):
-        random.Random(seed).shuffle(shuffled)
-        assert first_block_seconds(shuffled) == expected  # exactly: the judge reads the files in another order
+def _crossing_share(alpha: float, counts: Sequence[int], fractions: Sequence[float], paths: int, seed: int) -> float:
+    """The share of independent null paths of the one-sample t whose t crosses the boundary at any look."""
+    crit = spent_t_boundary(alpha, counts, fractions)
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((paths, counts[-1]))
+    crossed = np.zeros(paths, dtype=bool)
+    for c, n in zip(crit, counts, strict=True):
+        sub = x[:, :n]
+        t = sub.mean(axis=1) / (sub.std(axis=1, ddof=1) / math.sqrt(n))
+        crossed |= t > c
+    return float(crossed.mean())
 
 
-def test_the_first_block_lasts_at_least_its_timed_windows() -> None:
-    # Sub-second processes recorded to the second: the span says 0, the windows say 4 x 0.4 s.
-    head = _result("a", [0.0, 0.0], window_s=0.4)
-    base = _result("a", [0.0, 0.0], window_s=0.4)
-    assert first_block_seconds([head, base]) == pytest.approx(1.6)
+@pytest.mark.parametrize("case", ["even", "three-times-slower-later", "three-times-faster-later", "one-look"])
+def test_all_of_alpha_is_spent_whatever_the_share_each_look_reached(case: str) -> None:
+    # Block times varying 3x within a gate move the looks' shares of the budget; the last look
+    # at 1 spends what is left, so the chance of ever crossing is alpha in every case.
+    counts = list(range(4, 16))
+    per = {"even": [1.0] * 12, "three-times-slower-later": [1.0] * 6 + [3.0] * 6,
+           "three-times-faster-later": [3.0] * 6 + [1.0] * 6, "one-look": [1.0]}[case]
+    counts = counts[:len(per)]
+    spent = np.cumsum([p * (4 if i == 0 else 1) for i, p in enumerate(per)]) / 100.0
+    fractions = [*np.minimum(spent[:-1], 1.0).tolist(), 1.0]
+    share = _crossing_share(0.025, counts, fractions, 200_000, seed=11)
+    assert abs(share - 0.025) < 0.0015, share  # binomial sd 0.00035 on 200,000 paths
 
 
-def test_recorded_instants_are_read_as_they_are_written() -> None:
-    head, base = _result("a", [5.0, 10.0]), _result("a", [0.0, 15.0])
-    naive = [dataclasses.replace(r, repeats=tuple(dataclasses.replace(p, started_at=p.started_at.replace("+00:00", ""))
-                                                  for p in r.repeats)) for r in (head, base)]
-    assert first_block_seconds(naive) == pytest.approx(20.0)  # a naive instant is UTC
-    garbled = dataclasses.replace(base, repeats=tuple(dataclasses.replace(r, started_at="yesterday")
-                                                      for r in base.repeats))
-    # the unreadable starts are left out: two starts 5 s apart, and the four windows
-    assert first_block_seconds([head, garbled]) == pytest.approx(10.0)
-    assert first_block_seconds([]) is None
-    assert first_block_seconds([_result("a", [0.0, 5.0], block=1)]) is None
+def test_the_boundary_of_a_look_does_not_depend_on_the_looks_after_it() -> None:
+    counts, fractions = (6, 7, 8, 9), (0.05, 0.1, 0.2, 1.0)
+    whole = spent_t_boundary(0.01, counts, fractions)
+    assert spent_t_boundary(0.01, counts[:2], fractions[:2]) == whole[:2]
+    other = spent_t_boundary(0.01, (*counts[:2], 8, 9), (*fractions[:2], 0.5, 0.9))
+    assert other[:2] == whole[:2] and other[2:] != whole[2:]
+    assert SEED and 0.01 in STANDARD_ALPHAS
 
 
-@pytest.mark.parametrize(("block_s", "last"), [
-    (15.8, 37),              # floor(600 / 15.8)
-    (20.0, 30),
-    (200.0, 6),              # the budget holds 3: never below the first look
-    (0.5, MAX_PLANNED),      # 1200: at most 500 without max_blocks
-    (None, 6),               # no first block recorded: the first look alone
-])
-def test_the_last_look_is_the_blocks_the_budget_holds(block_s: float | None, last: int) -> None:
-    assert BudgetPlan(600.0, 6, MAX_PLANNED).last_for(block_s) == last
-
-
-def test_an_explicit_max_blocks_caps_the_plan() -> None:
-    assert BudgetPlan(600.0, 6, 24, cap_given=True).last_for(15.8) == 24
-    assert BudgetPlan(600.0, 6, 60, cap_given=True).last_for(15.8) == 37
-
-
-def test_the_plan_says_how_it_was_made() -> None:
-    results = [_result("a", [3.95, 7.9]), _result("a", [0.0, 11.85])]  # 15.8 s a block
-    plain = BudgetPlan(600.0, 6, MAX_PLANNED).planned(results)
-    assert (plain.last, plain.allowed) == (37, 37)
-    assert plain.describe() == "planned up to 37 blocks: budget 10 min at about 15.8 s a block"
-    capped = BudgetPlan(600.0, 6, 30, cap_given=True).planned(results)
-    assert capped.describe() == ("planned up to 30 blocks, max_blocks (budget 10 min at about 15.8 s a block "
-                                 "would hold 37)")
-    short = BudgetPlan(60.0, 6, MAX_PLANNED).planned(results)
-    assert short.describe() == "planned up to 6 blocks, the first look (budget 1 min at about 15.8 s a block holds 3)"
-    most = BudgetPlan(3600.0, 6, MAX_PLANNED).planned([_result("a", [0.0, 0.0], window_s=1.0),
-                                                      _result("a", [0.0, 0.0], window_s=1.0)])
-    assert most.describe() == "planned up to 500 blocks, the most a budget plans (budget 1 h at about 4 s a block " \
-                              "would hold 900)"
-
-
-# --- which gates plan from the budget --------------------------------------------------------
+# --- which gates spend over a budget ------------------------------------------------------------
 
 def _settings(tmp_path: Path, table: str, cli: dict | None = None) -> Settings:
     pyproject = tmp_path / "pyproject.toml"
@@ -132,35 +100,50 @@ def _settings(tmp_path: Path, table: str, cli: dict | None = None) -> Settings:
     return load_settings(pyproject, cli)
 
 
-def test_without_a_budget_the_looks_end_at_max_blocks(tmp_path: Path) -> None:
-    settings = _settings(tmp_path, "blocks = 6\n")
-    assert settings.budget_plan(paired=True) is None
-    assert schedule_for(settings.gate, settings.blocks).last == 30  # as before
+def test_without_settings_a_gate_gets_inits_design(tmp_path: Path) -> None:
+    for settings in (load_settings(None), load_settings(tmp_path / "missing.toml"), _settings(tmp_path, "blocks = 6\n")):
+        assert settings.budget_s == 600.0 and settings.windows_auto
+        assert settings.budget_spending(paired=True) == BudgetSpending(600.0, 6, MAX_PLANNED, cap_given=False)
+        assert settings.gate.inconclusive == "bound"
 
 
-def test_a_budget_without_max_blocks_plans_up_to_500(tmp_path: Path) -> None:
+@pytest.mark.parametrize("value", ["none", "off"])
+def test_budget_none_ends_the_looks_at_max_blocks(tmp_path: Path, value: str) -> None:
+    settings = _settings(tmp_path, f'budget = "{value}"\n')
+    assert settings.budget_s is None and settings.budget_spending(paired=True) is None
+
+
+def test_a_budget_spends_over_up_to_500_blocks_and_the_stored_design_does_not(tmp_path: Path) -> None:
     settings = _settings(tmp_path, 'budget = "10m"\n')
-    assert settings.budget_plan(paired=True) == BudgetPlan(600.0, 6, MAX_PLANNED, cap_given=False)
-    assert settings.budget_plan(paired=False) is None  # the stored design ends at max_blocks repeats
+    assert settings.budget_spending(paired=True) == BudgetSpending(600.0, 6, MAX_PLANNED, cap_given=False)
+    assert settings.budget_spending(paired=False) is None  # the stored design ends at max_blocks repeats
 
 
 @pytest.mark.parametrize(("table", "cli"), [('budget = "10m"\nmax_blocks = 40\n', None),
                                             ('budget = "10m"\n', {"max_blocks": 40})],
                          ids=["settings", "command-line"])
-def test_a_given_max_blocks_caps_the_plan(tmp_path: Path, table: str, cli: dict | None) -> None:
+def test_a_given_max_blocks_caps_the_looks(tmp_path: Path, table: str, cli: dict | None) -> None:
     settings = _settings(tmp_path, table, cli)
     assert settings.max_blocks_given
-    assert settings.budget_plan(paired=True) == BudgetPlan(600.0, 6, 40, cap_given=True)
+    assert settings.budget_spending(paired=True) == BudgetSpending(600.0, 6, 40, cap_given=True)
 
 
 def test_a_one_look_design_is_never_extended(tmp_path: Path) -> None:
-    # max_blocks set to the blocks: one look, nothing for a budget to extend
     settings = _settings(tmp_path, 'budget = "10m"\n')
     step = dataclasses.replace(settings, blocks=12, gate=dataclasses.replace(settings.gate, max_blocks=12))
-    assert step.budget_plan(paired=True) is None
+    assert step.budget_spending(paired=True) is None
 
 
-# --- the driver plans from the first block it measured ------------------------------------------
+def test_the_share_is_the_timed_windows_of_the_blocks_judged_in_any_order() -> None:
+    results = [_result("a", [5.0, 10.0], window_s=0.5), _result("a", [0.0, 15.0], window_s=0.25),
+               _result("a", [20.0, 25.0], block=1, window_s=2.0)]
+    assert recorded_window_seconds(results, 1) == 1.5
+    assert recorded_window_seconds(results, 2) == recorded_window_seconds(results[::-1], 2) == 5.5
+    plan = BudgetSpending(10.0, 2, 30)
+    assert plan.share(results, 2) == 0.55 and BudgetSpending(2.0, 2, 30).share(results, 2) == 1.0
+
+
+# --- the driver spends over the share measured -----------------------------------------------------
 
 class _Timed:
     """A paired strategy on a fake clock: every process takes ``process_s`` seconds and records
@@ -213,67 +196,66 @@ class _Timed:
         return [self.result(n, side) for n in names for side in ("head", "base")]
 
 
-def _drive(strategy: _Timed, plan: BudgetPlan | None, budget_s: float = 200.0, first: int = 4):
+def _drive(strategy: _Timed, plan: BudgetSpending | None, budget_s: float = 200.0, first: int = 4,
+           config: GateConfig | None = None):
     messages: list[str] = []
-    config = GateConfig()
-    driven = drive(strategy, list(strategy.slow), config, schedule_for(config, first), budget_s=budget_s,
+    config = config or GateConfig()
+    schedule = plan.schedule(config.spending_gamma) if plan else None
+    from perfgate.analysis.driver import schedule_for
+    driven = drive(strategy, list(strategy.slow), config, schedule or schedule_for(config, first), budget_s=budget_s,
                    plan=plan, clock=strategy.clock, announce=lambda m: (messages.append(m), strategy.events.append(m)))
     return driven, messages
 
 
-def test_the_driver_plans_the_last_look_from_its_first_block_before_the_first_look() -> None:
-    strategy = _Timed({"a": 0.0}, sd=0.3, seed=4)  # 20 s a block (four processes 5 s apart)
-    driven, messages = _drive(strategy, BudgetPlan(200.0, 4, MAX_PLANNED))
-    plan = "planned up to 10 blocks: budget 3 min 20 s at about 20 s a block"
-    assert driven.planned is not None and driven.planned.describe() == plan
-    assert driven.outcome.look.schedule.counts == tuple(range(4, 11))
-    # one block first, timed from its recorded starts, then the first look's blocks; planned
-    # before anything is judged
+def test_each_look_spends_up_to_the_share_measured_and_the_last_one_all_of_it() -> None:
+    strategy = _Timed({"a": 0.0}, sd=0.3, seed=4)  # 20 s a block, four timed windows of 1 s
+    driven, messages = _drive(strategy, BudgetSpending(200.0, 4, MAX_PLANNED))
+    schedule = driven.outcome.look.schedule
+    # 4 s of windows a block over 200 s: 2% a block; the 10th block ends at 200 s, and an 11th
+    # would not fit, so the look at 10 is the last and spends the rest
+    assert schedule.spending == (0.08, 0.1, 0.12, 0.14, 0.16, 0.18, 1.0)
+    assert schedule.closed and schedule.counts == tuple(range(4, 11)) and driven.outcome.look.last
     assert strategy.measured[:2] == [(("a",), 1), (("a",), 4)]
-    assert strategy.events[:3] == ["recorded", plan, "judged at 4"]
     (c,) = driven.outcome.comparisons
-    # The budget holds exactly the planned blocks: undecided, the gate takes its last planned
-    # look at 10 blocks (200 s on the fake clock), the whole α spent, not stopped by the budget.
-    assert c.verdict is Verdict.INCONCLUSIVE
-    assert c.progress == f"undecided at the last planned look (10 blocks); {plan}"
-    assert driven.count == 10 and driven.outcome.look.last and driven.outcome.stopped is None
+    assert c.verdict is Verdict.TOO_NOISY  # 30% noise over 10 blocks rules out no +6%
+    assert c.progress.startswith("undecided at the last look, at the budget (10 blocks): all of α spent; this runner "
+                                 "would need about")
+    assert "look 7, the last: 10 blocks, all of α spent" in c.reason
+    assert messages[0] == ("α spent over the share of the 3 min 20 s budget measured, all of it at the last look "
+                           "(at most 500 blocks)")
+    assert driven.outcome.stopped is None
 
 
-def test_a_gate_that_fills_its_budget_decides_where_the_default_max_blocks_stops_undecided() -> None:
-    # Unchanged code at 5% noise: planned to 10 blocks, it PASSes at the 9th; planned to 30,
-    # the same blocks are stopped by the same budget after 10, α mostly unspent.
-    planned, _ = _drive(_Timed({"a": 0.0}, sd=0.05, seed=0), BudgetPlan(200.0, 4, MAX_PLANNED))
-    (c,) = planned.outcome.comparisons
-    assert c.verdict is Verdict.PASS
-    assert c.progress == ("decided after 9 blocks (3 min); planned up to 10 blocks: budget 3 min 20 s at about "
-                          "20 s a block")
-    default, _ = _drive(_Timed({"a": 0.0}, sd=0.05, seed=0), None)
-    (c,) = default.outcome.comparisons
-    assert default.planned is None and default.outcome.look.schedule.last == 30
-    assert c.verdict is Verdict.INCONCLUSIVE and not default.outcome.look.last
-    assert c.progress.startswith("stopped at the budget (3 min 20 s) after 10 blocks")
-
-
-def test_the_plan_depends_on_the_first_block_not_on_any_outcome() -> None:
-    plans = []
-    for slow in (0.0, 0.4):  # unchanged, and decided REGRESSION at the first look
-        strategy = _Timed({"a": slow, "b": 0.0}, process_s=2.5)  # two workloads: 20 s a block
-        driven, _ = _drive(strategy, BudgetPlan(200.0, 4, MAX_PLANNED))
-        assert driven.planned is not None
-        plans.append((driven.planned.last, driven.planned.block_s))
-    assert plans == [(10, pytest.approx(20.0))] * 2
-
-
-def test_an_explicit_max_blocks_caps_the_drivers_plan() -> None:
+def test_the_last_look_spends_all_of_alpha_where_the_blocks_slow_down_threefold() -> None:
     strategy = _Timed({"a": 0.0}, sd=0.3, seed=4)
-    driven, _ = _drive(strategy, BudgetPlan(200.0, 4, 8, cap_given=True))
-    assert driven.outcome.look.schedule.last == 8
+    original = strategy.measure
+
+    def slowing(names: Sequence[str], upto: int) -> None:
+        original(names, upto)
+        if strategy.available("a") >= 6:
+            strategy.process_s = 15.0  # three times slower from the 7th block on
+    strategy.measure = slowing  # type: ignore[method-assign]
+    driven, _ = _drive(strategy, BudgetSpending(200.0, 4, MAX_PLANNED))
+    schedule = driven.outcome.look.schedule
+    assert schedule.closed and schedule.spending[-1] == 1.0 and driven.count < 10
+
+
+def test_an_explicit_max_blocks_is_the_last_look() -> None:
+    strategy = _Timed({"a": 0.0}, sd=0.3, seed=4)
+    driven, _ = _drive(strategy, BudgetSpending(200.0, 4, 8, cap_given=True))
+    schedule = driven.outcome.look.schedule
+    assert schedule.counts == tuple(range(4, 9)) and schedule.spending[-1] == 1.0 and driven.count == 8
+
+
+def test_a_decided_gate_stops_early_and_spent_only_its_share() -> None:
+    strategy = _Timed({"a": 0.4}, sd=0.01, seed=0)
+    driven, _ = _drive(strategy, BudgetSpending(200.0, 4, MAX_PLANNED))
     (c,) = driven.outcome.comparisons
-    assert c.progress.endswith("; planned up to 8 blocks, max_blocks (budget 3 min 20 s at about 20 s a block "
-                               "would hold 10)")
+    assert c.verdict is Verdict.REGRESSION and driven.count == 4
+    assert driven.outcome.look.schedule.spending == (0.08,)
 
 
-# --- the judge derives the same last look from the files ---------------------------------------
+# --- the judge spends it the same way from the files ----------------------------------------------
 
 @pytest.fixture
 def base_dir(tmp_path: Path) -> Path:
@@ -285,57 +267,96 @@ def base_dir(tmp_path: Path) -> Path:
 
 
 def _base_settings(base_dir: Path, extra: str) -> None:
-    (base_dir / "pyproject.toml").write_text(f'[tool.perfgate]\nbaselines = "baselines"\nblocks = 4\n{extra}')
+    (base_dir / "pyproject.toml").write_text(f'[tool.perfgate]\nbaselines = "baselines"\nblocks = 4\nwindows = 1\n{extra}')
 
 
-def _measured_and_judged(tmp_path: Path, base_dir: Path, budget: str, *, seed: int = 4, sd: float = 0.3,
-                         slow: float = 0.0) -> tuple:
+def _measured(tmp_path: Path, *, seed: int = 4, sd: float = 0.3, slow: float = 0.0, cap: int = MAX_PLANNED):
     strategy = _Timed({"tiny": slow}, sd=sd, seed=seed)
-    driven, _ = _drive(strategy, BudgetPlan(200.0, 4, MAX_PLANNED))
+    driven, _ = _drive(strategy, BudgetSpending(200.0, 4, cap, cap_given=cap != MAX_PLANNED))
     folder = write_run(tmp_path / "results", {"tiny": strategy.result("tiny", "head")},
                        {"tiny": strategy.result("tiny", "base")})
-    _base_settings(base_dir, f'budget = "{budget}"\n')
-    code, _, err, _ = run_judge_cli(tmp_path, folder, base_dir)
+    return driven, folder
+
+
+def _judged(tmp_path: Path, base_dir: Path, folder: Path, budget: str, *extra: str, more: str = "") -> tuple:
+    _base_settings(base_dir, f'budget = "{budget}"\n{more}')
+    code, _, err, _ = run_judge_cli(tmp_path, folder, base_dir, *extra)
     report = json.loads((tmp_path / "judged" / "report.json").read_text())
-    return driven, report, code, err
+    return report, code, err
 
 
 @pytest.mark.parametrize(("seed", "sd", "slow", "verdict", "count"), [
-    (4, 0.3, 0.0, "INCONCLUSIVE", 10),   # undecided at the planned last look
-    (0, 0.05, 0.0, "PASS", 9),           # decided on the way
+    (4, 0.3, 0.0, "TOO_NOISY", 10),      # undecided at the last look, at the budget
+    (0, 0.05, 0.0, "PASS", 10),          # decided at the last look, where all of α is spent
     (0, 0.01, 0.4, "REGRESSION", 4),     # decided at the first look
 ])
-def test_the_judge_plans_the_same_last_look_from_the_base_settings_and_the_files(
-        tmp_path: Path, base_dir: Path, seed: int, sd: float, slow: float, verdict: str, count: int) -> None:
-    driven, report, code, err = _measured_and_judged(tmp_path, base_dir, "200s", seed=seed, sd=sd, slow=slow)
+def test_the_judge_spends_alpha_as_the_measuring_gate_did(tmp_path: Path, base_dir: Path, seed: int, sd: float,
+                                                          slow: float, verdict: str, count: int) -> None:
+    driven, folder = _measured(tmp_path, seed=seed, sd=sd, slow=slow)
+    report, code, err = _judged(tmp_path, base_dir, folder, "200s")
     (measured,) = driven.outcome.comparisons
     (judged,) = report["workloads"]
-    plan = "planned up to 10 blocks: budget 3 min 20 s at about 20 s a block"
-    assert judged["progress"].endswith(f"; {plan}"), judged["progress"]
-    assert report["planned_looks"] == list(range(4, 11)) == list(driven.outcome.look.schedule.counts)
     # the same blocks and the same boundary: the same verdict at the same look
     assert (judged["verdict"], report["look_count"]) == (measured.verdict.value, driven.count) == (verdict, count)
-    assert code == {"INCONCLUSIVE": 3, "PASS": 0, "REGRESSION": 1}[verdict], err
+    assert code == {"TOO_NOISY": 2, "PASS": 0, "REGRESSION": 1}[verdict], err
 
 
-def test_the_budget_is_the_bases_not_the_measuring_jobs(tmp_path: Path, base_dir: Path) -> None:
-    # Measured with a 200 s plan (10 blocks); the base's budget is 100 s: the judge plans 5
-    # blocks, and the blocks beyond are not read.
-    _, report, _, _ = _measured_and_judged(tmp_path, base_dir, "100s")
+def _job(seconds: float, start: float = -30.0) -> MeasuringJob:
+    return MeasuringJob(START + timedelta(seconds=start), START + timedelta(seconds=start + seconds))
+
+
+def _judge_measured(folder: Path, base_dir: Path, job: MeasuringJob | None):
+    settings = base_settings(base_dir)
+    measured = load_measured(folder)
+    return judge_measured(measured, settings, design="paired", against=AGAINST, job=job,
+                          definitions=TreeDefinitions.of(base_dir, settings, None, None)).outcome
+
+
+def test_a_budget_stop_needs_the_measuring_jobs_own_duration(tmp_path: Path, base_dir: Path) -> None:
+    _, folder = _measured(tmp_path)
+    _base_settings(base_dir, 'budget = "200s"\n')
+    # the job ran 4 min by the Actions API: the files' end is the budget's, the last look spends all of α
+    (ran,) = _judge_measured(folder, base_dir, _job(240.0)).comparisons
+    assert ran.verdict is Verdict.TOO_NOISY and "all of α spent" in (ran.progress or "")
+    # the same files against a base whose budget is 6 min 40 s: the job's 4 min did not spend it, so
+    # the files end short of the gate's last look, an ERROR, never a decision on what they hold
+    _base_settings(base_dir, 'budget = "400s"\n')
+    (short,) = _judge_measured(folder, base_dir, _job(240.0)).comparisons
+    assert short.verdict is Verdict.ERROR
+    assert "the measuring job ran 4 min by the Actions API, short of the base's budget of 6 min 40 s" in short.reason
+
+
+def test_stamps_outside_the_job_or_shorter_than_their_windows_are_refused(tmp_path: Path, base_dir: Path) -> None:
+    _, folder = _measured(tmp_path)
+    measured = load_measured(folder)
+    assert stamp_problem(measured, _job(240.0)) is None
+    assert "outside the measuring job's run" in (stamp_problem(measured, _job(100.0)) or "")
+    squeezed = dataclasses.replace(measured.head["tiny"], repeats=tuple(
+        dataclasses.replace(r, started_at=_at(r.index * 0.5)) for r in measured.head["tiny"].repeats))
+    problem = stamp_problem(dataclasses.replace(measured, head={"tiny": squeezed}), _job(240.0))
+    assert problem is not None and "whose timed window alone took 1 s" in problem
+    _base_settings(base_dir, 'budget = "200s"\n')
+    with pytest.raises(UsageError, match="outside the measuring job's run"):
+        _judge_measured(folder, base_dir, _job(100.0))
+
+
+def test_blocks_beyond_the_last_look_the_settings_allow_are_refused(tmp_path: Path, base_dir: Path) -> None:
+    _, folder = _measured(tmp_path)  # 10 blocks
+    report, code, _ = _judged(tmp_path, base_dir, folder, "200s", more="max_blocks = 8\n")
     (judged,) = report["workloads"]
-    assert report["planned_looks"] == [4, 5]
-    assert judged["progress"].endswith("; planned up to 5 blocks: budget 1 min 40 s at about 20 s a block")
+    assert code == 2 and judged["verdict"] == "ERROR"
+    assert "holds block 8, beyond the last look the base's settings allow (8 blocks): refused" in judged["reason"]
 
 
-def test_a_sharded_run_is_replayed_to_the_shortest_shards_plan() -> None:
-    settings = Settings(blocks=4, budget_s=200.0)
-    fast = Measured(None, {"a": _result("a", [2.5, 5.0])}, {"a": _result("a", [0.0, 7.5])})    # 10 s a block
-    slow = Measured(None, {"b": _result("b", [5.0, 10.0])}, {"b": _result("b", [0.0, 15.0])})  # 20 s a block
-    assert planned_last(fast, settings).last == 20 and planned_last(slow, settings).last == 10
+def test_a_sharded_run_spends_by_its_largest_share() -> None:
+    from perfgate.gate.replay import ReplayedBlocks
+
+    settings = Settings(blocks=2, budget_s=100.0)
+    fast = Measured(None, {"a": _result("a", [2.5, 5.0], window_s=1.0)}, {"a": _result("a", [0.0, 7.5], window_s=1.0)})
+    slow = Measured(None, {"b": _result("b", [5.0, 10.0], window_s=3.0)}, {"b": _result("b", [0.0, 15.0], window_s=3.0)})
     combined = combine_shards([("shard-1", fast), ("shard-2", slow)])
-    both = planned_last(combined, settings)
-    assert both is not None and (both.last, both.block_s) == (10, pytest.approx(20.0))
-    assert planned_last(combined, dataclasses.replace(settings, budget_s=None)) is None
+    replay = ReplayedBlocks(combined, settings, ["a", "b"], {}, AGAINST)
+    assert replay.budget_share(["a", "b"], 1) == 0.12  # shard 2's 12 s of windows, not the 16 s of both
 
 
 # --- a bad budget is one line and exit code 2 ----------------------------------------------------

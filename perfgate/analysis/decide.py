@@ -191,13 +191,20 @@ class Look:
 
     @property
     def last(self) -> bool:
-        return self.count >= self.schedule.last
+        """The gate's last look: the schedule's last count, or the look a budget's gate closed at."""
+        return self.count >= self.schedule.counts[-1]
 
     def level(self, alpha: float) -> float:
         """The nominal one-sided level this look tests a hypothesis at, for a total ``alpha``."""
         return self.schedule.level(alpha, self.count)
 
     def where(self) -> str:
+        spending = self.schedule.spending
+        if spending is not None and len(spending) >= self.number > 0:
+            n = f"{self.count} {self.unit}{'s' if self.count != 1 else ''}"
+            if spending[self.number - 1] >= 1.0:
+                return f"look {self.number}, the last: {n}, all of α spent"
+            return f"look {self.number}, {n}, {spending[self.number - 1] * 100:.0f}% of the budget measured"
         if self.looks == 1:
             return "one look"
         return f"look {self.number} of {self.looks}, {self.count} {self.unit}{'s' if self.count != 1 else ''}"

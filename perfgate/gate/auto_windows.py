@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+from perfgate.analysis.contention import contention
 from perfgate.analysis.design import (
     KEEP_GATES,
     block_overheads,
@@ -50,9 +51,20 @@ def keep_evidence(results: Mapping[str, tuple[RunResult, RunResult]], device: st
                   announce: Callable[[str], None]) -> None:
     """What the gate measured of each workload's noise and costs (``results``: its base and head
     results), kept for the runner's next gates; a workload it cannot tell about adds nothing,
-    and evidence that cannot be written is announced, never a failure of the gate."""
+    and evidence that cannot be written is announced, never a failure of the gate.
+
+    Only a workload none of whose processes was contended teaches the next gates: a process
+    that shared the CPUs with others (``perfgate.analysis.contention``) measures the other
+    processes' noise and cost, not the runner's, and a contended gate here once taught the next
+    one 2 windows and 36% of its time inside windows."""
     overheads = block_overheads({name: (*base.repeats, *head.repeats) for name, (base, head) in results.items()})
     for name, (base, head) in results.items():
+        repeats = (*base.repeats, *head.repeats)
+        contended = sum(contention(r.telemetry) is not None for r in repeats)
+        if contended:
+            announce(f"{name}: the design evidence of this gate is not kept: {contended} of its {len(repeats)} "
+                     "processes shared the machine with other processes")
+            continue
         found = evidence_of(base.repeats, head.repeats, overheads.get(name, 0.0))
         if found is None:
             continue

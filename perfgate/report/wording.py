@@ -36,9 +36,15 @@ def design_lines(c: WorkloadComparison) -> list[str]:
 def looks_wording(outcome: GateOutcome) -> str:
     """How α was spent over the looks, said the same way in every report's footer."""
     look = outcome.look
+    schedule = look.schedule
+    if schedule.spending is not None:
+        spent = "all of it at the last look, at the budget" if schedule.closed else (
+            f"{schedule.spending[look.number - 1] * 100:.0f}% of the budget when the gate ended" if schedule.spending
+            else "none")
+        return (f"spent over the share of the budget measured (a look after every {look.unit} from {schedule.first}, "
+                f"Hwang-Shih-DeCani γ={schedule.gamma:g}; {spent}); the last look taken at {look.count} {look.unit}s")
     if look.looks == 1:
         return "one look"
-    schedule = look.schedule
     return (f"spent over up to {look.looks} looks ({look.unit}s {schedule.first}–{schedule.last}, "
             f"Hwang-Shih-DeCani γ={schedule.gamma:g}); the last look taken at {look.count} {look.unit}s")
 
