@@ -69,21 +69,25 @@ def test_init_into_an_empty_directory(capsys, tmp_path: Path) -> None:
     assert list((target / "baselines").iterdir()) == [target / "baselines" / "README.md"]
 
 
-def test_the_settings_set_a_budget_the_gate_plans_its_looks_from(capsys, tmp_path: Path) -> None:
-    """A default gate fills its budget: 10 minutes, no max_blocks (so the paired gate plans its
-    last look from the budget), explained where it is set; the workflows leave it there, where
-    the judge reads it too, and give the measuring job time for it."""
-    from perfgate.analysis.driver import MAX_PLANNED, BudgetPlan
+def test_the_settings_set_a_budget_the_gate_spends_alpha_over(capsys, tmp_path: Path) -> None:
+    """A default gate fills its budget: 10 minutes, no max_blocks (so the paired gate spends α
+    over the share of the budget measured, all of it where the budget ends), explained where it
+    is set, and green has its bound, said in one line; the workflows leave it there, where the
+    judge reads it too, and give the measuring job time for it."""
+    from perfgate.analysis.driver import MAX_PLANNED, BudgetSpending
 
     target = tmp_path / "repo"
     assert init(capsys, str(target))[0] == 0
     settings = load_settings(target / "pyproject.toml")
     assert settings.budget_s == 600.0 and not settings.max_blocks_given
-    assert settings.budget_plan(paired=True) == BudgetPlan(600.0, settings.blocks, MAX_PLANNED)
+    assert settings.budget_spending(paired=True) == BudgetSpending(600.0, settings.blocks, MAX_PLANNED)
+    assert settings.gate.inconclusive == "bound"
     text = (target / "pyproject.toml").read_text()
+    (line,) = [line for line in text.splitlines() if line.startswith("inconclusive = ")]
+    assert line.startswith('inconclusive = "bound"') and "too noisy to gate" in line and "2 x delta" in line
     comment = text[text.index("# The most wall time"):text.index('budget = "10m"')]
-    for words in ("plans its", "last look to fill the budget", "INCONCLUSIVE", "docs/repeats.md", "the judge",
-                  "max_blocks", "500 blocks"):
+    for words in ("spends alpha over the share of the budget", "where the budget ends", "docs/repeats.md",
+                  "the judge", "max_blocks", "500 blocks", '"none"'):
         assert words in " ".join(comment.replace("#", " ").split()), words
     for relative in (".github/workflows/perfgate.yml",):
         workflow = (target / relative).read_text()
