@@ -15,13 +15,14 @@ from perfgate.analysis.gate_arrays import (
     INCONCLUSIVE,
     PASS,
     REGRESSION,
+    TOO_NOISY,
     PairedDraws,
     draw_paired,
     head_mask,
     paired_verdicts,
 )
 
-NAMES = {INCONCLUSIVE: "INCONCLUSIVE", PASS: "PASS", REGRESSION: "REGRESSION", IMPROVED: "IMPROVED"}
+NAMES = {INCONCLUSIVE: "INCONCLUSIVE", PASS: "PASS", REGRESSION: "REGRESSION", IMPROVED: "IMPROVED", TOO_NOISY: "TOO_NOISY"}
 """The array verdict codes by name (``perfgate.model.verdict.Verdict``)."""
 from perfgate.analysis.outcome import Entry, Pairing
 from perfgate.analysis.simulate import AGAINST, _Repeat, _repeat_result, _run_result

@@ -30,10 +30,10 @@ from perfgate.analysis.blocks import block_order
 from perfgate.analysis.decide import GateConfig
 from perfgate.analysis.stats.sequential import Schedule
 
-__all__ = ["INCONCLUSIVE", "IMPROVED", "PASS", "REGRESSION", "ArrayVerdicts", "PairedDraws", "draw_paired",
-           "head_mask", "paired_verdicts"]
+__all__ = ["INCONCLUSIVE", "IMPROVED", "PASS", "REGRESSION", "TOO_NOISY", "ArrayVerdicts", "PairedDraws",
+           "draw_paired", "head_mask", "paired_verdicts"]
 
-INCONCLUSIVE, PASS, REGRESSION, IMPROVED = 0, 1, 2, 3
+INCONCLUSIVE, PASS, REGRESSION, IMPROVED, TOO_NOISY = 0, 1, 2, 3, 4
 """The verdict codes of :class:`ArrayVerdicts` (``perfgate.model.verdict.Verdict`` by name)."""
 
 
@@ -168,18 +168,19 @@ def paired_verdicts(draws: PairedDraws, config: GateConfig, schedule: Schedule) 
     """Every gate of ``draws`` judged by the paired gate's rule at the looks of ``schedule``
     (``perfgate.analysis.driver.schedule_for(config, first, "block")``)."""
     gates, workloads, blocks = draws.shape
-    if schedule.last > blocks:
-        raise ValueError(f"the schedule looks up to {schedule.last} blocks; the draws hold {blocks}")
+    if schedule.counts[-1] > blocks:
+        raise ValueError(f"the schedule looks up to {schedule.counts[-1]} blocks; the draws hold {blocks}")
     d_step, d_median = draws.contrasts()
     d = np.concatenate([d_step, d_median], axis=1)  # (gates, 2W, blocks): each time per step, then each median
     m = 2 * workloads
     s1, s2, s3 = np.cumsum(d, axis=-1), np.cumsum(d * d, axis=-1), np.cumsum(d * d * d, axis=-1)
     up, down = 1.0 + config.delta, 1.0 / (1.0 + config.delta)
     verdict = np.zeros((gates, workloads), dtype=np.int8)
-    count = np.full((gates, workloads), schedule.last, dtype=int)
+    count = np.full((gates, workloads), schedule.counts[-1], dtype=int)
     estimate = np.full((gates, workloads), np.nan)
     open_ = np.ones((gates, workloads), dtype=bool)
     rows = np.arange(gates)[:, None]
+    last = schedule.counts[-1]
     for n in schedule.counts:
         steps = np.array([schedule.level(config.alpha / (m - r), n) for r in range(m)])
         pass_level = schedule.level((1.0 - config.confidence) / 2.0, n)
@@ -217,7 +218,11 @@ def paired_verdicts(draws: PairedDraws, config: GateConfig, schedule: Schedule) 
                             np.where(step_v == IMPROVED, IMPROVED,
                                      np.where(step_v == PASS,
                                               np.where(median_v == IMPROVED, IMPROVED, PASS), INCONCLUSIVE)))
-        now = open_ & ((combined != INCONCLUSIVE) | (n == schedule.last))
+        if n == last and config.inconclusive != "pass":
+            # green only while the bound PASS is held to rules out the gate's bound (outcome.settle)
+            combined = np.where((combined == INCONCLUSIVE) & ~(upper[:, :workloads] < 1.0 + config.green_bound),
+                                TOO_NOISY, combined)
+        now = open_ & ((combined != INCONCLUSIVE) | (n == last))
         verdict = np.where(now, combined, verdict).astype(np.int8)
         count = np.where(now, n, count)
         estimate = np.where(now, ratio[:, :workloads], estimate)
