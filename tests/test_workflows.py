@@ -435,8 +435,11 @@ def test_the_judge_runs_only_after_the_measuring_workflow_of_a_pull_request() ->
     assert [line.split("#")[0].strip() for line in permissions.splitlines()] == [
         "actions: read", "checks: write", "contents: read", "pull-requests: write", "statuses: write"]
     assert "runs-on: ubuntu-latest" in job
-    # The judge's name for the measuring job is the measuring job's name.
-    (gate_job,) = re.findall(r"GATE_JOB: (.*?)  #", job)
+    # The judge's name for the measuring job is the measuring job's name (the identify step and
+    # the judge step, which reads its start and end, name it alike).
+    identify_job, judge_job = re.findall(r"GATE_JOB: (.*?)  #", job)
+    gate_job = identify_job
+    assert judge_job == gate_job
     assert f"    name: {gate_job}\n" in jobs(template("perfgate.yml"))["gate"]
 
 
@@ -631,6 +634,17 @@ def test_the_clock_step(tmp_path: Path, bin_dir: Path, lock: str, present: bool,
 # --- the judge's steps ----------------------------------------------------------------------
 
 HEAD, BASE = "c" * 40, "b" * 40
+TAG_7 = " (#7 into bbbbbbbbbbbb)"  # perfgate.gate.github.judged_for(7, BASE)
+
+
+def holders(folder: Path, *pulls: tuple) -> None:
+    """The open pull requests of the head branch, as the identify step lists them for a kept
+    verdict: number, head commit, base commit, head repository, head branch."""
+    rows = []
+    for pull in pulls:
+        number, base, repo, sha, branch = (*pull, HEAD, "feature") if len(pull) == 3 else pull
+        rows.append(f"{number}\t{sha}\t{base}\t{repo}\t{branch}\n")
+    (folder / "holders.tsv").write_text("".join(rows))
 
 
 @pytest.fixture
@@ -642,12 +656,15 @@ def identify(tmp_path: Path, bin_dir: Path):
     (tmp_path / "jobs.tsv").write_text("perfgate (T4)\tskipped\nperfgate (waiting for a maintainer)\tsuccess\n")
     (tmp_path / "pr.txt").write_text(f"{HEAD}\nacme/train\nfeature\nmain\n{BASE}\n")
     (tmp_path / "open.tsv").write_text(f"7\t{HEAD}\n12\t{'e' * 40}\n")
+    holders(tmp_path, (7, BASE, "acme/train"), (12, BASE, "acme/train", "e" * 40, "other"))
     fake(bin_dir, "gh", f"""\
         printf '%s\\n' "$*" >> "{tmp_path}/gh-calls"
         case "$*" in
           *"/actions/runs/99/jobs"*) cat "{tmp_path}/jobs.tsv" ;;
           *"repos/acme/train/pulls/7 "*) [ -f "{tmp_path}/pr.txt" ] || exit 1; cat "{tmp_path}/pr.txt" ;;
           *"repos/acme/train/pulls?state=open&head=acme:feature "*) cat "{tmp_path}/open.tsv" ;;
+          *"-X GET repos/acme/train/pulls -f state=open -f head="*" --jq "*)
+            [ -f "{tmp_path}/holders.tsv" ] || exit 1; cat "{tmp_path}/holders.tsv" ;;
           *"repos/acme/train/commits/{HEAD}/statuses?per_page=100 "*) cat "{tmp_path}/latest.txt" ;;
           *) exit 1 ;;
         esac
@@ -737,16 +754,67 @@ def test_a_run_that_measured_nothing_is_an_error_not_silence(identify, jobs_tsv:
 
 @pytest.mark.parametrize("latest", ["success", "failure"])
 def test_a_verdict_already_set_for_the_commit_stands_when_a_run_measured_nothing(identify, latest: str) -> None:
-    """A label's run of the same commit (the measuring job skipped) leaves the verdict as it is."""
-    (identify.dir / "latest.txt").write_text(f"{latest}\n")
+    """A label's run of the same commit (the measuring job skipped) leaves the verdict the judge set
+    for this pull request against its base as it is."""
+    (identify.dir / "latest.txt").write_text(f"{latest}\t{'pass (1 PASS)' if latest == 'success' else 'REGRESSION'}"
+                                             f"{TAG_7}\n")
     for head_repo in ("acme/train", "mallory/train"):
+        holders(identify.dir, (7, BASE, head_repo))
         done, out, calls = identify(downloaded="failure", head_repo=head_repo)
         assert done.returncode == 0 and out == {}, done.stderr
-        assert f"the verdict already set for {HEAD} ({latest}) stands" in done.stdout
-        assert calls[-1].startswith(f"api repos/acme/train/commits/{HEAD}/statuses?per_page=100 --jq ")
-    (identify.dir / "latest.txt").write_text("error\n")  # an error does not stand: the run is answered again
+        assert f"the verdict already set for {HEAD} ({latest}) in pull request #7 stands" in done.stdout
+        assert calls[-2].startswith(f"api repos/acme/train/commits/{HEAD}/statuses?per_page=100 --jq ")
+        assert calls[-1] == (f"api --paginate -X GET repos/acme/train/pulls -f state=open -f head={head_repo[:-6]}:"
+                             "feature --jq .[] | [.number, .head.sha, .base.sha, (.head.repo.full_name // \"\"), "
+                             ".head.ref] | @tsv")
+    (identify.dir / "latest.txt").write_text(f"error\tperfgate could not judge{TAG_7}\n")  # an error does not stand
     done, out, _ = identify(downloaded="failure")
     assert list(out) == ["error"]
+
+
+@pytest.mark.parametrize(("tag", "head_repo", "out"), [
+    (" (#11 into aaaaaaaaaaaa)", "mallory/train", {"waiting": "true"}),
+    (" (#11 into aaaaaaaaaaaa)", "acme/train",
+     {"error": "the measuring job 'perfgate (T4)' skipped in this run: nothing was measured for this commit"}),
+    (" (#7 into aaaaaaaaaaaa)", "mallory/train", {"waiting": "true"}),
+    (" (#11 into bbbbbbbbbbbb)", "mallory/train", {"waiting": "true"}),
+    ("", "mallory/train", {"waiting": "true"}),
+    (TAG_7, "mallory/train", {}),
+], ids=["another pull request and base, a fork", "another pull request and base, same repository", "another base",
+        "another pull request", "no tag", "this pull request and base (the control)"])
+def test_a_verdict_set_for_another_pull_request_or_base_does_not_stand(identify, tag: str, head_repo: str,
+                                                                         out: dict[str, str]) -> None:
+    """Case 2: the head was judged `success` in pull request #11 into release-1 (δ 50%); pull request
+    #7 holds the same head, into main, and its run measured nothing (a fork waiting for its label).
+    The other pull request's success never stands here: the status is pending (a fork) or an error."""
+    (identify.dir / "latest.txt").write_text(f"success\tpass (1 PASS){tag}\n")
+    holders(identify.dir, (7, BASE, head_repo))
+    done, found, _ = identify(downloaded="failure", head_repo=head_repo)
+    assert done.returncode == 0 and found == out, done.stdout + done.stderr
+    if out:
+        assert f"the verdict set for {HEAD} (success) was not set for the pull request that holds it now" in done.stdout
+        assert "stands" not in done.stdout.replace("does not stand", "")
+
+
+@pytest.mark.parametrize("pulls", [
+    [(7, BASE, "mallory/train"), (8, BASE, "mallory/train")],  # two pull requests hold the head
+    [(7, BASE, "eve/train")],  # a pull request from another repository's branch of the same name
+    [(7, BASE, "mallory/train", "d" * 40, "feature")],  # the pull request has moved on
+    [(7, BASE, "mallory/train", HEAD, "feature-2")],  # another branch
+    [],
+], ids=["two holders", "another repository", "another head", "another branch", "none"])
+def test_a_kept_verdict_needs_the_one_pull_request_that_holds_the_commit(identify, pulls: list[tuple]) -> None:
+    (identify.dir / "latest.txt").write_text(f"success\tpass (1 PASS){TAG_7}\n")
+    holders(identify.dir, *pulls)
+    done, out, _ = identify(downloaded="failure", head_repo="mallory/train")
+    assert done.returncode == 0 and out == {"waiting": "true"}, done.stdout + done.stderr
+
+
+def test_a_kept_verdict_whose_pull_requests_cannot_be_listed_is_an_error(identify) -> None:
+    (identify.dir / "latest.txt").write_text(f"success\tpass (1 PASS){TAG_7}\n")
+    (identify.dir / "holders.tsv").unlink()
+    done, out, _ = identify(downloaded="failure", head_repo="mallory/train")
+    assert out == {"error": "the open pull requests of mallory/train:feature could not be listed"}
 
 
 def test_statuses_that_cannot_be_read_are_an_error(identify) -> None:
@@ -857,34 +925,88 @@ RECORDED = ('{"state":"failure","description":"REGRESSION (1 REGRESSION)","creat
             '"creator":"github-actions[bot]"}\n')
 
 
-@pytest.mark.parametrize(("events", "acknowledged"), [
-    ("", ""),
-    ("labeled\tmaintainer-1\t2026-12-04T06:00:00Z\n",
-     '{"by": "maintainer-1", "at": "2026-12-04T06:00:00Z", "permission": "write", "via": "label"}'),
-    ("labeled\tmaintainer-1\t2026-12-04T06:00:00Z\nunlabeled\tmaintainer-1\t2026-12-04T06:01:00Z\n", ""),
-    ("labeled\t../../evil\t2026-12-04T06:00:00Z\n", ""),
-], ids=["no label", "labelled", "label removed", "odd login"])
-def test_the_judge_step_reads_the_head_commits_history_from_the_api(tmp_path: Path, bin_dir: Path, events: str,
-                                                                     acknowledged: str) -> None:
-    """The recorded `perfgate` statuses of the head commit and who applied the accepting label
-    (with their permission) reach perfgate judge as files, fetched by the trusted job."""
-    (tmp_path / "events.tsv").write_text(events)
+LABELLED = "labeled\tmaintainer-1\t2026-12-04T06:00:00Z\n"
+PUSHED = {"after": HEAD, "timestamp": "2026-12-04T05:00:00Z", "actor": {"login": "author-1"}}
+ACKNOWLEDGED = {"by": "maintainer-1", "at": "2026-12-04T06:00:00Z", "permission": "maintain", "via": "label",
+                "head_since": "2026-12-04T05:00:00Z", "pusher": "author-1", "pr_author": "author-1",
+                "commit_authors": ["author-1", "web-flow"]}
+with_jq = pytest.mark.skipif(shutil.which("jq") is None, reason="the fake gh applies --jq with jq")
+
+
+def api_gh(bin_dir: Path, folder: Path, answers: dict[str, object]) -> None:
+    """A fake `gh` that answers `gh api ... --jq EXPR` by applying EXPR (with jq) to the JSON given
+    for the first pattern its arguments match, in order; a pattern whose answer is None fails."""
+    cases = []
+    for i, (pattern, answer) in enumerate(answers.items()):
+        if answer is None:
+            cases.append(f'  *"{pattern}"*) exit 1 ;;')
+        else:
+            (folder / f"answer-{i}.json").write_text(json.dumps(answer))
+            cases.append(f'  *"{pattern}"*) jq -r "${{@: -1}}" "{folder}/answer-{i}.json" ;;')
     fake(bin_dir, "gh", f"""\
-        printf '%s\\n' "$*" >> "{tmp_path}/gh-calls"
+        printf '%s\\n' "$*" >> "{folder}/gh-calls"
         case "$*" in
-          *"/pulls/7/files --jq "*) printf 'modified\\tx.py\\t\\n' ;;
-          *"/contents/pyproject.toml?ref={HEAD}") exit 1 ;;
-          *"/commits/{HEAD}/statuses?per_page=100 "*) printf '%s' '{RECORDED}' ;;
-          *"/issues/7/events?per_page=100 "*) cat "{tmp_path}/events.tsv" ;;
-          *"repos/acme/train/collaborators/maintainer-1/permission --jq .permission") echo write ;;
+        """ + "\n".join(cases) + """
           *) echo "unexpected: $*" >&2; exit 1 ;;
         esac
         """)
+
+
+def history_answers(events: str, activity: list | None, permission: dict | None = None) -> dict[str, object]:
+    events_json = [{"event": e, "actor": {"login": who}, "created_at": when, "label": {"name": "perfgate: accept slowdown"}}
+                   for e, who, when in (line.split("\t") for line in events.splitlines())]
+    return {
+        "/pulls/7/files --jq ": [{"status": "modified", "filename": "x.py"}],
+        f"/contents/pyproject.toml?ref={HEAD}": None,
+        f"/commits/{HEAD}/statuses?per_page=100 ": [{**json.loads(RECORDED), "context": "perfgate",
+                                                      "creator": {"login": "github-actions[bot]"}},
+                                                     {"context": "other", "state": "failure", "description": "x",
+                                                      "created_at": "2026-12-04T05:00:00Z"}],
+        "/issues/7/events?per_page=100 ": events_json,
+        "repos/acme/train/collaborators/maintainer-1/permission --jq ": permission or {
+            "permission": "write", "role_name": "maintain",
+            "user": {"login": "maintainer-1", "permissions": {"admin": False, "maintain": True, "push": True,
+                                                               "triage": True, "pull": True}}},
+        "-X GET repos/acme/train/activity -f ref=refs/heads/feature -f direction=desc -F per_page=1 --jq ": activity,
+        "repos/acme/train/pulls/7 --jq ": {"number": 7, "user": {"login": "author-1"}},
+        f"repos/acme/train/commits/{HEAD} --jq ": {"author": {"login": "author-1"}, "committer": {"login": "web-flow"}},
+        "repos/acme/train/actions/runs/99/jobs --jq ": {"jobs": [
+            {"name": "perfgate (waiting for a maintainer)", "started_at": "2026-12-04T04:59:00Z",
+             "completed_at": "2026-12-04T04:59:01Z"},
+            {"name": "perfgate (T4)", "started_at": "2026-12-04T05:00:10Z", "completed_at": "2026-12-04T05:12:30Z"}]},
+    }
+
+
+JUDGE_ENV = {"GH_TOKEN": "t", "GH_REPO": "acme/train", "NUMBER": "7", "HEAD_SHA": HEAD, "HEAD_REPO": "acme/train",
+             "HEAD_BRANCH": "feature", "RUN_ID": "99", "BASE_SHA": BASE, "ACCEPT_LABEL": "perfgate: accept slowdown",
+             "GATE_JOB": "perfgate (T4)"}
+
+
+@with_jq
+@pytest.mark.parametrize(("events", "activity", "acknowledged"), [
+    ("", [PUSHED], None),
+    (LABELLED, [PUSHED], ACKNOWLEDGED),
+    (LABELLED + "unlabeled\tmaintainer-1\t2026-12-04T06:01:00Z\n", [PUSHED], None),
+    ("labeled\t../../evil\t2026-12-04T06:00:00Z\n", [PUSHED], None),
+    (LABELLED, [{**PUSHED, "after": "d" * 40}], {**ACKNOWLEDGED, "head_since": "", "pusher": ""}),
+    (LABELLED, [], {**ACKNOWLEDGED, "head_since": "", "pusher": ""}),
+    (LABELLED, None, {**ACKNOWLEDGED, "head_since": "", "pusher": ""}),
+    (LABELLED, [{**PUSHED, "timestamp": "2026-12-04T06:00:00.250+01:00"}],
+     {**ACKNOWLEDGED, "head_since": "2026-12-04T05:00:01Z"}),
+], ids=["no label", "labelled", "label removed", "odd login", "another push last", "no activity",
+        "activity unreadable", "fractional time"])
+def test_the_judge_step_reads_the_head_commits_history_from_the_api(tmp_path: Path, bin_dir: Path, events: str,
+                                                                     activity: list | None,
+                                                                     acknowledged: dict | None) -> None:
+    """The recorded `perfgate` statuses of the head commit and who applied the accepting label
+    (with their role), when the head commit became the pull request's head and who pushed it (the
+    head repository's latest activity on the branch, which must be this commit's push), the pull
+    request's author and the commit's author and committer reach perfgate judge as files, fetched
+    by the trusted job."""
+    api_gh(bin_dir, tmp_path, history_answers(events, activity))
     fake(tmp_path / "perfgate-venv" / "bin", "perfgate", f'printf "%s\\n" "$@" > "{tmp_path}/argv"\nexit 1\n')
     script = step_script(template("perfgate-judge.yml"), "Judge")
-    env = {"GH_TOKEN": "t", "GH_REPO": "acme/train", "NUMBER": "7", "HEAD_SHA": HEAD, "HEAD_REPO": "acme/train",
-           "RESULTS": str(tmp_path / "perfgate-results"), "BASE_SHA": BASE, "ACCEPT_LABEL": "perfgate: accept slowdown"}
-    done = bash(script, tmp_path, env, bin_dir)
+    done = bash(script, tmp_path, {**JUDGE_ENV, "RESULTS": str(tmp_path / "perfgate-results")}, bin_dir)
     assert done.returncode == 0, done.stderr
     argv = (tmp_path / "argv").read_text().splitlines()
     verdicts, acknowledgement = tmp_path / "perfgate-verdicts.jsonl", tmp_path / "perfgate-acknowledgement.json"
@@ -893,16 +1015,76 @@ def test_the_judge_step_reads_the_head_commits_history_from_the_api(tmp_path: Pa
     calls = (tmp_path / "gh-calls").read_text().splitlines()
     assert STATUSES in calls and EVENTS in calls
     assert verdicts.read_text() == RECORDED
-    assert acknowledgement.read_text().strip() == acknowledged
-    assert any("collaborators" in call for call in calls) == bool(acknowledged)
+    written = acknowledgement.read_text().strip()
+    assert (json.loads(written) if written else None) == acknowledged
+    assert any("collaborators" in call for call in calls) == (acknowledged is not None)
     # what the step wrote is what perfgate judge reads
     from perfgate.gate.github import read_acknowledgement, read_recorded_verdicts
 
     assert [r.regression for r in read_recorded_verdicts(verdicts)] == [True]
     ack = read_acknowledgement(acknowledgement)
-    assert (ack is not None and ack.may_accept) == bool(acknowledged)
+    assert (ack is not None and ack.head_since == acknowledged["head_since"]) if acknowledged else ack is None
     text = template("perfgate-judge.yml")
     assert '          ACCEPT_LABEL: "perfgate: accept slowdown"\n' in step_text(text, "Judge")
+    # the branch reaches the activity API as a query field gh encodes, never pasted into the URL
+    assert "-f \"ref=refs/heads/$HEAD_BRANCH\"" in step_script(text, "Judge")
+
+
+@with_jq
+@pytest.mark.parametrize(("permissions", "role"), [
+    ({"admin": True, "maintain": True, "push": True, "triage": True, "pull": True}, "admin"),
+    ({"admin": False, "maintain": True, "push": True, "triage": True, "pull": True}, "maintain"),
+    ({"admin": False, "maintain": False, "push": True, "triage": True, "pull": True}, "write"),
+    ({"admin": False, "maintain": False, "push": False, "triage": True, "pull": True}, "triage"),
+    ({"admin": False, "maintain": False, "push": False, "triage": False, "pull": True}, "read"),
+    (None, "write"),
+])
+def test_the_role_comes_from_the_permission_booleans_not_the_legacy_field(tmp_path: Path, bin_dir: Path,
+                                                                          permissions: dict | None,
+                                                                          role: str) -> None:
+    """The collaborators permission API's `permission` says write for maintain and read for triage;
+    the judge step reads the user's permission booleans (the legacy field only without them)."""
+    answer = {"permission": "write" if role in ("maintain", "write") else "read" if role != "admin" else "admin",
+              "user": {"login": "maintainer-1", **({"permissions": permissions} if permissions else {})}}
+    api_gh(bin_dir, tmp_path, history_answers(LABELLED, [PUSHED], answer))
+    fake(tmp_path / "perfgate-venv" / "bin", "perfgate", "exit 0\n")
+    done = bash(step_script(template("perfgate-judge.yml"), "Judge"), tmp_path,
+                {**JUDGE_ENV, "RESULTS": str(tmp_path / "perfgate-results")}, bin_dir)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "perfgate-acknowledgement.json").read_text())["permission"] == role
+
+
+@with_jq
+@pytest.mark.parametrize(("jobs", "written"), [
+    (None, ""),
+    ({"jobs": [{"name": "perfgate (T4)", "started_at": "2026-12-04T05:00:10Z", "completed_at": None}]}, ""),
+    ({"jobs": [{"name": "perfgate (T4) ", "started_at": "2026-12-04T05:00:10Z",
+                "completed_at": "2026-12-04T05:12:30Z"}]}, ""),
+    ({"jobs": [{"name": "perfgate (T4)", "started_at": "2026-12-04T05:00:10Z",
+                "completed_at": "2026-12-04T05:12:30Z"}]},
+     '{"started_at": "2026-12-04T05:00:10Z", "completed_at": "2026-12-04T05:12:30Z"}'),
+], ids=["unreadable", "not ended", "renamed", "found"])
+def test_the_judge_step_passes_the_measuring_jobs_times(tmp_path: Path, bin_dir: Path, jobs: dict | None,
+                                                        written: str) -> None:
+    """The measuring job's start and end come from the Actions API, for `--measuring-job`; a job
+    not found (or not ended) leaves the file empty, which perfgate judge refuses (exit 2)."""
+    answers = history_answers("", [PUSHED])
+    answers["repos/acme/train/actions/runs/99/jobs --jq "] = jobs
+    api_gh(bin_dir, tmp_path, answers)
+    fake(tmp_path / "perfgate-venv" / "bin", "perfgate", f'printf "%s\\n" "$@" > "{tmp_path}/argv"\nexit 0\n')
+    done = bash(step_script(template("perfgate-judge.yml"), "Judge"), tmp_path,
+                {**JUDGE_ENV, "RESULTS": str(tmp_path / "perfgate-results")}, bin_dir)
+    assert done.returncode == 0, done.stderr
+    argv = (tmp_path / "argv").read_text().splitlines()
+    job = tmp_path / "perfgate-measuring-job.json"
+    assert argv[argv.index("--measuring-job") + 1] == str(job)
+    assert job.read_text().strip() == written
+    if written:
+        from perfgate.gate.github import read_measuring_job
+
+        assert read_measuring_job(job).seconds == 740.0
+    else:
+        assert "the measuring job 'perfgate (T4)' was not found among this run's jobs, or has not ended" in done.stdout
 
 
 @pytest.mark.parametrize("pyproject", [True, False], ids=["head pyproject", "none"])
@@ -910,6 +1092,7 @@ def test_the_judge_step(tmp_path: Path, bin_dir: Path, pyproject: bool) -> None:
     fake(bin_dir, "gh", f"""\
         case "$*" in
           *"/commits/{HEAD}/statuses?per_page=100 "* | *"/issues/7/events?per_page=100 "*) ;;
+          *"--paginate repos/acme/train/actions/runs/99/jobs --jq "*) printf '2026-12-04T05:00:10Z\\t2026-12-04T05:12:30Z\\n' ;;
           *"--paginate repos/acme/train/pulls/7/files --jq "*)
             printf 'modified\\tbaselines/a/w.json\\t\\nadded\\tworkloads/new.py\\t\\nadded\\tworkloads/../x.py\\t\\n' ;;
           *"-H Accept: application/vnd.github.raw repos/mallory/train/contents/workloads/new.py?ref={HEAD}")
@@ -924,6 +1107,7 @@ def test_the_judge_step(tmp_path: Path, bin_dir: Path, pyproject: bool) -> None:
          f'printf "%s\\n" "$@" > "{tmp_path}/argv"\nexit 1\n')
     script = step_script(template("perfgate-judge.yml"), "Judge")
     env = {"GH_TOKEN": "t", "GH_REPO": "acme/train", "NUMBER": "7", "HEAD_SHA": HEAD, "HEAD_REPO": "mallory/train",
+           "HEAD_BRANCH": "feature", "RUN_ID": "99", "GATE_JOB": "perfgate (T4)",
            "RESULTS": str(tmp_path / "perfgate-results"), "BASE_SHA": BASE}
     done = bash(script, tmp_path, env, bin_dir)
     assert done.returncode == 0, done.stderr  # the verdict is mapped by the last step
@@ -934,9 +1118,12 @@ def test_the_judge_step(tmp_path: Path, bin_dir: Path, pyproject: bool) -> None:
                     "--artifacts", f"{tmp_path}/perfgate-judged", "--changed-files", f"{tmp_path}/changed.tsv",
                     "--head-files", f"{tmp_path}/perfgate-head-files", *head,
                     "--previous-verdicts", f"{tmp_path}/perfgate-verdicts.jsonl",
-                    "--acknowledgement", f"{tmp_path}/perfgate-acknowledgement.json", "--expect-head-sha", HEAD,
+                    "--acknowledgement", f"{tmp_path}/perfgate-acknowledgement.json",
+                    "--measuring-job", f"{tmp_path}/perfgate-measuring-job.json", "--expect-head-sha", HEAD,
                     "--expect-pr", "7", "--expect-base-sha", BASE,
                     "--check-run", f"{tmp_path}/perfgate-judged/check-run.json"]
+    assert json.loads((tmp_path / "perfgate-measuring-job.json").read_text()) == {
+        "started_at": "2026-12-04T05:00:10Z", "completed_at": "2026-12-04T05:12:30Z"}
     assert (tmp_path / "changed.tsv").read_text().startswith("modified\tbaselines/a/w.json\t\n")
     # the pull request's workload files, as data; a path with .. is never fetched
     head_files = tmp_path / "perfgate-head-files"
@@ -946,6 +1133,7 @@ def test_the_judge_step(tmp_path: Path, bin_dir: Path, pyproject: bool) -> None:
     args = parser.parse_args(argv)
     assert (args.expect_pr, args.expect_head_sha, args.expect_base_sha, args.design) == (7, HEAD, BASE, "paired")
     assert args.check_run == f"{tmp_path}/perfgate-judged/check-run.json"
+    assert args.measuring_job == f"{tmp_path}/perfgate-measuring-job.json"
 
 
 @pytest.fixture
@@ -1344,7 +1532,8 @@ def test_the_shard_measures_its_share_as_a_valid_perfgate_ci_command() -> None:
 
 
 def test_the_judges_prefix_names_the_measuring_jobs() -> None:
-    (prefix,) = re.findall(r"GATE_JOB: (.*?)  #", sharded("perfgate-judge.yml"))
+    prefix, judge_prefix = re.findall(r"GATE_JOB: (.*?)  #", sharded("perfgate-judge.yml"))
+    assert judge_prefix == prefix
     (name,) = re.findall(r"^    name: (.*)$", jobs(sharded("perfgate.yml"))["gate"], re.M)
     assert name.replace("${{ matrix.shard }}", "1").startswith(prefix)
     assert not "perfgate (waiting for a maintainer)".startswith(prefix)
@@ -1373,7 +1562,7 @@ def identify_shards(tmp_path: Path, bin_dir: Path):
         esac
         """)
     script = step_script(sharded("perfgate-judge.yml"), "Identify the pull request")
-    (prefix,) = re.findall(r"GATE_JOB: (.*?)  #", sharded("perfgate-judge.yml"))
+    prefix = re.findall(r"GATE_JOB: (.*?)  #", sharded("perfgate-judge.yml"))[0]
 
     def run(downloaded: str = "success", shards: str = "2", head_repo: str = "acme/train"):
         for leftover in ("out", "gh-calls"):
@@ -1472,11 +1661,13 @@ def test_a_shard_over_64_mb_is_not_read(identify_shards) -> None:
 
 def test_the_sharded_judge_step_judges_every_shard_together(tmp_path: Path, bin_dir: Path) -> None:
     fake(bin_dir, "gh", 'case "$*" in *"/files --jq "*) printf "modified\\tx.py\\t\\n" ;; *"/statuses?"* | *"/events?"*) ;; '
-                        '*) exit 1 ;; esac\n')
+                        '*"/actions/runs/99/jobs --jq "*) printf "2026-12-04T05:00:10Z\\t2026-12-04T05:12:30Z\\n'
+                        '2026-12-04T05:00:05Z\\t2026-12-04T05:10:00Z\\n" ;; *) exit 1 ;; esac\n')
     fake(tmp_path / "perfgate-venv" / "bin", "perfgate", f'printf "%s\\n" "$@" > "{tmp_path}/argv"\nexit 3\n')
     script = step_script(sharded("perfgate-judge.yml"), "Judge")
     results = tmp_path / "perfgate-results"
     env = {"GH_TOKEN": "t", "GH_REPO": "acme/train", "NUMBER": "7", "HEAD_SHA": HEAD, "HEAD_REPO": "acme/train",
+           "HEAD_BRANCH": "feature", "RUN_ID": "99", "GATE_JOB": "perfgate (T4, shard",
            "RESULTS": str(results), "PERFGATE_SHARDS": "3", "BASE_SHA": BASE}
     done = bash(script, tmp_path, env, bin_dir)
     assert done.returncode == 0, done.stderr
@@ -1487,11 +1678,18 @@ def test_the_sharded_judge_step_judges_every_shard_together(tmp_path: Path, bin_
                     "--changed-files", f"{tmp_path}/changed.tsv", "--head-files", f"{tmp_path}/perfgate-head-files",
                     "--previous-verdicts", f"{tmp_path}/perfgate-verdicts.jsonl",
                     "--acknowledgement", f"{tmp_path}/perfgate-acknowledgement.json",
+                    "--measuring-job", f"{tmp_path}/perfgate-measuring-job.json",
                     "--expect-head-sha", HEAD, "--expect-pr", "7", "--expect-base-sha", BASE,
                     "--check-run", f"{tmp_path}/perfgate-judged/check-run.json"]
     parser = argparse.ArgumentParser()
     add_judge_parser(parser.add_subparsers())
     assert parser.parse_args(argv).results == shards
+    # one file: the shards' earliest start and latest end
+    assert json.loads((tmp_path / "perfgate-measuring-job.json").read_text()) == {
+        "started_at": "2026-12-04T05:00:05Z", "completed_at": "2026-12-04T05:12:30Z"}
+    script = step_script(sharded("perfgate-judge.yml"), "Judge")
+    assert "select(.name | startswith($ENV.GATE_JOB))" in script
+    assert "select(.name == $ENV.GATE_JOB)" in step_script(template("perfgate-judge.yml"), "Judge")
 
 
 def test_init_writes_the_number_of_shards_into_the_sharded_workflows() -> None:
