@@ -108,16 +108,71 @@ def test_an_older_schema_is_upgraded_in_memory_by_the_migration_chain() -> None:
         migrate({"kind": "k", "schema_version": 4}, "k", 3, {})
 
 
-def test_a_schema_1_result_with_the_losses_reads_and_is_written_back_as_schema_2(tmp_path: Path) -> None:
-    # tests/fixtures/schema_v1/result-tiny.json: written by the code of 1c356b8, with first_loss/last_loss
+def test_a_schema_1_result_reads_as_schema_3_once_its_repeats_say_how_they_started(tmp_path: Path) -> None:
+    # tests/fixtures/schema_v1/result-tiny.json: written by the code of 1c356b8, with first_loss/last_loss;
+    # repeats did not record process_start then (it was added to the fixture by hand: they were
+    # fresh). Without it nothing in the file tells whether they were forked: refused in one line
+    # naming the file and the repeat.
     v1 = Path(__file__).parent / "fixtures" / "schema_v1" / "result-tiny.json"
     raw = json.loads(v1.read_text())
     assert raw["schema_version"] == 1 and "first_loss" in raw["repeats"][0]
+    unknown = json.loads(v1.read_text())
+    for r in unknown["repeats"]:
+        del r["torch_settings"]["process_start"]
+    as_written = tmp_path / "v1-as-written.json"
+    as_written.write_text(json.dumps(unknown))
+    with pytest.raises(FileFormatError) as info:
+        load_result(as_written)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"{as_written}: repeats[0].torch_settings: no process_start (fork or fresh)")
+    assert "nothing in it tells how the process started: measure it again" in message
+    # with the starts recorded it reads, its losses dropped, and is written back as schema 3
     result = load_result(v1)
     assert len(result.repeats) == len(raw["repeats"])
     saved = tmp_path / "result-tiny.json"
     save_result(result, saved)
     data = json.loads(saved.read_text())
-    assert data["schema_version"] == RESULT_SCHEMA_VERSION == 2
+    assert data["schema_version"] == RESULT_SCHEMA_VERSION == 3
     assert not any({"first_loss", "last_loss"} & set(r) for r in data["repeats"])
+    assert {r["torch_settings"]["process_start"] for r in data["repeats"]} == {"fresh"}
     assert load_result(saved).repeats == result.repeats
+
+
+def _schema_2(result, **top: object) -> dict:
+    data = {**result.to_dict(), "schema_version": 2, **top}
+    for r in data["repeats"]:
+        del r["torch_settings"]["process_start"]
+    return data
+
+
+def test_an_older_result_gets_the_start_it_can_only_have_had_or_is_refused() -> None:
+    from perfgate.model.result import result_from_dict
+
+    # a script's process runs the script as __main__: always fresh
+    script = result_from_dict(_schema_2(make_result(), workload_source="script:train.py sha256:" + "a" * 64))
+    assert {r.torch_settings["process_start"] for r in script.repeats} == {"fresh"}
+    # a distributed workload's ranks are started by torch.distributed's launcher: always fresh
+    ranks = make_result(params={"batch_size": 8, "steps": 10, "nproc_per_node": 2})
+    assert {r.torch_settings["process_start"] for r in result_from_dict(_schema_2(ranks)).repeats} == {"fresh"}
+    # any other repeat may have been forked: refused, naming the repeat
+    with pytest.raises(ValueError, match=r"^repeats\[0\]\.torch_settings: no process_start \(fork or fresh\)"):
+        result_from_dict(_schema_2(make_result()))
+    # a start an older file did record is kept as it was
+    kept = make_result().to_dict()
+    kept["schema_version"] = 2
+    assert {r.torch_settings["process_start"] for r in result_from_dict(kept).repeats} == {"fork"}
+
+
+def test_every_repeat_of_a_schema_3_result_records_a_known_start() -> None:
+    from perfgate.model.result import result_from_dict
+
+    data = make_result().to_dict()
+    del data["repeats"][2]["torch_settings"]["process_start"]
+    with pytest.raises(ValueError, match=r"^repeats\[2\]\.torch_settings: missing process_start \(fork or fresh\)"):
+        result_from_dict(data)
+    data = make_result().to_dict()
+    data["repeats"][1]["torch_settings"]["process_start"] = "spawn"
+    with pytest.raises(ValueError, match=r"repeats\[1\]\.torch_settings\.process_start: expected one of fork, "
+                                         r"fresh, got 'spawn'"):
+        result_from_dict(data)

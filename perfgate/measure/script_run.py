@@ -48,6 +48,7 @@ from perfgate.measure.script_hooks import (
 )
 from perfgate.measure.script_patches import installed
 from perfgate.measure.telemetry import TelemetrySampler
+from perfgate.measure.template import process_start
 from perfgate.model.errors import WorkloadError
 from perfgate.model.result import RepeatResult
 from perfgate.model.script import Script
@@ -211,6 +212,7 @@ def run_script_repeat(
         raise WorkloadError(f"{name}: loss is non-finite ({losses[bad]}) at the {where} measured step")
     samples = sum(c[SAMPLES] for c in counts)
     settings = torch_settings_in_effect(params.seed)
+    settings["process_start"] = process_start()  # always fresh: a script runs as __main__, never forked
     settings["script"] = {
         "optimizer": hooks.optimizer_name,
         **{f"{what}_per_step": median(c[i] for c in counts) for i, what in enumerate(COUNTS)},

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from perfgate.model.benchmark import KIND as BENCHMARK_KIND
 from perfgate.model.environment import Environment
 # RESIDUAL and ROWS: re-exported, the reports and the history read them from here.
 from perfgate.model.repeat import RESIDUAL as RESIDUAL
@@ -33,11 +34,18 @@ from perfgate.model.repeat import (
     check_series,
 )
 from perfgate.model.schema import MAX_COUNT, MAX_DURATION, MIN_DURATION, Fields, migrate, number_series
+from perfgate.model.script import script_path_of
 
 RESULT_KIND = "perfgate.run-result"
-RESULT_SCHEMA_VERSION = 2
+RESULT_SCHEMA_VERSION = 3
 """2: a repeat no longer records ``first_loss``/``last_loss`` (never read; the window's losses
-are checked for non-finite values where they are measured)."""
+are checked for non-finite values where they are measured). 3: every repeat records how its
+process started (``torch_settings["process_start"]``, :data:`PROCESS_STARTS`): the judge checks
+it against the base's ``start``, and a repeat that leaves it out must not skip that check."""
+
+PROCESS_STARTS = ("fork", "fresh")
+"""How a repeat's process started (``torch_settings["process_start"]``): forked from a template
+or a new interpreter (``perfgate.measure.template.process_start``)."""
 
 
 CLOCK_EVENT_REASONS: Mapping[int, str] = {
@@ -219,6 +227,27 @@ class RunResult:
         }
 
 
+def window_steps_problem(result: RunResult, side: str) -> str | None:
+    """Why the ``side`` result's repeats do not time windows of the workload's ``steps`` (its
+    ``params["steps"]``: ``Params.steps`` after the device profile and any override, what
+    every window of a repeat measures), naming both numbers; None when each does.
+
+    A repeat's series hold its windows one after the other; how many windows it says they are
+    is a label on the same steps. Twelve steps of a workload of 4 told as 6 windows of 2 would
+    summarise each pair of steps by its median, which a stall every fourth step never reaches:
+    the windows a result holds must be of the steps its workload measures."""
+    steps = result.params.get("steps")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        shown = repr(steps)[:40]
+        return (f"steps per window: the {side} side's result records no workload steps (params.steps is "
+                f"{shown}), so its windows cannot be checked against them")
+    for repeat in result.repeats:
+        if repeat.steps_per_window != steps:
+            return (f"steps per window: the workload's steps give {steps}, the {side} side's repeat {repeat.index + 1} "
+                    f"holds {repeat.windows} window(s) of {repeat.steps_per_window}")
+    return None
+
+
 MAX_REPEATS = 10**6
 """Repeat indices and ABBA block numbers are below this (a run holds tens of repeats)."""
 MAX_WINDOW_S = 1e7
@@ -283,6 +312,10 @@ def _torch_settings(f: Fields) -> dict[str, Any]:
                 raise ValueError(f"{window.where}.largest_clamp_ms: expected one value per window of clamped_stamps")
     if settings.get("script", dict, optional=True) is not None:
         settings.sub("script").integer("scaler_skipped_steps", optional=True, low=0, high=MAX_COUNT)
+    start = settings.get("process_start", str, optional=True)
+    if start is not None and start not in PROCESS_STARTS:
+        raise ValueError(f"{settings.where}.process_start: expected one of {', '.join(PROCESS_STARTS)}, "
+                         f"got {start[:40]!r}")
     return settings.data
 
 
@@ -393,7 +426,39 @@ def _without_losses(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-RESULT_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _without_losses}
+def _starts_known(data: dict[str, Any]) -> dict[str, Any]:
+    """Schema 2 → 3: every repeat records ``torch_settings["process_start"]``. A repeat of an
+    older file that does not is given the start it can only have had: ``fresh`` for a script's
+    (a script runs as ``__main__``, never forked from a template) and for a distributed
+    workload's (``nproc_per_node`` > 1: its ranks are started by torch.distributed's launcher).
+    Any other repeat may have been forked or not, and nothing in the file tells: the file is
+    refused, naming the repeat. Anything that is not the expected shape is left for the reader
+    to name."""
+    repeats = data.get("repeats")
+    if not isinstance(repeats, list):
+        return data
+    source = data.get("workload_source")
+    params = data.get("params")
+    nproc = params.get("nproc_per_node") if isinstance(params, dict) else None
+    if isinstance(source, str) and script_path_of(source) is not None:
+        known: str | None = "fresh"
+    elif isinstance(nproc, int) and not isinstance(nproc, bool) and nproc > 1:
+        known = "fresh"
+    else:
+        known = None
+    for i, r in enumerate(repeats):
+        settings = r.get("torch_settings") if isinstance(r, dict) else None
+        if not isinstance(settings, dict) or "process_start" in settings:
+            continue
+        if known is None:
+            raise ValueError(f"repeats[{i}].torch_settings: no process_start (fork or fresh), which the judge "
+                             "checks against the base's start; this result was written before every repeat "
+                             "recorded it, and nothing in it tells how the process started: measure it again")
+        r["torch_settings"] = {**settings, "process_start": known}
+    return data
+
+
+RESULT_MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _without_losses, 2: _starts_known}
 
 
 def result_from_dict(data: object) -> RunResult:
@@ -407,6 +472,14 @@ def result_from_dict(data: object) -> RunResult:
     repeats = f.get("repeats", list)
     if not repeats:
         raise ValueError("repeats: a result holds at least one repeat")
+    read = tuple(repeat_from_dict(r, f"repeats[{i}]") for i, r in enumerate(repeats))
+    data_kind = data.get("data", {}).get("kind") if isinstance(data.get("data"), dict) else None
+    if data_kind != BENCHMARK_KIND:  # a pytest-benchmark run's rounds are no process perfgate started
+        for i, r in enumerate(read):
+            if "process_start" not in r.torch_settings:
+                raise ValueError(f"repeats[{i}].torch_settings: missing process_start (fork or fresh): every "
+                                 f"repeat of a schema {RESULT_SCHEMA_VERSION} result records how its process "
+                                 "started, and the judge checks it against the base's start")
     return RunResult(
         workload=f.get("workload", str),
         workload_version=f.integer("workload_version", low=0, high=MAX_COUNT),  # type: ignore[arg-type]  # required: never None
@@ -418,7 +491,7 @@ def result_from_dict(data: object) -> RunResult:
         data=f.get("data", dict),
         created_at=f.get("created_at", str),
         perfgate_version=f.get("perfgate_version", str),
-        repeats=tuple(repeat_from_dict(r, f"repeats[{i}]") for i, r in enumerate(repeats)),
+        repeats=read,
     )
 
 
