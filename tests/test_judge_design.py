@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from factories import ENV, define_workloads, make_result
 from test_judge import BASE_SHA, HEAD_SHA, paired, record, run, write_run
-from test_judge_fail_closed import SLOW, control, rewrite_manifest
+from test_judge_fail_closed import SLOW, control, edit_result, rewrite_manifest
 from test_shard import judge as judge_shards
 
 from perfgate.model.errors import UsageError
@@ -28,7 +28,18 @@ CUDA_ENV = dataclasses.replace(ENV, device="cuda", gpu_name="Tesla T4", cuda="12
 
 
 def settings(base: Path, extra: str) -> None:
-    (base / "pyproject.toml").write_text((base / "pyproject.toml").read_text() + extra)
+    """The base's ``[tool.perfgate]`` with the lines of ``extra`` set: a key it sets already
+    (the fixture's ``windows = 1``) takes the new value, any other is added."""
+    path = base / "pyproject.toml"
+    lines = path.read_text().splitlines()
+    for line in extra.splitlines():
+        key = line.split("=", 1)[0].strip()
+        at = next((i for i, old in enumerate(lines) if old.split("=", 1)[0].strip() == key), None)
+        if at is None:
+            lines.append(line)
+        else:
+            lines[at] = line
+    path.write_text("\n".join(lines) + "\n")
 
 
 def each_repeat(result: RunResult, **fields: object) -> RunResult:
@@ -38,6 +49,20 @@ def each_repeat(result: RunResult, **fields: object) -> RunResult:
 def started(result: RunResult, how: str) -> RunResult:
     return dataclasses.replace(result, repeats=tuple(
         dataclasses.replace(r, torch_settings={**r.torch_settings, "process_start": how}) for r in result.repeats))
+
+
+def tiled(result: RunResult, windows: int) -> RunResult:
+    """``result`` timed as ``windows`` windows of its workload's steps a process: each repeat's
+    steps, one window's worth, timed again and again (the windows a base that sets them gives)."""
+    return dataclasses.replace(result, repeats=tuple(dataclasses.replace(
+        r, windows=windows, window_s=r.window_s * windows, phases_ms={k: v * windows for k, v in r.phases_ms.items()})
+        for r in result.repeats))
+
+
+def blocked(result: RunResult) -> RunResult:
+    """``result``'s repeats in ABBA blocks, two a side each (as ``test_judge.paired``)."""
+    return dataclasses.replace(result, repeats=tuple(dataclasses.replace(r, block=i // 2)
+                                                     for i, r in enumerate(result.repeats)))
 
 
 def judged_workload(tmp_path: Path, name: str) -> dict:
@@ -62,9 +87,49 @@ def test_windows_the_base_does_not_give_are_an_error_naming_both(tmp_path: Path,
     assert code == 2 and w["verdict"] == "ERROR", comment
     assert w["reason"] == ("not measured as the base's settings design it: windows: the base's settings give 1, the "
                            "head side's repeat 1 holds 10")
-    # the base's own windows = 10: the control, judged
+    # the base's own windows = 10: ten windows of the workload's 10 steps each, judged
     settings(base, "windows = 10\n")
-    assert run(tmp_path, folder, base)[0] == 1
+    assert run(tmp_path, write_run(tmp_path / "ten", *sides(lambda r: tiled(r, 10))), base)[0] == 1
+    # ... and the same ten steps told as ten windows of one are not: a window is the workload's steps
+    code, _, _, comment = run(tmp_path, folder, base)
+    assert code == 2 and judged_workload(tmp_path, "tiny")["reason"] == (
+        "not measured as the base's settings design it: steps per window: the workload's steps give 10, the head "
+        "side's repeat 1 holds 10 window(s) of 1"), comment
+
+
+def test_steps_relabelled_as_more_windows_than_the_workload_times_are_an_error_naming_both(
+        tmp_path: Path, base: Path) -> None:
+    """`windows = "auto"`: run.json's evidence gives the windows, and the results hold them. A
+    process's 12 steps of a workload of 4 (3 windows of 4) relabelled as 6 windows of 2, with
+    evidence that gives 6: the windows agree with the evidence, but each window is not the
+    workload's steps (the median step of 2 steps is their mean, which a stall every fourth step
+    reaches). The control, 3 windows of 4, is judged; the relabelled run is an ERROR naming both."""
+    from test_auto_windows import evidence
+
+    from perfgate.analysis.design import choose_windows
+
+    three, six = evidence(process_s=9.0), evidence(process_s=36.0)
+    assert (choose_windows(three), choose_windows(six)) == (3, 6)
+    settings(base, 'windows = "auto"\n')
+    params = {"batch_size": 8, "steps": 4}
+
+    def measured(windows: int, recorded) -> Path:
+        def made(scale: float, seed: int) -> RunResult:
+            result = make_result("tiny", repeats=6, scale=scale, seed=seed, params=params, steps=12)
+            return blocked(dataclasses.replace(result, repeats=tuple(
+                dataclasses.replace(r, windows=windows) for r in result.repeats)))
+
+        manifest = RunManifest(design="paired", device="cpu", workloads=("tiny",), pr_number=7, head_sha=HEAD_SHA,
+                               base_sha=BASE_SHA, base_ref="main", windows_evidence={"tiny": recorded})
+        return write_run(tmp_path / f"w{windows}", {"tiny": made(SLOW, 1)}, {"tiny": made(1.0, 2)}, manifest)
+
+    code, out, _, comment = run(tmp_path, measured(3, three), base)
+    assert code == 1 and "REGRESSION" in out, comment
+    code, _, _, comment = run(tmp_path, measured(6, six), base)
+    w = judged_workload(tmp_path, "tiny")
+    assert code == 2 and w["verdict"] == "ERROR", comment
+    assert w["reason"] == ("not measured as the base's settings design it: steps per window: the workload's steps "
+                           "give 4, the head side's repeat 1 holds 6 window(s) of 2")
 
 
 @pytest.mark.parametrize(("overrides", "shown"), [
@@ -107,6 +172,41 @@ def test_a_process_start_the_base_does_not_give_is_an_error(tmp_path: Path, base
     assert run(tmp_path, forked, base)[0] == 2
 
 
+def test_a_repeat_that_does_not_record_its_process_start_is_refused(tmp_path: Path, base: Path) -> None:
+    """Measured with `--start fresh` where the base's paired gate forks, then `process_start`
+    deleted from every repeat so that the start check has nothing to read: refused in one
+    line naming the file and the repeat (result schema 3 requires it; an older file is
+    upgraded only where the start can be known, a script's or a distributed workload's)."""
+    forked = write_run(tmp_path / "forked", *sides(lambda r: started(r, "fork")))
+    assert run(tmp_path, forked, base)[0] == 1  # the control
+
+    def deleted(data: dict) -> None:
+        for r in data["repeats"]:
+            del r["torch_settings"]["process_start"]
+
+    folder = write_run(tmp_path / "r", *sides(lambda r: started(r, "fresh")))
+    for path in (folder / "tiny.json", folder / "base" / "tiny.json"):
+        edit_result(path, deleted)
+    code, _, err, _ = run(tmp_path, folder, base)
+    assert code == 2 and err.count("\n") == 1, err
+    assert "tiny.json: repeats[0].torch_settings: missing process_start (fork or fresh)" in err
+    # written as an older schema, the migration cannot know it either
+    for path in (folder / "tiny.json", folder / "base" / "tiny.json"):
+        edit_result(path, lambda data: data.update(schema_version=2))
+    code, _, err, _ = run(tmp_path, folder, base)
+    assert code == 2 and err.count("\n") == 1, err
+    assert "tiny.json: repeats[0].torch_settings: no process_start (fork or fresh)" in err
+    assert "nothing in it tells how the process started: measure it again" in err
+    # a result built in memory without it (never read from a file) is refused by the design check
+    from perfgate.gate.judge import base_settings, design_problem
+
+    bare = dataclasses.replace(paired("tiny"), repeats=tuple(
+        dataclasses.replace(r, torch_settings={"num_threads": 2}) for r in paired("tiny").repeats))
+    assert design_problem(bare, "head", base_settings(base), paired=True) == (
+        "start: the base's settings give fork, the head side's repeat 1 records no process_start (every repeat "
+        "records how its process started)")
+
+
 # --- cases 3 and 4: a script result is the base's scripts entry -----------------------------
 
 SCRIPT = "script-train"
@@ -114,7 +214,7 @@ ENTRY = f'scripts = [{{ path = "train.py", args = ["--model", "big"], name = "{S
 
 
 def script_result(path: str, args: str, *, scale: float = 1.0, seed: int = 0) -> RunResult:
-    result = paired(SCRIPT, scale=scale, seed=seed)
+    result = started(paired(SCRIPT, scale=scale, seed=seed), "fresh")  # a script's process starts fresh
     return dataclasses.replace(result, workload_source=f"script:{path} sha256:{'a' * 64}",
                                params={"batch_size": 1, "steps": 10, ARGS_PARAM: args})
 

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 from pathlib import Path
 
 import pytest
-from factories import define_workloads
+from factories import define_workloads, make_result
 from test_judge import BASE_SHA, HEAD_SHA, paired, run, write_run
 
 from perfgate.model.manifest import MANIFEST_NAME, RunManifest
+from perfgate.model.result import RunResult
 from perfgate.store.jsonfile import write_json_atomic
 
 SLOW = 1.2
@@ -112,7 +114,7 @@ def test_the_looks_are_the_judges_whatever_the_artifact_holds(tmp_path: Path, ba
                        {"tiny": paired("tiny", seed=2, blocks=9)})
     code, out, _, comment = run(tmp_path, folder, base)
     assert code == 1 and "REGRESSION" in out
-    assert "Decided after 3 blocks (look 1 of 28)." in comment
+    assert "Decided after 3 blocks (look 1)." in comment and "look 1 of 28" in comment
 
 
 # 4. negative block numbers, gaps, blocks beyond max_blocks ----------------------------------
@@ -136,10 +138,9 @@ def test_blocks_outside_the_planned_ones_are_not_a_measurement(tmp_path: Path, b
 
 
 def test_blocks_from_max_blocks_on_are_never_read(tmp_path: Path, base: Path) -> None:
-    """Blocks 40 to 59, beyond the judge's max_blocks (30), with a head twice as fast: never
-    read (nor checked: 3 to 39 are missing), the verdict is the planned blocks' (a
-    REGRESSION), never a pass they could buy. (Blocks below max_blocks that the judge's
-    boundary did not need are not read either: tests/test_judge_replay.py.)"""
+    """Blocks 40 to 59, beyond the judge's max_blocks (30), with a head twice as fast: refused,
+    never read, never a pass they could buy. (Blocks below max_blocks that the judge's
+    boundary did not need are not read: tests/test_judge_replay.py.)"""
     def with_tail(result, scale: float):
         tail = paired("tiny", scale=scale, seed=9, blocks=20).repeats
         fake = tuple(dataclasses.replace(r, block=40 + r.block, index=100 + i) for i, r in enumerate(tail))
@@ -148,7 +149,7 @@ def test_blocks_from_max_blocks_on_are_never_read(tmp_path: Path, base: Path) ->
     folder = write_run(tmp_path / "r", {"tiny": with_tail(paired("tiny", scale=SLOW, seed=1), 0.5)},
                        {"tiny": with_tail(paired("tiny", seed=2), 1.0)})
     code, out, _, comment = run(tmp_path, folder, base)
-    assert code == 1 and "REGRESSION" in out, comment
+    assert code == 2 and "beyond the last look the base's settings allow (30 blocks): refused, not read" in comment
 
 
 def test_a_block_with_three_head_repeats_is_not_whole(tmp_path: Path, base: Path) -> None:
@@ -162,15 +163,92 @@ def test_a_block_with_three_head_repeats_is_not_whole(tmp_path: Path, base: Path
 
 # 5. slowdown flags thin a side ------------------------------------------------------------
 
-def test_slowdown_flags_on_most_repeats_make_the_runner_unfit(tmp_path: Path, base: Path) -> None:
-    hot = {"gpu": {"slowdown_reasons": ["hw_thermal_slowdown"]}}
+HOT = {"gpu": {"slowdown_reasons": ["hw_thermal_slowdown"]}}
 
+
+def _on_gpu(result: RunResult) -> RunResult:
+    from test_judge_design import CUDA_ENV
+
+    return dataclasses.replace(result, device="cuda", environment=CUDA_ENV)
+
+
+def _gpu_manifest() -> RunManifest:
+    return RunManifest(design="paired", device="cuda", workloads=("tiny",), pr_number=7, head_sha=HEAD_SHA,
+                       base_sha=BASE_SHA)
+
+
+def _flagged(result: RunResult, pick: str) -> RunResult:
+    """``result`` with a thermal slowdown flag, block by block, on its slower (``"slowest"``) or
+    faster repeat when that one is beyond the side's median, as many as the 25% cap allows
+    at every look: the head's slowest and the base's fastest quarter."""
+    values = sorted(r.per_step_ms["step"] for r in result.repeats)
+    middle = values[len(values) // 2]
+    chosen: set[int] = set()
+    for block in range(len(result.repeats) // 2):
+        pair = [r for r in result.repeats if r.block == block]
+        r = (max if pick == "slowest" else min)(pair, key=lambda r: r.per_step_ms["step"])
+        beyond = r.per_step_ms["step"] > middle if pick == "slowest" else r.per_step_ms["step"] < middle
+        if beyond and len(chosen) + 1 <= 0.25 * 2 * max(3, block + 1):
+            chosen.add(r.index)
+    return dataclasses.replace(result, repeats=tuple(dataclasses.replace(r, telemetry=HOT) if r.index in chosen
+                                                     else r for r in result.repeats))
+
+
+def _noisy(scale: float, seed: int, blocks: int = 30) -> RunResult:
+    """30 ABBA blocks (the base's max_blocks) of repeats 3% apart, the looks replayed to the last."""
+    rng = random.Random(seed)
+    scales = [scale * (1 + rng.gauss(0, 0.03)) for _ in range(2 * blocks)]
+    result = make_result("tiny", repeats=2 * blocks, seed=seed, repeat_scales=scales)
+    return dataclasses.replace(result, repeats=tuple(dataclasses.replace(r, block=i // 2)
+                                                     for i, r in enumerate(result.repeats)))
+
+
+def test_slowdown_flags_on_a_cpu_run_are_refused(tmp_path: Path, base: Path) -> None:
+    """A head 4.5% slower, measured on the CPU: a REGRESSION. The same files with thermal
+    flags on the head's slowest and the base's fastest quarter (within max_left_out at every
+    look) were INCONCLUSIVE: the flags chose which repeats were judged. A CPU run has no GPU
+    to slow down: the flags are refused, naming the workload and the side."""
+    head, side = _noisy(1.045, 100), _noisy(1.0, 200)
+    code, out, _, comment = run(tmp_path, write_run(tmp_path / "control", {"tiny": head}, {"tiny": side}), base)
+    assert code == 1 and "REGRESSION" in out, comment
+    folder = write_run(tmp_path / "r", {"tiny": _flagged(head, "slowest")}, {"tiny": _flagged(side, "fastest")})
+    code, _, _, comment = run(tmp_path, folder, base)
+    reason = json.loads((tmp_path / "judged" / "report.json").read_text())["workloads"][0]["reason"]
+    assert code == 2 and reason.startswith(
+        "not measured as the base's settings design it: GPU slowdown flags on a CPU run: tiny's head side was "
+        "measured on cpu, but its repeat(s) "), comment
+    assert "record thermal (hw_thermal_slowdown)" in reason
+    # flags on the base side alone are refused as well
+    folder = write_run(tmp_path / "b", {"tiny": head}, {"tiny": _flagged(side, "fastest")})
+    code, _, _, _ = run(tmp_path, folder, base)
+    reason = json.loads((tmp_path / "judged" / "report.json").read_text())["workloads"][0]["reason"]
+    assert code == 2 and "tiny's base side was measured on cpu" in reason
+
+
+def test_on_a_gpu_a_flagged_repeat_leaves_its_whole_block_out_on_both_sides_up_to_the_cap(tmp_path: Path,
+                                                                                        base: Path) -> None:
+    """The same attack on a GPU run: each flag leaves its ABBA block out on both sides, so the
+    flags no longer pick one side's repeats against the other's; the head's and the base's
+    flagged blocks together are more than the 25% that may be left out: runner unfit."""
+    head, side = _on_gpu(_noisy(1.045, 100)), _on_gpu(_noisy(1.0, 200))
+    code, out, _, comment = run(tmp_path, write_run(tmp_path / "control", {"tiny": head}, {"tiny": side},
+                                                    _gpu_manifest()), base)
+    assert code == 1 and "REGRESSION" in out, comment
+    folder = write_run(tmp_path / "r", {"tiny": _flagged(head, "slowest")}, {"tiny": _flagged(side, "fastest")},
+                       _gpu_manifest())
+    code, _, _, comment = run(tmp_path, folder, base)
+    reason = json.loads((tmp_path / "judged" / "report.json").read_text())["workloads"][0]["reason"]
+    assert code == 2 and reason.startswith("runner unfit: "), comment
+    assert "a slowed-down repeat leaves its whole ABBA block out on both sides" in reason
+
+
+def test_slowdown_flags_on_most_repeats_make_the_runner_unfit(tmp_path: Path, base: Path) -> None:
     def flagged(result, n):
-        return dataclasses.replace(result, repeats=tuple(dataclasses.replace(r, telemetry=hot) if i < n else r
+        return dataclasses.replace(result, repeats=tuple(dataclasses.replace(r, telemetry=HOT) if i < n else r
                                                          for i, r in enumerate(result.repeats)))
 
-    folder = write_run(tmp_path / "r", {"tiny": flagged(paired("tiny", scale=SLOW, seed=1), 5)},
-                       {"tiny": flagged(paired("tiny", seed=2), 4)})
+    folder = write_run(tmp_path / "r", {"tiny": _on_gpu(flagged(paired("tiny", scale=SLOW, seed=1), 5))},
+                       {"tiny": _on_gpu(flagged(paired("tiny", seed=2), 4))}, _gpu_manifest())
     code, _, _, comment = run(tmp_path, folder, base)
     assert code == 2 and "runner unfit" in comment
 
@@ -235,6 +313,40 @@ def test_a_head_without_its_peak_memory_is_an_error(tmp_path: Path, base: Path) 
     assert code == 2 and "lacks its peak memory" in comment
     (base / "pyproject.toml").write_text((base / "pyproject.toml").read_text() + "missing_is_error = false\n")
     assert run(tmp_path, folder, base)[0] in (0, 3)
+
+
+def _slopes(result: RunResult, per_step: float) -> RunResult:
+    """``result`` with each repeat's resident-memory slope: ``per_step`` bytes a step."""
+    repeats = []
+    for r in result.repeats:
+        to_rate = r.steps / r.window_s
+        slope = {"bytes_per_s": per_step * to_rate, "stderr_bytes_per_s": 0.001 * 2**20 * to_rate, "samples": 15}
+        repeats.append(dataclasses.replace(r, telemetry={"samples": 15, "gpu": None, "cpu": {"rss_slope": slope}}))
+    return dataclasses.replace(result, repeats=tuple(repeats))
+
+
+def _without_slopes(data: dict) -> None:
+    for r in data["repeats"]:
+        del r["telemetry"]["cpu"]["rss_slope"]
+
+
+@pytest.mark.parametrize("side", ["head", "base"])
+def test_a_memory_slope_left_out_on_one_side_is_an_error(tmp_path: Path, base: Path, side: str) -> None:
+    """A head that keeps a MiB a step: MEMORY-CREEP against a flat base side, a REGRESSION.
+    The same files with the head's slopes (or the base side's) deleted passed: the creep rule
+    had no pair to compare. Missing data is an ERROR, as a missing peak memory is."""
+    folder = write_run(tmp_path / "r", {"tiny": _slopes(paired("tiny", seed=1), 2**20)},
+                       {"tiny": _slopes(paired("tiny", seed=2), 0.0)})
+    code, _, _, comment = run(tmp_path, folder, base)
+    assert code == 1 and "MEMORY-CREEP" in comment, comment  # the control
+    edit_result(folder / ("tiny.json" if side == "head" else "base/tiny.json"), _without_slopes)
+    code, _, _, comment = run(tmp_path, folder, base)
+    lacking = ("the head lacks its memory slope (resident memory), which the base side holds" if side == "head"
+               else "the base side lacks its memory slope (resident memory), which the head holds")
+    assert code == 2 and lacking in comment, comment
+    (base / "pyproject.toml").write_text((base / "pyproject.toml").read_text() + "missing_is_error = false\n")
+    code, _, _, comment = run(tmp_path, folder, base)
+    assert code in (0, 3) and "memory creep not compared: resident memory not recorded in the" in comment
 
 
 def test_a_head_without_its_counted_run_is_an_error_when_the_base_has_one(tmp_path: Path, base: Path) -> None:

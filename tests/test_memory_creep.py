@@ -14,7 +14,14 @@ import pytest
 from perfgate.analysis.compare import compare
 from perfgate.analysis.decide import GateConfig
 from perfgate.analysis.diagnose import diagnose
-from perfgate.analysis.memory import CREEP_FLOOR_BYTES, MemoryDecision, creep_rule, excess, memory_creep
+from perfgate.analysis.memory import (
+    CREEP_FLOOR_BYTES,
+    MemoryDecision,
+    creep_rule,
+    excess,
+    memory_creep,
+    missing_slopes,
+)
 from perfgate.analysis.outcome import Entry, Pairing
 from perfgate.measure.telemetry import TelemetrySampler
 from perfgate.measure.telemetry_host import memory_slope
@@ -122,8 +129,22 @@ def test_the_rule_head_creeps_base_flat_is_a_regression_and_both_creeping_change
     assert creep_rule(passing, grows, grows) == passing
     assert creep_rule(passing, flat, flat) == passing
     assert creep_rule(passing, flat, grows) == passing  # creep that went away is not gated
-    assert creep_rule(passing, grows, None) == passing  # the reference's slope not known
-    assert creep_rule(passing, grows, []) == passing
+    assert creep_rule(passing, grows, None) == passing  # a stored baseline: its slope is not known
+    # a reference measured alike whose slope is missing: not compared, and the row says so
+    # (the comparison makes it an ERROR unless missing_is_error = false)
+    unknown = creep_rule(passing, grows, [], "base side")
+    assert unknown.verdict is Verdict.PASS
+    assert unknown.reason.endswith("; memory creep not compared: resident memory not recorded in the base side")
+    assert creep_rule(passing, [], flat, "base side").reason.endswith(
+        "memory creep not compared: resident memory not recorded in the head")
+
+
+def test_a_slope_recorded_on_one_side_only_is_missing_on_the_other():
+    grows = memory_creep(planted(make_result(repeats=5), [MIB] * 5).repeats)
+    assert missing_slopes(grows, grows) == ([], [])
+    assert missing_slopes([], grows) == (["resident memory"], [])
+    assert missing_slopes(grows, []) == ([], ["resident memory"])
+    assert missing_slopes([], []) == ([], [])
 
 
 def test_a_head_within_the_reach_of_a_noisy_base_is_not_labelled():
@@ -157,6 +178,36 @@ def test_a_paired_head_that_creeps_against_a_flat_base_fails_on_its_memory_row()
     both = planted(base, [MIB] * len(base.repeats))
     c = compare([Entry("tiny", leaking, None, pairing=Pairing(both, "a1b2c3d"))], GateConfig(), look=FIRST).comparisons[0]
     assert c.verdict is Verdict.PASS and c.memory is not None and c.memory.verdict is Verdict.PASS
+
+
+def test_a_memory_slope_left_out_on_one_side_is_an_error_as_a_missing_peak_memory_is():
+    """The head's leak is MEMORY-CREEP (the control); the same head with its slopes left out of
+    its telemetry, or over a base side whose own slopes were left out, is an ERROR: missing
+    data is never a pass. With missing_is_error = false it is shown as not compared."""
+    base, head = _paired_results(slow=1.0, jitter=0.005)
+    flat = planted(base, [0.0] * len(base.repeats), stderr=0.001)
+    leaking = planted(head, [MIB] * len(head.repeats))
+
+    def judged(h: RunResult, b: RunResult, config: GateConfig = GateConfig()):
+        return compare([Entry("tiny", h, None, pairing=Pairing(b, "a1b2c3d"))], config, look=FIRST).comparisons[0]
+
+    def without_slope(result: RunResult) -> RunResult:
+        return dataclasses.replace(result, repeats=tuple(
+            dataclasses.replace(r, telemetry={"samples": 15, "gpu": None, "cpu": {}}) for r in result.repeats))
+
+    assert judged(leaking, flat).verdict is Verdict.REGRESSION  # the control
+    c = judged(without_slope(leaking), flat)
+    assert c.verdict is Verdict.ERROR
+    assert c.reason == ("the head lacks its memory slope (resident memory), which the base side holds: missing data "
+                        "is not a pass (missing_is_error = false in [tool.perfgate] shows it as not compared)")
+    c = judged(leaking, without_slope(flat))
+    assert c.verdict is Verdict.ERROR
+    assert c.reason.startswith("the base side lacks its memory slope (resident memory), which the head holds")
+    c = judged(without_slope(leaking), flat, GateConfig(missing_is_error=False))
+    assert c.verdict is Verdict.PASS and c.memory is not None
+    assert "memory creep not compared: resident memory not recorded in the head" in c.memory.reason
+    # neither side sampled (--no-telemetry): nothing is missing
+    assert judged(without_slope(head), without_slope(base)).verdict is Verdict.PASS
 
 
 @pytest.mark.slow

@@ -376,7 +376,7 @@ def test_a_head_whose_own_change_lowers_the_clock_is_measured_with_it() -> None:
     assert c.verdict is Verdict.REGRESSION, c.reason
 
 
-def test_slowdown_events_leave_repeats_out_on_both_sides_by_one_rule_up_to_the_cap() -> None:
+def test_slowdown_events_leave_their_whole_blocks_out_on_both_sides_up_to_the_cap() -> None:
     blocks = [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
     thermal = sampled(t4(events=[0, HW_THERMAL]))
     plain = sampled(t4())
@@ -387,18 +387,22 @@ def test_slowdown_events_leave_repeats_out_on_both_sides_by_one_rule_up_to_the_c
             dataclasses.replace(rep, block=b, telemetry=thermal if i in hot else plain)
             for i, (rep, b) in enumerate(zip(r.repeats, blocks, strict=True))))
 
-    (c,) = compare([Entry("tiny", side(2, {7}), None, pairing=Pairing(side(1, {0, 4}), "a1b2c3d"))],
+    # a head repeat of block 3 and a base repeat of block 3: block 3 leaves, on both sides
+    (c,) = compare([Entry("tiny", side(2, {7}), None, pairing=Pairing(side(1, {6}), "a1b2c3d"))],
                    GateConfig()).comparisons
-    assert c.left_out == ("1 of 12 head repeat(s) left out: thermal (hw_thermal_slowdown) in repeat 8",
-                          "2 of 12 base repeat(s) left out: thermal (hw_thermal_slowdown) in repeat 1, 5")
+    assert c.left_out == ("2 of 12 head repeat(s) and 2 of 12 base repeat(s) left out: block 3 on both sides (head "
+                          "thermal (hw_thermal_slowdown) in repeat 8; base thermal (hw_thermal_slowdown) in repeat 7); "
+                          "a block is left out whole",)
     assert c.verdict is not Verdict.ERROR, c.reason
-    # four of twelve is more than the quarter that may be left out: the runner is unfit
-    (unfit,) = compare([Entry("tiny", side(2, {0, 1, 2, 3}), None, pairing=Pairing(side(1, set()), "a1b2c3d"))],
+    assert c.current is not None and len(c.current.repeats) == 10
+    # one flag each in blocks 0 and 2 (base) and 3 (head): three blocks, half of each side, unfit
+    (unfit,) = compare([Entry("tiny", side(2, {7}), None, pairing=Pairing(side(1, {0, 4}), "a1b2c3d"))],
                        GateConfig()).comparisons
     assert unfit.verdict is Verdict.ERROR
-    assert unfit.reason.startswith("runner unfit: 4 of 12 head repeats slowed down (thermal (hw_thermal_slowdown)), "
-                                   "more than the 25% that may be left out (max_left_out)")
-    (allowed,) = compare([Entry("tiny", side(2, {0, 1, 2, 3}), None, pairing=Pairing(side(1, set()), "a1b2c3d"))],
+    assert unfit.reason.startswith("runner unfit: 6 of 12 head repeat(s) and 6 of 12 base repeat(s) left out "
+                                   "(block 0, 2, 3: thermal (hw_thermal_slowdown)), more than the 25% that may be "
+                                   "left out (max_left_out); a slowed-down repeat leaves its whole ABBA block out")
+    (allowed,) = compare([Entry("tiny", side(2, {7}), None, pairing=Pairing(side(1, {0, 4}), "a1b2c3d"))],
                          GateConfig(max_left_out=0.5)).comparisons
     assert allowed.verdict is not Verdict.ERROR
 

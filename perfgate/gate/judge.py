@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from perfgate.analysis.design import choose_windows
+from perfgate.analysis.screening import gpu_flags_problem
 from perfgate.analysis.driver import drive, schedule_for
 from perfgate.analysis.outcome import GateOutcome
 from perfgate.gate.config import ScriptEntry, Settings, load_settings
@@ -56,7 +57,7 @@ from perfgate.model.counters import COUNTERS_SUFFIX
 from perfgate.model.errors import UsageError
 from perfgate.model.manifest import DECISION_RULE, RunManifest
 from perfgate.model.measuring_job import MeasuringJob
-from perfgate.model.result import RunResult
+from perfgate.model.result import RunResult, window_steps_problem
 from perfgate.model.script import ARGS_PARAM, script_path_of
 from perfgate.store.definitions import Definitions, head_definitions, reference_definitions, tree_definitions
 from perfgate.store.untrusted import KEY_RE, safe_name
@@ -243,17 +244,26 @@ def design_problem(result: RunResult, side: str, settings: Settings, *, paired: 
                    windows: int | None = None) -> str | None:
     """The first way the ``side`` result was not measured as the base's settings design it, naming
     the field and both values; None when it was. Re-derived from the base's settings, never from
-    what the result says it was asked: ``windows`` per repeat; no ``--set``, ``--steps`` or
-    ``--warmup`` (the base's settings set no parameter, so its overrides are none); each process
-    started as ``start`` gives (``fork`` or ``fresh``; a distributed workload's ranks always start
-    fresh; a repeat that does not record it, as a script's, whose processes always start fresh,
-    is not read)."""
+    what the result says it was asked: ``windows`` per repeat, each of the workload's ``steps``
+    (a result's windows are a label on its steps: twelve steps of a workload of 4 told as 6
+    windows of 2 are refused, whatever windows the evidence in run.json gives); no ``--set``,
+    ``--steps`` or ``--warmup`` (the base's settings set no parameter, so its overrides are
+    none); no GPU slowdown flag on a CPU run (they would choose which repeats are left out);
+    each process started as ``start`` gives (``fork`` or ``fresh``; a distributed workload's
+    ranks and a script's process always start fresh), recorded by every repeat: one that does
+    not record it is refused, never left unchecked."""
     expected = settings.windows if windows is None else windows
     given = "design" if settings.windows_auto and paired else "settings give"
     for repeat in result.repeats:
         if repeat.windows != expected:
             return (f"windows: the base's {given} {expected}, the {side} side's repeat "
                     f"{repeat.index + 1} holds {repeat.windows}")
+    steps = window_steps_problem(result, side)
+    if steps is not None:
+        return steps
+    flags = gpu_flags_problem(result.repeats, result.device, result.workload, side)
+    if flags is not None:
+        return flags
     if result.overrides:
         given = ", ".join(f"{k}={v}" for k, v in sorted(result.overrides.items()))
         return (f"overrides (--set, --steps, --warmup): the base's settings give none, the {side} side's result "
@@ -262,9 +272,14 @@ def design_problem(result: RunResult, side: str, settings: Settings, *, paired: 
     nproc = result.params.get("nproc_per_node")
     if isinstance(nproc, int) and not isinstance(nproc, bool) and nproc > 1:
         start = "fresh"  # each rank is a process torch.distributed.run starts, never a template's fork
+    if script_path_of(result.workload_source) is not None:
+        start = "fresh"  # a script runs as __main__, which a forked child would share with the template
     for repeat in result.repeats:
         started = repeat.torch_settings.get("process_start") if isinstance(repeat.torch_settings, Mapping) else None
-        if started is not None and started != start:
+        if started is None:
+            return (f"start: the base's settings give {start}, the {side} side's repeat {repeat.index + 1} records "
+                    "no process_start (every repeat records how its process started)")
+        if started != start:
             fallback = (" (a template that cannot fork falls back to fresh processes: set start = \"fresh\" in the "
                         "base's [tool.perfgate] for this runner)") if start == "fork" and started == "fresh" else ""
             return (f"start: the base's settings give {start}, the {side} side's repeat {repeat.index + 1} started "
