@@ -213,7 +213,9 @@ def test_the_tag_names_the_pull_request_and_base_and_always_fits() -> None:
     assert TAG == " (#7 into bbbbbbbbbbbb)"
     assert tagged("pass (1 PASS)", 7, BASE_SHA) == "pass (1 PASS) (#7 into bbbbbbbbbbbb)"
     long = tagged("x" * 200, 2**31 - 1, BASE_SHA)
-    assert len(long) == 140 and long.endswith(" (#2147483647 into bbbbbbbbbbbb)") and "…" in long
+    assert len(long) == 140 and long.endswith("xx... (#2147483647 into bbbbbbbbbbbb)")
+    wide = tagged("δ" * 100, 7, BASE_SHA)  # within 140 bytes, so within 140 characters whichever the shell counts
+    assert len(wide.encode()) <= 140 and wide.endswith("δ..." + TAG)
     assert tagged("pass", None, BASE_SHA) == tagged("pass", 7, None) == tagged("pass", 7, "main") == "pass"
     recorded = RecordedVerdict("success", long, T0)
     assert recorded.judged_for == (2**31 - 1, BASE_SHA[:12]) and recorded.recorded_for(2**31 - 1, BASE_SHA)

@@ -1,5 +1,8 @@
 """Talking to a GitHub Actions job: workflow commands, step outputs, the job summary, and
-the check run's payload.
+the check run's payload; and what the judge workflow read from the API, as untrusted files:
+the head commit's recorded verdicts (each naming its pull request and base), the label that
+accepts a slowdown (:func:`head_verdict`: one commit, one pull request, a second person), and
+the measuring job's start and end.
 
 Every value that came from a pull request (a workload's name, a reason) is escaped so
 that it cannot start a workflow command of its own or add an output line, and loses its
@@ -193,15 +196,16 @@ def judged_for(pr: int, base_sha: str) -> str:
 
 
 def tagged(description: str, pr: int | None, base_sha: str | None, limit: int = STATUS_LIMIT) -> str:
-    """``description`` ending with its tag (:func:`judged_for`), the description cut (with …) so
-    that the whole fits ``limit`` characters with the tag whole; unchanged when the pull request
-    or the base commit is not known."""
+    """``description`` ending with its tag (:func:`judged_for`), the description cut (with ...) so
+    that the whole fits ``limit`` UTF-8 bytes, and so as many characters, with the tag whole
+    (the workflow cuts the status's line at 140, in characters or bytes by its locale);
+    unchanged when the pull request or the base commit is not known."""
     if pr is None or base_sha is None or not _SHA.fullmatch(base_sha):
         return description
     tag = judged_for(pr, base_sha)
-    room = limit - len(tag)
-    if len(description) > room:
-        description = description[:room - 1] + "…"
+    room = limit - len(tag)  # the tag is ASCII
+    if _size(description) > room:
+        description = description.encode("utf-8", "surrogatepass")[:room - 3].decode("utf-8", "ignore") + "..."
     return description + tag
 
 
