@@ -1557,10 +1557,13 @@ def identify_shards(tmp_path: Path, bin_dir: Path):
           *"/actions/runs/99/jobs"*) cat "{tmp_path}/jobs.tsv" ;;
           *"repos/acme/train/pulls/7 "*) cat "{tmp_path}/pr.txt" ;;
           *"repos/acme/train/pulls?state=open&head=acme:feature "*) cat "{tmp_path}/open.tsv" ;;
-          *"repos/acme/train/commits/{HEAD}/statuses?per_page=100 "*) printf '\\n' ;;
+          *"-X GET repos/acme/train/pulls -f state=open -f head="*" --jq "*) cat "{tmp_path}/holders.tsv" ;;
+          *"repos/acme/train/commits/{HEAD}/statuses?per_page=100 "*) cat "{tmp_path}/latest.txt" ;;
           *) exit 1 ;;
         esac
         """)
+    (tmp_path / "latest.txt").write_text("\n")
+    holders(tmp_path, (7, BASE, "mallory/train"))
     script = step_script(sharded("perfgate-judge.yml"), "Identify the pull request")
     prefix = re.findall(r"GATE_JOB: (.*?)  #", sharded("perfgate-judge.yml"))[0]
 
@@ -1650,6 +1653,19 @@ def test_the_shards_must_name_one_pull_request(identify_shards, second: dict | N
     done, out, calls = identify_shards()
     assert done.returncode == 0, done.stderr
     assert out == {"error": error} and calls == []
+
+
+@pytest.mark.parametrize(("tag", "out"), [(" (#11 into aaaaaaaaaaaa)", {"waiting": "true"}), (TAG_7, {})],
+                         ids=["another pull request and base", "this pull request and base (the control)"])
+def test_the_sharded_judge_keeps_only_this_pull_requests_verdict(identify_shards, tag: str,
+                                                                 out: dict[str, str]) -> None:
+    """Case 2 in the sharded judge: a fork waiting for its label, the head's latest status set in
+    another pull request against another base: pending, never that pull request's success."""
+    for i in (1, 2):
+        shutil.rmtree(identify_shards.results / f"perfgate-results-{i}")
+    (identify_shards.dir / "latest.txt").write_text(f"success\tpass (1 PASS){tag}\n")
+    done, found, _ = identify_shards(head_repo="mallory/train")
+    assert done.returncode == 0 and found == out, done.stdout + done.stderr
 
 
 def test_a_shard_over_64_mb_is_not_read(identify_shards) -> None:
