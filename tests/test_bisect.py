@@ -282,7 +282,7 @@ def test_the_real_judge_is_one_sequential_gate_per_step_up_to_max_blocks(
         gate = request.settings
         assert gate.blocks == 2 and gate.gate.max_blocks == 8
         assert schedule_for(gate.gate, gate.blocks).counts == (2, 3, 4, 5, 6, 7, 8)
-        assert gate.budget_s is None and gate.budget_plan(paired=True) is None
+        assert gate.budget_s is None and gate.budget_spending(paired=True) is None
     assert [(s.judgement.blocks, s.judgement.looks) for s in result.steps] == [(2, 1), (5, 4), (2, 1)]
     assert [s.judgement.reason for s in result.steps] == ["PASS at 2", "REGRESSION at 5", "PASS at 2"]
 

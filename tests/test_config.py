@@ -15,6 +15,7 @@ import pytest
 
 from perfgate.analysis.compare import WORKLOAD_FIELDS
 from perfgate.analysis.decide import GateConfig
+from perfgate.analysis.design import PILOT_WINDOWS
 from perfgate.gate.config import PER_WORKLOAD_KEYS, Settings, load_settings
 from perfgate.model.errors import EXIT_ERROR, UsageError
 
@@ -37,10 +38,14 @@ def usage_error(path: Path | None, cli: dict[str, object] | None = None) -> str:
 # --- defaults -------------------------------------------------------------------------------
 
 
+INIT_DESIGN = {"budget_s": 600.0, "windows": PILOT_WINDOWS, "windows_auto": True}
+"""What a gate gets where no setting says otherwise: the design ``perfgate init`` writes."""
+
+
 def test_no_pyproject_gives_the_defaults(tmp_path: Path) -> None:
     for path in (None, tmp_path / "pyproject.toml"):
         settings = load_settings(path)
-        assert settings == Settings()
+        assert settings == Settings(**INIT_DESIGN)
         assert settings.gate == GateConfig()
         assert settings.source == "defaults"
         assert settings.baselines == Path("baselines") and settings.repeats == 5
@@ -50,7 +55,8 @@ def test_no_pyproject_gives_the_defaults(tmp_path: Path) -> None:
 def test_a_pyproject_without_a_perfgate_table_gives_the_defaults(tmp_path: Path) -> None:
     settings = load_settings(pyproject(tmp_path, "[tool.ruff]\nline-length = 100\n"))
     # the default store sits beside the pyproject it was configured by
-    assert settings == Settings(baselines=tmp_path / "baselines", history=tmp_path / "perfgate-history.sqlite")
+    assert settings == Settings(baselines=tmp_path / "baselines", history=tmp_path / "perfgate-history.sqlite",
+                                **INIT_DESIGN)
 
 
 # --- reading the tables ---------------------------------------------------------------------
@@ -130,8 +136,10 @@ def test_the_budget_is_a_duration(tmp_path: Path, value: str, seconds: float) ->
     assert load_settings(pyproject(tmp_path, f"[tool.perfgate]\nbudget = {value}\n")).budget_s == seconds
 
 
-def test_no_budget_by_default_and_the_command_line_overrides_the_file(tmp_path: Path) -> None:
-    assert Settings().budget_s is None and load_settings(None).budget_s is None
+def test_inits_budget_by_default_none_turns_it_off_and_the_command_line_overrides_the_file(tmp_path: Path) -> None:
+    assert Settings().budget_s is None and load_settings(None).budget_s == 600.0
+    assert load_settings(pyproject(tmp_path, '[tool.perfgate]\nbudget = "none"\n')).budget_s is None
+    assert load_settings(None, {"budget": "off"}).budget_s is None
     path = pyproject(tmp_path, '[tool.perfgate]\nbudget = "20m"\nmax_blocks = 12\n')
     settings = load_settings(path, {"budget": "5m", "max_blocks": 40, "inconclusive": "fail"})
     assert settings.budget_s == 300.0 and settings.gate.max_blocks == 40 and settings.gate.inconclusive == "fail"

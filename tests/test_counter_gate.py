@@ -303,7 +303,7 @@ def write_run(folder: Path, head: CounterSet | None, base: CounterSet | None, *,
 def base_dir(tmp_path: Path) -> Path:
     folder = tmp_path / "base-checkout"
     (folder / "baselines").mkdir(parents=True)
-    (folder / "pyproject.toml").write_text(f'[tool.perfgate]\nbaselines = "baselines"\nblocks = {BLOCKS}\n')
+    (folder / "pyproject.toml").write_text(f'[tool.perfgate]\nbaselines = "baselines"\nblocks = {BLOCKS}\nwindows = 1\nbudget = "none"\n')
     define_workloads(folder, "tiny")
     return folder
 
@@ -341,7 +341,7 @@ def test_the_judge_without_the_heads_counters_file_is_an_error_unless_the_base_a
     folder = write_run(tmp_path / "r", None, counters())
     code, _, _, comment = judge(tmp_path, folder, base_dir)
     assert code == 2 and "the head lacks its counted run" in comment, comment
-    (base_dir / "pyproject.toml").write_text(f'[tool.perfgate]\nbaselines = "baselines"\nblocks = {BLOCKS}\n'
+    (base_dir / "pyproject.toml").write_text(f'[tool.perfgate]\nbaselines = "baselines"\nblocks = {BLOCKS}\nwindows = 1\nbudget = "none"\n'
                                              "missing_is_error = false\n")
     code, _, _, comment = judge(tmp_path, folder, base_dir)
     assert code == EXIT_OK, comment
@@ -349,7 +349,7 @@ def test_the_judge_without_the_heads_counters_file_is_an_error_unless_the_base_a
 
 
 def test_the_base_can_turn_the_counters_off(tmp_path: Path, base_dir: Path) -> None:
-    (base_dir / "pyproject.toml").write_text(f'[tool.perfgate]\nbaselines = "baselines"\nblocks = {BLOCKS}\n'
+    (base_dir / "pyproject.toml").write_text(f'[tool.perfgate]\nbaselines = "baselines"\nblocks = {BLOCKS}\nwindows = 1\nbudget = "none"\n'
                                              "counters = false\n")
     folder = write_run(tmp_path / "r", counters(syncs=(SYNC,)), counters())
     code, _, _, comment = judge(tmp_path, folder, base_dir)

@@ -350,13 +350,13 @@ def test_each_record_holds_the_blocks_its_gate_used_and_the_card_sums_them_up(ti
     assert result.config.max_blocks == Settings().gate.max_blocks
 
 
-def test_the_card_says_where_a_budget_planned_the_gates_last_looks(tiny):
+def test_the_card_says_where_a_budget_ends_the_gates_looks(tiny):
     fake = CountingGates([])
     settings = dataclasses.replace(Settings(), budget_s=600.0)
     result = run_selftest(Job(tiny, tiny.resolve("cpu"), {}), settings=settings, gate=fake, probe=PROBE,
                           now=fake.now, gates=1, sizes=(0.10,), blocks=6, measuring=MeasuringRequest("cpu", Path("/cache")))
-    assert ("then a look after every block up to the blocks its 10 min budget holds at the first block's "
-            "recorded time (at most 500); alpha") in result.card()
+    assert ("then a look after every block up to where its 10 min budget ends (at most 500), alpha spent over the "
+            "share of the budget measured; alpha") in result.card()
     # max_blocks given caps the plan, and the card says so
     capped = dataclasses.replace(settings, gate=dataclasses.replace(settings.gate, max_blocks=40),
                                  max_blocks_given=True)

@@ -184,15 +184,26 @@ def code_lines(script: str) -> list[str]:
     return [line for line in script.splitlines() if not line.lstrip().startswith("#")]
 
 
-# The one secret a shipped workflow may name: the shared history store's URL, in the env of
-# the one step that records, in the job that runs only for the default branch.
+# The one secret a shipped workflow may name: the shared history store's URL. In
+# perfgate-history.yml it is in the env of one step of each of the two jobs on a hosted
+# runner, which name the environment where it is kept and run only for the default branch:
+# `where` only tests whether it is set, `record` records. The self-hosted job `measure`
+# names neither the URL nor an environment (the runner also runs pull requests' code).
 HISTORY_SECRET_LINE = "          PERFGATE_HISTORY_URL: ${{ secrets.PERFGATE_HISTORY_URL }}"
 RECORD_STEP = "Record in the history store"
+WHERE_STEP = "Is the shared store's URL set"
+RUNNERS_FILE_STEP = "Record in the runner's history file"
 DEFAULT_BRANCH_IF = "    if: github.ref == format('refs/heads/{0}', github.event.repository.default_branch)"
+RECORD_IF = ("    if: >-\n      github.ref == format('refs/heads/{0}', github.event.repository.default_branch)\n"
+             "      && needs.where.outputs.shared == 'true'\n")
 HISTORY_ENVIRONMENT = "    environment: perfgate-history"
-# Besides `perfgate history record`, the recording step's script may only choose the store.
-RECORD_STEP_SHELL = re.compile(r'^(if \[ -n "\$\{PERFGATE_HISTORY_URL//\[\[:space:\]\]/\}" \]; then|else|fi'
-                               r'|store="\$\{STORE:-\$HOME/[\w./-]+\}"|mkdir -p "\$\(dirname "\$store"\)")$')
+HOSTED_RUNNER = "    runs-on: ubuntu-latest"
+# The recording step runs `perfgate history record` and nothing else; `where`'s step only
+# tests the URL and says which store.
+RECORD_COMMAND = ('"$RUNNER_TEMP/perfgate-venv/bin/perfgate" history record --results "$RESULTS" --design stored '
+                  '--branch "$GITHUB_REF_NAME" --runner "$MEASURED_ON"')
+WHERE_STEP_SHELL = re.compile(r'^(if \[ -n "\$\{PERFGATE_HISTORY_URL//\[\[:space:\]\]/\}" \]; then|else|fi'
+                              r'|echo "shared=(true|false)" >>"\$GITHUB_OUTPUT"|echo "[^"$`\\]*")$')
 
 
 def secret_problem(name: str, text: str) -> str | None:
@@ -200,39 +211,49 @@ def secret_problem(name: str, text: str) -> str | None:
 
     Every workflow but perfgate-history.yml names no secret at all (``secrets.`` nowhere,
     comments included, and no ``secrets`` context in code in any form: indexed, whole,
-    ``secrets: inherit``, any case). perfgate-history.yml names exactly one, on exactly
-    :data:`HISTORY_SECRET_LINE`, which is in the ``env:`` of the step :data:`RECORD_STEP`
-    of the job ``record``, the job that carries :data:`DEFAULT_BRANCH_IF` and
-    :data:`HISTORY_ENVIRONMENT` (where the secret is kept, limited to the default branch
-    in the repository's settings); that step uses
-    no action and runs nothing but ``perfgate history record``."""
+    ``secrets: inherit``, any case). perfgate-history.yml has the jobs ``where``,
+    ``measure`` and ``record`` and names exactly one secret, on exactly two lines, each
+    :data:`HISTORY_SECRET_LINE`: in the ``env:`` of ``where``'s step :data:`WHERE_STEP`
+    (which only tests it) and of ``record``'s step :data:`RECORD_STEP` (which runs
+    :data:`RECORD_COMMAND` alone), neither using an action. Both jobs run on
+    :data:`HOSTED_RUNNER`, carry :data:`HISTORY_ENVIRONMENT` (where the secret is kept,
+    limited to the default branch in the repository's settings) and run only for the
+    default branch (:data:`DEFAULT_BRANCH_IF`, :data:`RECORD_IF`). The self-hosted job
+    ``measure`` names neither the URL nor an environment."""
     dotted = [line for line in text.splitlines() if "secrets." in line.lower()]
     in_code = [line for line in code_lines(text) if re.search(r"\bsecrets\b", line, re.I)]
     if name != "perfgate-history.yml":
         return f"{name} names a secret: {dotted + in_code}" if dotted or in_code else None
-    if dotted != [HISTORY_SECRET_LINE] or in_code != [HISTORY_SECRET_LINE]:
-        return f"{name}: the secrets named are not exactly the history URL's one line: {dotted + in_code}"
-    record = jobs(text).get("record")
-    if record is None or HISTORY_SECRET_LINE not in record.splitlines():
-        return f"{name}: the history URL is not in the job record"
-    if DEFAULT_BRANCH_IF not in record.splitlines():
-        return f"{name}: the job that gets the history URL is not only for the default branch"
-    if HISTORY_ENVIRONMENT not in record.splitlines():
-        return f"{name}: the job that gets the history URL does not name its environment"
-    step = step_text(record, RECORD_STEP).splitlines()
-    if HISTORY_SECRET_LINE not in step:
-        return f"{name}: the history URL is not in the step {RECORD_STEP!r}"
-    keys = [line for line in step[:step.index(HISTORY_SECRET_LINE)] if re.match(r"^        \S", line)]
-    if not keys or keys[-1] != "        env:":
-        return f"{name}: the history URL is not in the env of the step {RECORD_STEP!r}"
-    if any(re.match(r"^        uses:", line) for line in step):
-        return f"{name}: the step {RECORD_STEP!r} uses an action"
-    script = "\n".join(code_lines(step_script(record, RECORD_STEP))).replace("\\\n", " ")
-    lines = [line.strip() for line in script.splitlines() if line.strip()]
-    records = [line for line in lines if line.startswith('"$RUNNER_TEMP/perfgate-venv/bin/perfgate" history record ')]
-    others = [line for line in lines if line not in records and not RECORD_STEP_SHELL.match(line)]
-    if not records or others:
-        return f"{name}: the step {RECORD_STEP!r} runs more than perfgate history record: {others}"
+    if dotted != [HISTORY_SECRET_LINE] * 2 or in_code != [HISTORY_SECRET_LINE] * 2:
+        return f"{name}: the secrets named are not exactly the history URL's two lines: {dotted + in_code}"
+    all_jobs = jobs(text)
+    if list(all_jobs) != ["where", "measure", "record"]:
+        return f"{name}: the jobs are {list(all_jobs)}, not where, measure and record"
+    if any("PERFGATE_HISTORY_URL" in line or "environment:" in line for line in code_lines(all_jobs["measure"])):
+        return f"{name}: the self-hosted job measure names the history URL or an environment"
+    for job, step_name, condition in (("where", WHERE_STEP, DEFAULT_BRANCH_IF + "\n"),
+                                      ("record", RECORD_STEP, RECORD_IF)):
+        body = all_jobs[job]
+        if body.splitlines().count(HISTORY_SECRET_LINE) != 1:
+            return f"{name}: the history URL is not once in the job {job}"
+        if condition not in body:
+            return f"{name}: the job {job}, which gets the history URL, is not only for the default branch"
+        if HISTORY_ENVIRONMENT not in body.splitlines():
+            return f"{name}: the job {job}, which gets the history URL, does not name its environment"
+        if HOSTED_RUNNER not in body.splitlines():
+            return f"{name}: the job {job}, which gets the history URL, does not run on a hosted runner"
+        step = step_text(body, step_name).splitlines()
+        if HISTORY_SECRET_LINE not in step:
+            return f"{name}: the history URL is not in the step {step_name!r}"
+        keys = [line for line in step[:step.index(HISTORY_SECRET_LINE)] if re.match(r"^        \S", line)]
+        if not keys or keys[-1] != "        env:":
+            return f"{name}: the history URL is not in the env of the step {step_name!r}"
+        if any(re.match(r"^        uses:", line) for line in step):
+            return f"{name}: the step {step_name!r} uses an action"
+        script = "\n".join(code_lines(step_script(body, step_name))).replace("\\\n", " ")
+        lines = [" ".join(line.split()) for line in script.splitlines() if line.strip()]
+        if lines != [RECORD_COMMAND] if job == "record" else not all(map(WHERE_STEP_SHELL.match, lines)):
+            return f"{name}: the step {step_name!r} runs more than it must: {lines}"
     return None
 
 
@@ -303,8 +324,10 @@ def test_the_history_secret_is_refused_anywhere_else(where: str) -> None:
 def test_only_the_default_branchs_recording_step_gets_the_history_secret() -> None:
     text = template("perfgate-history.yml")
     assert secret_problem("perfgate-history.yml", text) is None
-    assert text.count("secrets.") == 1
-    assert "PERFGATE_HISTORY_URL" not in code_lines(text.split(f"- name: {RECORD_STEP}\n", 1)[0])
+    assert text.count("secrets.") == 2
+    assert "PERFGATE_HISTORY_URL" not in "\n".join(code_lines(jobs(text)["measure"]))  # the self-hosted job
+    before = jobs(text)["record"].split(f"- name: {RECORD_STEP}\n", 1)[0]
+    assert "PERFGATE_HISTORY_URL" not in "\n".join(code_lines(before))
     for name in NAMES:
         if name != "perfgate-history.yml":
             assert "PERFGATE_HISTORY_URL" not in template(name), name
@@ -314,22 +337,37 @@ def test_only_the_default_branchs_recording_step_gets_the_history_secret() -> No
                          ids=["secret set", "secret empty", "secret blank"])
 def test_the_history_step_records_into_the_shared_store_or_the_runners_file(
         tmp_path: Path, bin_dir: Path, url: str) -> None:
+    """`where` says which store; with the URL the hosted job `record` records into it (perfgate
+    reads it from its environment), without it the T4 job records into the runner's file."""
+    text = template("perfgate-history.yml")
     venv = tmp_path / "perfgate-venv" / "bin"
-    fake(venv, "perfgate", f'printf "%s\\n" "$*" > "{tmp_path}/argv"\nprintf "%s" "$PERFGATE_HISTORY_URL" > "{tmp_path}/url"\n')
-    script = step_script(template("perfgate-history.yml"), RECORD_STEP)
-    done = bash(script, tmp_path, {"PERFGATE_HISTORY_URL": url, "STORE": "", "GITHUB_REF_NAME": "main"}, bin_dir)
-    assert done.returncode == 0, done.stderr
-    assert "s3cret" not in done.stdout + done.stderr  # the step never shows the URL
-    argv = (tmp_path / "argv").read_text().split()
-    assert argv[:6] == ["history", "record", "--results", "perfgate-results", "--design", "stored"]
-    assert argv[6:8] == ["--branch", "main"]
-    if url.strip():
-        assert "--history" not in argv  # perfgate reads the URL from its environment
-        assert (tmp_path / "url").read_text() == url
+    fake(venv, "perfgate", f'printf "%s\\n" "$*" > "{tmp_path}/argv"\n'
+                           f'printf "%s" "${{PERFGATE_HISTORY_URL-unset}}" > "{tmp_path}/url"\n')
+    (tmp_path / "out").touch()
+    where = bash(step_script(jobs(text)["where"], WHERE_STEP), tmp_path,
+                 {"PERFGATE_HISTORY_URL": url, "GITHUB_OUTPUT": str(tmp_path / "out")}, bin_dir)
+    assert where.returncode == 0, where.stderr
+    shared = outputs(tmp_path / "out") == {"shared": "true"}
+    assert outputs(tmp_path / "out") == {"shared": "true" if url.strip() else "false"}
+    if shared:
+        results = str(tmp_path / "perfgate-results")
+        done = bash(step_script(jobs(text)["record"], RECORD_STEP), tmp_path,
+                    {"PERFGATE_HISTORY_URL": url, "RESULTS": results, "MEASURED_ON": "t4-1",
+                     "GITHUB_REF_NAME": "main"}, bin_dir)
+        expected = ["--results", results, "--design", "stored", "--branch", "main", "--runner", "t4-1"]
     else:
+        assert "        if: needs.where.outputs.shared == 'false'\n" in step_text(jobs(text)["measure"],
+                                                                                 RUNNERS_FILE_STEP)
+        done = bash(step_script(jobs(text)["measure"], RUNNERS_FILE_STEP), tmp_path,
+                    {"STORE": "", "GITHUB_REF_NAME": "main"}, bin_dir)
         store = tmp_path / ".local" / "share" / "perfgate" / "history.sqlite"
-        assert argv[8:] == ["--history", str(store)]
+        expected = ["--results", "perfgate-results", "--design", "stored", "--branch", "main", "--history", str(store)]
         assert store.parent.is_dir()
+    assert done.returncode == 0, done.stderr
+    assert "s3cret" not in where.stdout + where.stderr + done.stdout + done.stderr  # no step shows the URL
+    assert (tmp_path / "argv").read_text().split() == ["history", "record", *expected]
+    # With the URL, perfgate reads it from its environment (no --history); the T4 step never has it.
+    assert (tmp_path / "url").read_text() == (url if shared else "unset")
 
 
 def test_the_gate_job_is_read_only_and_gated_for_forks() -> None:

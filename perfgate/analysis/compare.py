@@ -56,7 +56,7 @@ from perfgate.model.verdict import Verdict
 from perfgate.model.workload import PHASES
 from perfgate.store.baselines import Lookup, updated_baseline
 
-WORKLOAD_FIELDS = ("delta", "inconclusive_bound", "memory_threshold", "gate_phases", "phase_q", "phase_min_share",
+WORKLOAD_FIELDS = ("delta", "memory_threshold", "gate_phases", "phase_q", "phase_min_share",
                    "flops_threshold", "launch_threshold", "counters_off", "straggler_share")
 """The fields of a per-workload :class:`GateConfig` that ``compare`` uses; the others (α,
 the looks, the estimation settings) are the whole run's and come from its own config."""

@@ -391,7 +391,7 @@ def drive(
                                 f"undecided at the last planned look ({plural(count)}, max_blocks){needs(c)}")
                 elif c.verdict not in (Verdict.ERROR, Verdict.INCOMPARABLE, Verdict.NO_BASELINE):
                     progress = (f"decided after {plural(count)} ({duration_text(elapsed)}){how}" if not replay
-                                else f"decided after {plural(count)} (look {look.number}){how}")
+                                else f"decided after {plural(count)} ({look.where().split(',')[0]}){how}")
                 final[c.workload] = dataclasses.replace(c, progress=progress)
         if going:
             announce(f"{look.where()} ({duration_text(elapsed)}): {', '.join(going)} undecided; measuring on")

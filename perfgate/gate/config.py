@@ -50,13 +50,6 @@ owner (in the base commit's CODEOWNERS) of a file the pull request changes with 
 write access; maintainers only; code owners only; anyone with write access. Never the pull
 request's author, nor the head commit's pusher, author or committer
 (``perfgate.gate.github.head_verdict``)."""
-START_MODES = ("auto", "fork", "fresh")
-"""How a repeat's process starts (``perfgate.measure.template``): forked from a template that
-has imported torch, or a new interpreter; ``auto``: forked in a paired gate (where a
-template's effect, common to the four processes of its block, cancels from the block's
-contrast), fresh where repeats are compared with a stored baseline (where it would not:
-docs/repeats.md)."""
-MAX_WINDOWS = 100
 DEFAULT_WINDOWS = AUTO_WINDOWS
 DEFAULT_BUDGET = "10m"
 """The design a gate gets where no setting says otherwise is the one ``perfgate init`` writes:
@@ -65,6 +58,13 @@ share measured (without them a paired gate timed one window a process and stoppe
 the weakest gate perfgate has)."""
 NO_BUDGET = ("none", "off")
 """``budget = "none"``: no wall-time budget; the looks end at ``max_blocks``."""
+START_MODES = ("auto", "fork", "fresh")
+"""How a repeat's process starts (``perfgate.measure.template``): forked from a template that
+has imported torch, or a new interpreter; ``auto``: forked in a paired gate (where a
+template's effect, common to the four processes of its block, cancels from the block's
+contrast), fresh where repeats are compared with a stored baseline (where it would not:
+docs/repeats.md)."""
+MAX_WINDOWS = 100
 REPLACED_KEYS = {
     "looks": "the gate now looks after every block until each workload is decided; set max_blocks "
              "(the most blocks) and budget (the most wall time) instead",

@@ -482,5 +482,5 @@ def _last_look(settings: Settings, blocks: int) -> str | None:
     plan = replace(settings, blocks=blocks).budget_spending(paired=True)
     if plan is None:
         return None
-    return (f"where its {duration_text(plan.budget_s)} budget ends (at most {plan.cap} blocks), α spent over the share "
-            "measured")
+    return (f"where its {duration_text(plan.budget_s)} budget ends (at most {plan.cap}), alpha spent over the share "
+            "of the budget measured")
