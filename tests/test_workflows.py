@@ -51,7 +51,7 @@ TEMPLATE_JUDGE_INSTALL = """\
         run: |
           python -I -m venv "$RUNNER_TEMP/perfgate-venv"
           "$RUNNER_TEMP/perfgate-venv/bin/python" -I -m pip install --no-cache-dir --quiet --no-deps -c constraints.txt perfgate
-          "$RUNNER_TEMP/perfgate-venv/bin/python" -I -m pip install --no-cache-dir --quiet -c constraints.txt numpy scipy
+          "$RUNNER_TEMP/perfgate-venv/bin/python" -I -m pip install --no-cache-dir --quiet -c constraints.txt numpy scipy jinja2 tomlkit
 """
 REPO_JUDGE_INSTALL = """\
         # perfgate from this checkout (the default branch's code), without its
@@ -59,10 +59,10 @@ REPO_JUDGE_INSTALL = """\
         run: |
           python -I -m venv "$RUNNER_TEMP/perfgate-venv"
           "$RUNNER_TEMP/perfgate-venv/bin/python" -I -m pip install --no-cache-dir --quiet --no-deps .
-          "$RUNNER_TEMP/perfgate-venv/bin/python" -I -m pip install --no-cache-dir --quiet -c constraints.txt numpy scipy
+          "$RUNNER_TEMP/perfgate-venv/bin/python" -I -m pip install --no-cache-dir --quiet -c constraints.txt numpy scipy jinja2 tomlkit
 """
-INSTALL_PURPOSE = {"perfgate-judge.yml": "the judge imports numpy and scipy only.",
-                   "rebaseline.yml": "validating baselines needs numpy and scipy only."}
+INSTALL_PURPOSE = {"perfgate-judge.yml": "the judge imports numpy, scipy, jinja2 and tomlkit only.",
+                   "rebaseline.yml": "validating baselines imports numpy, scipy, jinja2 and tomlkit only."}
 # Every git command of a job that holds a write token, or reads a checkout it did not write.
 NO_HOOKS = "-c core.hooksPath=/dev/null -c core.fsmonitor=false"
 
