@@ -362,8 +362,10 @@ def next_steps(target: Path, done: Sequence[Scaffolded] = (), owners: Sequence[s
         "request that edits its workflows can still write a check or status named `perfgate`: the Code "
         "Owners review of .github/ is the control, and a dedicated GitHub App as the expected source of the "
         "check closes it (perfgate's docs/ci.md, \"The required check\"). Create the label "
-        "`perfgate: accept slowdown`: applied by someone with write access after a REGRESSION, it accepts "
-        "that commit's slowdown.",
+        "`perfgate: accept slowdown`: applied after a REGRESSION by someone other than the pull request's "
+        "author and the commit's pusher, with maintain or admin access or a code owner of a changed file "
+        "(`accept_by` in [tool.perfgate]), it accepts that commit's slowdown in that pull request; a push "
+        "makes it stale.",
     ]
     if shards > 1:
         steps.insert(3, f"The gate is sharded over {shards} runners: register {shards} alike ones (the same GPU, "
