@@ -279,7 +279,10 @@ def test_run_json_keeps_the_evidence_and_its_reader_checks_it() -> None:
 
 
 def _windowed(result: RunResult, windows: int) -> RunResult:
-    return dataclasses.replace(result, repeats=tuple(dataclasses.replace(r, windows=windows) for r in result.repeats))
+    """``result`` timed as ``windows`` windows of the workload's steps: its steps tiled ``windows`` times."""
+    def tiled(r: RepeatResult) -> RepeatResult:
+        return dataclasses.replace(r, windows=windows, phases_ms={k: tuple(v) * windows for k, v in r.phases_ms.items()})
+    return dataclasses.replace(result, repeats=tuple(tiled(r) for r in result.repeats))
 
 
 def _folder(tmp_path: Path, name: str, windows: int, recorded: dict[str, DesignEvidence | None] | None) -> Path:

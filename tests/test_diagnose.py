@@ -102,9 +102,14 @@ def test_each_workload_keeps_its_own_labels_in_a_gate() -> None:
 
 
 def with_repeats(result, **changes_by_index):
-    """``result`` with fields of some repeats replaced: index -> dict of fields."""
-    reps = [dataclasses.replace(rep, **changes_by_index.get(f"r{rep.index}", {})) for rep in result.repeats]
-    return dataclasses.replace(result, repeats=tuple(reps))
+    """``result`` with fields of some repeats replaced: index -> dict of fields (a replaced
+    ``torch_settings`` keeps the repeat's ``process_start``, which every result records)."""
+    def changed(rep):
+        fields = dict(changes_by_index.get(f"r{rep.index}", {}))
+        if "torch_settings" in fields:
+            fields["torch_settings"] = {"process_start": rep.torch_settings["process_start"], **fields["torch_settings"]}
+        return dataclasses.replace(rep, **fields)
+    return dataclasses.replace(result, repeats=tuple(changed(rep) for rep in result.repeats))
 
 
 def everywhere(result, **fields):

@@ -59,7 +59,10 @@ def test_paired_a_a_false_regressions_stay_within_alpha() -> None:
 
 def test_paired_catches_ten_percent_at_one_percent_noise_nearly_always() -> None:
     r = cell(0.10, True, 30)
-    assert r.counts.get(Verdict.REGRESSION, 0) >= 29
+    # the rest are "runner unfit": with 2% of repeats throttled, two slowed-down blocks of the
+    # six (a repeat leaves its whole ABBA block out on both sides) pass the 25% cap; never green
+    assert r.counts.get(Verdict.REGRESSION, 0) >= 27
+    assert set(r.counts) <= {Verdict.REGRESSION, Verdict.ERROR}
     assert r.false_regressions == 0
 
 
