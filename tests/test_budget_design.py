@@ -385,3 +385,40 @@ def test_a_bad_budget_in_the_bases_settings_is_the_judges_exit_2(tmp_path: Path,
     code, _, err, _ = run_judge_cli(tmp_path, folder, base_dir)
     assert code == 2
     assert err.count("\n") == 1 and "budget: expected a duration such as 20m, 90s or 1h, got 'soon'" in err
+
+
+# --- the review's case: four stamps chose the gate's length ---------------------------------------
+
+def _forged(result: RunResult, moved: dict[int, float]) -> RunResult:
+    """``result`` with the repeats of ``moved`` (index: seconds after START) restamped."""
+    return dataclasses.replace(result, repeats=tuple(
+        dataclasses.replace(r, started_at=_at(moved[r.index])) if r.index in moved else r for r in result.repeats))
+
+
+def test_stamps_the_artifact_writes_choose_neither_the_looks_nor_a_budget_stop(tmp_path: Path, base_dir: Path) -> None:
+    strategy = _Timed({"tiny": 0.065}, sd=0.02, seed=1)  # a +6.5% head, 20 s blocks, a 200 s budget
+    _drive(strategy, BudgetSpending(200.0, 4, MAX_PLANNED))
+    head, base = strategy.result("tiny", "head"), strategy.result("tiny", "base")
+    control = write_run(tmp_path / "control", {"tiny": head}, {"tiny": base})
+    report, code, _ = _judged(tmp_path, base_dir, control, "200s")
+    assert (code, report["workloads"][0]["verdict"]) == (1, "REGRESSION")
+    looks = report["look_count"]
+    # block 0's stamps spread 5 minutes apart (they planned the last look at the first, before):
+    # the share of the budget is read from the windows, so the same looks and the same verdict
+    spread = write_run(tmp_path / "spread", {"tiny": _forged(head, {0: 300.0, 1: 600.0})},
+                       {"tiny": _forged(base, {0: 0.0, 1: 900.0})})
+    report, code, _ = _judged(tmp_path, base_dir, spread, "200s")
+    assert (code, report["workloads"][0]["verdict"], report["look_count"]) == (1, "REGRESSION", looks)
+    # the files cut after 5 blocks and one stamp moved 9.5 minutes on, to pass as "stopped at the
+    # budget": the measuring job's own duration (4 min by the API) holds no such stamp: refused
+    kept = {n: dataclasses.replace(r, repeats=tuple(p for p in r.repeats if p.block < 5)) for n, r in
+            (("head", head), ("base", base))}
+    cut = write_run(tmp_path / "cut", {"tiny": _forged(kept["head"], {9: 570.0})}, {"tiny": kept["base"]})
+    _base_settings(base_dir, 'budget = "200s"\n')
+    with pytest.raises(UsageError, match="outside the measuring job's run"):
+        _judge_measured(cut, base_dir, _job(240.0))
+    # and without the moved stamp, the cut files are no budget stop: the job ran 1 min 40 s
+    honest_cut = write_run(tmp_path / "cut2", {"tiny": kept["head"]}, {"tiny": kept["base"]})
+    (c,) = _judge_measured(honest_cut, base_dir, _job(100.0, start=-1.0)).comparisons
+    assert looks > 5 and c.verdict is Verdict.ERROR  # undecided at 5 blocks, decided later in the whole files
+    assert "the measuring job ran 1 min 40 s by the Actions API, short of the base's budget of 3 min 20 s" in c.reason

@@ -116,6 +116,12 @@ def test_a_run_whose_recorded_time_fills_the_budget_is_stopped_at_the_budget(tmp
     w = out["workload"]
     assert (out["code"], w["verdict"]) == (2, "TOO_NOISY"), w
     assert w["progress"].startswith("undecided at the last look, at the budget (8 blocks): all of α spent"), w["progress"]
+    assert "**Check: fails as an error** (exit code 2)" in out["comment"] and "too noisy to gate" in out["comment"]
+    # the same files under inconclusive = "pass": green, as every undecided gate was before
+    with_settings(base, 'inconclusive = "pass"\n')
+    relaxed = judged(tmp_path, base, head, base_side, "relaxed")
+    assert (relaxed["code"], relaxed["workload"]["verdict"]) == (3, "INCONCLUSIVE")
+    assert "**Check: neutral** (exit code 3)" in relaxed["comment"]
 
 
 def test_a_budget_stops_every_undecided_workload_at_the_same_block(tmp_path: Path, base: Path) -> None:
