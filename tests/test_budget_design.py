@@ -9,6 +9,7 @@ design: windows "auto" and a 10-minute budget."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
 import random
@@ -46,10 +47,17 @@ def _at(seconds: float) -> str:
     return (START + timedelta(seconds=seconds)).isoformat()
 
 
+def _windowed(repeat, seconds: float, **fields):
+    """``repeat`` whose timed steps add up to ``seconds`` (its window), every phase scaled alike."""
+    factor = seconds * 1e3 / math.fsum(repeat.phases_ms["step"])
+    phases = {k: tuple(v * factor for v in series) for k, series in repeat.phases_ms.items()}
+    return dataclasses.replace(repeat, phases_ms=phases, window_s=seconds, **fields)
+
+
 def _result(name: str, starts: Sequence[float], block: int = 0, window_s: float = 1.0) -> RunResult:
     """One side's repeats of one block, started at ``starts`` seconds after START."""
     base = make_result(name, repeats=len(starts))
-    repeats = tuple(dataclasses.replace(r, block=block, started_at=_at(t), window_s=window_s)
+    repeats = tuple(_windowed(r, window_s, block=block, started_at=_at(t))
                     for r, t in zip(base.repeats, starts, strict=True))
     return dataclasses.replace(base, repeats=repeats)
 
@@ -134,13 +142,17 @@ def test_a_one_look_design_is_never_extended(tmp_path: Path) -> None:
     assert step.budget_spending(paired=True) is None
 
 
-def test_the_share_is_the_timed_windows_of_the_blocks_judged_in_any_order() -> None:
+def test_the_share_is_the_timed_steps_of_the_blocks_judged_in_any_order() -> None:
     results = [_result("a", [5.0, 10.0], window_s=0.5), _result("a", [0.0, 15.0], window_s=0.25),
                _result("a", [20.0, 25.0], block=1, window_s=2.0)]
-    assert recorded_window_seconds(results, 1) == 1.5
-    assert recorded_window_seconds(results, 2) == recorded_window_seconds(results[::-1], 2) == 5.5
+    assert recorded_window_seconds(results, 1) == pytest.approx(1.5)
+    assert recorded_window_seconds(results, 2) == recorded_window_seconds(results[::-1], 2) == pytest.approx(5.5)
     plan = BudgetSpending(10.0, 2, 30)
-    assert plan.share(results, 2) == 0.55 and BudgetSpending(2.0, 2, 30).share(results, 2) == 1.0
+    assert plan.share(results, 2) == pytest.approx(0.55) and BudgetSpending(2.0, 2, 30).share(results, 2) == 1.0
+    # the steps, not the window the file states beside them
+    stated = [dataclasses.replace(r, repeats=tuple(dataclasses.replace(p, window_s=99.0) for p in r.repeats))
+              for r in results]
+    assert recorded_window_seconds(stated, 2) == recorded_window_seconds(results, 2)
 
 
 # --- the driver spends over the share measured -----------------------------------------------------
@@ -170,7 +182,7 @@ class _Timed:
                     scale = math.exp(self.sd * self.rng.gauss(0, 1)) * (1 + self.slow[name] if side == "head" else 1.0)
                     drawn = self.sides[name][side]
                     repeat = make_repeat(len(drawn), scale=scale, seed=self.rng.randrange(10**6), jitter=0.002)
-                    drawn.append(dataclasses.replace(repeat, block=block, started_at=_at(self.t), window_s=1.0))
+                    drawn.append(_windowed(repeat, scale, block=block, started_at=_at(self.t)))
                     self.t += self.process_s
 
     def available(self, name: str) -> int:
@@ -211,9 +223,11 @@ def test_each_look_spends_up_to_the_share_measured_and_the_last_one_all_of_it() 
     strategy = _Timed({"a": 0.0}, sd=0.3, seed=4)  # 20 s a block, four timed windows of 1 s
     driven, messages = _drive(strategy, BudgetSpending(200.0, 4, MAX_PLANNED))
     schedule = driven.outcome.look.schedule
-    # 4 s of windows a block over 200 s: 2% a block; the 10th block ends at 200 s, and an 11th
-    # would not fit, so the look at 10 is the last and spends the rest
-    assert schedule.spending == (0.08, 0.1, 0.12, 0.14, 0.16, 0.18, 1.0)
+    # about 4 s of timed steps a block over 200 s, about 2% a block; the 10th block ends at
+    # 200 s, and an 11th would not fit, so the look at 10 is the last and spends the rest
+    measured = strategy.recorded(["a"])
+    assert schedule.spending == (*(recorded_window_seconds(measured, c) / 200.0 for c in range(4, 10)), 1.0)
+    assert all(0.015 < b - a < 0.025 for a, b in itertools.pairwise(schedule.spending[:-1]))
     assert schedule.closed and schedule.counts == tuple(range(4, 11)) and driven.outcome.look.last
     assert strategy.measured[:2] == [(("a",), 1), (("a",), 4)]
     (c,) = driven.outcome.comparisons
@@ -252,7 +266,7 @@ def test_a_decided_gate_stops_early_and_spent_only_its_share() -> None:
     driven, _ = _drive(strategy, BudgetSpending(200.0, 4, MAX_PLANNED))
     (c,) = driven.outcome.comparisons
     assert c.verdict is Verdict.REGRESSION and driven.count == 4
-    assert driven.outcome.look.schedule.spending == (0.08,)
+    assert driven.outcome.look.schedule.spending == (recorded_window_seconds(strategy.recorded(["a"]), 4) / 200.0,)
 
 
 # --- the judge spends it the same way from the files ----------------------------------------------
@@ -334,7 +348,7 @@ def test_stamps_outside_the_job_or_shorter_than_their_windows_are_refused(tmp_pa
     squeezed = dataclasses.replace(measured.head["tiny"], repeats=tuple(
         dataclasses.replace(r, started_at=_at(r.index * 0.5)) for r in measured.head["tiny"].repeats))
     problem = stamp_problem(dataclasses.replace(measured, head={"tiny": squeezed}), _job(240.0))
-    assert problem is not None and "whose timed window alone took 1 s" in problem
+    assert problem is not None and "s after the repeat before it, whose timed window alone took" in problem
     _base_settings(base_dir, 'budget = "200s"\n')
     with pytest.raises(UsageError, match="outside the measuring job's run"):
         _judge_measured(folder, base_dir, _job(100.0))

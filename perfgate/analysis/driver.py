@@ -145,10 +145,11 @@ def budget_spent(recorded_s: float | None, units: int, budget_s: float) -> bool:
 
 
 def recorded_window_seconds(results: Iterable[RunResult], below: int) -> float:
-    """The timed windows of every repeat of ``results`` in a block below ``below``, added up
-    exactly (``math.fsum``: the same total in any order): the share of a budget's gate measured
-    at a look, from durations the measurement holds, never from the instants its files record."""
-    return math.fsum(float(r.window_s) for result in results for r in result.repeats
+    """The timed steps of every repeat of ``results`` in a block below ``below``, in seconds,
+    added up exactly (``math.fsum``: the same total in any order): the share of a budget's gate
+    measured at a look, from the step times the measurement holds (the very numbers the gate
+    judges), never from the instants or the window durations its files record besides them."""
+    return math.fsum(math.fsum(r.phases_ms["step"]) / 1e3 for result in results for r in result.repeats
                      if r.block is not None and r.block < below)
 
 
@@ -159,10 +160,10 @@ class BudgetSpending:
     and all of what is left at the last look, wherever the budget ends it
     (:meth:`perfgate.analysis.stats.sequential.Schedule.spend`).
 
-    The share at a look is the timed windows of the blocks judged, over the budget
-    (:func:`recorded_window_seconds`): durations the measuring gate and the judge read alike
-    from the same results, so both find the same boundary, and no instant a file records moves
-    it. A look is the last when the next block would not fit in the budget (the measuring gate's
+    The share at a look is the timed steps of the blocks judged, over the budget
+    (:func:`recorded_window_seconds`): the step times the measuring gate and the judge read alike
+    from the same results, so both find the same boundary, and no instant (or other duration) a
+    file records moves it. A look is the last when the next block would not fit in the budget (the measuring gate's
     own clock; the judge: the files end there and the measuring job ran for the budget), or at
     ``cap``. A plan timed from the first block instead promised looks the budget never held
     (three quiet gates here planned 191–219 blocks and stopped at 83–92), and the α of the
