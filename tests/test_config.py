@@ -38,8 +38,9 @@ def usage_error(path: Path | None, cli: dict[str, object] | None = None) -> str:
 # --- defaults -------------------------------------------------------------------------------
 
 
-INIT_DESIGN = {"budget_s": 600.0, "windows": PILOT_WINDOWS, "windows_auto": True}
-"""What a gate gets where no setting says otherwise: the design ``perfgate init`` writes."""
+INIT_DESIGN = {"budget_s": 600.0, "windows": 1, "windows_auto": True}
+"""What a gate gets where no setting says otherwise: the design ``perfgate init`` writes (a paired
+gate designs its windows; a run and a stored gate time one window a repeat)."""
 
 
 def test_no_pyproject_gives_the_defaults(tmp_path: Path) -> None:
@@ -140,6 +141,8 @@ def test_inits_budget_by_default_none_turns_it_off_and_the_command_line_override
     assert Settings().budget_s is None and load_settings(None).budget_s == 600.0
     assert load_settings(pyproject(tmp_path, '[tool.perfgate]\nbudget = "none"\n')).budget_s is None
     assert load_settings(None, {"budget": "off"}).budget_s is None
+    written = load_settings(pyproject(tmp_path, '[tool.perfgate]\nwindows = "auto"\n'))
+    assert (written.windows, written.windows_auto) == (PILOT_WINDOWS, True)
     path = pyproject(tmp_path, '[tool.perfgate]\nbudget = "20m"\nmax_blocks = 12\n')
     settings = load_settings(path, {"budget": "5m", "max_blocks": 40, "inconclusive": "fail"})
     assert settings.budget_s == 300.0 and settings.gate.max_blocks == 40 and settings.gate.inconclusive == "fail"

@@ -100,7 +100,7 @@ def test_paired_gate_catches_a_slower_forward_and_names_the_design(repo: Path,
     measuring = json.loads((repo / "r.json").read_text())["measuring"]
     assert measuring["start"] == "fork" and measuring["templates"] == 3 and measuring["processes"] == 12
     assert 0 < measuring["share"] < 1 and measuring["fallback"] is None
-    assert "inside timed windows (12 processes forked from 3 templates)" in text
+    assert "inside timed windows (12 processes forked from 3 templates, 3 windows each)" in text
 
 
 @pytest.mark.slow
@@ -314,7 +314,8 @@ class FakeBlocks:
         self.interrupt_at = interrupt_at
         self.seconds = seconds
         self.window_s = window_s
-        """Each repeat's recorded window (None: the factory's), which a budget's plan times blocks by."""
+        """Each repeat's recorded window, its steps scaled to fill it (None: the factory's): the
+        share of a budget they measure."""
 
     def __call__(self, head, base, names, *, blocks, first_block=0, **kwargs):
         import time
@@ -333,10 +334,18 @@ class FakeBlocks:
             if self.window_s is not None:
                 import dataclasses
 
+                # every repeat's steps scaled by one factor, which makes the base's first repeat
+                # fill a window of window_s: the sides' differences are kept
+                first = out.base.results[name].repeats[0]
+                factor = self.window_s * 1e3 / sum(first.phases_ms["step"])
+
+                def timed(r, factor: float = factor):
+                    return dataclasses.replace(r, window_s=self.window_s, phases_ms={
+                        k: tuple(v * factor for v in series) for k, series in r.phases_ms.items()})
+
                 for side in (out.head, out.base):
                     result = side.results[name]
-                    side.results[name] = dataclasses.replace(result, repeats=tuple(
-                        dataclasses.replace(r, window_s=self.window_s) for r in result.repeats))
+                    side.results[name] = dataclasses.replace(result, repeats=tuple(timed(r) for r in result.repeats))
         return out
 
 
@@ -388,8 +397,8 @@ def test_an_undecided_workload_is_measured_one_more_block_and_looked_at_again(tm
     assert by["slow"].time.count == 3 and by["slow"].time.look == 1
     assert by["later"].verdict is Verdict.PASS and by["later"].time.count > 3
     assert by["later"].progress.startswith(f"decided after {by['later'].time.count} blocks")
-    assert by["stuck"].verdict is Verdict.INCONCLUSIVE and by["stuck"].time.count == 12
-    assert by["stuck"].progress == "undecided at the last planned look (12 blocks, max_blocks)"
+    assert by["stuck"].verdict is Verdict.TOO_NOISY and by["stuck"].time.count == 12  # +6% not ruled out
+    assert by["stuck"].progress.startswith("undecided at the last planned look (12 blocks, max_blocks)")
     assert "undecided at the last planned look (look 10 of 10, 12 blocks)" in by["stuck"].reason
     # the first look measures its 3 blocks of every workload; then one block at a time of
     # the workloads still undecided, numbered on from the blocks before
@@ -419,7 +428,7 @@ def test_ctrl_c_ends_the_gate_with_the_looks_completed(tmp_path: Path, fake_pair
     assert run.interrupted and run.looks == 2 and run.count == 4
     slow, stuck = run.outcome.comparisons
     assert slow.verdict is Verdict.REGRESSION
-    assert stuck.verdict is Verdict.INCONCLUSIVE and stuck.time is not None and stuck.time.count == 4
+    assert stuck.verdict is Verdict.TOO_NOISY and stuck.time is not None and stuck.time.count == 4
     assert stuck.progress.startswith("interrupted after 4 blocks")
     assert "interrupted after 4 blocks" in stuck.reason and "the looks completed are shown" in stuck.reason
     assert run.outcome.stopped is not None and run.outcome.stopped.startswith("interrupted after 4 blocks")
@@ -430,15 +439,17 @@ def test_a_budget_stops_the_undecided_workloads_before_max_blocks(tmp_path: Path
     from perfgate.model.errors import UsageError
     from perfgate.model.verdict import Verdict
 
-    # 0.05 s per block of a workload; its recorded windows plan far beyond max_blocks, which caps the plan
-    fake = FakeBlocks(seconds=0.05, window_s=1e-4)
+    # 0.3 s per block of a workload: the 4 s budget ends the gate before max_blocks (30); each
+    # look's boundary computation counts in the budget too
+    fake = FakeBlocks(seconds=0.3, window_s=1e-4)
     fake_paired(fake)
-    run = run_gate(_paired_request(tmp_path, ("stuck",), max_blocks=30, budget_s=0.6))
+    run = run_gate(_paired_request(tmp_path, ("stuck",), max_blocks=30, budget_s=4.0))
     (stuck,) = run.outcome.comparisons
-    assert stuck.verdict is Verdict.INCONCLUSIVE
-    assert 3 < run.count < 30 and stuck.time is not None and stuck.time.count == run.count
-    assert "stopped at the budget (1 s) after" in stuck.reason
-    assert stuck.progress.startswith(f"stopped at the budget (1 s) after {run.count} blocks")
+    assert stuck.verdict is Verdict.TOO_NOISY, stuck.progress  # undecided where the budget ended, +6% not ruled out
+    assert 3 < run.count < 30 and stuck.time is not None and stuck.time.count == run.count, stuck.progress
+    assert "the last: " in stuck.reason and "all of α spent" in stuck.reason
+    assert stuck.progress.startswith(f"undecided at the last look, at the budget ({run.count} blocks): all of α spent")
+    assert run.outcome.look.schedule.closed and run.outcome.look.last
     assert fake.calls[0] == (("stuck",), 1, 0)  # with a budget, one block first: does the first look fit?
     assert fake.calls[1] == (("stuck",), 2, 1)
     # a budget that cannot hold the first look is refused after that one block

@@ -300,7 +300,7 @@ def drive(
         if not need or need <= count:
             return ""
         per = None if replay else strategy.seconds_per_unit(names)
-        minutes = f" (about {duration_text(per * need)})" if per else ""
+        minutes = f" (about {duration_text(per * need)})" if per and per * need >= 1.0 else ""
         return f"; this runner would need about {plural(need)}{minutes} for δ={config.delta * 100:g}%"
 
     if not replay and open_names and budget_s is not None and (schedule.first > 1 or plan is not None):
@@ -372,6 +372,7 @@ def drive(
             share = 1.0 if at_budget else (
                 strategy.budget_share(names, target) if replay  # type: ignore[attr-defined]  # a replay has budget_share()
                 else plan.share(strategy.recorded(names), target))  # type: ignore[attr-defined]  # a budget's strategy has recorded()
+            at_budget = at_budget or (share >= 1.0 and target < schedule.last)  # the timed steps alone filled it
             schedule = schedule.spend(target, share)
         look = Look(count, schedule, unit)
         decided = [n for n in names if n not in open_names]

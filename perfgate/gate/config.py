@@ -53,9 +53,11 @@ request's author, nor the head commit's pusher, author or committer
 DEFAULT_WINDOWS = AUTO_WINDOWS
 DEFAULT_BUDGET = "10m"
 """The design a gate gets where no setting says otherwise is the one ``perfgate init`` writes:
-windows designed from the runner's evidence and a 10-minute budget whose α is spent over the
-share measured (without them a paired gate timed one window a process and stopped at 30 blocks,
-the weakest gate perfgate has)."""
+a paired gate's windows designed from the runner's evidence and a 10-minute budget whose α is
+spent over the share measured (without them a paired gate timed one window a process and
+stopped at 30 blocks, the weakest gate perfgate has). A ``perfgate run`` and a stored gate
+without a ``windows`` setting time one window a repeat, as before (``windows = "auto"``
+written in the settings gives them the pilot's windows)."""
 NO_BUDGET = ("none", "off")
 """``budget = "none"``: no wall-time budget; the looks end at ``max_blocks``."""
 START_MODES = ("auto", "fork", "fresh")
@@ -328,7 +330,9 @@ def load_settings(pyproject: Path | None, cli: Mapping[str, Any] | None = None) 
     windows = run_value("windows", DEFAULT_WINDOWS)
     windows_auto = windows == AUTO_WINDOWS
     if windows_auto:
-        windows = PILOT_WINDOWS
+        # "auto" written: a run and a stored gate time the pilot's windows too; unset: a paired
+        # gate designs its windows, and a run or a stored gate times one window a repeat
+        windows = PILOT_WINDOWS if "windows" in cli or "windows" in table else 1
     if isinstance(windows, bool) or not isinstance(windows, int) or not 1 <= windows <= MAX_WINDOWS:
         origin = "--windows" if "windows" in cli else f"{where}: windows"
         raise UsageError(f"{origin} must be an integer from 1 to {MAX_WINDOWS} or \"{AUTO_WINDOWS}\", got {windows!r}")

@@ -324,8 +324,17 @@ class StoredMeasuring(_Measuring):
         if more <= 0:
             return
         began = time.perf_counter()
-        outcome = r.measuring.repeats([self.jobs[n] for n in todo], more, starter=self.starter,
-                                      reruns_used=self.reruns_used(todo))
+        done, total = upto - more, max(upto, r.settings.repeats)
+        report = r.measuring.progress
+
+        def numbered(event: Progress) -> None:
+            """This call's repeats numbered in the gate's: "repeat 2/2", not "1/1" after the
+            budget's first repeat measured alone."""
+            report(dataclasses.replace(event, repeat=event.repeat + done, repeats=total))
+
+        measuring = dataclasses.replace(r.measuring, progress=numbered)
+        outcome = measuring.repeats([self.jobs[n] for n in todo], more, starter=self.starter,
+                                    reruns_used=self.reruns_used(todo))
         spent = time.perf_counter() - began
         for name in todo:
             self.noted(name, outcome)

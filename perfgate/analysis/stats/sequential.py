@@ -278,8 +278,8 @@ class _TPaths:
         if count <= n or (not self.counts and count < 2):
             raise ValueError(f"counts must increase from at least 2, got {[*self.counts, count]!r}")
         before = self.fractions[-1] if self.fractions else 0.0
-        if not (math.isfinite(fraction) and before <= fraction <= 1.0 and fraction > 0.0):
-            raise ValueError(f"spending fractions must not decrease and lie in (0, 1], got {[*self.fractions, fraction]!r}")
+        if not (math.isfinite(fraction) and 0.0 <= before <= fraction <= 1.0):
+            raise ValueError(f"spending fractions must not decrease and lie in [0, 1], got {[*self.fractions, fraction]!r}")
         paths, rng = self.paths, self.rng
         g = count - n
         new_sum = rng.standard_normal(paths) * math.sqrt(g)
@@ -473,10 +473,10 @@ class Schedule:
             f = self.spending
             if self.pivot != "t" or self.every != 1:
                 raise ValueError("spending fractions need a t schedule with a look after every block")
-            if (len(f) > self.last - self.first + 1 or not all(isinstance(v, float) and 0.0 < v <= 1.0 for v in f)
+            if (len(f) > self.last - self.first + 1 or not all(isinstance(v, float) and 0.0 <= v <= 1.0 for v in f)
                     or any(b < a for a, b in itertools.pairwise(f)) or (len(f) == self.last - self.first + 1 and f
                                                                       and f[-1] != 1.0)):
-                raise ValueError(f"Schedule.spending must hold, for the looks taken, fractions in (0, 1] that do not "
+                raise ValueError(f"Schedule.spending must hold, for the looks taken, fractions in [0, 1] that do not "
                                  f"decrease, the last look's 1: got {f!r}")
 
     @property
