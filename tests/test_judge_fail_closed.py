@@ -349,6 +349,20 @@ def test_a_memory_slope_left_out_on_one_side_is_an_error(tmp_path: Path, base: P
     assert code in (0, 3) and "memory creep not compared: resident memory not recorded in the" in comment
 
 
+def test_a_side_whose_windows_were_too_short_for_a_slope_lacks_nothing(tmp_path: Path, base: Path) -> None:
+    """A fast base side (0.2 s windows: two samples of 100 ms) records no slope beside a slowed
+    head that does: its slope is not known, not left out, and the gate goes on without it."""
+    def short(result: RunResult) -> RunResult:
+        return dataclasses.replace(result, repeats=tuple(dataclasses.replace(
+            r, window_s=r.window_s / 5, phases_ms={k: tuple(v / 5 for v in s) for k, s in r.phases_ms.items()},
+            telemetry={"samples": 2, "gpu": None, "cpu": {"rss_slope": None}}) for r in result.repeats))
+    folder = write_run(tmp_path / "r", {"tiny": _slopes(paired("tiny", scale=SLOW, seed=1), 0.0)},
+                       {"tiny": short(paired("tiny", seed=2))})
+    code, _, _, comment = run(tmp_path, folder, base)
+    assert code == 1 and "lacks its memory slope" not in comment, comment  # judged: the head 20% slower
+    assert "memory creep not compared: resident memory not recorded in the base side" in comment
+
+
 def test_a_head_without_its_counted_run_is_an_error_when_the_base_has_one(tmp_path: Path, base: Path) -> None:
     from test_counter_gate import counters
 

@@ -41,7 +41,7 @@ from perfgate.analysis.decide import (
     family_keys,
     flag_phases,
 )
-from perfgate.analysis.memory import Creep, creep_rule, decide_memory, memory_creep, missing_slopes
+from perfgate.analysis.memory import Creep, creep_rule, decide_memory, memory_creep, missing_slopes, slope_recordable
 from perfgate.analysis.diagnose import Label, diagnose
 from perfgate.analysis.outcome import BlockEstimate, Counted, Entry, GateOutcome, PhaseRow, WorkloadComparison, settle
 from perfgate.analysis.screening import median_clock, screen, screen_blocks
@@ -330,6 +330,8 @@ class _Judged:
     reference_creep: tuple[Creep, ...] | None = None
     """The base side's memory growth per step (paired); None: not known (a stored baseline
     keeps no telemetry), and the creep rule does not apply."""
+    reference_recordable: frozenset[str] = frozenset()
+    """The kinds of memory whose slope the base side's windows were long enough to record."""
 
 
 def _prepared(entry: Entry, config: GateConfig, *, straggler_share: float) -> WorkloadComparison | _Judged:
@@ -404,7 +406,7 @@ def _prepared_paired(entry: Entry, result: RunResult, summary: WorkloadSummary, 
     return _Judged(result, summary, reference, None, _paired_estimator(summary, base_summary, config, pairing.estimate),
                    common["labels"], common["left_out"], design, pairing.against, since, env_diffs,
                    base.environment if env_diffs else None, entry.counted, common["clocks"],
-                   tuple(memory_creep(base.repeats)))
+                   tuple(memory_creep(base.repeats)), frozenset(slope_recordable(base.repeats)))
 
 
 def _prepared_stored(entry: Entry, result: RunResult, summary: WorkloadSummary, baseline: Baseline | None,
@@ -453,7 +455,8 @@ def _lacking(j: _Judged, config: GateConfig) -> str | None:
         missing.append("its counted run (exact counters)")
     reference_missing: list[str] = []
     if j.reference_creep is not None:  # paired: both sides' memory slopes were measured alike
-        head_lacks, reference_lacks = missing_slopes(memory_creep(j.result.repeats), j.reference_creep)
+        head_lacks, reference_lacks = missing_slopes(memory_creep(j.result.repeats), j.reference_creep,
+                                                     slope_recordable(j.result.repeats), set(j.reference_recordable))
         missing += [f"its memory slope ({what})" for what in head_lacks]
         reference_missing += [f"its memory slope ({what})" for what in reference_lacks]
     if not missing and not reference_missing:

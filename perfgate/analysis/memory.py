@@ -180,11 +180,37 @@ def excess(head: Creep, reference: Creep) -> tuple[float, float, float]:
     return difference, difference - half, difference + half
 
 
-def missing_slopes(head: Sequence[Creep], reference: Sequence[Creep]) -> tuple[list[str], list[str]]:
+SLOPE_WINDOW_S = 0.8
+"""A repeat whose timed steps add up to this long must carry its memory slope where its
+telemetry sampled that memory: the sampler takes a sample every 100 ms and gives a slope from
+5 samples on (``perfgate.measure.telemetry_host.MIN_SLOPE_SAMPLES``), so a window under half a
+second may legitimately record none (``rss_slope: null``: a fast base side beside a slowed
+head), and one of 0.8 s, with room for the sampler's start, may not."""
+
+
+def slope_recordable(repeats: Sequence[RepeatResult]) -> set[str]:
+    """The kinds of memory whose slope ``repeats`` must have recorded: those whose telemetry
+    part was sampled in a repeat whose timed steps (genuine, unlike a stated window) last at
+    least :data:`SLOPE_WINDOW_S`."""
+    found = set()
+    for part, _key, what in CREEP_SOURCES:
+        for r in repeats:
+            sampled = isinstance(r.telemetry, Mapping) and isinstance(r.telemetry.get(part), Mapping)
+            if sampled and math.fsum(r.phases_ms["step"]) / 1e3 >= SLOPE_WINDOW_S:
+                found.add(what)
+                break
+    return found
+
+
+def missing_slopes(head: Sequence[Creep], reference: Sequence[Creep], head_recordable: set[str] | None = None,
+                   reference_recordable: set[str] | None = None) -> tuple[list[str], list[str]]:
     """The kinds of memory (``resident memory``, ``device memory``) whose slope the reference
-    recorded and the head did not, and those the head recorded and the reference did not."""
+    recorded and the head did not, and those the head recorded and the reference did not;
+    a side whose windows were too short to record one (``*_recordable``: :func:`slope_recordable`;
+    None: every kind) lacks nothing there: its slope is not known, not left out."""
     ours, theirs = [c.what for c in head], [c.what for c in reference]
-    return [w for w in theirs if w not in ours], [w for w in ours if w not in theirs]
+    return ([w for w in theirs if w not in ours and (head_recordable is None or w in head_recordable)],
+            [w for w in ours if w not in theirs and (reference_recordable is None or w in reference_recordable)])
 
 
 def creep_rule(memory: MemoryDecision, head: Sequence[Creep], reference: Sequence[Creep] | None,

@@ -446,17 +446,16 @@ def judge_measured(measured: Measured, settings: Settings, *, design: str, again
         sides = [("head", measured.head[name])]
         if design == "paired" and name in measured.base:
             sides.append(("base", measured.base[name]))
+        # what was measured first (a script the base does not list), then how (its windows)
+        problem = next((p for side, result in sides if (p := script_problem(name, result, side, entries.get(name)))),
+                       None)
         windows, unknown = expected_windows(name, settings, manifest, paired=design == "paired",
                                             script=name in entries)
-        if unknown is not None:
-            errors[name] = f"not measured as the base's settings design it: {unknown}"
-            continue
-        for side, result in sides:
-            problem = (script_problem(name, result, side, entries.get(name))
-                       or design_problem(result, side, settings, paired=design == "paired", windows=windows))
-            if problem:
-                errors[name] = f"not measured as the base's settings design it: {problem}"
-                break
+        problem = problem or unknown or next(
+            (p for side, result in sides
+             if (p := design_problem(result, side, settings, paired=design == "paired", windows=windows))), None)
+        if problem:
+            errors[name] = f"not measured as the base's settings design it: {problem}"
     config = settings.gate
     notes = manifest.notes if manifest else {}
 
