@@ -107,7 +107,9 @@ def test_paired_gate_catches_a_slower_forward_and_names_the_design(repo: Path,
 @pytest.mark.extended
 def test_the_same_commit_against_itself_is_no_regression(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(["gate", "tiny", "--against", "HEAD", *one_look(3), *FAST], capsys)
-    assert code in (0, 3), out + err
+    # three blocks on a shared 2-core machine may leave +6% open: too noisy to gate, never a REGRESSION
+    assert code in (0, 2, 3), out + err
+    assert code != 2 or ("tiny: TOO_NOISY" in out and "ERROR" not in out), out + err
     assert "Decided by: paired, 3 ABBA blocks against" in out
     assert worktrees(repo) == [f"worktree {repo.resolve()}"]
 
