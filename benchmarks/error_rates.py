@@ -64,6 +64,14 @@ def _se(p: float, n: int) -> float:
     return math.sqrt(max(p * (1 - p), 1e-12) / n)
 
 
+def _kept(false: float, passed: float, green: float, gates: int, pass_gates: int, alpha: float
+          ) -> tuple[bool, float, float, float]:
+    """Whether a cell keeps its promises (false REGRESSION ≤ α, PASS at δ and green at 2δ ≤ 2.5%,
+    each within two Monte-Carlo standard errors), and those three standard errors."""
+    se_f, se_p, se_g = _se(false, gates), _se(passed, pass_gates), _se(green, pass_gates)
+    return false <= alpha + 2 * se_f and passed <= 0.025 + 2 * se_p and green <= 0.025 + 2 * se_g, se_f, se_p, se_g
+
+
 def _run(gates: int, seed: int, workloads: int, first: int, config: GateConfig, schedule: Schedule | None = None,
          **draw) -> tuple[np.ndarray, np.ndarray]:
     """Verdicts and decision counts of ``gates`` gates, drawn in chunks."""
@@ -105,10 +113,9 @@ def paired_cells(gates: int, pass_gates: int) -> list[str]:
                     far, _ = _run(pass_gates, seed, workloads, first, config, rho=rho, skew_rate=skew,
                                   slowdown=2 * DELTA)
                     green = float(np.mean((far[:, 0] == PASS) | (far[:, 0] == INCONCLUSIVE)))
-                    se_f, se_p, se_g = _se(false, gates), _se(passed, pass_gates), _se(green, pass_gates)
+                    ok, se_f, se_p, se_g = _kept(false, passed, green, gates, pass_gates, config.alpha)
                     cell = (f"{workloads} workload{'s' if workloads > 1 else ''}, ρ {rho:g}, first look {first}, "
                             f"{'skewed' if skew else 'symmetric'} head")
-                    ok = false <= config.alpha + 2 * se_f and passed <= 0.025 + 2 * se_p and green <= 0.025 + 2 * se_g
                     if not ok:
                         failed.append(cell)
                     print(f"{cell}: false REGRESSION {false * 100:.2f}% ± {se_f * 100:.2f}, "
@@ -165,8 +172,7 @@ def budget_cells(gates: int, pass_gates: int) -> list[str]:
         green = float(np.mean((rows["2δ"] == PASS) | (rows["2δ"] == INCONCLUSIVE)))
         noisy = float(np.mean(rows["A/A"] == TOO_NOISY))
         aa_pass = float(np.mean(rows["A/A"] == PASS))
-        se_f, se_p, se_g = _se(false, gates), _se(passed, pass_gates), _se(green, pass_gates)
-        ok = false <= config.alpha + 2 * se_f and passed <= 0.025 + 2 * se_p and green <= 0.025 + 2 * se_g
+        ok, se_f, se_p, se_g = _kept(false, passed, green, gates, pass_gates, config.alpha)
         if not ok:
             failed.append(pattern)
         print(f"  {pattern} (last look at {schedule.counts[-1]} blocks, {schedule.spending[-2] * 100:.0f}% spent "
