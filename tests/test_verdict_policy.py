@@ -261,6 +261,13 @@ def test_ci_md_says_what_an_inconclusive_gate_shows_under_each_setting() -> None
     assert re.search(r"require[^.]*`perfgate verdict`", text.replace("\n", " "))
 
 
+def test_the_policy_says_which_verdicts_judged_the_workload() -> None:
+    judged = {v for v, p in POLICY.items() if p.judged}
+    assert judged == {Verdict.REGRESSION, Verdict.PASS, Verdict.INCONCLUSIVE, Verdict.TOO_NOISY, Verdict.IMPROVED}
+    # a verdict not judged never passes a pytest item nor decides a bisect step
+    assert all(POLICY[v].pytest != "passed" and POLICY[v].bisect == "error" for v in set(Verdict) - judged)
+
+
 def test_the_policy_says_what_a_bisect_step_makes_of_each_verdict() -> None:
     from perfgate.gate.bisect import BAD_VERDICTS, GOOD_VERDICTS
     from perfgate.model.verdict import BISECT_STEPS, POLICY, Verdict

@@ -37,7 +37,7 @@ from perfgate.analysis.decide import GateConfig, Look, pass_level
 from perfgate.analysis.outcome import UNDECIDED, Entry, GateOutcome, WorkloadComparison, settle
 from perfgate.analysis.stats.sequential import Schedule
 from perfgate.model.result import RepeatResult, RunResult
-from perfgate.model.verdict import Verdict
+from perfgate.model.verdict import POLICY, Verdict
 from perfgate.text.units import duration as duration_text
 
 __all__ = ["BUDGET_SLACK", "MAX_PLANNED", "BudgetSpending", "BudgetTooSmall", "Driven", "Strategy", "budget_spent",
@@ -391,7 +391,7 @@ def drive(
                                 f"{needs(c)}{how}" if at_budget else
                                 f"undecided at the last planned look ({plural(count)}){needs(c)}{how}" if plan else
                                 f"undecided at the last planned look ({plural(count)}, max_blocks){needs(c)}")
-                elif c.verdict not in (Verdict.ERROR, Verdict.INCOMPARABLE, Verdict.NO_BASELINE):
+                elif POLICY[c.verdict].judged:
                     progress = (f"decided after {plural(count)} ({duration_text(elapsed)}){how}" if not replay
                                 else f"decided after {plural(count)} ({look.where().split(',')[0]}){how}")
                 final[c.workload] = dataclasses.replace(c, progress=progress)

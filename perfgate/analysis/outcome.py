@@ -22,7 +22,7 @@ from perfgate.model.cost import MeasuringCost
 from perfgate.model.counters import CounterSet
 from perfgate.model.repeat import PER_STEP, STATISTIC_WORDS
 from perfgate.model.result import RunResult
-from perfgate.model.verdict import INCONCLUSIVE_PASS, Verdict, gate_exit_code, run_policy
+from perfgate.model.verdict import INCONCLUSIVE_PASS, POLICY, Verdict, gate_exit_code, run_policy
 from perfgate.store.baselines import Lookup
 from perfgate.text.units import change_ci
 
@@ -330,7 +330,7 @@ def _headline_parts(c: WorkloadComparison) -> list[Clause]:
     counter, a failing gated phase, memory, an open gated phase, the step), then the others
     in the order they matter; :func:`_fit` keeps as many as the line has room for."""
     time = c.time
-    if time is None or c.verdict in (Verdict.ERROR, Verdict.INCOMPARABLE, Verdict.NO_BASELINE):
+    if time is None or not POLICY[c.verdict].judged:
         if c.verdict is Verdict.INCOMPARABLE and c.differences:
             shown = [f"{k}: {a!r} → {b!r}" for k, (a, b) in c.differences.items()]
             more = _more(len(shown) - 1, "difference")

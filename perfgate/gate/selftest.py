@@ -42,7 +42,7 @@ from perfgate.gate.config import Settings
 from perfgate.gate.gating import GateRequest, GateRun, MeasuringRequest, PairedPlan, run_gate
 from perfgate.model.errors import EXIT_OK, EXIT_REGRESSION, UsageError, WorkloadError
 from perfgate.model.job import Job
-from perfgate.model.verdict import Verdict
+from perfgate.model.verdict import POLICY, Verdict
 from perfgate.model.workload import PHASES
 from perfgate.text.units import duration as duration_text
 
@@ -358,7 +358,7 @@ GateFn = Callable[[Job, Job], GateRun]
 def record_of(run: GateRun, size: float | None, phase: str | None, inject_ms: float, seconds: float) -> GateRecord:
     """What one gate decided; an ERROR or INCOMPARABLE verdict stops the self-test."""
     c = run.outcome.comparisons[0]
-    if c.verdict not in (Verdict.REGRESSION, Verdict.PASS, Verdict.INCONCLUSIVE, Verdict.TOO_NOISY, Verdict.IMPROVED):
+    if not POLICY[c.verdict].judged:
         raise WorkloadError(f"selftest: a gate of {c.workload} could not be judged: {c.verdict.value}: {c.reason}")
     flagged = tuple(r.phase for r in c.phases
                     if r.flag is not None and r.flag.flagged and r.flag.estimate is not None

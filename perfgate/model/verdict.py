@@ -186,6 +186,10 @@ class VerdictPolicy:
     """The outcome of its pytest item (:data:`PYTEST_OUTCOMES`)."""
     words: str
     """How a sentence of the comment names a workload with this verdict."""
+    judged: bool
+    """Whether the gate judged the workload's time (a REGRESSION, PASS, IMPROVED or an undecided
+    one), as against not judging it at all (INCOMPARABLE, NO_BASELINE, ERROR): what a progress
+    line, a headline and the self-test ask of a verdict."""
     bisect: str
     """What a step of ``perfgate bisect`` with this verdict says of its commit
     (:data:`BISECT_STEPS`): ``slow`` (the slowdown is there), ``fast`` (not slower than
@@ -242,43 +246,43 @@ POLICY: dict[Verdict, VerdictPolicy] = {p.verdict: p for p in (
         Verdict.REGRESSION,
         "slower by more than δ and significantly slower than min_effect·δ (δ/2) after Holm's correction "
         "over the run's workloads, or peak memory, a gated phase or a counter beyond its threshold",
-        EXIT_REGRESSION, "❌", "bad", PYTEST_FAILED, "a regression", BISECT_SLOW),
+        EXIT_REGRESSION, "❌", "bad", PYTEST_FAILED, "a regression", True, BISECT_SLOW),
     VerdictPolicy(
         Verdict.PASS,
         "the time per step's upper bound below 1 + δ, and the median step no REGRESSION",
-        EXIT_OK, "✅", "good", PYTEST_PASSED, "passes", BISECT_FAST),
+        EXIT_OK, "✅", "good", PYTEST_PASSED, "passes", True, BISECT_FAST),
     VerdictPolicy(
         Verdict.INCONCLUSIVE,
         "undecided, but not slower than the gate's bound: the interval reaches above 1 + δ and the evidence is "
         "not enough to call a regression after the planned looks, while its upper bound stays below "
         "inconclusive_bound (2δ by default); the reason gives that bound and the smallest slowdown the run "
         "could detect",
-        EXIT_INCONCLUSIVE, "❔", "open", PYTEST_SKIPPED, "undecided", BISECT_UNDECIDED, notice="warning",
+        EXIT_INCONCLUSIVE, "❔", "open", PYTEST_SKIPPED, "undecided", True, BISECT_UNDECIDED, notice="warning",
         strict_when='inconclusive = "fail"', strict_exit_code=EXIT_INCONCLUSIVE, strict_pytest=PYTEST_FAILED),
     VerdictPolicy(
         Verdict.TOO_NOISY,
         "undecided, and too noisy to gate: the time per step's upper bound reaches the gate's bound "
         "(inconclusive_bound, 2δ by default), so a slowdown that large is not ruled out; the reason names the "
         "interval and what the runner would need (blocks, minutes, or a quieter runner)",
-        EXIT_ERROR, "📶", "bad", PYTEST_FAILED, "too noisy to gate", BISECT_UNDECIDED),
+        EXIT_ERROR, "📶", "bad", PYTEST_FAILED, "too noisy to gate", True, BISECT_UNDECIDED),
     VerdictPolicy(
         Verdict.IMPROVED,
         "significantly faster, with its estimate below 1/(1 + δ); the reason suggests rebaselining",
-        EXIT_OK, "🚀", "better", PYTEST_PASSED, "faster", BISECT_FAST, notice="notice"),
+        EXIT_OK, "🚀", "better", PYTEST_PASSED, "faster", True, BISECT_FAST, notice="notice"),
     VerdictPolicy(
         Verdict.INCOMPARABLE,
         "the workload version, a parameter or the environment key differs from the baseline's; "
         "the report names exactly what",
-        EXIT_ERROR, "⛔", "stop", PYTEST_ERROR, "not comparable with its baseline", BISECT_ERROR),
+        EXIT_ERROR, "⛔", "stop", PYTEST_ERROR, "not comparable with its baseline", False, BISECT_ERROR),
     VerdictPolicy(
         Verdict.NO_BASELINE,
         "no baseline yet, so nothing was judged; the reason gives the command that records one",
-        EXIT_OK, "⚠️", "open", PYTEST_SKIPPED, "not judged (no baseline)", BISECT_ERROR, notice="warning",
+        EXIT_OK, "⚠️", "open", PYTEST_SKIPPED, "not judged (no baseline)", False, BISECT_ERROR, notice="warning",
         strict_when="fail_on_missing_baseline", strict_exit_code=EXIT_ERROR, strict_pytest=PYTEST_ERROR),
     VerdictPolicy(
         Verdict.ERROR,
         "the workload could not be measured or compared",
-        EXIT_ERROR, "💥", "bad", PYTEST_ERROR, "an error", BISECT_ERROR),
+        EXIT_ERROR, "💥", "bad", PYTEST_ERROR, "an error", False, BISECT_ERROR),
 )}
 
 
