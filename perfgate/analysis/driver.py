@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from perfgate.analysis.compare import compare
 from perfgate.analysis.decide import GateConfig, Look, pass_level
@@ -69,17 +69,28 @@ class Strategy(Protocol):
     def notes(self, name: str) -> tuple[str, ...]:
         """Lines to show under the workload: each block measured again, or kept although contended."""
 
-    # A strategy driven with a :class:`BudgetSpending` also has
-    #     def recorded(self, names: Sequence[str]) -> Iterable[RunResult]
-    # the results measured so far of ``names``, both sides, as their files hold them; a
-    # replayed one instead
-    #     def budget_share(self, names: Sequence[str], count: int) -> float
-    # the share of the budget the blocks below ``count`` measured (a sharded run: its largest).
-    # A strategy driven with ``replay=True`` also has
-    #     def stopped_short(self, name: str, count: int, last: int, open_names: Sequence[str]) -> str | None
-    # for an undecided workload whose files end before the next look (the last one taken at
-    # ``count``, the schedule planned up to ``last``): None when its files show the measuring
-    # job stopped it at the budget, else the ERROR that says why they do not.
+
+
+@runtime_checkable
+class Recording(Strategy, Protocol):
+    """A measuring strategy a budget's gate spends α by (:class:`BudgetSpending`)."""
+
+    def recorded(self, names: Sequence[str]) -> Iterable[RunResult]:
+        """The results measured so far of ``names``, both sides, as their files hold them."""
+
+
+@runtime_checkable
+class Replayed(Strategy, Protocol):
+    """The judge's strategy: the units are read from the measured files, never measured, and
+    the driver replays the looks over them (:func:`drive`)."""
+
+    def stopped_short(self, name: str, count: int, last: int, open_names: Sequence[str]) -> str | None:
+        """For an undecided workload whose files end before the next look (the last one taken at
+        ``count``, the looks allowed up to ``last``): None when its files show the measuring job
+        stopped it at the budget, else the ERROR that says why they do not."""
+
+    def budget_share(self, names: Sequence[str], count: int) -> float:
+        """The share of the budget the blocks below ``count`` measured (a sharded run: its largest)."""
 
 
 MAX_PLANNED = 500
@@ -258,13 +269,13 @@ def drive(
     *,
     per_workload: Mapping[str, GateConfig] | None = None,
     budget_s: float | None = None,
-    replay: bool = False,
     plan: BudgetSpending | None = None,
     clock: Callable[[], float] = time.monotonic,
     announce: Callable[[str], None] = lambda message: None,
 ) -> Driven:
     """Look at ``names`` at every count of ``schedule`` until each is decided, the budget is
-    spent, or the last look is taken. ``replay``: the units are read, not measured; an undecided
+    spent, or the last look is taken. A :class:`Replayed` strategy (the judge's): the units are
+    read, not measured; an undecided
     workload with fewer units than the next look is stopped there: "stopped at the budget" when
     the strategy finds the files show it (``stopped_short`` returns None), else an ERROR saying
     why they do not. A short run is never a decision, nor judged on what the files claim.
@@ -276,6 +287,8 @@ def drive(
     not fit (measuring: by the time so far; replay: the files end there and the strategy finds
     the budget spent) is the last, spending all that is left. Every progress line says so."""
     unit = strategy.unit
+    replayed = strategy if isinstance(strategy, Replayed) else None
+    replay = replayed is not None
     started = clock()
     final: dict[str, WorkloadComparison] = {}
     last: dict[str, WorkloadComparison] = {}
@@ -329,7 +342,8 @@ def drive(
             for name in short:
                 if count == 0:
                     continue  # the first look not there whole: the strategy's entry says so (an ERROR)
-                problem = strategy.stopped_short(name, count, schedule.last, open_names)  # type: ignore[attr-defined]  # a replayed strategy has stopped_short()
+                assert replayed is not None
+                problem = replayed.stopped_short(name, count, schedule.last, open_names)
                 if problem is not None:
                     final[name] = WorkloadComparison(name, Verdict.ERROR, problem, progress=(
                         f"measured short: {plural(strategy.available(name))} of the {plural(schedule.last)} "
@@ -363,15 +377,16 @@ def drive(
         looks += 1
         at_budget = False
         if plan is not None:
-            if replay:
+            if replayed is not None:
                 at_budget = target < schedule.last and all(strategy.available(n) == target for n in open_names) and (
-                    strategy.stopped_short(open_names[0], target, schedule.last, open_names) is None)  # type: ignore[attr-defined]  # a replayed strategy has stopped_short()
+                    replayed.stopped_short(open_names[0], target, schedule.last, open_names) is None)
+                share = 1.0 if at_budget else replayed.budget_share(names, target)
             else:
+                if not isinstance(strategy, Recording):
+                    raise TypeError("a budget's gate spends α by what its strategy recorded: it has no recorded()")
                 per = strategy.seconds_per_unit(open_names)
                 at_budget = per is not None and clock() - started + per > plan.budget_s
-            share = 1.0 if at_budget else (
-                strategy.budget_share(names, target) if replay  # type: ignore[attr-defined]  # a replay has budget_share()
-                else plan.share(strategy.recorded(names), target))  # type: ignore[attr-defined]  # a budget's strategy has recorded()
+                share = 1.0 if at_budget else plan.share(strategy.recorded(names), target)
             at_budget = at_budget or (share >= 1.0 and target < schedule.last)  # the timed steps alone filled it
             schedule = schedule.spend(target, share)
         look = Look(count, schedule, unit)

@@ -479,5 +479,5 @@ def judge_measured(measured: Measured, settings: Settings, *, design: str, again
             config, settings.blocks if paired else settings.repeats, replay.unit)
     except ValueError as exc:
         raise UsageError(f"the base's [tool.perfgate]: {exc}") from None
-    driven = drive(replay, names, config, schedule, per_workload=settings.per_workload, replay=True, plan=plan)
+    driven = drive(replay, names, config, schedule, per_workload=settings.per_workload, plan=plan)
     return Judgement(_with_notes(driven.outcome, notes), retired)

@@ -1,8 +1,9 @@
 """The looks of a gate replayed from a pull request's measured files (``perfgate judge``).
 
-Nothing is measured here: the judge's driver (``perfgate.analysis.driver.drive`` with
-``replay=True``) asks, at each planned look, for the entries the files hold up to that look:
-the paired design's whole ABBA blocks (:class:`ReplayedBlocks`), or the stored design's
+Nothing is measured here: the judge's driver (``perfgate.analysis.driver.drive``, which
+knows a :class:`~perfgate.analysis.driver.Replayed` strategy) asks, at each planned look, for
+the entries the files hold up to that look: the paired design's whole ABBA blocks
+(:class:`ReplayedBlocks`), or the stored design's
 repeats (:class:`ReplayedRepeats`). A workload whose files hold too few blocks, blocks out of
 order or a side without its pair is an error at that look; one whose files end before its last
 planned look is stopped at the budget only when they show it (:meth:`_Replay.stopped_short`).
