@@ -404,7 +404,7 @@ def test_the_shards_of_one_run_share_one_decision_rule(tmp_path: Path, base: Pat
     assert judge_shards(tmp_path, base, one, two)[0] == 1
     rewrite_manifest(two, decision_rule=DECISION_RULE + 1)
     code, _, err = judge_shards(tmp_path, base, one, two)
-    assert code == 2 and "the shards are not of one run: decision_rule is 1 in" in err, err
+    assert code == 2 and f"the shards are not of one run: decision_rule is {DECISION_RULE} in" in err, err
 
 
 def test_an_interrupted_measuring_job_is_no_verdict(tmp_path: Path, base: Path) -> None:

@@ -72,7 +72,7 @@ def test_make_loader_holds_every_windows_batches(tmp_path: Path, keep_threads: N
     assert repeat.loader_settings["num_batches"] == batches
     # every batch of every window is a new one: warmup + windows x steps batches, no index read twice
     assert len(seen) == batches * 2 and len(set(seen)) == len(seen)
-    # the start is recorded to the millisecond: the budget plans the last look from these spans
+    # the start is recorded to the millisecond: the judge checks these instants against the measuring job's run
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", repeat.started_at)
 
 

@@ -281,8 +281,8 @@ def paired_judge(template: Sequence[Job], *, project_dir: Path, workload_paths: 
     No wall-time budget: a ``budget`` in ``[tool.perfgate]`` is the CI gate's and is not taken
     here (``perfgate bisect`` has no ``--budget``, so no user set one for the search). A step's
     bound is ``max_blocks``, always given (``--max-blocks``, else 4 × ``--blocks``); a budget
-    would also plan the last look from the runner's speed and stop a step for time, which the
-    search would report as INCONCLUSIVE at ``max_blocks`` and end on (exit 3).
+    would also end a step's looks by the runner's speed, which the search would report as
+    undecided and end on (exit 3).
     """
     (job,) = template
     name = job.workload.name

@@ -7,8 +7,8 @@ correction are allowed in a workload table (``delta``, ``memory_threshold``,
 ``gate_phases``, ``phase_q``, ``phase_min_share``, and the counters' ``flops_threshold``,
 ``launch_threshold``, ``counters_off``); α, the looks (``max_blocks``, ``budget``,
 ``spending_gamma``), ``inconclusive`` and ``counters`` (the counted runs on or off) belong to
-the whole run. With a ``budget`` and no ``max_blocks``, a paired gate plans its last look from
-the budget (:meth:`Settings.budget_plan`).
+the whole run. With a ``budget``, a paired gate spends α over the share of it measured, all of
+it at the look the budget ends (:meth:`Settings.budget_spending`).
 
 The TOML is read by :func:`parse_toml`, which a pull request's pyproject.toml cannot crash:
 a file nested deeper than :data:`MAX_TOML_DEPTH` levels (an array inside 200,000 arrays,

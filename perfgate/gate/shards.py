@@ -108,7 +108,7 @@ def _combined_manifest(parts: Sequence[tuple[str, Measured]]) -> RunManifest | N
 @dataclass(frozen=True)
 class ShardedMeasured(Measured):
     """The folders of a sharded run combined, each shard's own measurement kept: every shard
-    planned its own last look from its own first block and budget (``perfgate.gate.judge.planned_last``)."""
+    spent α over its own share of its own budget (``perfgate.gate.replay.ReplayedBlocks.budget_share``)."""
 
     shards: tuple[Measured, ...] = ()
 

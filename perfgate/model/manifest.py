@@ -20,10 +20,12 @@ MANIFEST_SCHEMA_VERSION = 1
 DESIGNS = ("paired", "stored")
 INTERRUPT_SIGNALS = ("SIGINT", "SIGTERM")
 """The signals that end a measuring job early as an interruption (``RunManifest.interrupted``)."""
-DECISION_RULE = 1
+DECISION_RULE = 2
 """The version of the rule by which a gate stops each workload: the boundary, the spending of α
 and the PASS bound over the looks, Holm, the estimates, what leaves a repeat out, how a budget
-plans the last look (``perfgate.analysis``). Bump it with any change that can make a gate stop
+spends α over the share measured, what an undecided workload ends as (``perfgate.analysis``).
+2: a budget spends α over the share of it measured, green has a bound (TOO_NOISY), a slowed-down
+repeat leaves its whole block out. Bump it with any change that can make a gate stop
 a workload at another look or with another verdict: the judge replays the measuring job's looks
 by its own rule and refuses results a job of another rule measured (``RunManifest.decision_rule``),
 since that job's stops are not where the judge's rule would stop."""
