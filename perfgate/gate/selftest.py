@@ -158,8 +158,8 @@ class SelftestResult:
     """Why fewer gates ran than planned (the time budget), or None."""
     notes: tuple[str, ...] = field(default=())
     last_look: str | None = None
-    """How each gate's last look was planned when its budget plans it ("the blocks its 10 min
-    budget holds at the first block's recorded time, at most 500"); None: at ``max_blocks``."""
+    """Where each gate's looks end when a budget ends them ("where its 10 min budget ends (at
+    most 500), alpha spent over the share of the budget measured"); None: at ``max_blocks``."""
 
     @property
     def aa(self) -> list[GateRecord]:
