@@ -16,7 +16,7 @@ they share:
 - an interruption (Ctrl-C) ends the gate with the looks completed so far, the workloads left
   INCONCLUSIVE, "interrupted";
 - an undecided workload is green only while its interval rules out a slowdown of the gate's
-  bound (:func:`perfgate.analysis.outcome.settle`); else it is TOO-NOISY, a failure.
+  bound (:func:`perfgate.analysis.outcome.settle`); else it is TOO_NOISY, a failure.
 
 Pure: nothing here measures, reads a file or prints; the strategy does, and ``announce``
 says what happens.
@@ -68,7 +68,6 @@ class Strategy(Protocol):
 
     def notes(self, name: str) -> tuple[str, ...]:
         """Lines to show under the workload: each block measured again, or kept although contended."""
-
 
 
 @runtime_checkable
@@ -174,9 +173,9 @@ class BudgetSpending:
     The share at a look is the timed steps of the blocks judged, over the budget
     (:func:`recorded_window_seconds`): the step times the measuring gate and the judge read alike
     from the same results, so both find the same boundary, and no instant (or other duration) a
-    file records moves it. A look is the last when the next block would not fit in the budget (the measuring gate's
-    own clock; the judge: the files end there and the measuring job ran for the budget), or at
-    ``cap``. A plan timed from the first block instead promised looks the budget never held
+    file records moves it. A look is the last when the next block would not fit in the budget
+    (the measuring gate's own clock; the judge: the files end there and the measuring job ran
+    for the budget), or at ``cap``. A plan timed from the first block instead promised looks the budget never held
     (three quiet gates here planned 191–219 blocks and stopped at 83–92), and the α of the
     looks not taken was lost. ``cap``: an explicit ``max_blocks``, else :data:`MAX_PLANNED`."""
 
@@ -275,10 +274,9 @@ def drive(
 ) -> Driven:
     """Look at ``names`` at every count of ``schedule`` until each is decided, the budget is
     spent, or the last look is taken. A :class:`Replayed` strategy (the judge's): the units are
-    read, not measured; an undecided
-    workload with fewer units than the next look is stopped there: "stopped at the budget" when
-    the strategy finds the files show it (``stopped_short`` returns None), else an ERROR saying
-    why they do not. A short run is never a decision, nor judged on what the files claim.
+    read, not measured; an undecided workload with fewer units than the next look is stopped
+    there: "stopped at the budget" when the strategy finds the files show it (``stopped_short``
+    returns None), else an ERROR saying why they do not. A short run is never a decision, nor judged on what the files claim.
 
     ``plan``: a budget's paired gate (:class:`BudgetSpending`; ``budget_s`` defaults to its
     budget, ``schedule`` is its :meth:`~BudgetSpending.schedule`): the first unit is measured
@@ -289,6 +287,9 @@ def drive(
     unit = strategy.unit
     replayed = strategy if isinstance(strategy, Replayed) else None
     replay = replayed is not None
+    recording = strategy if isinstance(strategy, Recording) else None
+    if plan is not None and not replay and recording is None:
+        raise TypeError("a budget's gate spends α by what its strategy recorded: it has no recorded()")
     started = clock()
     final: dict[str, WorkloadComparison] = {}
     last: dict[str, WorkloadComparison] = {}
@@ -382,11 +383,10 @@ def drive(
                     replayed.stopped_short(open_names[0], target, schedule.last, open_names) is None)
                 share = 1.0 if at_budget else replayed.budget_share(names, target)
             else:
-                if not isinstance(strategy, Recording):
-                    raise TypeError("a budget's gate spends α by what its strategy recorded: it has no recorded()")
+                assert recording is not None
                 per = strategy.seconds_per_unit(open_names)
                 at_budget = per is not None and clock() - started + per > plan.budget_s
-                share = 1.0 if at_budget else plan.share(strategy.recorded(names), target)
+                share = 1.0 if at_budget else plan.share(recording.recorded(names), target)
             at_budget = at_budget or (share >= 1.0 and target < schedule.last)  # the timed steps alone filled it
             schedule = schedule.spend(target, share)
         look = Look(count, schedule, unit)
@@ -421,13 +421,14 @@ def drive(
             continue
         why = stopped.get(name, "undecided")
         before = last.get(name)
+        own = per_workload.get(name, config) if per_workload else config
         if before is None:
-            final[name] = settle(WorkloadComparison(name, Verdict.INCONCLUSIVE, why, progress=f"{why}{how}"), config,
+            final[name] = settle(WorkloadComparison(name, Verdict.INCONCLUSIVE, why, progress=f"{why}{how}"), own,
                                  ended=True)
             continue
         reason = before.reason.replace("; measuring on", "")
-        settled = settle(dataclasses.replace(before, verdict=Verdict.INCONCLUSIVE, reason=f"{reason}; {why}"),
-                         per_workload.get(name, config) if per_workload else config, ended=True)
+        settled = settle(dataclasses.replace(before, verdict=Verdict.INCONCLUSIVE, reason=f"{reason}; {why}"), own,
+                         ended=True)
         final[name] = dataclasses.replace(settled, progress=f"{why}{needs(settled)}{how}")
     comparisons = []
     for name in names:

@@ -175,8 +175,7 @@ class WorkloadComparison:
         None when one of them has none (no interval rules anything out)."""
         if self.time is None:
             return None
-        bounds = [self.time.pass_bound, *(d.pass_bound for d in self.gated.values()
-                                          if d.verdict in (Verdict.INCONCLUSIVE, Verdict.TOO_NOISY))]
+        bounds = [self.time.pass_bound, *(d.pass_bound for d in self.gated.values() if d.verdict in UNDECIDED)]
         return max(bounds) if all(isinstance(b, float) and math.isfinite(b) for b in bounds) else None
 
     @property
@@ -255,8 +254,9 @@ def settle(c: WorkloadComparison, config: GateConfig, *, ended: bool = False) ->
     upper = c.upper_bound
     limit = f"{bound * 100:+.3g}%"
     if upper is not None and upper < 1.0 + bound:
-        return dataclasses.replace(c, green_bound=bound, reason=f"{c.reason}; undecided, but not slower than {(upper - 1) * 100:+.1f}% "
-                                             f"(the gate's bound {limit}: its check stays green)")
+        return dataclasses.replace(c, green_bound=bound, reason=(
+            f"{c.reason}; undecided, but not slower than {(upper - 1) * 100:+.1f}% (the gate's bound {limit}: its "
+            "check stays green)"))
     shown = (f"its upper bound {(upper - 1) * 100:+.1f}% reaches the gate's bound {limit}" if upper is not None else
              f"no interval rules out the gate's bound {limit}")
     return dataclasses.replace(c, verdict=Verdict.TOO_NOISY, green_bound=bound, reason=(

@@ -120,10 +120,6 @@ class _Replay:
     job: MeasuringJob | None = None
     """The measuring job's start and end from the Actions API (None: judged by hand)."""
 
-    def recorded(self, names: Sequence[str]) -> list[RunResult]:
-        """Both sides' results of ``names`` (the budget's share measured is read from them)."""
-        return [side[n] for n in names for side in (self.measured.head, self.measured.base) if n in side]
-
     def budget_share(self, names: Sequence[str], count: int) -> float:
         """The share of the base's budget the blocks below ``count`` measured, as the measuring
         gate spent α by it: a sharded run's shards each spent by their own, so the largest
@@ -148,12 +144,8 @@ class _Replay:
     def _part(self, name: str) -> Measured:
         """The measuring job's folder that holds ``name``: a shard of a sharded run (each
         shard stops at its own budget, on its own clock), else the whole run."""
-        measured = self.measured
-        if isinstance(measured, ShardedMeasured):
-            for part in measured.shards:
-                if name in part.head or name in part.base:
-                    return part
-        return measured
+        return next((part for part in _parts(self.measured) if name in part.head or name in part.base),
+                    self.measured)
 
     def stopped_short(self, name: str, count: int, last: int, open_names: Sequence[str]) -> str | None:
         """None when the files show that the measuring job stopped ``name``, undecided at the look

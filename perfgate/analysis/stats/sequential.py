@@ -363,17 +363,16 @@ def spent_t_boundary(alpha: float, counts: Sequence[int], fractions: Sequence[fl
     key = _alpha_key(alpha)
     k = len(counts)
     with _lock:
-        def fits(sim: _TPaths) -> bool:
+        def same_looks(sim: _TPaths) -> bool:
+            """``sim`` simulated these looks so far (or these looks begin its)."""
             n = min(k, len(sim.counts))
-            return (sim.gamma == float(gamma) and sim.paths == paths and key in sim.critical
+            return (sim.gamma == float(gamma) and sim.paths == paths
                     and tuple(sim.counts[:n]) == counts[:n] and tuple(sim.fractions[:n]) == fractions[:n])
 
-        sim = next((s for s in reversed(_spending_sims) if fits(s)), None)
+        sim = next((s for s in reversed(_spending_sims) if same_looks(s) and key in s.critical), None)
         if sim is None:
             # a level not simulated yet on these looks: simulate them again with it, keeping the others
-            prior = next((s for s in reversed(_spending_sims) if s.gamma == float(gamma) and s.paths == paths
-                          and tuple(s.counts[:k]) == counts[:len(s.counts)]
-                          and tuple(s.fractions[:k]) == fractions[:len(s.fractions)]), None)
+            prior = next((s for s in reversed(_spending_sims) if same_looks(s)), None)
             if prior is not None:
                 _spending_sims.remove(prior)
             sim = _TPaths(sorted({key, *STANDARD_ALPHAS, *(prior.levels if prior else ())}), gamma, paths, SEED)
@@ -482,14 +481,14 @@ class Schedule:
     @property
     def closed(self) -> bool:
         """A budget's gate whose last look is taken (its spending reached 1)."""
-        return bool(self.spending) and self.spending[-1] >= 1.0  # type: ignore[index]  # bool() holds it
+        return self.spending is not None and len(self.spending) > 0 and self.spending[-1] >= 1.0
 
     @property
     def counts(self) -> tuple[int, ...]:
         """The counts at which the looks fall; the last one is ``last``, or the look a budget's
         gate closed at (:attr:`closed`)."""
         out = (*range(self.first, self.last, self.every), self.last)
-        return out[:len(self.spending)] if self.closed else out  # type: ignore[arg-type]  # closed: not None
+        return out[:len(self.spending)] if self.spending is not None and self.closed else out
 
     def spend(self, count: int, fraction: float) -> Schedule:
         """This budget's schedule with the look at ``count`` taken, α spent up to ``fraction``
