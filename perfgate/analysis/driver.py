@@ -159,8 +159,7 @@ def recorded_window_seconds(results: Iterable[RunResult], below: int) -> float:
     added up exactly (``math.fsum``: the same total in any order): the share of a budget's gate
     measured at a look, from the step times the measurement holds (the very numbers the gate
     judges), never from the instants or the window durations its files record besides them."""
-    return math.fsum(math.fsum(r.phases_ms["step"]) / 1e3 for result in results for r in result.repeats
-                     if r.block is not None and r.block < below)
+    return math.fsum(r.steps_s for result in results for r in result.repeats if r.block is not None and r.block < below)
 
 
 @dataclass(frozen=True)

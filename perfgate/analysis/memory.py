@@ -19,8 +19,9 @@ neither, changes nothing; a stored baseline keeps no telemetry, so against one t
 not known and changes nothing either.
 
 In the paired design both sides' slopes are measured by the same harness in the same job: a
-kind of memory whose slope one side recorded and the other did not (:func:`missing_slopes`)
-is missing data, never a pass. The comparison makes it an ERROR, as a missing peak memory
+kind of memory whose slope one side recorded and the other did not, although its windows were
+long enough to record one (:func:`missing_slopes`, :func:`slope_recordable`), is missing data,
+never a pass. The comparison makes it an ERROR, as a missing peak memory
 (``perfgate.analysis.compare``; with ``missing_is_error = false`` the memory row says it was
 not compared): a head that left its slope out would otherwise hide MEMORY-CREEP, and so would
 a base side that left out its own.
@@ -196,7 +197,7 @@ def slope_recordable(repeats: Sequence[RepeatResult]) -> set[str]:
     for part, _key, what in CREEP_SOURCES:
         for r in repeats:
             sampled = isinstance(r.telemetry, Mapping) and isinstance(r.telemetry.get(part), Mapping)
-            if sampled and math.fsum(r.phases_ms["step"]) / 1e3 >= SLOPE_WINDOW_S:
+            if sampled and r.steps_s >= SLOPE_WINDOW_S:
                 found.add(what)
                 break
     return found

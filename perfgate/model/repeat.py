@@ -158,6 +158,12 @@ class Repeat:
     def steps(self) -> int:
         return len(self.phases_ms["step"])
 
+    @cached_property
+    def steps_s(self) -> float:
+        """The timed steps added up exactly, in seconds: the window the steps themselves measure
+        (unlike a stated ``window_s``, what the gate judges)."""
+        return math.fsum(self.phases_ms["step"]) / 1e3
+
     @property
     def steps_per_window(self) -> int:
         return self.steps // self.windows
